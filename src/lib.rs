@@ -1,0 +1,1 @@
+//! gShare Edge: the gShare GPU-sharing control plane as one binary.

@@ -1,0 +1,1 @@
+//! A fake Kubernetes API server for tests and trials. Never compiled into the shipped binary.
