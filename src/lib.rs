@@ -1,1 +1,179 @@
-//! gShare Edge: the gShare GPU-sharing control plane as one binary.
+//! gShare Edge: the gShare GPU-sharing control plane as one binary. This crate is the whole
+//! server; `main.rs` only parses the command line and calls in here.
+
+pub mod auth;
+pub mod clock;
+pub mod clusters;
+pub mod config;
+pub mod http;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use auth::Authorities;
+use clock::Clock;
+use config::Config;
+use store::Store;
+
+/// Everything a request handler can reach, shared as `Arc<App>` through axum's state.
+#[derive(Debug)]
+pub struct App {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub auth: Authorities,
+    pub clock: Clock,
+    pub openapi_json: Arc<Vec<u8>>,
+    pub reference_html: Arc<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("signing keys: {0}")]
+    Keys(#[from] auth::keys::KeyError),
+    #[error("cannot listen on {addr}: {source}{hint}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+        hint: &'static str,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl App {
+    /// Opens the state file and key rings (blocking work runs off the executor).
+    pub async fn open(config: Config, clock: Clock) -> Result<Arc<Self>, StartError> {
+        let config = Arc::new(config);
+        let (store, auth) = {
+            let config = config.clone();
+            let clock = clock.clone();
+            tokio::task::spawn_blocking(move || -> Result<_, StartError> {
+                let store = Store::open(&config.state_file())?;
+                let (auth, generated) = Authorities::open(&config, clock)?;
+                for kid in generated {
+                    tracing::info!(%kid, dir = %config.keys_dir().display(), "generated a new internal JWT signing key");
+                }
+                Ok((store, auth))
+            })
+            .await
+            .map_err(|e| StartError::Other(e.to_string()))??
+        };
+        let (_, doc) = http::api_routes();
+        let doc_json = serde_json::to_value(&doc).map_err(|e| StartError::Other(e.to_string()))?;
+        let reference_html = http::docs::reference_html(&doc_json);
+        let openapi_json =
+            serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
+        Ok(Arc::new(Self {
+            config,
+            store,
+            auth,
+            clock,
+            openapi_json: Arc::new(openapi_json),
+            reference_html: Arc::new(reference_html),
+        }))
+    }
+}
+
+/// A server bound and serving in the background; dropping `shutdown` (or calling
+/// [`RunningServer::stop`]) begins a graceful stop.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub app: Arc<App>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// Binds the configured address (port 0 picks a free one) and starts serving.
+    pub async fn start(config: Config, clock: Clock) -> Result<Self, StartError> {
+        let listen = config.listen;
+        let app = App::open(config, clock).await?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: listen,
+                hint: if source.kind() == std::io::ErrorKind::AddrInUse {
+                    " (another process listens there; set GSHARE_LISTEN to another address)"
+                } else {
+                    ""
+                },
+                source,
+            })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| StartError::Other(e.to_string()))?;
+        let (shutdown, mut rx) = watch::channel(false);
+        spawn_background(app.clone(), rx.clone());
+        let router = http::router(app.clone());
+        let grace = app.config.shutdown_grace;
+        let task = tokio::spawn(async move {
+            http::server::serve(
+                listener,
+                router,
+                async move {
+                    let _ = rx.wait_for(|v| *v).await;
+                },
+                grace,
+            )
+            .await;
+        });
+        Ok(Self {
+            addr,
+            app,
+            shutdown,
+            task,
+        })
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, lets in-flight requests finish, and waits for the server task.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+
+    /// Waits until the server task ends (after a stop).
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+
+    /// A handle that triggers a graceful stop.
+    pub fn stopper(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// Periodic upkeep that lives as long as the server.
+fn spawn_background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.wait_for(|v| *v) => return,
+            }
+            // `gshare keys rotate|prune` run as separate processes; pick their result up here.
+            let auth = app.auth.clone();
+            match tokio::task::spawn_blocking(move || auth.internal.reload_if_changed()).await {
+                Ok(Ok(true)) => {
+                    tracing::info!(signing_kid = ?app.auth.internal.signing_kid(), "internal JWT key ring reloaded")
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "cannot reload the internal JWT key ring; keeping the loaded keys")
+                }
+                Err(e) => tracing::error!(error = %e, "key ring reload task failed"),
+            }
+        }
+    });
+}

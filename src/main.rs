@@ -1,1 +1,277 @@
-fn main() {}
+//! The `gshare` command line: parse, load config, call into the library.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use gshare::auth::keys::KeyRingDir;
+use gshare::auth::tokens::{self, AUD_INTERNAL, MAX_TTL, TokenAuthority};
+use gshare::clock::Clock;
+use gshare::clusters::ClusterId;
+use gshare::config::{Config, LogFormat};
+
+#[derive(Parser)]
+#[command(
+    name = "gshare",
+    version,
+    about = "gShare Edge: the gShare GPU-sharing control plane in one binary",
+    long_about = "gShare Edge registers Kubernetes GPU clusters, applies GShareSession resources to them and \
+accepts the callbacks of the gShare operator running in each cluster.\n\n\
+Start with `gshare serve`: with no configuration it keeps its state in ./gshare-data and listens on \
+127.0.0.1:8080. Settings come from built-in defaults, then a TOML file (--config, $GSHARE_CONFIG, or \
+/etc/gshare/config.toml when present), then GSHARE_* environment variables; `gshare config check` prints the result."
+)]
+struct Cli {
+    /// TOML configuration file (default: $GSHARE_CONFIG, else /etc/gshare/config.toml if it exists).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the control plane: the API, operator callbacks and the console on one port.
+    Serve,
+    /// Mint tokens offline, from the signing keys in the data directory.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Manage the internal JWT signing keys (the ones operators' tokens are checked against).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Validate the configuration and print it, secrets redacted.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Print an operator token for one cluster (the Secret `gshare-operator-internal-jwt`, key `internal-jwt`).
+    ///
+    /// The token is the last line on stdout, so `TOKEN=$(gshare token operator --cluster-id clu_… | tail -1)` works.
+    Operator {
+        /// The cluster's id, as returned by registration (clu_<ULID> or clu_local).
+        #[arg(long, value_name = "CLUSTER_ID")]
+        cluster_id: String,
+        /// How long the token stays valid: e.g. 24h, 7d (at most 30d).
+        #[arg(long, default_value = "7d")]
+        ttl: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// List the signing keys: kid, created, state.
+    List,
+    /// Make a new signing key; tokens signed by older keys keep verifying until pruned.
+    Rotate,
+    /// Drop keys retired for longer than the longest token lifetime (30 days).
+    Prune,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Check the effective configuration; exits non-zero naming the offending key.
+    Check,
+}
+
+fn process_env() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("GSHARE_"))
+        .collect()
+}
+
+fn init_logging(config: &Config) {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| config.log_level.clone());
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => builder.init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gshare: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let env = process_env();
+    let config = Config::load(cli.config.as_deref(), &env)?;
+    match cli.command {
+        Command::Config(ConfigCommand::Check) => {
+            match &config.source {
+                Some(p) => println!("# effective configuration (file: {})", p.display()),
+                None => println!("# effective configuration (no file; defaults and environment)"),
+            }
+            print!("{}", config.render_redacted());
+            Ok(())
+        }
+        Command::Serve => serve(config),
+        Command::Token(TokenCommand::Operator { cluster_id, ttl }) => {
+            let id = ClusterId::parse(cluster_id.trim())?;
+            let ttl = tokens::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
+            let (auth, generated) = gshare::auth::Authorities::open(&config, Clock::system())
+                .with_context(|| {
+                    format!(
+                        "cannot open the signing keys under {}",
+                        config.keys_dir().display()
+                    )
+                })?;
+            for kid in generated {
+                eprintln!("generated a new internal JWT signing key (kid {kid})");
+            }
+            let token = auth.internal.mint(&id.operator_subject(), ttl)?;
+            eprintln!(
+                "operator token for {id}, kid {}, valid {}",
+                auth.internal.signing_kid().unwrap_or_default(),
+                humantime::format_duration(ttl)
+            );
+            println!("{token}");
+            Ok(())
+        }
+        Command::Keys(cmd) => keys(&config, cmd),
+    }
+}
+
+fn keys(config: &Config, cmd: KeysCommand) -> Result<()> {
+    let clock = Clock::system();
+    let ring = gshare::auth::internal_ring(config);
+    let ttl_s = MAX_TTL.as_secs() as i64;
+    match cmd {
+        KeysCommand::List => {
+            let (auth, _) = open_internal(config, &ring, &clock)?;
+            println!("{:<45} {:<22} {:<12} note", "kid", "created", "state");
+            for k in auth.keys() {
+                let created = k
+                    .created_at
+                    .map(|t| gshare::clock::rfc3339_ms(t * 1000))
+                    .unwrap_or_else(|| "-".into());
+                let note = match (k.state.as_str(), k.retired_at) {
+                    ("retired", Some(at)) => format!(
+                        "verifies until pruned; prunable after {}",
+                        gshare::clock::rfc3339_ms((at + ttl_s) * 1000)
+                    ),
+                    ("active", _) => "signs new tokens".to_string(),
+                    ("configured", _) => "signs new tokens (from configuration)".to_string(),
+                    _ => "verifies only".to_string(),
+                };
+                println!(
+                    "{:<45} {:<22} {:<12} {note}",
+                    k.kid,
+                    &created[..created.len().min(20)],
+                    k.state
+                );
+            }
+            Ok(())
+        }
+        KeysCommand::Rotate => {
+            if config.internal_jwt_private_key.is_some() {
+                bail!(
+                    "the signing key is set by configuration (internal_jwt_private_key / GSHARE_INTERNAL_JWT_PRIVATE_KEY); change it there"
+                );
+            }
+            let entry = ring.rotate(clock.now())?;
+            println!(
+                "new signing key {}; older keys keep verifying until `gshare keys prune` (after 30 days)",
+                entry.kid
+            );
+            println!("a running server picks the new key up within 10 s");
+            Ok(())
+        }
+        KeysCommand::Prune => {
+            let gone = ring.prune(clock.now(), ttl_s)?;
+            if gone.is_empty() {
+                println!("nothing to prune");
+            }
+            for kid in gone {
+                println!("pruned {kid}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn open_internal(
+    config: &Config,
+    ring: &KeyRingDir,
+    clock: &Clock,
+) -> Result<(TokenAuthority, Option<String>)> {
+    let configured = match &config.internal_jwt_private_key {
+        Some(pem) => Some(gshare::auth::keys::SigningKey::from_pem(
+            pem.expose(),
+            config.internal_jwt_kid.as_deref(),
+        )?),
+        None => None,
+    };
+    Ok(TokenAuthority::open(
+        AUD_INTERNAL,
+        ring.clone(),
+        configured,
+        clock.clone(),
+    )?)
+}
+
+fn serve(config: Config) -> Result<()> {
+    init_logging(&config);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let server = gshare::RunningServer::start(config.clone(), Clock::system()).await?;
+        tracing::info!(
+            addr = %server.addr,
+            data_dir = %config.data_dir.display(),
+            signing_kid = ?server.app.auth.internal.signing_kid(),
+            "gshare serving; API reference at {}/api/docs",
+            config.public_url
+        );
+        if std::env::var_os("NOTIFY_SOCKET").is_some() {
+            if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
+                tracing::warn!(error = %e, "sd_notify READY=1 failed");
+            }
+        }
+        let stopper = server.stopper();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down: finishing in-flight requests");
+            if std::env::var_os("NOTIFY_SOCKET").is_some() {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+            }
+            let _ = stopper.send(true);
+        });
+        server.wait().await;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers we can only run until killed.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,48 @@
+//! Who may call what: the internal JWT that operators present on `/internal/*`, the admin JWT on
+//! `/api/v1`, the key rings behind both, and the JWKS that publishes the internal keys.
+
+pub mod keys;
+pub mod routes;
+pub mod tokens;
+
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use keys::{KeyError, KeyRingDir, SigningKey};
+use tokens::{AUD_INTERNAL, TokenAuthority};
+
+/// The two token authorities a server (or an offline CLI command) works with.
+#[derive(Debug, Clone)]
+pub struct Authorities {
+    /// Operator callbacks: `aud=gshare-internal`, `sub=operator:<cluster_id>`.
+    pub internal: Arc<TokenAuthority>,
+}
+
+impl Authorities {
+    /// Opens (creating on first use) the key rings under `<data_dir>/keys/`. Returns the kids of
+    /// keys generated now, for the caller to log.
+    pub fn open(config: &Config, clock: Clock) -> Result<(Self, Vec<String>), KeyError> {
+        keys::create_private_dir(&config.keys_dir())?;
+        let configured = match &config.internal_jwt_private_key {
+            Some(pem) => Some(SigningKey::from_pem(
+                pem.expose(),
+                config.internal_jwt_kid.as_deref(),
+            )?),
+            None => None,
+        };
+        let (internal, generated) =
+            TokenAuthority::open(AUD_INTERNAL, internal_ring(config), configured, clock)?;
+        Ok((
+            Self {
+                internal: Arc::new(internal),
+            },
+            generated.into_iter().collect(),
+        ))
+    }
+}
+
+/// The ring of internal (operator) signing keys.
+pub fn internal_ring(config: &Config) -> KeyRingDir {
+    KeyRingDir::new(config.keys_dir().join("internal"))
+}

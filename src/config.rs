@@ -1,0 +1,783 @@
+//! Configuration: built-in defaults, then a TOML file, then `GSHARE_*` environment variables.
+//! Every key is validated here, once, so the rest of the program works with checked values;
+//! secrets never print (`Debug` and `config check` redact them).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::auth::keys::SigningKey;
+
+/// Where the file layer comes from when `--config` and `GSHARE_CONFIG` are both absent.
+pub const SYSTEM_CONFIG: &str = "/etc/gshare/config.toml";
+
+/// A configuration problem, always naming the offending key (or file) so an admin knows what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("{key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl ConfigError {
+    fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A value that must never reach logs: `Debug` and `Display` print `<redacted>`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Secret)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// The effective, validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the file layer came from, if any.
+    pub source: Option<PathBuf>,
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub public_url: String,
+    pub cluster_kubeconfig_dir: PathBuf,
+    pub session_domain: Option<String>,
+    pub session_ingress: Option<String>,
+    pub trusted_proxy_hops: u32,
+    /// Configured signing key (PEM); checked at load time, parsed again where it is used.
+    pub internal_jwt_private_key: Option<Secret>,
+    pub internal_jwt_kid: Option<String>,
+    pub log_format: LogFormat,
+    pub log_level: String,
+    pub probe_timeout: Duration,
+    pub probe_interval: Duration,
+    pub kubeconfig_exec_allow: Vec<String>,
+    pub bootstrap_local_cluster: bool,
+    pub local_kubeconfig: Option<PathBuf>,
+    pub node_stale_after: Duration,
+    pub heartbeat_stale_after: Duration,
+    pub shutdown_grace: Duration,
+}
+
+/// The file layer: every key optional, unknown keys rejected.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLayer {
+    data_dir: Option<PathBuf>,
+    listen: Option<String>,
+    public_url: Option<String>,
+    cluster_kubeconfig_dir: Option<PathBuf>,
+    session_domain: Option<String>,
+    session_ingress: Option<String>,
+    trusted_proxy_hops: Option<i64>,
+    internal_jwt_private_key: Option<Secret>,
+    internal_jwt_kid: Option<String>,
+    log_format: Option<String>,
+    log_level: Option<String>,
+    probe_timeout: Option<String>,
+    probe_interval: Option<String>,
+    kubeconfig_exec_allow: Option<Vec<String>>,
+    bootstrap_local_cluster: Option<bool>,
+    local_kubeconfig: Option<PathBuf>,
+    node_stale_after: Option<String>,
+    heartbeat_stale_after: Option<String>,
+    shutdown_grace: Option<String>,
+}
+
+/// One raw value and where it came from, so errors name the key the admin actually wrote.
+struct Raw<T> {
+    value: T,
+    key: String,
+}
+
+impl Config {
+    /// Loads defaults -> file -> environment. `explicit` is `--config`; `env` is the process
+    /// environment (passed in so tests don't mutate global state).
+    pub fn load(
+        explicit: Option<&Path>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let path = match (explicit, env.get("GSHARE_CONFIG")) {
+            (Some(p), _) => Some(p.to_path_buf()),
+            (None, Some(p)) if !p.is_empty() => Some(PathBuf::from(p)),
+            _ => {
+                let system = Path::new(SYSTEM_CONFIG);
+                system.exists().then(|| system.to_path_buf())
+            }
+        };
+        let file = match &path {
+            Some(p) => {
+                let text =
+                    std::fs::read_to_string(p).map_err(|source| ConfigError::Unreadable {
+                        path: p.clone(),
+                        source,
+                    })?;
+                Self::parse_file(p, &text)?
+            }
+            None => FileLayer::default(),
+        };
+        Self::build(path, file, env)
+    }
+
+    /// Loads only from a TOML text (used by tests and `config check` on the example file).
+    pub fn from_toml(
+        path: &Path,
+        text: &str,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let file = Self::parse_file(path, text)?;
+        Self::build(Some(path.to_path_buf()), file, env)
+    }
+
+    fn parse_file(path: &Path, text: &str) -> Result<FileLayer, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })
+    }
+
+    fn build(
+        source: Option<PathBuf>,
+        f: FileLayer,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let layer = Layer { env };
+        let data_dir = layer
+            .pick("data_dir", f.data_dir.map(|p| p.display().to_string()))
+            .map(|r| PathBuf::from(r.value))
+            .unwrap_or_else(|| PathBuf::from("gshare-data"));
+        non_empty_path("data_dir", &data_dir)?;
+
+        let listen = match layer.pick("listen", f.listen) {
+            Some(r) => r.value.parse::<SocketAddr>().map_err(|_| {
+                ConfigError::invalid(
+                    &r.key,
+                    format!(
+                        "`{}` is not an address:port such as 127.0.0.1:8080",
+                        r.value
+                    ),
+                )
+            })?,
+            None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        };
+
+        let public_url = match layer.pick("public_url", f.public_url) {
+            Some(r) => {
+                let url = r.value.trim_end_matches('/').to_string();
+                if !(url.starts_with("http://") || url.starts_with("https://"))
+                    || url.len() <= "https://".len()
+                {
+                    return Err(ConfigError::invalid(
+                        &r.key,
+                        format!("`{}` must be an http:// or https:// URL", r.value),
+                    ));
+                }
+                url
+            }
+            None => format!("http://{listen}"),
+        };
+
+        let cluster_kubeconfig_dir = layer
+            .pick(
+                "cluster_kubeconfig_dir",
+                f.cluster_kubeconfig_dir.map(|p| p.display().to_string()),
+            )
+            .map(|r| PathBuf::from(r.value))
+            .unwrap_or_else(|| data_dir.join("clusters"));
+        non_empty_path("cluster_kubeconfig_dir", &cluster_kubeconfig_dir)?;
+
+        let session_domain = match layer.pick("session_domain", f.session_domain) {
+            Some(r) if r.value.is_empty() => None,
+            Some(r) => Some(hostname(&r.key, &r.value)?),
+            None => None,
+        };
+        let session_ingress = layer
+            .pick("session_ingress", f.session_ingress)
+            .map(|r| r.value)
+            .filter(|v| !v.is_empty());
+
+        let trusted_proxy_hops =
+            match layer.pick_typed("trusted_proxy_hops", f.trusted_proxy_hops, |s| {
+                s.parse::<i64>().ok()
+            })? {
+                Some(r) => u32::try_from(r.value)
+                    .ok()
+                    .filter(|v| *v <= 16)
+                    .ok_or_else(|| {
+                        ConfigError::invalid(
+                            &r.key,
+                            format!("{} is not a hop count between 0 and 16", r.value),
+                        )
+                    })?,
+                None => 0,
+            };
+
+        let internal_jwt_kid = layer
+            .pick("internal_jwt_kid", f.internal_jwt_kid)
+            .map(|r| r.value)
+            .filter(|v| !v.is_empty());
+        if let Some(kid) = &internal_jwt_kid {
+            if kid.len() > 128
+                || !kid
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(ConfigError::invalid(
+                    "internal_jwt_kid",
+                    "use 1-128 characters from A-Z a-z 0-9 - _ .",
+                ));
+            }
+        }
+        let internal_jwt_private_key = match env
+            .get("GSHARE_INTERNAL_JWT_PRIVATE_KEY")
+            .filter(|v| !v.is_empty())
+        {
+            Some(v) => Some(Raw {
+                value: Secret::new(v.clone()),
+                key: "GSHARE_INTERNAL_JWT_PRIVATE_KEY".into(),
+            }),
+            None => f
+                .internal_jwt_private_key
+                .filter(|s| !s.expose().is_empty())
+                .map(|value| Raw {
+                    value,
+                    key: "internal_jwt_private_key".into(),
+                }),
+        };
+        if let Some(r) = &internal_jwt_private_key {
+            SigningKey::from_pem(r.value.expose(), None)
+                .map_err(|e| ConfigError::invalid(&r.key, e.to_string()))?;
+        }
+
+        let log_format = match layer.pick("log_format", f.log_format) {
+            Some(r) => match r.value.as_str() {
+                "human" | "text" | "" => LogFormat::Human,
+                "json" => LogFormat::Json,
+                other => {
+                    return Err(ConfigError::invalid(
+                        &r.key,
+                        format!("`{other}` is neither `human` nor `json`"),
+                    ));
+                }
+            },
+            None => LogFormat::Human,
+        };
+        let log_level = match layer.pick("log_level", f.log_level) {
+            Some(r) => {
+                tracing_subscriber::EnvFilter::try_new(&r.value).map_err(|e| {
+                    ConfigError::invalid(&r.key, format!("`{}` is not a log filter: {e}", r.value))
+                })?;
+                r.value
+            }
+            None => "info".to_string(),
+        };
+
+        let probe_timeout = layer.duration(
+            "probe_timeout",
+            f.probe_timeout,
+            "10s",
+            Duration::from_secs(1)..=Duration::from_secs(300),
+        )?;
+        let probe_interval = layer.duration(
+            "probe_interval",
+            f.probe_interval,
+            "60s",
+            Duration::from_secs(5)..=Duration::from_secs(86400),
+        )?;
+        let node_stale_after = layer.duration(
+            "node_stale_after",
+            f.node_stale_after,
+            "120s",
+            Duration::from_secs(15)..=Duration::from_secs(86400),
+        )?;
+        let heartbeat_stale_after = layer.duration(
+            "heartbeat_stale_after",
+            f.heartbeat_stale_after,
+            "90s",
+            Duration::from_secs(15)..=Duration::from_secs(86400),
+        )?;
+        let shutdown_grace = layer.duration(
+            "shutdown_grace",
+            f.shutdown_grace,
+            "20s",
+            Duration::from_secs(0)..=Duration::from_secs(600),
+        )?;
+
+        let kubeconfig_exec_allow = match env.get("GSHARE_KUBECONFIG_EXEC_ALLOW") {
+            Some(v) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            None => f.kubeconfig_exec_allow.unwrap_or_default(),
+        };
+        let bootstrap_local_cluster = layer
+            .pick_typed(
+                "bootstrap_local_cluster",
+                f.bootstrap_local_cluster,
+                parse_bool,
+            )?
+            .is_some_and(|r| r.value);
+        let local_kubeconfig = layer
+            .pick(
+                "local_kubeconfig",
+                f.local_kubeconfig.map(|p| p.display().to_string()),
+            )
+            .map(|r| PathBuf::from(r.value))
+            .filter(|p| !p.as_os_str().is_empty());
+
+        Ok(Self {
+            source,
+            data_dir,
+            listen,
+            public_url,
+            cluster_kubeconfig_dir,
+            session_domain,
+            session_ingress,
+            trusted_proxy_hops,
+            internal_jwt_private_key: internal_jwt_private_key.map(|r| r.value),
+            internal_jwt_kid,
+            log_format,
+            log_level,
+            probe_timeout,
+            probe_interval,
+            kubeconfig_exec_allow,
+            bootstrap_local_cluster,
+            local_kubeconfig,
+            node_stale_after,
+            heartbeat_stale_after,
+            shutdown_grace,
+        })
+    }
+
+    /// The state file: one redb database.
+    pub fn state_file(&self) -> PathBuf {
+        self.data_dir.join("gshare.redb")
+    }
+
+    /// Where generated signing keys live.
+    pub fn keys_dir(&self) -> PathBuf {
+        self.data_dir.join("keys")
+    }
+
+    /// The effective configuration as TOML, secrets redacted: what `gshare config check` prints.
+    pub fn render_redacted(&self) -> String {
+        let mut t = toml::Table::new();
+        let s = |v: &str| toml::Value::String(v.to_string());
+        let d = |v: Duration| toml::Value::String(humantime::format_duration(v).to_string());
+        t.insert("data_dir".into(), s(&self.data_dir.display().to_string()));
+        t.insert("listen".into(), s(&self.listen.to_string()));
+        t.insert("public_url".into(), s(&self.public_url));
+        t.insert(
+            "cluster_kubeconfig_dir".into(),
+            s(&self.cluster_kubeconfig_dir.display().to_string()),
+        );
+        t.insert(
+            "session_domain".into(),
+            s(self.session_domain.as_deref().unwrap_or("")),
+        );
+        t.insert(
+            "session_ingress".into(),
+            s(self.session_ingress.as_deref().unwrap_or("")),
+        );
+        t.insert(
+            "trusted_proxy_hops".into(),
+            toml::Value::Integer(i64::from(self.trusted_proxy_hops)),
+        );
+        t.insert(
+            "internal_jwt_private_key".into(),
+            s(if self.internal_jwt_private_key.is_some() {
+                "<redacted>"
+            } else {
+                ""
+            }),
+        );
+        t.insert(
+            "internal_jwt_kid".into(),
+            s(self.internal_jwt_kid.as_deref().unwrap_or("")),
+        );
+        t.insert(
+            "log_format".into(),
+            s(if self.log_format == LogFormat::Json {
+                "json"
+            } else {
+                "human"
+            }),
+        );
+        t.insert("log_level".into(), s(&self.log_level));
+        t.insert("probe_timeout".into(), d(self.probe_timeout));
+        t.insert("probe_interval".into(), d(self.probe_interval));
+        t.insert(
+            "kubeconfig_exec_allow".into(),
+            toml::Value::Array(self.kubeconfig_exec_allow.iter().map(|v| s(v)).collect()),
+        );
+        t.insert(
+            "bootstrap_local_cluster".into(),
+            toml::Value::Boolean(self.bootstrap_local_cluster),
+        );
+        t.insert(
+            "local_kubeconfig".into(),
+            s(&self
+                .local_kubeconfig
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()),
+        );
+        t.insert("node_stale_after".into(), d(self.node_stale_after));
+        t.insert(
+            "heartbeat_stale_after".into(),
+            d(self.heartbeat_stale_after),
+        );
+        t.insert("shutdown_grace".into(), d(self.shutdown_grace));
+        toml::to_string(&t).unwrap_or_default()
+    }
+
+    /// Defaults only, rooted at `data_dir`, with `extra` environment on top (tests and embedded use).
+    pub fn for_data_dir(data_dir: &Path, extra: &[(&str, &str)]) -> Result<Self, ConfigError> {
+        let mut env: BTreeMap<String, String> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.insert(
+            "GSHARE_DATA_DIR".to_string(),
+            data_dir.display().to_string(),
+        );
+        Self::build(None, FileLayer::default(), &env)
+    }
+}
+
+/// The environment layer over the file layer for one key.
+struct Layer<'a> {
+    env: &'a BTreeMap<String, String>,
+}
+
+impl Layer<'_> {
+    fn env_name(key: &str) -> String {
+        format!("GSHARE_{}", key.to_ascii_uppercase())
+    }
+
+    /// String-typed key: the environment wins over the file.
+    fn pick(&self, key: &str, file: Option<String>) -> Option<Raw<String>> {
+        let name = Self::env_name(key);
+        match self.env.get(&name) {
+            Some(v) => Some(Raw {
+                value: v.clone(),
+                key: name,
+            }),
+            None => file.map(|value| Raw {
+                value,
+                key: key.to_string(),
+            }),
+        }
+    }
+
+    /// Typed key: the file value is already typed; an env value is parsed, naming the variable on failure.
+    fn pick_typed<T>(
+        &self,
+        key: &str,
+        file: Option<T>,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Option<Raw<T>>, ConfigError> {
+        let name = Self::env_name(key);
+        match self.env.get(&name) {
+            Some(v) => parse(v.trim())
+                .map(|value| {
+                    Some(Raw {
+                        value,
+                        key: name.clone(),
+                    })
+                })
+                .ok_or_else(|| ConfigError::invalid(&name, format!("`{v}` is not a valid value"))),
+            None => Ok(file.map(|value| Raw {
+                value,
+                key: key.to_string(),
+            })),
+        }
+    }
+
+    fn duration(
+        &self,
+        key: &str,
+        file: Option<String>,
+        default: &str,
+        range: std::ops::RangeInclusive<Duration>,
+    ) -> Result<Duration, ConfigError> {
+        let raw = self.pick(key, file).unwrap_or(Raw {
+            value: default.to_string(),
+            key: key.to_string(),
+        });
+        let d = humantime::parse_duration(raw.value.trim()).map_err(|e| {
+            ConfigError::invalid(
+                &raw.key,
+                format!("`{}` is not a duration like 30s or 5m: {e}", raw.value),
+            )
+        })?;
+        if !range.contains(&d) {
+            return Err(ConfigError::invalid(
+                &raw.key,
+                format!(
+                    "{} is outside {}..={}",
+                    raw.value,
+                    humantime::format_duration(*range.start()),
+                    humantime::format_duration(*range.end())
+                ),
+            ));
+        }
+        Ok(d)
+    }
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+fn non_empty_path(key: &str, p: &Path) -> Result<(), ConfigError> {
+    if p.as_os_str().is_empty() {
+        return Err(ConfigError::invalid(key, "must not be empty"));
+    }
+    Ok(())
+}
+
+/// A DNS host name (session domains), lower-cased.
+fn hostname(key: &str, v: &str) -> Result<String, ConfigError> {
+    let v = v.trim().trim_end_matches('.').to_ascii_lowercase();
+    let ok = !v.is_empty()
+        && v.len() <= 253
+        && v.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if !ok {
+        return Err(ConfigError::invalid(
+            key,
+            format!("`{v}` is not a DNS name such as sessions.example.com"),
+        ));
+    }
+    Ok(v)
+}
+
+/// Exposed for the clusters API, which validates session domains the same way.
+pub fn validate_hostname(v: &str) -> Result<String, String> {
+    hostname("session_domain", v).map_err(|e| match e {
+        ConfigError::Invalid { message, .. } => message,
+        other => other.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn from(text: &str, e: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_toml(Path::new("test.toml"), text, &env(e))
+    }
+
+    #[test]
+    fn defaults_without_any_config() {
+        let c = Config::load(None, &env(&[("GSHARE_CONFIG", "/dev/null")])).unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("gshare-data"));
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.public_url, "http://127.0.0.1:8080");
+        assert_eq!(
+            c.cluster_kubeconfig_dir,
+            PathBuf::from("gshare-data/clusters")
+        );
+        assert_eq!(c.trusted_proxy_hops, 0);
+        assert_eq!(c.probe_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn env_overrides_file_overrides_defaults() {
+        let c = from(
+            "data_dir = \"/srv/g\"\nlisten = \"0.0.0.0:9000\"\ntrusted_proxy_hops = 1\nsession_domain = \"s.example.com\"\n",
+            &[("GSHARE_LISTEN", "127.0.0.1:9100"), ("GSHARE_TRUSTED_PROXY_HOPS", "2")],
+        )
+        .unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/srv/g"));
+        assert_eq!(c.cluster_kubeconfig_dir, PathBuf::from("/srv/g/clusters"));
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9100");
+        assert_eq!(c.trusted_proxy_hops, 2);
+        assert_eq!(c.session_domain.as_deref(), Some("s.example.com"));
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = from("listen = \"127.0.0.1:1\"\nlisten_addr = \"x\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listen_addr"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_is_named() {
+        let e = from("trusted_proxy_hops = \"two\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trusted_proxy_hops"), "{e}");
+    }
+
+    #[test]
+    fn bad_proxy_hops_from_env() {
+        for bad in ["-1", "abc", "99"] {
+            let e = from("", &[("GSHARE_TRUSTED_PROXY_HOPS", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("GSHARE_TRUSTED_PROXY_HOPS"), "{bad}: {e}");
+        }
+        let e = from("trusted_proxy_hops = -1\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("trusted_proxy_hops"), "{e}");
+    }
+
+    #[test]
+    fn unreadable_file_is_named() {
+        let e = Config::load(Some(Path::new("/nonexistent/gshare.toml")), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent/gshare.toml"), "{e}");
+    }
+
+    #[test]
+    fn bad_listen_and_durations() {
+        let e = from("", &[("GSHARE_LISTEN", "localhost")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("GSHARE_LISTEN"), "{e}");
+        let e = from("probe_timeout = \"forever\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("probe_timeout"), "{e}");
+        let e = from("probe_timeout = \"0s\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("probe_timeout"), "{e}");
+    }
+
+    #[test]
+    fn bad_private_keys_are_refused_by_name() {
+        let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", "not a pem")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("GSHARE_INTERNAL_JWT_PRIVATE_KEY"), "{e}");
+        let ec = include_str!("../tests/testdata/ec-pkcs8.pem");
+        let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", ec)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("RSA"), "{e}");
+        let small = include_str!("../tests/testdata/rsa1024.pem");
+        let e = from(
+            &format!("internal_jwt_private_key = \"\"\"\n{small}\"\"\"\n"),
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("internal_jwt_private_key") && e.contains("1024"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn debug_redacts_the_private_key() {
+        let key = crate::auth::keys::SigningKey::generate_for_tests();
+        let pem = key.private_pem().expose().to_string();
+        let c = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", &pem)]).unwrap();
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("PRIVATE KEY"), "{dbg}");
+        assert!(dbg.contains("<redacted>"));
+        let rendered = c.render_redacted();
+        assert!(!rendered.contains("PRIVATE KEY"));
+        assert!(rendered.contains("internal_jwt_private_key = \"<redacted>\""));
+    }
+
+    #[test]
+    fn example_config_loads_and_documents_every_key() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Every key is present but commented out; uncommenting them all must still load.
+        let uncommented: String = text
+            .lines()
+            .map(|l| {
+                l.strip_prefix("# ")
+                    .filter(|r| {
+                        r.split_once(" = ").is_some_and(|(k, _)| {
+                            !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                        })
+                    })
+                    .unwrap_or(l)
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::from_toml(&path, &text, &env(&[])).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        Config::from_toml(&path, &uncommented, &env(&[])).unwrap();
+        let rendered = Config::from_toml(&path, &uncommented, &env(&[]))
+            .unwrap()
+            .render_redacted();
+        for line in rendered.lines() {
+            let key = line.split(" = ").next().unwrap();
+            assert!(
+                text.contains(&format!("# {key} = ")),
+                "config.example.toml does not document `{key}`"
+            );
+            let env_name = format!("GSHARE_{}", key.to_ascii_uppercase());
+            assert!(
+                text.contains(&env_name),
+                "config.example.toml does not name {env_name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The one error type at the HTTP edge. Every failure leaves as
+//! `{"error":{"code","message","details","request_id"}}` with a stable, greppable `code`.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+tokio::task_local! {
+    /// The id of the request being served (set by the request-context middleware).
+    pub static REQUEST_ID: String;
+}
+
+/// The current request's id, or `""` outside a request.
+pub fn current_request_id() -> String {
+    REQUEST_ID.try_with(Clone::clone).unwrap_or_default()
+}
+
+/// The JSON body of every error answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`.
+    pub code: String,
+    /// What went wrong, for people.
+    pub message: String,
+    /// Structured context (field errors, probe checks, conflicting names…); `{}` when none.
+    #[schema(value_type = Object)]
+    pub details: Value,
+    /// Echoed in the `X-Request-Id` response header and in the server log.
+    pub request_id: String,
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Value,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            details: Value::Object(Default::default()),
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+            .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+    /// 422 with `details.errors[{loc,msg,type}]`, the shape upstream's clients expect.
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        let message = match errors.first() {
+            Some(e) => format!(
+                "{}: {}",
+                e.loc
+                    .iter()
+                    .map(|l| l.to_string().trim_matches('"').to_string())
+                    .collect::<Vec<_>>()
+                    .join("."),
+                e.msg
+            ),
+            None => "request is invalid".to_string(),
+        };
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+            message,
+        )
+        .with_details(serde_json::json!({ "errors": errors }))
+    }
+    pub fn field(loc: &[&str], msg: impl Into<String>, kind: &str) -> Self {
+        Self::validation(vec![FieldError::new(loc, msg, kind)])
+    }
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body is larger than {limit} bytes"),
+        )
+        .with_details(serde_json::json!({ "limit_bytes": limit }))
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+    /// A server-side failure: the cause is logged with the request id; the client gets no internals.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(request_id = %current_request_id(), error = %cause, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; the server log has details under this request id",
+        )
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message.clone(),
+                details: self.details.clone(),
+                request_id: current_request_id(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut res = (
+            self.status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response();
+        for (k, v) in self.headers {
+            res.headers_mut().insert(k, v);
+        }
+        res
+    }
+}
+
+/// One field-level validation problem: `loc` is the path (`["body","role"]`), `type` a short kind.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FieldError {
+    #[schema(value_type = Vec<String>)]
+    pub loc: Vec<Value>,
+    pub msg: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+impl FieldError {
+    pub fn new(loc: &[&str], msg: impl Into<String>, kind: &str) -> Self {
+        Self {
+            loc: loc.iter().map(|s| Value::String(s.to_string())).collect(),
+            msg: msg.into(),
+            kind: kind.to_string(),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+/// Maps a status (from a layer that produced no JSON, e.g. a 405 or a timeout) to our envelope.
+pub fn from_status(status: StatusCode) -> ApiError {
+    let (code, message) = match status {
+        StatusCode::NOT_FOUND => ("not_found", "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            ("method_not_allowed", "method not allowed on this route")
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "request body is too large"),
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => {
+            ("headers_too_large", "request headers are too large")
+        }
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            ("unsupported_media_type", "unsupported content type")
+        }
+        StatusCode::TOO_MANY_REQUESTS => ("rate_limited", "too many requests"),
+        s if s.is_server_error() => (
+            "internal",
+            "internal error; the server log has details under this request id",
+        ),
+        _ => ("bad_request", "request refused"),
+    };
+    ApiError::new(status, code, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::to_bytes;
+
+    async fn render(e: ApiError) -> (StatusCode, Value) {
+        let res = REQUEST_ID
+            .scope("req-1".to_string(), async move { e.into_response() })
+            .await;
+        let status = res.status();
+        let body = to_bytes(res.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn each_constructor_maps_to_its_status_and_code() {
+        let cases = [
+            (ApiError::bad_request("x"), 400, "bad_request"),
+            (ApiError::unauthenticated("x"), 401, "unauthenticated"),
+            (ApiError::forbidden("x"), 403, "forbidden"),
+            (ApiError::not_found("x"), 404, "not_found"),
+            (ApiError::conflict("x"), 409, "conflict"),
+            (
+                ApiError::field(&["body", "role"], "bad", "enum"),
+                422,
+                "validation_failed",
+            ),
+            (ApiError::payload_too_large(10), 413, "payload_too_large"),
+            (ApiError::unavailable("x"), 503, "unavailable"),
+            (ApiError::internal("secret cause"), 500, "internal"),
+            (
+                from_status(StatusCode::METHOD_NOT_ALLOWED),
+                405,
+                "method_not_allowed",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let (s, body) = render(err).await;
+            assert_eq!(s.as_u16(), status);
+            assert_eq!(body["error"]["code"], code);
+            assert_eq!(body["error"]["request_id"], "req-1");
+            assert!(body["error"]["details"].is_object());
+            assert!(!body.to_string().contains("secret cause"));
+        }
+    }
+
+    #[tokio::test]
+    async fn validation_errors_carry_loc_msg_type() {
+        let (_, body) = render(ApiError::field(
+            &["body", "role"],
+            "must be primary or standby",
+            "enum",
+        ))
+        .await;
+        assert_eq!(
+            body["error"]["details"]["errors"][0]["loc"],
+            serde_json::json!(["body", "role"])
+        );
+        assert_eq!(body["error"]["details"]["errors"][0]["type"], "enum");
+        assert_eq!(
+            body["error"]["message"],
+            "body.role: must be primary or standby"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! Per-request plumbing: a request id (echoed as `X-Request-Id`, used in logs and error bodies),
+//! a cap on total header size, an access log line, and a last pass that turns any bodiless
+//! error from a lower layer (404, 405, 413, timeouts) into our JSON envelope.
+
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::{ApiError, REQUEST_ID, from_status};
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// Total bytes of request headers accepted (a 1 MB `Authorization` header gets a clean 431).
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+fn request_id_from(req: &Request) -> String {
+    req.headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 64
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| ulid::Ulid::new().to_string())
+}
+
+pub async fn request_context(req: Request, next: Next) -> Response {
+    let id = request_id_from(&req);
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let started = Instant::now();
+    let header_bytes: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    let response = REQUEST_ID
+        .scope(id.clone(), async move {
+            if header_bytes > MAX_HEADER_BYTES {
+                return ApiError::new(
+                    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    "headers_too_large",
+                    format!("request headers exceed {MAX_HEADER_BYTES} bytes"),
+                )
+                .into_response();
+            }
+            let res = next.run(req).await;
+            let is_json = res
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/json"));
+            if (res.status().is_client_error() || res.status().is_server_error()) && !is_json {
+                let mut replaced = from_status(res.status()).into_response();
+                for name in [header::ALLOW, header::RETRY_AFTER, header::WWW_AUTHENTICATE] {
+                    if let Some(v) = res.headers().get(&name) {
+                        replaced.headers_mut().insert(name, v.clone());
+                    }
+                }
+                return replaced;
+            }
+            res
+        })
+        .await;
+    let mut response = response;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, v);
+    }
+    let status = response.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    // Paths never carry secrets here (tokens travel in headers); query strings are not logged.
+    if status >= 500 {
+        tracing::warn!(request_id = %id, %method, %path, status, ms, "request");
+    } else {
+        tracing::debug!(request_id = %id, %method, %path, status, ms, "request");
+    }
+    response
+}

@@ -1,0 +1,55 @@
+//! Router assembly: each domain contributes its routes; this module only puts them together and
+//! wraps them in the shared layers (request context, body limit, panic guard).
+
+pub mod docs;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod server;
+pub mod system;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::App;
+use error::ApiError;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "gShare Edge", description = "The gShare GPU-sharing control plane: admin API (/api/v1), operator callbacks (/internal) and key publication."),
+    components(schemas(error::ErrorBody, error::ErrorDetail, error::FieldError)),
+    tags(
+        (name = "system", description = "Process health"),
+        (name = "auth", description = "Keys and tokens"),
+    )
+)]
+struct ApiDoc;
+
+/// Every documented route, with the OpenAPI document built from the same handlers.
+pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    OpenApiRouter::with_openapi(doc)
+        .merge(system::routes())
+        .merge(crate::auth::routes::routes())
+        .split_for_parts()
+}
+
+/// The complete application router.
+pub fn router(app: Arc<App>) -> Router {
+    let (api, _) = api_routes();
+    api.route("/api/openapi.json", get(system::openapi_json))
+        .route("/api/docs", get(system::reference_page))
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .layer(DefaultBodyLimit::max(extract::MAX_JSON_BODY))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
+            axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))
+        }))
+        .layer(axum::middleware::from_fn(middleware::request_context))
+        .with_state(app)
+}

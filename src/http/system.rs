@@ -1,0 +1,88 @@
+//! Process-level routes: liveness, readiness, the OpenAPI document and its reference page.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ApiError;
+use crate::App;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`
+    pub status: &'static str,
+    pub version: &'static str,
+}
+
+/// Liveness: the process is up and answering.
+#[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, body = Health)))]
+async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Readiness {
+    /// `ready`
+    pub status: &'static str,
+    pub store: bool,
+    pub keys: bool,
+}
+
+/// Readiness: the state file is open and the signing keys are loaded.
+#[utoipa::path(get, path = "/readyz", tag = "system", responses(
+    (status = 200, body = Readiness),
+    (status = 503, body = super::error::ErrorBody, description = "store or keys not usable")))]
+async fn readyz(State(app): State<Arc<App>>) -> Result<axum::Json<Readiness>, ApiError> {
+    let store = app.store.is_healthy();
+    let keys = app.auth.internal.has_signer();
+    if store && keys {
+        Ok(axum::Json(Readiness {
+            status: "ready",
+            store,
+            keys,
+        }))
+    } else {
+        Err(ApiError::unavailable("not ready")
+            .with_details(serde_json::json!({ "store": store, "keys": keys })))
+    }
+}
+
+/// `GET /api/openapi.json`: generated from the handlers at start-up.
+pub async fn openapi_json(State(app): State<Arc<App>>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        app.openapi_json.as_ref().clone(),
+    )
+        .into_response()
+}
+
+/// `GET /api/docs`: a self-contained reference page (no scripts, no CDN).
+pub async fn reference_page(State(app): State<Arc<App>>) -> Response {
+    let mut res = Html(app.reference_html.as_ref().clone()).into_response();
+    res.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        ),
+    );
+    res
+}

@@ -1,0 +1,432 @@
+//! The state file: one redb database at `<data_dir>/gshare.redb`, with a schema-version record,
+//! ordered migrations, and typed JSON tables. redb's API is synchronous; async callers go through
+//! [`Store::read`] and [`Store::write`], which run on the blocking pool, never on the executor.
+
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The schema this build writes. Bump it and append to [`MIGRATIONS`] when tables change shape.
+pub const SCHEMA_VERSION: u64 = 1;
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const SCHEMA_KEY: &str = "schema_version";
+
+/// Migration `i` (0-based) takes the store from schema `i` to `i + 1`.
+type Migration = fn(&WriteTransaction) -> Result<(), StoreError>;
+const MIGRATIONS: &[Migration] = &[migrate_0_to_1];
+
+fn migrate_0_to_1(_txn: &WriteTransaction) -> Result<(), StoreError> {
+    // Schema 1 is the first: tables are created on first use, nothing to convert.
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "{path} is in use by another gshare process (only one server may use a data directory)"
+    )]
+    AlreadyOpen { path: PathBuf },
+    #[error(
+        "{path} is damaged or not a gshare state file ({message}); restore it from a backup or move it away to start empty"
+    )]
+    Corrupt { path: PathBuf, message: String },
+    #[error(
+        "{path} was written by a newer gshare (schema {found}, this build knows {SCHEMA_VERSION}); upgrade gshare"
+    )]
+    TooNew { path: PathBuf, found: u64 },
+    #[error("cannot open the state file {path}: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error("state store: {0}")]
+    Backend(String),
+    #[error("stored record {table}/{key} is unreadable: {message}")]
+    Decode {
+        table: &'static str,
+        key: String,
+        message: String,
+    },
+    #[error("state store task failed: {0}")]
+    Join(String),
+}
+
+macro_rules! backend_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self { StoreError::Backend(e.to_string()) }
+        }
+    )*};
+}
+backend_from!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// A shared handle to the open state file.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    path: Arc<PathBuf>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if absent) the state file and brings its schema up to date. Blocking.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let err_open = |message: String| StoreError::Open {
+            path: path.to_path_buf(),
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            crate::auth::keys::create_private_dir(dir).map_err(|e| err_open(e.to_string()))?;
+        }
+        let db = Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
+                path: path.to_path_buf(),
+            },
+            redb::DatabaseError::Storage(redb::StorageError::Io(io)) => err_open(io.to_string()),
+            redb::DatabaseError::Storage(s) => StoreError::Corrupt {
+                path: path.to_path_buf(),
+                message: s.to_string(),
+            },
+            other => err_open(other.to_string()),
+        })?;
+        let store = Self {
+            db: Arc::new(db),
+            path: Arc::new(path.to_path_buf()),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn migrate(&self) -> Result<(), StoreError> {
+        let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt {
+            path: self.path.to_path_buf(),
+            message: e.to_string(),
+        };
+        let txn = self.db.begin_write().map_err(|e| corrupt(&e))?;
+        let found = {
+            let meta = txn.open_table(META).map_err(|e| corrupt(&e))?;
+            let v = meta
+                .get(SCHEMA_KEY)
+                .map_err(|e| corrupt(&e))?
+                .map(|g| g.value());
+            v.unwrap_or(0)
+        };
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.path.to_path_buf(),
+                found,
+            });
+        }
+        for (from, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            step(&txn)?;
+            tracing::info!(from, to = from + 1, "state schema migrated");
+        }
+        {
+            let mut meta = txn.open_table(META)?;
+            meta.insert(SCHEMA_KEY, SCHEMA_VERSION)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The schema version recorded in the file.
+    pub fn schema_version(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        Ok(meta.get(SCHEMA_KEY)?.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// Runs a read-only closure on the blocking pool.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&ReadTransaction) -> Result<T, StoreError> + Send + 'static,
+    {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || {
+            let txn = db.begin_read()?;
+            f(&txn)
+        })
+        .await
+        .map_err(|e| StoreError::Join(e.to_string()))?
+    }
+
+    /// Runs a closure in one write transaction on the blocking pool; commits (durably, one fsync)
+    /// when it returns `Ok`, rolls back otherwise. A returned `Ok` means the data is on disk.
+    pub async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || {
+            let txn = db.begin_write()?;
+            match f(&txn) {
+                Ok(v) => {
+                    txn.commit()?;
+                    Ok(v)
+                }
+                Err(e) => {
+                    let _ = txn.abort();
+                    Err(e)
+                }
+            }
+        })
+        .await
+        .map_err(|e| StoreError::Join(e.to_string()))?
+    }
+
+    /// Is the store usable right now? (readiness probe)
+    pub fn is_healthy(&self) -> bool {
+        self.db.begin_read().is_ok()
+    }
+}
+
+/// A table of JSON-encoded records under string keys, typed by `T`.
+pub struct JsonTable<T> {
+    name: &'static str,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for JsonTable<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for JsonTable<T> {}
+
+impl<T: Serialize + DeserializeOwned> JsonTable<T> {
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            _t: PhantomData,
+        }
+    }
+
+    fn def(&self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        TableDefinition::new(self.name)
+    }
+
+    fn decode(&self, key: &str, bytes: &[u8]) -> Result<T, StoreError> {
+        serde_json::from_slice(bytes).map_err(|e| StoreError::Decode {
+            table: self.name,
+            key: key.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn get(&self, txn: &ReadTransaction, key: &str) -> Result<Option<T>, StoreError> {
+        let table = match txn.open_table(self.def()) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let value = table.get(key)?;
+        value.map(|v| self.decode(key, v.value())).transpose()
+    }
+
+    /// All records in key order.
+    pub fn list(&self, txn: &ReadTransaction) -> Result<Vec<(String, T)>, StoreError> {
+        let table = match txn.open_table(self.def()) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::new();
+        for item in table.iter()? {
+            let (k, v) = item?;
+            let key = k.value().to_string();
+            let value = self.decode(&key, v.value())?;
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+
+    /// Records whose key starts with `prefix`, in key order.
+    pub fn list_prefix(
+        &self,
+        txn: &ReadTransaction,
+        prefix: &str,
+    ) -> Result<Vec<(String, T)>, StoreError> {
+        let table = match txn.open_table(self.def()) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::new();
+        for item in table.range(prefix..)? {
+            let (k, v) = item?;
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let key = key.to_string();
+            let value = self.decode(&key, v.value())?;
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+
+    pub fn get_in_write(&self, txn: &WriteTransaction, key: &str) -> Result<Option<T>, StoreError> {
+        let table = txn.open_table(self.def())?;
+        let value = table.get(key)?;
+        value.map(|v| self.decode(key, v.value())).transpose()
+    }
+
+    pub fn put(&self, txn: &WriteTransaction, key: &str, value: &T) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let mut table = txn.open_table(self.def())?;
+        table.insert(key, bytes.as_slice())?;
+        Ok(())
+    }
+
+    /// Removes a record; returns whether it existed.
+    pub fn delete(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
+        let mut table = txn.open_table(self.def())?;
+        let existed = table.remove(key)?.is_some();
+        Ok(existed)
+    }
+
+    /// Removes every record whose key starts with `prefix`; returns how many.
+    pub fn delete_prefix(&self, txn: &WriteTransaction, prefix: &str) -> Result<usize, StoreError> {
+        let mut table = txn.open_table(self.def())?;
+        let keys: Vec<String> = {
+            let mut keys = Vec::new();
+            for item in table.range(prefix..)? {
+                let (k, _) = item?;
+                if !k.value().starts_with(prefix) {
+                    break;
+                }
+                keys.push(k.value().to_string());
+            }
+            keys
+        };
+        for k in &keys {
+            table.remove(k.as_str())?;
+        }
+        Ok(keys.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const THINGS: JsonTable<serde_json::Value> = JsonTable::new("things");
+
+    #[tokio::test]
+    async fn typed_round_trip_and_prefix_ops() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        store
+            .write(|txn| {
+                THINGS.put(txn, "a/1", &serde_json::json!({"n":1}))?;
+                THINGS.put(txn, "a/2", &serde_json::json!({"n":2}))?;
+                THINGS.put(txn, "b/1", &serde_json::json!({"n":3}))
+            })
+            .await
+            .unwrap();
+        let got = store
+            .read(|txn| THINGS.list_prefix(txn, "a/"))
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            store
+                .read(|txn| THINGS.get(txn, "b/1"))
+                .await
+                .unwrap()
+                .unwrap()["n"],
+            3
+        );
+        // A failing closure writes nothing.
+        let err = store
+            .write(|txn| {
+                THINGS.put(txn, "c/1", &serde_json::json!({}))?;
+                Err::<(), _>(StoreError::Backend("boom".into()))
+            })
+            .await;
+        assert!(err.is_err());
+        assert!(
+            store
+                .read(|txn| THINGS.get(txn, "c/1"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            store
+                .write(|txn| THINGS.delete_prefix(txn, "a/"))
+                .await
+                .unwrap(),
+            2
+        );
+        assert_eq!(store.read(|txn| THINGS.list(txn)).await.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn second_open_is_refused_clearly() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        let _first = Store::open(&path).unwrap();
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::AlreadyOpen { .. }), "{e}");
+        assert!(e.to_string().contains("gshare.redb"));
+    }
+
+    #[test]
+    fn truncated_file_is_named_not_panicked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        drop(Store::open(&path).unwrap());
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len / 3).unwrap();
+        drop(f);
+        let e = Store::open(&path).unwrap_err().to_string();
+        assert!(e.contains("gshare.redb"), "{e}");
+        // Garbage instead of a database.
+        std::fs::write(
+            &path,
+            b"this is not a database at all, just some text that is long enough",
+        )
+        .unwrap();
+        let e = Store::open(&path).unwrap_err().to_string();
+        assert!(e.contains("gshare.redb"), "{e}");
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        {
+            let s = Store::open(&path).unwrap();
+            let txn = s.db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(SCHEMA_KEY, SCHEMA_VERSION + 1)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        assert!(matches!(Store::open(&path), Err(StoreError::TooNew { .. })));
+    }
+}
