@@ -1,0 +1,164 @@
+//! Failure knobs: runtime switches a test flips to make the cluster misbehave.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::store::Store;
+use crate::util::now_rfc3339;
+
+struct KnobState {
+    unreachable: watch::Sender<bool>,
+    delay: Mutex<Option<Duration>>,
+    forbidden: Mutex<BTreeSet<String>>,
+    tokens: Mutex<BTreeSet<String>>,
+}
+
+/// Failure knobs of one fake cluster; cheap to clone, every switch takes effect at once.
+#[derive(Clone)]
+pub struct Knobs {
+    state: Arc<KnobState>,
+    store: Store,
+}
+
+impl std::fmt::Debug for Knobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Knobs")
+            .field("unreachable", &self.is_unreachable())
+            .field("delay", &self.delay())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Knobs {
+    pub(crate) fn new(store: Store, token: String) -> Self {
+        let (unreachable, _) = watch::channel(false);
+        Knobs {
+            state: Arc::new(KnobState {
+                unreachable,
+                delay: Mutex::new(None),
+                forbidden: Mutex::new(BTreeSet::new()),
+                tokens: Mutex::new(BTreeSet::from([token])),
+            }),
+            store,
+        }
+    }
+
+    /// `true`: new connections are accepted and closed at once, open ones (watches included)
+    /// are cut. Clients see connection errors, as with a host that went away.
+    pub fn set_unreachable(&self, unreachable: bool) {
+        self.state.unreachable.send_replace(unreachable);
+    }
+
+    pub fn is_unreachable(&self) -> bool {
+        *self.state.unreachable.borrow()
+    }
+
+    pub(crate) fn unreachable_rx(&self) -> watch::Receiver<bool> {
+        self.state.unreachable.subscribe()
+    }
+
+    /// Every request is answered this much later (`None`: at once).
+    pub fn set_delay(&self, delay: Option<Duration>) {
+        *lock(&self.state.delay) = delay;
+    }
+
+    pub fn delay(&self) -> Option<Duration> {
+        *lock(&self.state.delay)
+    }
+
+    /// Every request on this resource (plural, any group) answers 403 Forbidden while on.
+    pub fn forbid(&self, resource: &str, forbidden: bool) {
+        let mut set = lock(&self.state.forbidden);
+        if forbidden {
+            set.insert(resource.to_string());
+        } else {
+            set.remove(resource);
+        }
+    }
+
+    pub fn is_forbidden(&self, resource: &str) -> bool {
+        lock(&self.state.forbidden).contains(resource)
+    }
+
+    /// Accepts another bearer token (as if a service account token had been issued).
+    pub fn allow_token(&self, token: &str) {
+        lock(&self.state.tokens).insert(token.to_string());
+    }
+
+    /// Stops accepting a bearer token: requests with it get 401.
+    pub fn revoke_token(&self, token: &str) {
+        lock(&self.state.tokens).remove(token);
+    }
+
+    pub(crate) fn token_valid(&self, token: &str) -> bool {
+        lock(&self.state.tokens).contains(token)
+    }
+
+    /// Gives namespace `kube-system` another uid: the cluster now looks like a different one.
+    pub fn set_kube_system_uid(&self, uid: &str) {
+        self.store.update("", "v1", "namespaces", None, "kube-system", |ns| {
+            ns["metadata"]["uid"] = json!(uid);
+        });
+    }
+
+    /// Deletes a RuntimeClass (e.g. `nvidia`); `false` if there was none.
+    pub fn remove_runtime_class(&self, name: &str) -> bool {
+        self.store.delete("node.k8s.io", "v1", "runtimeclasses", None, name).is_some()
+    }
+
+    /// Removes HAMi's annotations from every node; returns how many nodes changed.
+    pub fn strip_hami(&self) -> usize {
+        let mut changed = 0;
+        for node in self.store.list("", "v1", "nodes", None) {
+            let Some(name) = node["metadata"]["name"].as_str() else {
+                continue;
+            };
+            let has = node["metadata"]["annotations"]
+                .as_object()
+                .is_some_and(|a| a.keys().any(|k| k.starts_with("hami.io/")));
+            if has {
+                self.store.update("", "v1", "nodes", None, name, |n| {
+                    if let Some(a) = n["metadata"]["annotations"].as_object_mut() {
+                        a.retain(|k, _| !k.starts_with("hami.io/"));
+                    }
+                });
+                changed += 1;
+            }
+        }
+        changed
+    }
+
+    /// Flips a node's Ready condition; `false` if there is no such node.
+    pub fn set_node_ready(&self, node: &str, ready: bool) -> bool {
+        let now = now_rfc3339();
+        self.store
+            .update("", "v1", "nodes", None, node, |n| {
+                let Some(conds) = n["status"]["conditions"].as_array_mut() else {
+                    return;
+                };
+                for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
+                    let (status, reason, message) = if ready {
+                        ("True", "KubeletReady", "kubelet is posting ready status")
+                    } else {
+                        ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+                    };
+                    if c["status"] != Value::from(status) {
+                        c["lastTransitionTime"] = json!(now);
+                    }
+                    c["status"] = json!(status);
+                    c["reason"] = json!(reason);
+                    c["message"] = json!(message);
+                    c["lastHeartbeatTime"] = json!(now);
+                }
+            })
+            .is_some()
+    }
+}
