@@ -17,10 +17,7 @@ impl Clock {
 
     /// Unix time in milliseconds.
     pub fn now_ms(&self) -> i64 {
-        let sys = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let sys = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
         sys + self.offset_ms.load(Ordering::Relaxed)
     }
 
@@ -31,8 +28,7 @@ impl Clock {
 
     /// Moves this clock (and every clone of it) forward; tests only.
     pub fn advance(&self, by: std::time::Duration) {
-        self.offset_ms
-            .fetch_add(by.as_millis() as i64, Ordering::Relaxed);
+        self.offset_ms.fetch_add(by.as_millis() as i64, Ordering::Relaxed);
     }
 }
 
@@ -40,10 +36,8 @@ impl Clock {
 pub fn rfc3339_ms(unix_ms: i64) -> String {
     let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    ))
-    .unwrap_or_default()
+    t.format(&time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -19,10 +19,7 @@ pub const SYSTEM_CONFIG: &str = "/etc/gshare/config.toml";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Unreadable {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Unreadable { path: PathBuf, source: std::io::Error },
     #[error("config file {path}: {message}")]
     File { path: PathBuf, message: String },
     #[error("{key}: {message}")]
@@ -31,10 +28,7 @@ pub enum ConfigError {
 
 impl ConfigError {
     fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid {
-            key: key.into(),
-            message: message.into(),
-        }
+        Self::Invalid { key: key.into(), message: message.into() }
     }
 }
 
@@ -130,10 +124,7 @@ struct Raw<T> {
 impl Config {
     /// Loads defaults -> file -> environment. `explicit` is `--config`; `env` is the process
     /// environment (passed in so tests don't mutate global state).
-    pub fn load(
-        explicit: Option<&Path>,
-        env: &BTreeMap<String, String>,
-    ) -> Result<Self, ConfigError> {
+    pub fn load(explicit: Option<&Path>, env: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let path = match (explicit, env.get("GSHARE_CONFIG")) {
             (Some(p), _) => Some(p.to_path_buf()),
             (None, Some(p)) if !p.is_empty() => Some(PathBuf::from(p)),
@@ -145,10 +136,7 @@ impl Config {
         let file = match &path {
             Some(p) => {
                 let text =
-                    std::fs::read_to_string(p).map_err(|source| ConfigError::Unreadable {
-                        path: p.clone(),
-                        source,
-                    })?;
+                    std::fs::read_to_string(p).map_err(|source| ConfigError::Unreadable { path: p.clone(), source })?;
                 Self::parse_file(p, &text)?
             }
             None => FileLayer::default(),
@@ -157,27 +145,17 @@ impl Config {
     }
 
     /// Loads only from a TOML text (used by tests and `config check` on the example file).
-    pub fn from_toml(
-        path: &Path,
-        text: &str,
-        env: &BTreeMap<String, String>,
-    ) -> Result<Self, ConfigError> {
+    pub fn from_toml(path: &Path, text: &str, env: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let file = Self::parse_file(path, text)?;
         Self::build(Some(path.to_path_buf()), file, env)
     }
 
     fn parse_file(path: &Path, text: &str) -> Result<FileLayer, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::File {
-            path: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
-        })
+        toml::from_str(text)
+            .map_err(|e| ConfigError::File { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })
     }
 
-    fn build(
-        source: Option<PathBuf>,
-        f: FileLayer,
-        env: &BTreeMap<String, String>,
-    ) -> Result<Self, ConfigError> {
+    fn build(source: Option<PathBuf>, f: FileLayer, env: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let layer = Layer { env };
         let data_dir = layer
             .pick("data_dir", f.data_dir.map(|p| p.display().to_string()))
@@ -187,13 +165,7 @@ impl Config {
 
         let listen = match layer.pick("listen", f.listen) {
             Some(r) => r.value.parse::<SocketAddr>().map_err(|_| {
-                ConfigError::invalid(
-                    &r.key,
-                    format!(
-                        "`{}` is not an address:port such as 127.0.0.1:8080",
-                        r.value
-                    ),
-                )
+                ConfigError::invalid(&r.key, format!("`{}` is not an address:port such as 127.0.0.1:8080", r.value))
             })?,
             None => SocketAddr::from(([127, 0, 0, 1], 8080)),
         };
@@ -201,9 +173,7 @@ impl Config {
         let public_url = match layer.pick("public_url", f.public_url) {
             Some(r) => {
                 let url = r.value.trim_end_matches('/').to_string();
-                if !(url.starts_with("http://") || url.starts_with("https://"))
-                    || url.len() <= "https://".len()
-                {
+                if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() <= "https://".len() {
                     return Err(ConfigError::invalid(
                         &r.key,
                         format!("`{}` must be an http:// or https:// URL", r.value),
@@ -215,10 +185,7 @@ impl Config {
         };
 
         let cluster_kubeconfig_dir = layer
-            .pick(
-                "cluster_kubeconfig_dir",
-                f.cluster_kubeconfig_dir.map(|p| p.display().to_string()),
-            )
+            .pick("cluster_kubeconfig_dir", f.cluster_kubeconfig_dir.map(|p| p.display().to_string()))
             .map(|r| PathBuf::from(r.value))
             .unwrap_or_else(|| data_dir.join("clusters"));
         non_empty_path("cluster_kubeconfig_dir", &cluster_kubeconfig_dir)?;
@@ -228,62 +195,33 @@ impl Config {
             Some(r) => Some(hostname(&r.key, &r.value)?),
             None => None,
         };
-        let session_ingress = layer
-            .pick("session_ingress", f.session_ingress)
-            .map(|r| r.value)
-            .filter(|v| !v.is_empty());
+        let session_ingress =
+            layer.pick("session_ingress", f.session_ingress).map(|r| r.value).filter(|v| !v.is_empty());
 
         let trusted_proxy_hops =
-            match layer.pick_typed("trusted_proxy_hops", f.trusted_proxy_hops, |s| {
-                s.parse::<i64>().ok()
-            })? {
-                Some(r) => u32::try_from(r.value)
-                    .ok()
-                    .filter(|v| *v <= 16)
-                    .ok_or_else(|| {
-                        ConfigError::invalid(
-                            &r.key,
-                            format!("{} is not a hop count between 0 and 16", r.value),
-                        )
-                    })?,
+            match layer.pick_typed("trusted_proxy_hops", f.trusted_proxy_hops, |s| s.parse::<i64>().ok())? {
+                Some(r) => u32::try_from(r.value).ok().filter(|v| *v <= 16).ok_or_else(|| {
+                    ConfigError::invalid(&r.key, format!("{} is not a hop count between 0 and 16", r.value))
+                })?,
                 None => 0,
             };
 
-        let internal_jwt_kid = layer
-            .pick("internal_jwt_kid", f.internal_jwt_kid)
-            .map(|r| r.value)
-            .filter(|v| !v.is_empty());
-        if let Some(kid) = &internal_jwt_kid {
-            if kid.len() > 128
-                || !kid
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
-                return Err(ConfigError::invalid(
-                    "internal_jwt_kid",
-                    "use 1-128 characters from A-Z a-z 0-9 - _ .",
-                ));
-            }
-        }
-        let internal_jwt_private_key = match env
-            .get("GSHARE_INTERNAL_JWT_PRIVATE_KEY")
-            .filter(|v| !v.is_empty())
+        let internal_jwt_kid =
+            layer.pick("internal_jwt_kid", f.internal_jwt_kid).map(|r| r.value).filter(|v| !v.is_empty());
+        if let Some(kid) = &internal_jwt_kid
+            && (kid.len() > 128 || !kid.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
         {
-            Some(v) => Some(Raw {
-                value: Secret::new(v.clone()),
-                key: "GSHARE_INTERNAL_JWT_PRIVATE_KEY".into(),
-            }),
+            return Err(ConfigError::invalid("internal_jwt_kid", "use 1-128 characters from A-Z a-z 0-9 - _ ."));
+        }
+        let internal_jwt_private_key = match env.get("GSHARE_INTERNAL_JWT_PRIVATE_KEY").filter(|v| !v.is_empty()) {
+            Some(v) => Some(Raw { value: Secret::new(v.clone()), key: "GSHARE_INTERNAL_JWT_PRIVATE_KEY".into() }),
             None => f
                 .internal_jwt_private_key
                 .filter(|s| !s.expose().is_empty())
-                .map(|value| Raw {
-                    value,
-                    key: "internal_jwt_private_key".into(),
-                }),
+                .map(|value| Raw { value, key: "internal_jwt_private_key".into() }),
         };
         if let Some(r) = &internal_jwt_private_key {
-            SigningKey::from_pem(r.value.expose(), None)
-                .map_err(|e| ConfigError::invalid(&r.key, e.to_string()))?;
+            SigningKey::from_pem(r.value.expose(), None).map_err(|e| ConfigError::invalid(&r.key, e.to_string()))?;
         }
 
         let log_format = match layer.pick("log_format", f.log_format) {
@@ -291,19 +229,15 @@ impl Config {
                 "human" | "text" | "" => LogFormat::Human,
                 "json" => LogFormat::Json,
                 other => {
-                    return Err(ConfigError::invalid(
-                        &r.key,
-                        format!("`{other}` is neither `human` nor `json`"),
-                    ));
+                    return Err(ConfigError::invalid(&r.key, format!("`{other}` is neither `human` nor `json`")));
                 }
             },
             None => LogFormat::Human,
         };
         let log_level = match layer.pick("log_level", f.log_level) {
             Some(r) => {
-                tracing_subscriber::EnvFilter::try_new(&r.value).map_err(|e| {
-                    ConfigError::invalid(&r.key, format!("`{}` is not a log filter: {e}", r.value))
-                })?;
+                tracing_subscriber::EnvFilter::try_new(&r.value)
+                    .map_err(|e| ConfigError::invalid(&r.key, format!("`{}` is not a log filter: {e}", r.value)))?;
                 r.value
             }
             None => "info".to_string(),
@@ -341,26 +275,14 @@ impl Config {
         )?;
 
         let kubeconfig_exec_allow = match env.get("GSHARE_KUBECONFIG_EXEC_ALLOW") {
-            Some(v) => v
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect(),
+            Some(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
             None => f.kubeconfig_exec_allow.unwrap_or_default(),
         };
         let bootstrap_local_cluster = layer
-            .pick_typed(
-                "bootstrap_local_cluster",
-                f.bootstrap_local_cluster,
-                parse_bool,
-            )?
+            .pick_typed("bootstrap_local_cluster", f.bootstrap_local_cluster, parse_bool)?
             .is_some_and(|r| r.value);
         let local_kubeconfig = layer
-            .pick(
-                "local_kubeconfig",
-                f.local_kubeconfig.map(|p| p.display().to_string()),
-            )
+            .pick("local_kubeconfig", f.local_kubeconfig.map(|p| p.display().to_string()))
             .map(|r| PathBuf::from(r.value))
             .filter(|p| !p.as_os_str().is_empty());
 
@@ -406,42 +328,16 @@ impl Config {
         t.insert("data_dir".into(), s(&self.data_dir.display().to_string()));
         t.insert("listen".into(), s(&self.listen.to_string()));
         t.insert("public_url".into(), s(&self.public_url));
-        t.insert(
-            "cluster_kubeconfig_dir".into(),
-            s(&self.cluster_kubeconfig_dir.display().to_string()),
-        );
-        t.insert(
-            "session_domain".into(),
-            s(self.session_domain.as_deref().unwrap_or("")),
-        );
-        t.insert(
-            "session_ingress".into(),
-            s(self.session_ingress.as_deref().unwrap_or("")),
-        );
-        t.insert(
-            "trusted_proxy_hops".into(),
-            toml::Value::Integer(i64::from(self.trusted_proxy_hops)),
-        );
+        t.insert("cluster_kubeconfig_dir".into(), s(&self.cluster_kubeconfig_dir.display().to_string()));
+        t.insert("session_domain".into(), s(self.session_domain.as_deref().unwrap_or("")));
+        t.insert("session_ingress".into(), s(self.session_ingress.as_deref().unwrap_or("")));
+        t.insert("trusted_proxy_hops".into(), toml::Value::Integer(i64::from(self.trusted_proxy_hops)));
         t.insert(
             "internal_jwt_private_key".into(),
-            s(if self.internal_jwt_private_key.is_some() {
-                "<redacted>"
-            } else {
-                ""
-            }),
+            s(if self.internal_jwt_private_key.is_some() { "<redacted>" } else { "" }),
         );
-        t.insert(
-            "internal_jwt_kid".into(),
-            s(self.internal_jwt_kid.as_deref().unwrap_or("")),
-        );
-        t.insert(
-            "log_format".into(),
-            s(if self.log_format == LogFormat::Json {
-                "json"
-            } else {
-                "human"
-            }),
-        );
+        t.insert("internal_jwt_kid".into(), s(self.internal_jwt_kid.as_deref().unwrap_or("")));
+        t.insert("log_format".into(), s(if self.log_format == LogFormat::Json { "json" } else { "human" }));
         t.insert("log_level".into(), s(&self.log_level));
         t.insert("probe_timeout".into(), d(self.probe_timeout));
         t.insert("probe_interval".into(), d(self.probe_interval));
@@ -449,37 +345,21 @@ impl Config {
             "kubeconfig_exec_allow".into(),
             toml::Value::Array(self.kubeconfig_exec_allow.iter().map(|v| s(v)).collect()),
         );
-        t.insert(
-            "bootstrap_local_cluster".into(),
-            toml::Value::Boolean(self.bootstrap_local_cluster),
-        );
+        t.insert("bootstrap_local_cluster".into(), toml::Value::Boolean(self.bootstrap_local_cluster));
         t.insert(
             "local_kubeconfig".into(),
-            s(&self
-                .local_kubeconfig
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()),
+            s(&self.local_kubeconfig.as_ref().map(|p| p.display().to_string()).unwrap_or_default()),
         );
         t.insert("node_stale_after".into(), d(self.node_stale_after));
-        t.insert(
-            "heartbeat_stale_after".into(),
-            d(self.heartbeat_stale_after),
-        );
+        t.insert("heartbeat_stale_after".into(), d(self.heartbeat_stale_after));
         t.insert("shutdown_grace".into(), d(self.shutdown_grace));
         toml::to_string(&t).unwrap_or_default()
     }
 
     /// Defaults only, rooted at `data_dir`, with `extra` environment on top (tests and embedded use).
     pub fn for_data_dir(data_dir: &Path, extra: &[(&str, &str)]) -> Result<Self, ConfigError> {
-        let mut env: BTreeMap<String, String> = extra
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        env.insert(
-            "GSHARE_DATA_DIR".to_string(),
-            data_dir.display().to_string(),
-        );
+        let mut env: BTreeMap<String, String> = extra.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        env.insert("GSHARE_DATA_DIR".to_string(), data_dir.display().to_string());
         Self::build(None, FileLayer::default(), &env)
     }
 }
@@ -498,14 +378,8 @@ impl Layer<'_> {
     fn pick(&self, key: &str, file: Option<String>) -> Option<Raw<String>> {
         let name = Self::env_name(key);
         match self.env.get(&name) {
-            Some(v) => Some(Raw {
-                value: v.clone(),
-                key: name,
-            }),
-            None => file.map(|value| Raw {
-                value,
-                key: key.to_string(),
-            }),
+            Some(v) => Some(Raw { value: v.clone(), key: name }),
+            None => file.map(|value| Raw { value, key: key.to_string() }),
         }
     }
 
@@ -519,17 +393,9 @@ impl Layer<'_> {
         let name = Self::env_name(key);
         match self.env.get(&name) {
             Some(v) => parse(v.trim())
-                .map(|value| {
-                    Some(Raw {
-                        value,
-                        key: name.clone(),
-                    })
-                })
+                .map(|value| Some(Raw { value, key: name.clone() }))
                 .ok_or_else(|| ConfigError::invalid(&name, format!("`{v}` is not a valid value"))),
-            None => Ok(file.map(|value| Raw {
-                value,
-                key: key.to_string(),
-            })),
+            None => Ok(file.map(|value| Raw { value, key: key.to_string() })),
         }
     }
 
@@ -540,15 +406,9 @@ impl Layer<'_> {
         default: &str,
         range: std::ops::RangeInclusive<Duration>,
     ) -> Result<Duration, ConfigError> {
-        let raw = self.pick(key, file).unwrap_or(Raw {
-            value: default.to_string(),
-            key: key.to_string(),
-        });
+        let raw = self.pick(key, file).unwrap_or(Raw { value: default.to_string(), key: key.to_string() });
         let d = humantime::parse_duration(raw.value.trim()).map_err(|e| {
-            ConfigError::invalid(
-                &raw.key,
-                format!("`{}` is not a duration like 30s or 5m: {e}", raw.value),
-            )
+            ConfigError::invalid(&raw.key, format!("`{}` is not a duration like 30s or 5m: {e}", raw.value))
         })?;
         if !range.contains(&d) {
             return Err(ConfigError::invalid(
@@ -593,10 +453,7 @@ fn hostname(key: &str, v: &str) -> Result<String, ConfigError> {
                 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         });
     if !ok {
-        return Err(ConfigError::invalid(
-            key,
-            format!("`{v}` is not a DNS name such as sessions.example.com"),
-        ));
+        return Err(ConfigError::invalid(key, format!("`{v}` is not a DNS name such as sessions.example.com")));
     }
     Ok(v)
 }
@@ -614,10 +471,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn from(text: &str, e: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -630,10 +484,7 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("gshare-data"));
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.public_url, "http://127.0.0.1:8080");
-        assert_eq!(
-            c.cluster_kubeconfig_dir,
-            PathBuf::from("gshare-data/clusters")
-        );
+        assert_eq!(c.cluster_kubeconfig_dir, PathBuf::from("gshare-data/clusters"));
         assert_eq!(c.trusted_proxy_hops, 0);
         assert_eq!(c.probe_timeout, Duration::from_secs(10));
     }
@@ -654,80 +505,52 @@ mod tests {
 
     #[test]
     fn unknown_key_is_named() {
-        let e = from("listen = \"127.0.0.1:1\"\nlisten_addr = \"x\"\n", &[])
-            .unwrap_err()
-            .to_string();
+        let e = from("listen = \"127.0.0.1:1\"\nlisten_addr = \"x\"\n", &[]).unwrap_err().to_string();
         assert!(e.contains("listen_addr"), "{e}");
     }
 
     #[test]
     fn wrong_type_is_named() {
-        let e = from("trusted_proxy_hops = \"two\"\n", &[])
-            .unwrap_err()
-            .to_string();
+        let e = from("trusted_proxy_hops = \"two\"\n", &[]).unwrap_err().to_string();
         assert!(e.contains("trusted_proxy_hops"), "{e}");
     }
 
     #[test]
     fn bad_proxy_hops_from_env() {
         for bad in ["-1", "abc", "99"] {
-            let e = from("", &[("GSHARE_TRUSTED_PROXY_HOPS", bad)])
-                .unwrap_err()
-                .to_string();
+            let e = from("", &[("GSHARE_TRUSTED_PROXY_HOPS", bad)]).unwrap_err().to_string();
             assert!(e.starts_with("GSHARE_TRUSTED_PROXY_HOPS"), "{bad}: {e}");
         }
-        let e = from("trusted_proxy_hops = -1\n", &[])
-            .unwrap_err()
-            .to_string();
+        let e = from("trusted_proxy_hops = -1\n", &[]).unwrap_err().to_string();
         assert!(e.starts_with("trusted_proxy_hops"), "{e}");
     }
 
     #[test]
     fn unreadable_file_is_named() {
-        let e = Config::load(Some(Path::new("/nonexistent/gshare.toml")), &env(&[]))
-            .unwrap_err()
-            .to_string();
+        let e = Config::load(Some(Path::new("/nonexistent/gshare.toml")), &env(&[])).unwrap_err().to_string();
         assert!(e.contains("/nonexistent/gshare.toml"), "{e}");
     }
 
     #[test]
     fn bad_listen_and_durations() {
-        let e = from("", &[("GSHARE_LISTEN", "localhost")])
-            .unwrap_err()
-            .to_string();
+        let e = from("", &[("GSHARE_LISTEN", "localhost")]).unwrap_err().to_string();
         assert!(e.starts_with("GSHARE_LISTEN"), "{e}");
-        let e = from("probe_timeout = \"forever\"\n", &[])
-            .unwrap_err()
-            .to_string();
+        let e = from("probe_timeout = \"forever\"\n", &[]).unwrap_err().to_string();
         assert!(e.starts_with("probe_timeout"), "{e}");
-        let e = from("probe_timeout = \"0s\"\n", &[])
-            .unwrap_err()
-            .to_string();
+        let e = from("probe_timeout = \"0s\"\n", &[]).unwrap_err().to_string();
         assert!(e.starts_with("probe_timeout"), "{e}");
     }
 
     #[test]
     fn bad_private_keys_are_refused_by_name() {
-        let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", "not a pem")])
-            .unwrap_err()
-            .to_string();
+        let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", "not a pem")]).unwrap_err().to_string();
         assert!(e.starts_with("GSHARE_INTERNAL_JWT_PRIVATE_KEY"), "{e}");
         let ec = include_str!("../tests/testdata/ec-pkcs8.pem");
-        let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", ec)])
-            .unwrap_err()
-            .to_string();
+        let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", ec)]).unwrap_err().to_string();
         assert!(e.contains("RSA"), "{e}");
         let small = include_str!("../tests/testdata/rsa1024.pem");
-        let e = from(
-            &format!("internal_jwt_private_key = \"\"\"\n{small}\"\"\"\n"),
-            &[],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.starts_with("internal_jwt_private_key") && e.contains("1024"),
-            "{e}"
-        );
+        let e = from(&format!("internal_jwt_private_key = \"\"\"\n{small}\"\"\"\n"), &[]).unwrap_err().to_string();
+        assert!(e.starts_with("internal_jwt_private_key") && e.contains("1024"), "{e}");
     }
 
     #[test]
@@ -764,20 +587,12 @@ mod tests {
         let c = Config::from_toml(&path, &text, &env(&[])).unwrap();
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         Config::from_toml(&path, &uncommented, &env(&[])).unwrap();
-        let rendered = Config::from_toml(&path, &uncommented, &env(&[]))
-            .unwrap()
-            .render_redacted();
+        let rendered = Config::from_toml(&path, &uncommented, &env(&[])).unwrap().render_redacted();
         for line in rendered.lines() {
             let key = line.split(" = ").next().unwrap();
-            assert!(
-                text.contains(&format!("# {key} = ")),
-                "config.example.toml does not document `{key}`"
-            );
+            assert!(text.contains(&format!("# {key} = ")), "config.example.toml does not document `{key}`");
             let env_name = format!("GSHARE_{}", key.to_ascii_uppercase());
-            assert!(
-                text.contains(&env_name),
-                "config.example.toml does not name {env_name}"
-            );
+            assert!(text.contains(&env_name), "config.example.toml does not name {env_name}");
         }
     }
 }

@@ -37,11 +37,7 @@ pub enum StartError {
     #[error("signing keys: {0}")]
     Keys(#[from] auth::keys::KeyError),
     #[error("cannot listen on {addr}: {source}{hint}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-        hint: &'static str,
-    },
+    Bind { addr: SocketAddr, source: std::io::Error, hint: &'static str },
     #[error("{0}")]
     Other(String),
 }
@@ -67,8 +63,7 @@ impl App {
         let (_, doc) = http::api_routes();
         let doc_json = serde_json::to_value(&doc).map_err(|e| StartError::Other(e.to_string()))?;
         let reference_html = http::docs::reference_html(&doc_json);
-        let openapi_json =
-            serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
+        let openapi_json = serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
         Ok(Arc::new(Self {
             config,
             store,
@@ -94,20 +89,16 @@ impl RunningServer {
     pub async fn start(config: Config, clock: Clock) -> Result<Self, StartError> {
         let listen = config.listen;
         let app = App::open(config, clock).await?;
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: listen,
-                hint: if source.kind() == std::io::ErrorKind::AddrInUse {
-                    " (another process listens there; set GSHARE_LISTEN to another address)"
-                } else {
-                    ""
-                },
-                source,
-            })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| StartError::Other(e.to_string()))?;
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| StartError::Bind {
+            addr: listen,
+            hint: if source.kind() == std::io::ErrorKind::AddrInUse {
+                " (another process listens there; set GSHARE_LISTEN to another address)"
+            } else {
+                ""
+            },
+            source,
+        })?;
+        let addr = listener.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
         let (shutdown, mut rx) = watch::channel(false);
         spawn_background(app.clone(), rx.clone());
         let router = http::router(app.clone());
@@ -123,12 +114,7 @@ impl RunningServer {
             )
             .await;
         });
-        Ok(Self {
-            addr,
-            app,
-            shutdown,
-            task,
-        })
+        Ok(Self { addr, app, shutdown, task })
     }
 
     pub fn base_url(&self) -> String {

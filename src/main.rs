@@ -57,7 +57,7 @@ enum TokenCommand {
         #[arg(long, value_name = "CLUSTER_ID")]
         cluster_id: String,
         /// How long the token stays valid: e.g. 24h, 7d (at most 30d).
-        #[arg(long, default_value = "7d")]
+        #[arg(long, default_value = "7d", allow_hyphen_values = true)]
         ttl: String,
     },
 }
@@ -79,18 +79,14 @@ enum ConfigCommand {
 }
 
 fn process_env() -> BTreeMap<String, String> {
-    std::env::vars()
-        .filter(|(k, _)| k.starts_with("GSHARE_"))
-        .collect()
+    std::env::vars().filter(|(k, _)| k.starts_with("GSHARE_")).collect()
 }
 
 fn init_logging(config: &Config) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| config.log_level.clone());
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match config.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.init(),
@@ -125,12 +121,7 @@ fn run(cli: Cli) -> Result<()> {
             let id = ClusterId::parse(cluster_id.trim())?;
             let ttl = tokens::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
             let (auth, generated) = gshare::auth::Authorities::open(&config, Clock::system())
-                .with_context(|| {
-                    format!(
-                        "cannot open the signing keys under {}",
-                        config.keys_dir().display()
-                    )
-                })?;
+                .with_context(|| format!("cannot open the signing keys under {}", config.keys_dir().display()))?;
             for kid in generated {
                 eprintln!("generated a new internal JWT signing key (kid {kid})");
             }
@@ -156,10 +147,7 @@ fn keys(config: &Config, cmd: KeysCommand) -> Result<()> {
             let (auth, _) = open_internal(config, &ring, &clock)?;
             println!("{:<45} {:<22} {:<12} note", "kid", "created", "state");
             for k in auth.keys() {
-                let created = k
-                    .created_at
-                    .map(|t| gshare::clock::rfc3339_ms(t * 1000))
-                    .unwrap_or_else(|| "-".into());
+                let created = k.created_at.map(|t| gshare::clock::rfc3339_ms(t * 1000)).unwrap_or_else(|| "-".into());
                 let note = match (k.state.as_str(), k.retired_at) {
                     ("retired", Some(at)) => format!(
                         "verifies until pruned; prunable after {}",
@@ -169,12 +157,7 @@ fn keys(config: &Config, cmd: KeysCommand) -> Result<()> {
                     ("configured", _) => "signs new tokens (from configuration)".to_string(),
                     _ => "verifies only".to_string(),
                 };
-                println!(
-                    "{:<45} {:<22} {:<12} {note}",
-                    k.kid,
-                    &created[..created.len().min(20)],
-                    k.state
-                );
+                println!("{:<45} {:<22} {:<12} {note}", k.kid, &created[..created.len().min(20)], k.state);
             }
             Ok(())
         }
@@ -205,32 +188,18 @@ fn keys(config: &Config, cmd: KeysCommand) -> Result<()> {
     }
 }
 
-fn open_internal(
-    config: &Config,
-    ring: &KeyRingDir,
-    clock: &Clock,
-) -> Result<(TokenAuthority, Option<String>)> {
+fn open_internal(config: &Config, ring: &KeyRingDir, clock: &Clock) -> Result<(TokenAuthority, Option<String>)> {
     let configured = match &config.internal_jwt_private_key {
-        Some(pem) => Some(gshare::auth::keys::SigningKey::from_pem(
-            pem.expose(),
-            config.internal_jwt_kid.as_deref(),
-        )?),
+        Some(pem) => Some(gshare::auth::keys::SigningKey::from_pem(pem.expose(), config.internal_jwt_kid.as_deref())?),
         None => None,
     };
-    Ok(TokenAuthority::open(
-        AUD_INTERNAL,
-        ring.clone(),
-        configured,
-        clock.clone(),
-    )?)
+    Ok(TokenAuthority::open(AUD_INTERNAL, ring.clone(), configured, clock.clone())?)
 }
 
 fn serve(config: Config) -> Result<()> {
     init_logging(&config);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let server = gshare::RunningServer::start(config.clone(), Clock::system()).await?;
         tracing::info!(
@@ -240,10 +209,10 @@ fn serve(config: Config) -> Result<()> {
             "gshare serving; API reference at {}/api/docs",
             config.public_url
         );
-        if std::env::var_os("NOTIFY_SOCKET").is_some() {
-            if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
-                tracing::warn!(error = %e, "sd_notify READY=1 failed");
-            }
+        if std::env::var_os("NOTIFY_SOCKET").is_some()
+            && let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready])
+        {
+            tracing::warn!(error = %e, "sd_notify READY=1 failed");
         }
         let stopper = server.stopper();
         tokio::spawn(async move {
@@ -262,10 +231,7 @@ fn serve(config: Config) -> Result<()> {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         // Without signal handlers we can only run until killed.
         std::future::pending::<()>().await;
         return;

@@ -24,9 +24,7 @@ const MAX_RSA_BITS: usize = 8192;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error(
-        "not a PEM-encoded private key (expected -----BEGIN PRIVATE KEY----- or -----BEGIN RSA PRIVATE KEY-----)"
-    )]
+    #[error("not a PEM-encoded private key (expected -----BEGIN PRIVATE KEY----- or -----BEGIN RSA PRIVATE KEY-----)")]
     NotPem,
     #[error("this is an {0} key; RS256 needs an RSA private key")]
     NotRsa(&'static str),
@@ -39,17 +37,11 @@ pub enum KeyError {
     #[error("key ring {path}: {message}")]
     Ring { path: PathBuf, message: String },
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> KeyError + '_ {
-    move |source| KeyError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| KeyError::Io { path: path.to_path_buf(), source }
 }
 
 /// One RSA private key with its key id.
@@ -64,10 +56,7 @@ pub struct SigningKey {
 
 impl std::fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SigningKey")
-            .field("kid", &self.kid)
-            .field("bits", &self.bits)
-            .finish_non_exhaustive()
+        f.debug_struct("SigningKey").field("kid", &self.kid).field("bits", &self.bits).finish_non_exhaustive()
     }
 }
 
@@ -108,26 +97,18 @@ impl SigningKey {
         }
         let n_b64 = URL_SAFE_NO_PAD.encode(key.n_bytes());
         let e_b64 = URL_SAFE_NO_PAD.encode(key.e_bytes());
-        let pem = key
-            .to_pkcs8_pem(LineEnding::LF)
-            .map_err(|e| KeyError::Invalid(e.to_string()))?;
+        let pem = key.to_pkcs8_pem(LineEnding::LF).map_err(|e| KeyError::Invalid(e.to_string()))?;
         let kid = match kid {
             Some(k) => k.to_string(),
             None => thumbprint(&n_b64, &e_b64),
         };
-        Ok(Self {
-            kid,
-            pem: Secret::new(pem.as_str()),
-            n_b64,
-            e_b64,
-            bits,
-        })
+        Ok(Self { kid, pem: Secret::new(pem.as_str()), n_b64, e_b64, bits })
     }
 
     /// A fresh 2048-bit key, kid = thumbprint.
     pub fn generate() -> Result<Self, KeyError> {
-        let key = RsaPrivateKey::new(&mut getrandom::SysRng, MIN_RSA_BITS)
-            .map_err(|e| KeyError::Invalid(e.to_string()))?;
+        let key =
+            RsaPrivateKey::new(&mut getrandom::SysRng, MIN_RSA_BITS).map_err(|e| KeyError::Invalid(e.to_string()))?;
         Self::from_rsa(key, None)
     }
 
@@ -163,11 +144,8 @@ impl SigningKey {
 
     /// The public key as PKCS#1 PEM (tests, debugging).
     pub fn public_pem(&self) -> Result<String, KeyError> {
-        let key = RsaPrivateKey::from_pkcs8_pem(self.pem.expose())
-            .map_err(|e| KeyError::Invalid(e.to_string()))?;
-        key.to_public_key()
-            .to_pkcs1_pem(LineEnding::LF)
-            .map_err(|e| KeyError::Invalid(e.to_string()))
+        let key = RsaPrivateKey::from_pkcs8_pem(self.pem.expose()).map_err(|e| KeyError::Invalid(e.to_string()))?;
+        key.to_public_key().to_pkcs1_pem(LineEnding::LF).map_err(|e| KeyError::Invalid(e.to_string()))
     }
 }
 
@@ -216,10 +194,7 @@ pub struct LoadedRing {
 
 impl LoadedRing {
     pub fn active(&self) -> Option<&SigningKey> {
-        self.entries
-            .iter()
-            .find(|(e, _)| e.state == KeyState::Active)
-            .map(|(_, k)| k)
+        self.entries.iter().find(|(e, _)| e.state == KeyState::Active).map(|(_, k)| k)
     }
 }
 
@@ -261,26 +236,21 @@ impl KeyRingDir {
         let path = self.ring_file();
         match fs::read(&path) {
             Ok(bytes) => {
-                let ring: RingFile =
-                    serde_json::from_slice(&bytes).map_err(|e| KeyError::Ring {
-                        path: path.clone(),
-                        message: format!("unreadable ({e}); restore it from a backup"),
-                    })?;
+                let ring: RingFile = serde_json::from_slice(&bytes).map_err(|e| KeyError::Ring {
+                    path: path.clone(),
+                    message: format!("unreadable ({e}); restore it from a backup"),
+                })?;
                 let fp = hex::encode(Sha256::digest(&bytes));
                 Ok((ring, fp))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok((RingFile::default(), String::new()))
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((RingFile::default(), String::new())),
             Err(e) => Err(KeyError::Io { path, source: e }),
         }
     }
 
     /// Fingerprint of the ring file as it is now (cheap; used to decide whether to reload).
     pub fn current_fingerprint(&self) -> String {
-        fs::read(self.ring_file())
-            .map(|b| hex::encode(Sha256::digest(&b)))
-            .unwrap_or_default()
+        fs::read(self.ring_file()).map(|b| hex::encode(Sha256::digest(&b))).unwrap_or_default()
     }
 
     /// Loads the ring; an empty ring if none exists yet.
@@ -290,40 +260,22 @@ impl KeyRingDir {
         for entry in ring.keys {
             let path = self.key_file(&entry.kid)?;
             let pem = fs::read_to_string(&path).map_err(io_err(&path))?;
-            let key = SigningKey::from_pem(&pem, Some(&entry.kid)).map_err(|e| KeyError::Ring {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+            let key = SigningKey::from_pem(&pem, Some(&entry.kid))
+                .map_err(|e| KeyError::Ring { path: path.clone(), message: e.to_string() })?;
             entries.push((entry, key));
         }
-        if entries
-            .iter()
-            .filter(|(e, _)| e.state == KeyState::Active)
-            .count()
-            > 1
-        {
-            return Err(KeyError::Ring {
-                path: self.ring_file(),
-                message: "more than one active key".into(),
-            });
+        if entries.iter().filter(|(e, _)| e.state == KeyState::Active).count() > 1 {
+            return Err(KeyError::Ring { path: self.ring_file(), message: "more than one active key".into() });
         }
-        Ok(LoadedRing {
-            entries,
-            fingerprint,
-        })
+        Ok(LoadedRing { entries, fingerprint })
     }
 
     fn key_file(&self, kid: &str) -> Result<PathBuf, KeyError> {
         if kid.is_empty()
-            || !kid
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            || !kid.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             || kid.starts_with('.')
         {
-            return Err(KeyError::Ring {
-                path: self.ring_file(),
-                message: format!("bad kid {kid:?}"),
-            });
+            return Err(KeyError::Ring { path: self.ring_file(), message: format!("bad kid {kid:?}") });
         }
         Ok(self.dir.join(format!("{kid}.pem")))
     }
@@ -366,12 +318,8 @@ impl KeyRingDir {
                     k.retired_at = Some(now);
                 }
             }
-            let entry = RingEntry {
-                kid: key.kid().to_string(),
-                created_at: now,
-                state: KeyState::Active,
-                retired_at: None,
-            };
+            let entry =
+                RingEntry { kid: key.kid().to_string(), created_at: now, state: KeyState::Active, retired_at: None };
             file.keys.push(entry.clone());
             self.write_ring_file(&file)?;
             Ok(entry)
@@ -382,10 +330,10 @@ impl KeyRingDir {
     pub fn prune(&self, now: i64, older_than_s: i64) -> Result<Vec<String>, KeyError> {
         self.locked(|| {
             let (mut file, _) = self.read_ring_file()?;
-            let (gone, kept): (Vec<_>, Vec<_>) = file.keys.into_iter().partition(|k| {
-                k.state == KeyState::Retired
-                    && k.retired_at.is_some_and(|at| now - at > older_than_s)
-            });
+            let (gone, kept): (Vec<_>, Vec<_>) = file
+                .keys
+                .into_iter()
+                .partition(|k| k.state == KeyState::Retired && k.retired_at.is_some_and(|at| now - at > older_than_s));
             file.keys = kept;
             self.write_ring_file(&file)?;
             for k in &gone {
@@ -407,10 +355,8 @@ impl KeyRingDir {
 
     fn write_ring_file(&self, file: &RingFile) -> Result<(), KeyError> {
         let path = self.ring_file();
-        let bytes = serde_json::to_vec_pretty(file).map_err(|e| KeyError::Ring {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let bytes = serde_json::to_vec_pretty(file)
+            .map_err(|e| KeyError::Ring { path: path.clone(), message: e.to_string() })?;
         write_private_file(&path, &bytes).map_err(io_err(&path))
     }
 }
@@ -419,11 +365,7 @@ impl KeyRingDir {
 pub fn create_private_dir(dir: &Path) -> Result<(), KeyError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_err(dir))?;
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_err(dir))?;
     }
     let meta = fs::metadata(dir).map_err(io_err(dir))?;
     if meta.permissions().mode() & 0o077 != 0 {
@@ -439,11 +381,7 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{}", ulid::Ulid::new()));
     let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -464,10 +402,7 @@ mod tests {
     fn thumbprint_matches_rfc7638_example() {
         // RFC 7638 section 3.1.
         let n = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw";
-        assert_eq!(
-            thumbprint(n, "AQAB"),
-            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
-        );
+        assert_eq!(thumbprint(n, "AQAB"), "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs");
     }
 
     #[test]
@@ -487,19 +422,10 @@ mod tests {
     #[test]
     fn refuses_small_ec_and_garbage() {
         let small = include_str!("../../tests/testdata/rsa1024.pem");
-        assert!(matches!(
-            SigningKey::from_pem(small, None),
-            Err(KeyError::TooSmall(1024))
-        ));
-        assert!(matches!(
-            SigningKey::from_pem("hello", None),
-            Err(KeyError::NotPem)
-        ));
+        assert!(matches!(SigningKey::from_pem(small, None), Err(KeyError::TooSmall(1024))));
+        assert!(matches!(SigningKey::from_pem("hello", None), Err(KeyError::NotPem)));
         let ec = include_str!("../../tests/testdata/ec-sec1.pem");
-        assert!(matches!(
-            SigningKey::from_pem(ec, None),
-            Err(KeyError::NotRsa(_))
-        ));
+        assert!(matches!(SigningKey::from_pem(ec, None), Err(KeyError::NotRsa(_))));
         let p8_ec = include_str!("../../tests/testdata/ec-pkcs8.pem");
         assert!(
             matches!(SigningKey::from_pem(p8_ec, None), Err(KeyError::NotRsa(_))),
@@ -515,15 +441,9 @@ mod tests {
         let (loaded, generated) = ring.load_or_init(1000).unwrap();
         let first = generated.unwrap();
         assert_eq!(loaded.active().unwrap().kid(), first);
-        assert_eq!(
-            fs::metadata(ring.path()).unwrap().permissions().mode() & 0o777,
-            0o700
-        );
+        assert_eq!(fs::metadata(ring.path()).unwrap().permissions().mode() & 0o777, 0o700);
         let pem = ring.path().join(format!("{first}.pem"));
-        assert_eq!(
-            fs::metadata(&pem).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(fs::metadata(&pem).unwrap().permissions().mode() & 0o777, 0o600);
         // A second init finds the key.
         let (_, again) = ring.load_or_init(1001).unwrap();
         assert!(again.is_none());

@@ -25,20 +25,11 @@ impl Authorities {
     pub fn open(config: &Config, clock: Clock) -> Result<(Self, Vec<String>), KeyError> {
         keys::create_private_dir(&config.keys_dir())?;
         let configured = match &config.internal_jwt_private_key {
-            Some(pem) => Some(SigningKey::from_pem(
-                pem.expose(),
-                config.internal_jwt_kid.as_deref(),
-            )?),
+            Some(pem) => Some(SigningKey::from_pem(pem.expose(), config.internal_jwt_kid.as_deref())?),
             None => None,
         };
-        let (internal, generated) =
-            TokenAuthority::open(AUD_INTERNAL, internal_ring(config), configured, clock)?;
-        Ok((
-            Self {
-                internal: Arc::new(internal),
-            },
-            generated.into_iter().collect(),
-        ))
+        let (internal, generated) = TokenAuthority::open(AUD_INTERNAL, internal_ring(config), configured, clock)?;
+        Ok((Self { internal: Arc::new(internal) }, generated.into_iter().collect()))
     }
 }
 

@@ -39,14 +39,8 @@ pub struct Jwks {
 async fn jwks(State(app): State<Arc<App>>) -> Response {
     (
         [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=300"),
-            ),
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300")),
         ],
         app.auth.internal.jwks_json().to_vec(),
     )

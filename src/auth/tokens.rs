@@ -120,19 +120,10 @@ impl std::fmt::Debug for TokenAuthority {
 struct UntilExp;
 
 impl moka::Expiry<[u8; 32], Arc<Claims>> for UntilExp {
-    fn expire_after_create(
-        &self,
-        _k: &[u8; 32],
-        v: &Arc<Claims>,
-        _now: std::time::Instant,
-    ) -> Option<Duration> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
-        Some(Duration::from_secs(
-            (v.exp + LEEWAY_S - now).clamp(0, MAX_TTL.as_secs() as i64) as u64,
-        ))
+    fn expire_after_create(&self, _k: &[u8; 32], v: &Arc<Claims>, _now: std::time::Instant) -> Option<Duration> {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        Some(Duration::from_secs((v.exp + LEEWAY_S - now).clamp(0, MAX_TTL.as_secs() as i64) as u64))
     }
 }
 
@@ -145,11 +136,8 @@ impl TokenAuthority {
         configured: Option<SigningKey>,
         clock: Clock,
     ) -> Result<(Self, Option<String>), KeyError> {
-        let (loaded, generated) = if configured.is_some() {
-            (ring.load()?, None)
-        } else {
-            ring.load_or_init(clock.now())?
-        };
+        let (loaded, generated) =
+            if configured.is_some() { (ring.load()?, None) } else { ring.load_or_init(clock.now())? };
         let mut validation = Validation::new(Algorithm::RS256);
         validation.algorithms = vec![Algorithm::RS256];
         validation.set_audience(&[audience]);
@@ -164,10 +152,7 @@ impl TokenAuthority {
             ring,
             configured,
             keys: RwLock::new(Arc::new(keys)),
-            cache: moka::sync::Cache::builder()
-                .max_capacity(CACHE_ENTRIES)
-                .expire_after(UntilExp)
-                .build(),
+            cache: moka::sync::Cache::builder().max_capacity(CACHE_ENTRIES).expire_after(UntilExp).build(),
             clock,
             validation,
             cache_hits: AtomicU64::new(0),
@@ -227,13 +212,7 @@ impl TokenAuthority {
             )?;
         }
         let jwks = serde_json::to_vec(&serde_json::json!({ "keys": jwks })).unwrap_or_default();
-        Ok(KeySet {
-            fingerprint: ring.fingerprint.clone(),
-            signer,
-            verifiers,
-            jwks: jwks.into(),
-            listing,
-        })
+        Ok(KeySet { fingerprint: ring.fingerprint.clone(), signer, verifiers, jwks: jwks.into(), listing })
     }
 
     fn current(&self) -> Arc<KeySet> {
@@ -344,10 +323,7 @@ impl TokenAuthority {
         }
         let kid = header.kid.ok_or(VerifyError::MissingKid)?;
         let keys = self.current();
-        let key = keys
-            .verifiers
-            .get(&kid)
-            .ok_or_else(|| VerifyError::UnknownKid(kid.chars().take(64).collect()))?;
+        let key = keys.verifiers.get(&kid).ok_or_else(|| VerifyError::UnknownKid(kid.chars().take(64).collect()))?;
         let data = jsonwebtoken::decode::<Claims>(token, key, &self.validation).map_err(|e| {
             use jsonwebtoken::errors::ErrorKind as K;
             match e.kind() {
@@ -376,16 +352,12 @@ impl TokenAuthority {
 
     /// (hits, misses) of the verified-token cache.
     pub fn cache_stats(&self) -> (u64, u64) {
-        (
-            self.cache_hits.load(Ordering::Relaxed),
-            self.cache_misses.load(Ordering::Relaxed),
-        )
+        (self.cache_hits.load(Ordering::Relaxed), self.cache_misses.load(Ordering::Relaxed))
     }
 }
 
 fn encoding_key(k: &SigningKey) -> Result<EncodingKey, KeyError> {
-    EncodingKey::from_rsa_pem(k.private_pem().expose().as_bytes())
-        .map_err(|e| KeyError::Invalid(e.to_string()))
+    EncodingKey::from_rsa_pem(k.private_pem().expose().as_bytes()).map_err(|e| KeyError::Invalid(e.to_string()))
 }
 
 /// Parses a TTL such as `24h`, `7d` or `90m`, refusing zero, negatives and more than 30 days.
@@ -394,8 +366,7 @@ pub fn parse_ttl(text: &str) -> Result<Duration, String> {
     if t.starts_with('-') {
         return Err(format!("ttl `{t}` is negative"));
     }
-    let d = humantime::parse_duration(t)
-        .map_err(|e| format!("ttl `{t}` is not a duration like 24h or 7d: {e}"))?;
+    let d = humantime::parse_duration(t).map_err(|e| format!("ttl `{t}` is not a duration like 24h or 7d: {e}"))?;
     if d < Duration::from_secs(1) {
         return Err(format!("ttl `{t}` is zero"));
     }
@@ -413,13 +384,9 @@ mod tests {
 
     fn authority() -> (tempfile::TempDir, TokenAuthority) {
         let tmp = tempfile::tempdir().unwrap();
-        let (a, generated) = TokenAuthority::open(
-            AUD_INTERNAL,
-            KeyRingDir::new(tmp.path().join("keys")),
-            None,
-            Clock::system(),
-        )
-        .unwrap();
+        let (a, generated) =
+            TokenAuthority::open(AUD_INTERNAL, KeyRingDir::new(tmp.path().join("keys")), None, Clock::system())
+                .unwrap();
         assert!(generated.is_some());
         (tmp, a)
     }
@@ -448,9 +415,7 @@ mod tests {
     #[test]
     fn mint_then_verify_and_cache() {
         let (_t, a) = authority();
-        let tok = a
-            .mint("operator:clu_local", Duration::from_secs(600))
-            .unwrap();
+        let tok = a.mint("operator:clu_local", Duration::from_secs(600)).unwrap();
         let c = a.verify(&tok).unwrap();
         assert_eq!(c.sub, "operator:clu_local");
         assert_eq!(c.exp - c.iat.unwrap(), 600);
@@ -464,11 +429,8 @@ mod tests {
     fn alg_none_is_refused() {
         let (_t, a) = authority();
         let kid = a.signing_kid().unwrap();
-        let tok = format!(
-            "{}.{}.",
-            b64(&serde_json::json!({"alg":"none","typ":"JWT","kid":kid})),
-            b64(&claims_now(&a))
-        );
+        let tok =
+            format!("{}.{}.", b64(&serde_json::json!({"alg":"none","typ":"JWT","kid":kid})), b64(&claims_now(&a)));
         assert!(a.verify(&tok).is_err());
     }
 
@@ -483,12 +445,8 @@ mod tests {
         let public_pem = entry_key.public_pem().unwrap();
         let mut h = Header::new(Algorithm::HS256);
         h.kid = Some(kid);
-        let tok = jsonwebtoken::encode(
-            &h,
-            &claims_now(&a),
-            &EncodingKey::from_secret(public_pem.as_bytes()).unwrap(),
-        )
-        .unwrap();
+        let tok = jsonwebtoken::encode(&h, &claims_now(&a), &EncodingKey::from_secret(public_pem.as_bytes()).unwrap())
+            .unwrap();
         assert_eq!(a.verify(&tok), Err(VerifyError::WrongAlgorithm));
     }
 
@@ -498,10 +456,7 @@ mod tests {
         let now = a.clock().now();
         let mut c = claims_now(&a);
         c["aud"] = "gshare-api".into();
-        assert_eq!(
-            a.verify(&sign_raw(&a, None, &c)),
-            Err(VerifyError::WrongAudience(AUD_INTERNAL))
-        );
+        assert_eq!(a.verify(&sign_raw(&a, None, &c)), Err(VerifyError::WrongAudience(AUD_INTERNAL)));
 
         let mut c = claims_now(&a);
         c["exp"] = (now - LEEWAY_S - 1).into();
@@ -513,36 +468,22 @@ mod tests {
 
         let mut c = claims_now(&a);
         c["nbf"] = (now + LEEWAY_S + 10).into();
-        assert_eq!(
-            a.verify(&sign_raw(&a, None, &c)),
-            Err(VerifyError::NotYetValid)
-        );
+        assert_eq!(a.verify(&sign_raw(&a, None, &c)), Err(VerifyError::NotYetValid));
 
-        assert!(matches!(
-            a.verify(&sign_raw(&a, Some("nope"), &claims_now(&a))),
-            Err(VerifyError::UnknownKid(_))
-        ));
-        assert_eq!(
-            a.verify(&sign_raw(&a, Some(""), &claims_now(&a))),
-            Err(VerifyError::MissingKid)
-        );
+        assert!(matches!(a.verify(&sign_raw(&a, Some("nope"), &claims_now(&a))), Err(VerifyError::UnknownKid(_))));
+        assert_eq!(a.verify(&sign_raw(&a, Some(""), &claims_now(&a))), Err(VerifyError::MissingKid));
 
         for missing in ["aud", "exp", "sub"] {
             let mut c = claims_now(&a);
             c.as_object_mut().unwrap().remove(missing);
-            assert!(
-                a.verify(&sign_raw(&a, None, &c)).is_err(),
-                "missing {missing} accepted"
-            );
+            assert!(a.verify(&sign_raw(&a, None, &c)).is_err(), "missing {missing} accepted");
         }
     }
 
     #[test]
     fn tampered_payload_and_garbage() {
         let (_t, a) = authority();
-        let tok = a
-            .mint("operator:clu_local", Duration::from_secs(600))
-            .unwrap();
+        let tok = a.mint("operator:clu_local", Duration::from_secs(600)).unwrap();
         let parts: Vec<&str> = tok.split('.').collect();
         let mut c = claims_now(&a);
         c["sub"] = "operator:clu_01HZZZZZZZZZZZZZZZZZZZZZZZ".into();
@@ -556,41 +497,30 @@ mod tests {
     #[test]
     fn expired_after_caching_is_refused() {
         let (_t, a) = authority();
-        let tok = a
-            .mint("operator:clu_local", Duration::from_secs(120))
-            .unwrap();
+        let tok = a.mint("operator:clu_local", Duration::from_secs(120)).unwrap();
         a.verify(&tok).unwrap();
-        a.clock()
-            .advance(Duration::from_secs(120 + LEEWAY_S as u64 + 1));
+        a.clock().advance(Duration::from_secs(120 + LEEWAY_S as u64 + 1));
         assert_eq!(a.verify(&tok), Err(VerifyError::Expired));
     }
 
     #[test]
     fn rotation_keeps_old_tokens_and_prune_kills_them() {
         let (tmp, a) = authority();
-        let old = a
-            .mint("operator:clu_local", Duration::from_secs(600))
-            .unwrap();
+        let old = a.mint("operator:clu_local", Duration::from_secs(600)).unwrap();
         a.verify(&old).unwrap();
         let ring = KeyRingDir::new(tmp.path().join("keys"));
         let now = a.clock().now();
         ring.rotate(now).unwrap();
         assert!(a.reload_if_changed().unwrap());
         assert!(!a.reload_if_changed().unwrap());
-        let new = a
-            .mint("operator:clu_local", Duration::from_secs(600))
-            .unwrap();
-        assert_ne!(
-            jsonwebtoken::decode_header(&new).unwrap().kid,
-            jsonwebtoken::decode_header(&old).unwrap().kid
-        );
+        let new = a.mint("operator:clu_local", Duration::from_secs(600)).unwrap();
+        assert_ne!(jsonwebtoken::decode_header(&new).unwrap().kid, jsonwebtoken::decode_header(&old).unwrap().kid);
         a.verify(&old).unwrap();
         a.verify(&new).unwrap();
         let jwks: serde_json::Value = serde_json::from_slice(&a.jwks_json()).unwrap();
         assert_eq!(jwks["keys"].as_array().unwrap().len(), 2);
 
-        ring.prune(now + MAX_TTL.as_secs() as i64 + 1, MAX_TTL.as_secs() as i64)
-            .unwrap();
+        ring.prune(now + MAX_TTL.as_secs() as i64 + 1, MAX_TTL.as_secs() as i64).unwrap();
         a.reload_if_changed().unwrap();
         assert!(matches!(a.verify(&old), Err(VerifyError::UnknownKid(_))));
         a.verify(&new).unwrap();

@@ -76,10 +76,7 @@ mod tests {
         assert_eq!(ClusterId::parse(id.as_str()).unwrap(), id);
         assert!(ClusterId::parse("clu_local").unwrap().is_local());
         // Crockford decoding reads I as 1; only the canonical spelling is accepted.
-        assert_eq!(
-            ClusterId::parse("clu_01J7Z3K5N8Q2W4E6R8T0Y2U4I6").ok(),
-            None
-        );
+        assert_eq!(ClusterId::parse("clu_01J7Z3K5N8Q2W4E6R8T0Y2U4I6").ok(), None);
         assert!(ClusterId::parse("clu_01J7Z3K5N8Q2W4E6R8T0Y2V4M6").is_ok());
     }
 

@@ -5,51 +5,29 @@ use serde_json::Value;
 use std::fmt::Write;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Resolves a local `$ref` such as `#/components/schemas/ErrorBody`.
 fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
-    match v
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| r.strip_prefix("#/"))
-    {
-        Some(path) => path
-            .split('/')
-            .fold(doc, |node, part| node.get(part).unwrap_or(&Value::Null)),
+    match v.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/")) {
+        Some(path) => path.split('/').fold(doc, |node, part| node.get(part).unwrap_or(&Value::Null)),
         None => v,
     }
 }
 
 fn schema_block(doc: &Value, schema: &Value) -> String {
-    let name = schema
-        .get("$ref")
-        .and_then(Value::as_str)
-        .map(|r| r.rsplit('/').next().unwrap_or(r).to_string());
+    let name = schema.get("$ref").and_then(Value::as_str).map(|r| r.rsplit('/').next().unwrap_or(r).to_string());
     let body = serde_json::to_string_pretty(resolve(doc, schema)).unwrap_or_default();
     match name {
-        Some(n) => format!(
-            "<details><summary><code>{}</code></summary><pre>{}</pre></details>",
-            esc(&n),
-            esc(&body)
-        ),
+        Some(n) => format!("<details><summary><code>{}</code></summary><pre>{}</pre></details>", esc(&n), esc(&body)),
         None => format!("<pre>{}</pre>", esc(&body)),
     }
 }
 
 pub fn reference_html(doc: &Value) -> String {
-    let title = doc
-        .pointer("/info/title")
-        .and_then(Value::as_str)
-        .unwrap_or("API");
-    let version = doc
-        .pointer("/info/version")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let title = doc.pointer("/info/title").and_then(Value::as_str).unwrap_or("API");
+    let version = doc.pointer("/info/version").and_then(Value::as_str).unwrap_or("");
     let mut out = String::new();
     let _ = write!(
         out,
@@ -64,23 +42,12 @@ code{{background:#f5f6f8;padding:0 .2rem}}table{{border-collapse:collapse}}td,th
         v = esc(version)
     );
     let empty = serde_json::Map::new();
-    let paths = doc
-        .get("paths")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    let mut by_tag: std::collections::BTreeMap<String, Vec<(String, String, &Value)>> =
-        Default::default();
+    let paths = doc.get("paths").and_then(Value::as_object).unwrap_or(&empty);
+    let mut by_tag: std::collections::BTreeMap<String, Vec<(String, String, &Value)>> = Default::default();
     for (path, item) in paths {
         for (method, op) in item.as_object().unwrap_or(&empty) {
-            let tag = op
-                .pointer("/tags/0")
-                .and_then(Value::as_str)
-                .unwrap_or("other")
-                .to_string();
-            by_tag
-                .entry(tag)
-                .or_default()
-                .push((method.clone(), path.clone(), op));
+            let tag = op.pointer("/tags/0").and_then(Value::as_str).unwrap_or("other").to_string();
+            by_tag.entry(tag).or_default().push((method.clone(), path.clone(), op));
         }
     }
     for (tag, ops) in by_tag {
@@ -114,15 +81,8 @@ code{{background:#f5f6f8;padding:0 .2rem}}table{{border-collapse:collapse}}td,th
             if let Some(schema) = op.pointer("/requestBody/content/application~1json/schema") {
                 let _ = write!(out, "<p>Request body:</p>{}", schema_block(doc, schema));
             }
-            for (status, resp) in op
-                .get("responses")
-                .and_then(Value::as_object)
-                .unwrap_or(&empty)
-            {
-                let desc = resp
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+            for (status, resp) in op.get("responses").and_then(Value::as_object).unwrap_or(&empty) {
+                let desc = resp.get("description").and_then(Value::as_str).unwrap_or("");
                 let _ = write!(out, "<p><b>{}</b> {}</p>", esc(status), esc(desc));
                 if let Some(schema) = resp.pointer("/content/application~1json/schema") {
                     out.push_str(&schema_block(doc, schema));

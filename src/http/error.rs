@@ -47,13 +47,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            details: Value::Object(Default::default()),
-            headers: Vec::new(),
-        }
+        Self { status, code, message: message.into(), details: Value::Object(Default::default()), headers: Vec::new() }
     }
 
     pub fn with_details(mut self, details: Value) -> Self {
@@ -87,21 +81,13 @@ impl ApiError {
         let message = match errors.first() {
             Some(e) => format!(
                 "{}: {}",
-                e.loc
-                    .iter()
-                    .map(|l| l.to_string().trim_matches('"').to_string())
-                    .collect::<Vec<_>>()
-                    .join("."),
+                e.loc.iter().map(|l| l.to_string().trim_matches('"').to_string()).collect::<Vec<_>>().join("."),
                 e.msg
             ),
             None => "request is invalid".to_string(),
         };
-        Self::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "validation_failed",
-            message,
-        )
-        .with_details(serde_json::json!({ "errors": errors }))
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", message)
+            .with_details(serde_json::json!({ "errors": errors }))
     }
     pub fn field(loc: &[&str], msg: impl Into<String>, kind: &str) -> Self {
         Self::validation(vec![FieldError::new(loc, msg, kind)])
@@ -141,28 +127,15 @@ impl ApiError {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {}: {}",
-            self.status.as_u16(),
-            self.code,
-            self.message
-        )
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
-        let mut res = (
-            self.status,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response();
+        let mut res =
+            (self.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
         for (k, v) in self.headers {
             res.headers_mut().insert(k, v);
         }
@@ -200,22 +173,13 @@ impl From<crate::store::StoreError> for ApiError {
 pub fn from_status(status: StatusCode) -> ApiError {
     let (code, message) = match status {
         StatusCode::NOT_FOUND => ("not_found", "no such route"),
-        StatusCode::METHOD_NOT_ALLOWED => {
-            ("method_not_allowed", "method not allowed on this route")
-        }
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed on this route"),
         StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "request body is too large"),
         StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => {
-            ("headers_too_large", "request headers are too large")
-        }
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-            ("unsupported_media_type", "unsupported content type")
-        }
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => ("headers_too_large", "request headers are too large"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("unsupported_media_type", "unsupported content type"),
         StatusCode::TOO_MANY_REQUESTS => ("rate_limited", "too many requests"),
-        s if s.is_server_error() => (
-            "internal",
-            "internal error; the server log has details under this request id",
-        ),
+        s if s.is_server_error() => ("internal", "internal error; the server log has details under this request id"),
         _ => ("bad_request", "request refused"),
     };
     ApiError::new(status, code, message)
@@ -227,9 +191,7 @@ mod tests {
     use axum::body::to_bytes;
 
     async fn render(e: ApiError) -> (StatusCode, Value) {
-        let res = REQUEST_ID
-            .scope("req-1".to_string(), async move { e.into_response() })
-            .await;
+        let res = REQUEST_ID.scope("req-1".to_string(), async move { e.into_response() }).await;
         let status = res.status();
         let body = to_bytes(res.into_body(), 1 << 20).await.unwrap();
         (status, serde_json::from_slice(&body).unwrap())
@@ -243,19 +205,11 @@ mod tests {
             (ApiError::forbidden("x"), 403, "forbidden"),
             (ApiError::not_found("x"), 404, "not_found"),
             (ApiError::conflict("x"), 409, "conflict"),
-            (
-                ApiError::field(&["body", "role"], "bad", "enum"),
-                422,
-                "validation_failed",
-            ),
+            (ApiError::field(&["body", "role"], "bad", "enum"), 422, "validation_failed"),
             (ApiError::payload_too_large(10), 413, "payload_too_large"),
             (ApiError::unavailable("x"), 503, "unavailable"),
             (ApiError::internal("secret cause"), 500, "internal"),
-            (
-                from_status(StatusCode::METHOD_NOT_ALLOWED),
-                405,
-                "method_not_allowed",
-            ),
+            (from_status(StatusCode::METHOD_NOT_ALLOWED), 405, "method_not_allowed"),
         ];
         for (err, status, code) in cases {
             let (s, body) = render(err).await;
@@ -269,20 +223,9 @@ mod tests {
 
     #[tokio::test]
     async fn validation_errors_carry_loc_msg_type() {
-        let (_, body) = render(ApiError::field(
-            &["body", "role"],
-            "must be primary or standby",
-            "enum",
-        ))
-        .await;
-        assert_eq!(
-            body["error"]["details"]["errors"][0]["loc"],
-            serde_json::json!(["body", "role"])
-        );
+        let (_, body) = render(ApiError::field(&["body", "role"], "must be primary or standby", "enum")).await;
+        assert_eq!(body["error"]["details"]["errors"][0]["loc"], serde_json::json!(["body", "role"]));
         assert_eq!(body["error"]["details"]["errors"][0]["type"], "enum");
-        assert_eq!(
-            body["error"]["message"],
-            "body.role: must be primary or standby"
-        );
+        assert_eq!(body["error"]["message"], "body.role: must be primary or standby");
     }
 }

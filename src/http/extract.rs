@@ -37,11 +37,7 @@ where
 /// Parses JSON into `T` with the error shapes described on [`ApiJson`].
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::field(
-            &["body"],
-            "a JSON body is required",
-            "missing",
-        ));
+        return Err(ApiError::field(&["body"], "a JSON body is required", "missing"));
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
@@ -54,13 +50,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             );
         }
         let mut loc = vec!["body".to_string()];
-        loc.extend(
-            e.path()
-                .to_string()
-                .split('.')
-                .filter(|s| !s.is_empty() && *s != "?")
-                .map(str::to_string),
-        );
+        loc.extend(e.path().to_string().split('.').filter(|s| !s.is_empty() && *s != "?").map(str::to_string));
         let msg = inner.to_string();
         let kind = if msg.starts_with("missing field") {
             "missing"
@@ -72,11 +62,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             "type_error"
         };
         // serde names the missing/unknown field in the message; put it in loc like upstream does.
-        if let Some(name) = msg
-            .split('`')
-            .nth(1)
-            .filter(|_| kind == "missing" || kind == "extra_forbidden")
-        {
+        if let Some(name) = msg.split('`').nth(1).filter(|_| kind == "missing" || kind == "extra_forbidden") {
             loc.push(name.to_string());
         }
         let loc: Vec<&str> = loc.iter().map(String::as_str).collect();
@@ -98,10 +84,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Bearer {
 
 /// `Authorization: Bearer <token>` (scheme case-insensitive), trimmed.
 pub fn bearer_token(headers: &axum::http::HeaderMap) -> Option<String> {
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
@@ -128,16 +111,10 @@ mod tests {
         assert_eq!(e.status.as_u16(), 400);
         let e = parse_json::<Body>(b"{\"name\":\"a\"}").unwrap_err();
         assert_eq!(e.status.as_u16(), 422);
-        assert_eq!(
-            e.details["errors"][0]["loc"],
-            serde_json::json!(["body", "count"])
-        );
+        assert_eq!(e.details["errors"][0]["loc"], serde_json::json!(["body", "count"]));
         assert_eq!(e.details["errors"][0]["type"], "missing");
         let e = parse_json::<Body>(b"{\"name\":\"a\",\"count\":-1}").unwrap_err();
-        assert_eq!(
-            e.details["errors"][0]["loc"],
-            serde_json::json!(["body", "count"])
-        );
+        assert_eq!(e.details["errors"][0]["loc"], serde_json::json!(["body", "count"]));
         let e = parse_json::<Body>(b"{\"name\":\"a\",\"count\":1,\"x\":1}").unwrap_err();
         assert_eq!(e.details["errors"][0]["type"], "extra_forbidden");
         let e = parse_json::<Body>(b"  ").unwrap_err();

@@ -20,10 +20,7 @@ fn request_id_from(req: &Request) -> String {
         .get(REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .filter(|v| {
-            !v.is_empty()
-                && v.len() <= 64
-                && v.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+            !v.is_empty() && v.len() <= 64 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
         })
         .map(str::to_string)
         .unwrap_or_else(|| ulid::Ulid::new().to_string())
@@ -34,11 +31,7 @@ pub async fn request_context(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let started = Instant::now();
-    let header_bytes: usize = req
-        .headers()
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum();
+    let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
     let response = REQUEST_ID
         .scope(id.clone(), async move {
             if header_bytes > MAX_HEADER_BYTES {

@@ -34,10 +34,7 @@ struct ApiDoc;
 pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    OpenApiRouter::with_openapi(doc)
-        .merge(system::routes())
-        .merge(crate::auth::routes::routes())
-        .split_for_parts()
+    OpenApiRouter::with_openapi(doc).merge(system::routes()).merge(crate::auth::routes::routes()).split_for_parts()
 }
 
 /// The complete application router.

@@ -19,12 +19,7 @@ use tower::ServiceExt;
 const MAX_BUF: usize = 2 * 1024 * 1024;
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains connections.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()>,
-    grace: Duration,
-) {
+pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>, grace: Duration) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -47,14 +42,11 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let svc = router
-            .clone()
-            .map_request(move |mut req: axum::http::Request<Incoming>| {
-                req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
-                req
-            });
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
+        let svc = router.clone().map_request(move |mut req: axum::http::Request<Incoming>| {
+            req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
+            req
+        });
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -63,10 +55,7 @@ pub async fn serve(
         });
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(
             grace_s = grace.as_secs(),
             "connections still open after the shutdown grace period; closing them"

@@ -14,9 +14,7 @@ use super::error::ApiError;
 use crate::App;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new()
-        .routes(routes!(healthz))
-        .routes(routes!(readyz))
+    OpenApiRouter::new().routes(routes!(healthz)).routes(routes!(readyz))
 }
 
 #[derive(Serialize, ToSchema)]
@@ -29,10 +27,7 @@ pub struct Health {
 /// Liveness: the process is up and answering.
 #[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, body = Health)))]
 async fn healthz() -> axum::Json<Health> {
-    axum::Json(Health {
-        status: "ok",
-        version: env!("CARGO_PKG_VERSION"),
-    })
+    axum::Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") })
 }
 
 #[derive(Serialize, ToSchema)]
@@ -51,14 +46,9 @@ async fn readyz(State(app): State<Arc<App>>) -> Result<axum::Json<Readiness>, Ap
     let store = app.store.is_healthy();
     let keys = app.auth.internal.has_signer();
     if store && keys {
-        Ok(axum::Json(Readiness {
-            status: "ready",
-            store,
-            keys,
-        }))
+        Ok(axum::Json(Readiness { status: "ready", store, keys }))
     } else {
-        Err(ApiError::unavailable("not ready")
-            .with_details(serde_json::json!({ "store": store, "keys": keys })))
+        Err(ApiError::unavailable("not ready").with_details(serde_json::json!({ "store": store, "keys": keys })))
     }
 }
 
@@ -66,10 +56,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Result<axum::Json<Readiness>, Ap
 pub async fn openapi_json(State(app): State<Arc<App>>) -> Response {
     (
         StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
         app.openapi_json.as_ref().clone(),
     )
         .into_response()
@@ -80,9 +67,7 @@ pub async fn reference_page(State(app): State<Arc<App>>) -> Response {
     let mut res = Html(app.reference_html.as_ref().clone()).into_response();
     res.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-        ),
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
     );
     res
 }

@@ -6,9 +6,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
-};
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -29,28 +27,20 @@ fn migrate_0_to_1(_txn: &WriteTransaction) -> Result<(), StoreError> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error(
-        "{path} is in use by another gshare process (only one server may use a data directory)"
-    )]
+    #[error("{path} is in use by another gshare process (only one server may use a data directory)")]
     AlreadyOpen { path: PathBuf },
     #[error(
         "{path} is damaged or not a gshare state file ({message}); restore it from a backup or move it away to start empty"
     )]
     Corrupt { path: PathBuf, message: String },
-    #[error(
-        "{path} was written by a newer gshare (schema {found}, this build knows {SCHEMA_VERSION}); upgrade gshare"
-    )]
+    #[error("{path} was written by a newer gshare (schema {found}, this build knows {SCHEMA_VERSION}); upgrade gshare")]
     TooNew { path: PathBuf, found: u64 },
     #[error("cannot open the state file {path}: {message}")]
     Open { path: PathBuf, message: String },
     #[error("state store: {0}")]
     Backend(String),
     #[error("stored record {table}/{key} is unreadable: {message}")]
-    Decode {
-        table: &'static str,
-        key: String,
-        message: String,
-    },
+    Decode { table: &'static str, key: String, message: String },
     #[error("state store task failed: {0}")]
     Join(String),
 }
@@ -62,12 +52,7 @@ macro_rules! backend_from {
         }
     )*};
 }
-backend_from!(
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError
-);
+backend_from!(redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
 
 /// A shared handle to the open state file.
 #[derive(Clone)]
@@ -85,28 +70,17 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens (creating if absent) the state file and brings its schema up to date. Blocking.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let err_open = |message: String| StoreError::Open {
-            path: path.to_path_buf(),
-            message,
-        };
+        let err_open = |message: String| StoreError::Open { path: path.to_path_buf(), message };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::auth::keys::create_private_dir(dir).map_err(|e| err_open(e.to_string()))?;
         }
         let db = Database::create(path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
-                path: path.to_path_buf(),
-            },
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen { path: path.to_path_buf() },
             redb::DatabaseError::Storage(redb::StorageError::Io(io)) => err_open(io.to_string()),
-            redb::DatabaseError::Storage(s) => StoreError::Corrupt {
-                path: path.to_path_buf(),
-                message: s.to_string(),
-            },
+            redb::DatabaseError::Storage(s) => StoreError::Corrupt { path: path.to_path_buf(), message: s.to_string() },
             other => err_open(other.to_string()),
         })?;
-        let store = Self {
-            db: Arc::new(db),
-            path: Arc::new(path.to_path_buf()),
-        };
+        let store = Self { db: Arc::new(db), path: Arc::new(path.to_path_buf()) };
         store.migrate()?;
         Ok(store)
     }
@@ -116,24 +90,16 @@ impl Store {
     }
 
     fn migrate(&self) -> Result<(), StoreError> {
-        let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt {
-            path: self.path.to_path_buf(),
-            message: e.to_string(),
-        };
+        let corrupt =
+            |e: &dyn std::fmt::Display| StoreError::Corrupt { path: self.path.to_path_buf(), message: e.to_string() };
         let txn = self.db.begin_write().map_err(|e| corrupt(&e))?;
         let found = {
             let meta = txn.open_table(META).map_err(|e| corrupt(&e))?;
-            let v = meta
-                .get(SCHEMA_KEY)
-                .map_err(|e| corrupt(&e))?
-                .map(|g| g.value());
+            let v = meta.get(SCHEMA_KEY).map_err(|e| corrupt(&e))?.map(|g| g.value());
             v.unwrap_or(0)
         };
         if found > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: self.path.to_path_buf(),
-                found,
-            });
+            return Err(StoreError::TooNew { path: self.path.to_path_buf(), found });
         }
         for (from, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             step(&txn)?;
@@ -215,10 +181,7 @@ impl<T> Copy for JsonTable<T> {}
 
 impl<T: Serialize + DeserializeOwned> JsonTable<T> {
     pub const fn new(name: &'static str) -> Self {
-        Self {
-            name,
-            _t: PhantomData,
-        }
+        Self { name, _t: PhantomData }
     }
 
     fn def(&self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -261,11 +224,7 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
     }
 
     /// Records whose key starts with `prefix`, in key order.
-    pub fn list_prefix(
-        &self,
-        txn: &ReadTransaction,
-        prefix: &str,
-    ) -> Result<Vec<(String, T)>, StoreError> {
+    pub fn list_prefix(&self, txn: &ReadTransaction, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
         let table = match txn.open_table(self.def()) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
@@ -345,19 +304,9 @@ mod tests {
             })
             .await
             .unwrap();
-        let got = store
-            .read(|txn| THINGS.list_prefix(txn, "a/"))
-            .await
-            .unwrap();
+        let got = store.read(|txn| THINGS.list_prefix(txn, "a/")).await.unwrap();
         assert_eq!(got.len(), 2);
-        assert_eq!(
-            store
-                .read(|txn| THINGS.get(txn, "b/1"))
-                .await
-                .unwrap()
-                .unwrap()["n"],
-            3
-        );
+        assert_eq!(store.read(|txn| THINGS.get(txn, "b/1")).await.unwrap().unwrap()["n"], 3);
         // A failing closure writes nothing.
         let err = store
             .write(|txn| {
@@ -366,20 +315,8 @@ mod tests {
             })
             .await;
         assert!(err.is_err());
-        assert!(
-            store
-                .read(|txn| THINGS.get(txn, "c/1"))
-                .await
-                .unwrap()
-                .is_none()
-        );
-        assert_eq!(
-            store
-                .write(|txn| THINGS.delete_prefix(txn, "a/"))
-                .await
-                .unwrap(),
-            2
-        );
+        assert!(store.read(|txn| THINGS.get(txn, "c/1")).await.unwrap().is_none());
+        assert_eq!(store.write(|txn| THINGS.delete_prefix(txn, "a/")).await.unwrap(), 2);
         assert_eq!(store.read(|txn| THINGS.list(txn)).await.unwrap().len(), 1);
     }
 
@@ -405,11 +342,7 @@ mod tests {
         let e = Store::open(&path).unwrap_err().to_string();
         assert!(e.contains("gshare.redb"), "{e}");
         // Garbage instead of a database.
-        std::fs::write(
-            &path,
-            b"this is not a database at all, just some text that is long enough",
-        )
-        .unwrap();
+        std::fs::write(&path, b"this is not a database at all, just some text that is long enough").unwrap();
         let e = Store::open(&path).unwrap_err().to_string();
         assert!(e.contains("gshare.redb"), "{e}");
     }
@@ -421,10 +354,7 @@ mod tests {
         {
             let s = Store::open(&path).unwrap();
             let txn = s.db.begin_write().unwrap();
-            txn.open_table(META)
-                .unwrap()
-                .insert(SCHEMA_KEY, SCHEMA_VERSION + 1)
-                .unwrap();
+            txn.open_table(META).unwrap().insert(SCHEMA_KEY, SCHEMA_VERSION + 1).unwrap();
             txn.commit().unwrap();
         }
         assert!(matches!(Store::open(&path), Err(StoreError::TooNew { .. })));

@@ -1,1 +1,4 @@
 //! The one integration-test binary: every module below shares one link.
+
+mod foundation;
+mod support;

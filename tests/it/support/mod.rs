@@ -1,0 +1,96 @@
+//! Shared test plumbing: an in-process server on an ephemeral port with its own temp dir, an
+//! HTTP client, and a way to run the real `gshare` binary against the same data directory.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use gshare::clock::Clock;
+use gshare::config::Config;
+use gshare::{App, RunningServer};
+
+pub fn init() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// A server running in this process, with its data directory.
+pub struct TestServer {
+    pub server: Option<RunningServer>,
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub clock: Clock,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts with extra `GSHARE_*` settings on top of the defaults.
+    pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut all: Vec<(&str, &str)> = vec![("GSHARE_LISTEN", "127.0.0.1:0")];
+        all.extend_from_slice(env);
+        let config = Config::for_data_dir(&dir.path().join("data"), &all).expect("config");
+        let clock = Clock::system();
+        let server = RunningServer::start(config, clock.clone()).await.expect("server starts");
+        let base = server.base_url();
+        Self { server: Some(server), dir, base, client: reqwest::Client::new(), clock }
+    }
+
+    pub fn app(&self) -> &App {
+        &self.server.as_ref().expect("running").app
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.expect("request")
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop().await;
+        }
+    }
+}
+
+/// Runs the real `gshare` binary with `args`, a data dir and extra environment; no config file.
+pub fn gshare(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gshare"));
+    cmd.args(args).env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.env("GSHARE_DATA_DIR", data_dir).env("GSHARE_CONFIG", "/dev/null");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run gshare")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts a JSON error envelope with `code`, returning the body.
+pub async fn expect_error(res: reqwest::Response, status: u16, code: &str) -> serde_json::Value {
+    assert_eq!(res.status().as_u16(), status, "status");
+    let request_id = res.headers().get("x-request-id").map(|v| v.to_str().unwrap_or("").to_string());
+    let body: serde_json::Value = res.json().await.expect("JSON error body");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(body["error"]["details"].is_object(), "{body}");
+    assert_eq!(body["error"]["request_id"].as_str(), request_id.as_deref(), "{body}");
+    body
+}
