@@ -53,7 +53,7 @@ impl App {
                 let store = Store::open(&config.state_file())?;
                 let (auth, generated) = Authorities::open(&config, clock)?;
                 for kid in generated {
-                    tracing::info!(%kid, dir = %config.keys_dir().display(), "generated a new internal JWT signing key");
+                    tracing::info!(%kid, dir = %config.keys_dir().display(), "generated a new JWT signing key");
                 }
                 Ok((store, auth))
             })

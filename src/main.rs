@@ -39,6 +39,9 @@ enum Command {
     /// Mint tokens offline, from the signing keys in the data directory.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Administrator access to the API.
+    #[command(subcommand)]
+    Admin(AdminCommand),
     /// Manage the internal JWT signing keys (the ones operators' tokens are checked against).
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -59,6 +62,21 @@ enum TokenCommand {
         /// How long the token stays valid: e.g. 24h, 7d (at most 30d).
         #[arg(long, default_value = "7d", allow_hyphen_values = true)]
         ttl: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Print an admin API token (last line of stdout) for `Authorization: Bearer` on /api/v1.
+    ///
+    /// Example: `ADMIN_JWT=$(gshare admin token | tail -1)`.
+    Token {
+        /// How long the token stays valid: e.g. 15m, 1h, 8h (at most 30d).
+        #[arg(long, default_value = "1h", allow_hyphen_values = true)]
+        ttl: String,
+        /// The account the token acts as (recorded in the audit log).
+        #[arg(long, default_value = "admin")]
+        name: String,
     },
 }
 
@@ -131,6 +149,21 @@ fn run(cli: Cli) -> Result<()> {
                 auth.internal.signing_kid().unwrap_or_default(),
                 humantime::format_duration(ttl)
             );
+            println!("{token}");
+            Ok(())
+        }
+        Command::Admin(AdminCommand::Token { ttl, name }) => {
+            let ttl = tokens::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
+            if name.is_empty()
+                || name.len() > 64
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+            {
+                bail!("admin name `{name}` must be 1-64 characters from A-Z a-z 0-9 - _ . @");
+            }
+            let (auth, _) = gshare::auth::Authorities::open(&config, Clock::system())
+                .with_context(|| format!("cannot open the signing keys under {}", config.keys_dir().display()))?;
+            let token = auth.api.mint(&format!("{}{name}", gshare::auth::guard::ADMIN_PREFIX), ttl)?;
+            eprintln!("admin token for {name}, valid {}", humantime::format_duration(ttl));
             println!("{token}");
             Ok(())
         }

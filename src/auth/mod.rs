@@ -1,6 +1,7 @@
 //! Who may call what: the internal JWT that operators present on `/internal/*`, the admin JWT on
 //! `/api/v1`, the key rings behind both, and the JWKS that publishes the internal keys.
 
+pub mod guard;
 pub mod keys;
 pub mod routes;
 pub mod tokens;
@@ -10,13 +11,15 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::config::Config;
 use keys::{KeyError, KeyRingDir, SigningKey};
-use tokens::{AUD_INTERNAL, TokenAuthority};
+use tokens::{AUD_API, AUD_INTERNAL, TokenAuthority};
 
 /// The two token authorities a server (or an offline CLI command) works with.
 #[derive(Debug, Clone)]
 pub struct Authorities {
     /// Operator callbacks: `aud=gshare-internal`, `sub=operator:<cluster_id>`.
     pub internal: Arc<TokenAuthority>,
+    /// Admin API: `aud=gshare-api`, `sub=admin:<username>`, its own key ring.
+    pub api: Arc<TokenAuthority>,
 }
 
 impl Authorities {
@@ -28,12 +31,22 @@ impl Authorities {
             Some(pem) => Some(SigningKey::from_pem(pem.expose(), config.internal_jwt_kid.as_deref())?),
             None => None,
         };
-        let (internal, generated) = TokenAuthority::open(AUD_INTERNAL, internal_ring(config), configured, clock)?;
-        Ok((Self { internal: Arc::new(internal) }, generated.into_iter().collect()))
+        let (internal, generated) =
+            TokenAuthority::open(AUD_INTERNAL, internal_ring(config), configured, clock.clone())?;
+        let (api, generated_api) = TokenAuthority::open(AUD_API, api_ring(config), None, clock)?;
+        Ok((
+            Self { internal: Arc::new(internal), api: Arc::new(api) },
+            generated.into_iter().chain(generated_api).collect(),
+        ))
     }
 }
 
 /// The ring of internal (operator) signing keys.
 pub fn internal_ring(config: &Config) -> KeyRingDir {
     KeyRingDir::new(config.keys_dir().join("internal"))
+}
+
+/// The ring of admin-API signing keys (never published: only this server verifies them).
+pub fn api_ring(config: &Config) -> KeyRingDir {
+    KeyRingDir::new(config.keys_dir().join("api"))
 }
