@@ -1,0 +1,101 @@
+// The console shell: who is signed in, the header with navigation and sign-out, and the pages.
+
+import type { JSX } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { setUnauthenticatedHandler } from "./api";
+import { currentAccount, logout, type Account } from "./auth";
+import { ErrorBox } from "./components/Errors";
+import { AuditPage } from "./pages/Audit";
+import { ClustersPage } from "./pages/Clusters";
+import { LoginPage } from "./pages/Login";
+import { SessionsPage } from "./pages/Sessions";
+import { navigate, onLinkClick, usePath } from "./router";
+
+const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
+  { path: "/clusters", label: "Clusters", render: () => <ClustersPage /> },
+  { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
+  { path: "/audit", label: "Audit", render: () => <AuditPage /> },
+];
+
+type SignIn = { state: "checking" } | { state: "out" } | { state: "in"; account: Account } | { state: "error"; error: unknown };
+
+export function App() {
+  const path = usePath();
+  const [auth, setAuth] = useState<SignIn>({ state: "checking" });
+
+  const check = () =>
+    currentAccount().then(
+      (account) => setAuth(account ? { state: "in", account } : { state: "out" }),
+      (error) => setAuth({ state: "error", error }),
+    );
+  useEffect(() => {
+    setUnauthenticatedHandler(() => setAuth({ state: "out" }));
+    check();
+  }, []);
+
+  useEffect(() => {
+    if (auth.state === "in" && (path === "/" || path === "/login")) navigate("/clusters", true);
+  }, [auth.state, path]);
+
+  if (auth.state === "checking") return <p class="loading center">Loading…</p>;
+  if (auth.state === "error")
+    return (
+      <main class="login">
+        <div class="card">
+          <ErrorBox error={auth.error} title="Cannot reach the server" />
+          <button type="button" onClick={check}>
+            Retry
+          </button>
+        </div>
+      </main>
+    );
+  if (auth.state === "out") return <LoginPage onSignedIn={(account) => setAuth({ state: "in", account })} />;
+
+  const page = PAGES.find((p) => path === p.path || path.startsWith(`${p.path}/`));
+  return (
+    <div class="shell" onClick={onLinkClick}>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">gShare Edge</span>
+        <nav aria-label="Console">
+          {PAGES.map((p) => (
+            <a key={p.path} href={p.path} aria-current={page === p ? "page" : undefined}>
+              {p.label}
+            </a>
+          ))}
+        </nav>
+        <span class="grow" />
+        <span class="account" title="signed in">
+          {auth.account.username}
+        </span>
+        <button
+          type="button"
+          onClick={async () => {
+            try {
+              await logout();
+            } finally {
+              setAuth({ state: "out" });
+              navigate("/login", true);
+            }
+          }}
+        >
+          Sign out
+        </button>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {page ? (
+          page.render()
+        ) : (
+          <section>
+            <h1>Not found</h1>
+            <p>
+              No console page at <code>{path}</code>. <a href="/clusters">Go to clusters</a>.
+            </p>
+          </section>
+        )}
+      </main>
+    </div>
+  );
+}

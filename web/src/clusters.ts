@@ -1,0 +1,128 @@
+// The clusters API (issue 4) as the console uses it: types and calls, tolerant of fields that are
+// optional or not yet present.
+
+import { get, request } from "./api";
+
+export type ClusterStatus = "pending" | "connected" | "degraded" | "unreachable" | string;
+export type Role = "primary" | "standby";
+
+export interface ProbeError {
+  stage?: string;
+  cause?: string;
+  hint?: string;
+}
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail?: string;
+}
+
+export interface Cluster {
+  id: string;
+  name: string;
+  role: Role | string;
+  api_server: string;
+  session_domain?: string | null;
+  effective_session_domain?: string | null;
+  session_domain_effective?: string | null;
+  status: ClusterStatus;
+  last_error?: ProbeError | null;
+  last_probe_error?: ProbeError | null;
+  probe_error?: ProbeError | null;
+  node_count?: number;
+  gpu_count?: number;
+  running_sessions?: number;
+  heartbeat_at?: string | null;
+  heartbeat_age_s?: number | null;
+  registered_at?: string;
+  checks?: Check[];
+}
+
+export interface Page<T> {
+  data: T[];
+  pagination?: { page: number; size: number; total: number; total_pages: number };
+}
+
+export interface Gpu {
+  uuid: string;
+  model?: string;
+  memory_mb?: number;
+  total_mem_mb?: number;
+  vram_mb?: number;
+}
+
+export interface ClusterNode {
+  name: string;
+  ready: boolean;
+  schedulable?: boolean;
+  cordoned?: boolean;
+  gpus?: Gpu[];
+  last_seen?: string | null;
+  last_seen_at?: string | null;
+}
+
+export interface ConnectionTest {
+  cluster_id: string;
+  status: ClusterStatus;
+  checks: Check[];
+  latency_ms?: number;
+  checked_at?: string;
+}
+
+export const effectiveDomain = (c: Cluster) =>
+  c.effective_session_domain ?? c.session_domain_effective ?? (c.session_domain || null);
+export const probeError = (c: Cluster): ProbeError | null => c.last_error ?? c.last_probe_error ?? c.probe_error ?? null;
+export const isCordoned = (n: ClusterNode) => n.cordoned ?? n.schedulable === false;
+export const gpuMemMb = (g: Gpu) => g.memory_mb ?? g.total_mem_mb ?? g.vram_mb;
+
+const PAGE_SIZE = 100;
+
+/** Every cluster, following pagination (a fleet is hundreds at most). */
+export async function listClusters(signal?: AbortSignal): Promise<Cluster[]> {
+  const all: Cluster[] = [];
+  for (let page = 1; page <= 100; page++) {
+    const res = await get<Page<Cluster> | Cluster[]>(`/api/v1/clusters?page=${page}&size=${PAGE_SIZE}`, signal);
+    if (Array.isArray(res)) return res;
+    all.push(...res.data);
+    const p = res.pagination;
+    if (!p || page >= p.total_pages || res.data.length === 0) break;
+  }
+  return all;
+}
+
+export async function listNodes(id: string, signal?: AbortSignal): Promise<ClusterNode[]> {
+  const res = await get<Page<ClusterNode> | ClusterNode[] | { nodes: ClusterNode[] }>(
+    `/api/v1/clusters/${encodeURIComponent(id)}/nodes`,
+    signal,
+  );
+  if (Array.isArray(res)) return res;
+  if ("nodes" in res) return res.nodes;
+  return res.data;
+}
+
+export const setCordon = (id: string, node: string, cordon: boolean) =>
+  request<unknown>(
+    "POST",
+    `/api/v1/clusters/${encodeURIComponent(id)}/nodes/${encodeURIComponent(node)}/${cordon ? "cordon" : "uncordon"}`,
+  );
+
+export interface RegisterBody {
+  name: string;
+  role: Role;
+  kubeconfig_b64: string;
+  session_domain?: string;
+}
+
+export const registerCluster = (body: RegisterBody, idempotencyKey: string) =>
+  request<Cluster>("POST", "/api/v1/clusters", { body, headers: { "Idempotency-Key": idempotencyKey } });
+
+export type ClusterPatch = Partial<Pick<Cluster, "name" | "role" | "api_server" | "session_domain">>;
+
+export const patchCluster = (id: string, patch: ClusterPatch) =>
+  request<Cluster>("PATCH", `/api/v1/clusters/${encodeURIComponent(id)}`, { body: patch });
+
+export const testConnection = (id: string) =>
+  request<ConnectionTest>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/connection-test`);
+
+export const unregisterCluster = (id: string) => request<void>("DELETE", `/api/v1/clusters/${encodeURIComponent(id)}`);

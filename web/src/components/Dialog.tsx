@@ -1,0 +1,56 @@
+// A modal dialog: focus moves in on open and back on close, Tab stays inside, Escape closes.
+
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef } from "preact/hooks";
+
+let counter = 0;
+
+export function Dialog(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean }) {
+  const ref = useRef<HTMLDivElement>(null);
+  const titleId = useRef(`dlg-${++counter}`).current;
+  const onClose = useRef(props.onClose);
+  onClose.current = props.onClose;
+  useEffect(() => {
+    const before = document.activeElement as HTMLElement | null;
+    const el = ref.current;
+    const first = el?.querySelector<HTMLElement>("[autofocus], input, select, textarea, button");
+    (first ?? el)?.focus();
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === "Escape") {
+        e.stopPropagation();
+        onClose.current();
+      } else if (e.key === "Tab" && el) {
+        const items = Array.from(
+          el.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input:not([disabled]), select, textarea, [tabindex='0']"),
+        );
+        if (!items.length) return;
+        const [a, z] = [items[0], items[items.length - 1]];
+        if (e.shiftKey && document.activeElement === a) {
+          e.preventDefault();
+          z.focus();
+        } else if (!e.shiftKey && document.activeElement === z) {
+          e.preventDefault();
+          a.focus();
+        }
+      }
+    };
+    el?.addEventListener("keydown", onKey);
+    return () => {
+      el?.removeEventListener("keydown", onKey);
+      before?.focus?.();
+    };
+  }, []);
+  return (
+    <div class="backdrop" onMouseDown={(e) => e.target === e.currentTarget && props.onClose()}>
+      <div class={props.wide ? "dialog wide" : "dialog"} role="dialog" aria-modal="true" aria-labelledby={titleId} ref={ref} tabIndex={-1}>
+        <header class="dialog-head">
+          <h2 id={titleId}>{props.title}</h2>
+          <button type="button" class="icon" aria-label="Close" onClick={props.onClose}>
+            ×
+          </button>
+        </header>
+        {props.children}
+      </div>
+    </div>
+  );
+}

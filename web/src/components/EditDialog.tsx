@@ -1,0 +1,214 @@
+// Edit a cluster: name, role, API address, session domain; test the connection; unregister with a
+// confirmation that names what goes away, and when refused, what still runs there.
+
+import { useState } from "preact/hooks";
+import { ApiError } from "../api";
+import {
+  patchCluster,
+  testConnection,
+  unregisterCluster,
+  type Cluster,
+  type ClusterPatch,
+  type ConnectionTest,
+} from "../clusters";
+import { formatTime } from "../format";
+import { Dialog } from "./Dialog";
+import { Checks, ErrorBox } from "./Errors";
+
+function Blockers(props: { details: Record<string, unknown> }) {
+  const show = (label: string, v: unknown) => {
+    if (v == null) return null;
+    if (Array.isArray(v))
+      return (
+        <div>
+          <strong>
+            {v.length} {label}
+          </strong>
+          <ul>
+            {v.map((x, i) => (
+              <li key={i}>
+                <code>{typeof x === "object" ? (((x as Record<string, unknown>).id ?? (x as Record<string, unknown>).name ?? JSON.stringify(x)) as string) : String(x)}</code>
+              </li>
+            ))}
+          </ul>
+        </div>
+      );
+    return (
+      <div>
+        <strong>
+          {String(v)} {label}
+        </strong>
+      </div>
+    );
+  };
+  return (
+    <div class="blockers">
+      {show("live sessions", props.details.sessions)}
+      {show("allocations", props.details.allocations)}
+    </div>
+  );
+}
+
+export function EditDialog(props: { cluster: Cluster; onClose: () => void; onChanged: () => void }) {
+  const c = props.cluster;
+  const [name, setName] = useState(c.name);
+  const [role, setRole] = useState(c.role);
+  const [apiServer, setApiServer] = useState(c.api_server);
+  const [domain, setDomain] = useState(c.session_domain ?? "");
+  const [busy, setBusy] = useState<"" | "save" | "test" | "delete">("");
+  const [error, setError] = useState<unknown>(null);
+  const [saved, setSaved] = useState(false);
+  const [test, setTest] = useState<ConnectionTest | null>(null);
+  const [testError, setTestError] = useState<unknown>(null);
+  const [confirming, setConfirming] = useState(false);
+  const [deleteError, setDeleteError] = useState<unknown>(null);
+
+  const patch: ClusterPatch = {};
+  if (name.trim() !== c.name) patch.name = name.trim();
+  if (role !== c.role) patch.role = role;
+  if (apiServer.trim() !== c.api_server) patch.api_server = apiServer.trim();
+  if (domain.trim() !== (c.session_domain ?? "")) patch.session_domain = domain.trim();
+  const dirty = Object.keys(patch).length > 0;
+
+  const save = async (e: Event) => {
+    e.preventDefault();
+    if (!dirty || busy) return;
+    setBusy("save");
+    setError(null);
+    setSaved(false);
+    try {
+      await patchCluster(c.id, patch);
+      setSaved(true);
+      props.onChanged();
+      props.onClose();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy("");
+    }
+  };
+
+  const runTest = async () => {
+    setBusy("test");
+    setTest(null);
+    setTestError(null);
+    try {
+      setTest(await testConnection(c.id));
+      props.onChanged();
+    } catch (err) {
+      setTestError(err);
+    } finally {
+      setBusy("");
+    }
+  };
+
+  const unregister = async () => {
+    setBusy("delete");
+    setDeleteError(null);
+    try {
+      await unregisterCluster(c.id);
+      props.onChanged();
+      props.onClose();
+    } catch (err) {
+      setDeleteError(err);
+    } finally {
+      setBusy("");
+    }
+  };
+
+  const refused = deleteError instanceof ApiError && deleteError.status === 409;
+  return (
+    <Dialog title={`Edit ${c.name}`} onClose={props.onClose} wide>
+      <form class="dialog-body form" onSubmit={save}>
+        <p class="small muted">
+          <code>{c.id}</code>
+        </p>
+        <label>
+          Name
+          <input name="name" required maxLength={80} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          Role
+          <select name="role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value)}>
+            <option value="primary">primary</option>
+            <option value="standby">standby</option>
+          </select>
+        </label>
+        <label>
+          API address
+          <input name="api_server" value={apiServer} onInput={(e) => setApiServer((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          Session domain
+          <input name="session_domain" placeholder="empty: the control plane's default" value={domain} onInput={(e) => setDomain((e.target as HTMLInputElement).value)} />
+        </label>
+        {patch.session_domain !== undefined && (
+          <p class="warning small" role="note">
+            Existing sessions keep their ingress host; only new sessions use the new domain.
+          </p>
+        )}
+        <ErrorBox error={error} />
+        {saved && <p class="ok">Saved.</p>}
+        <footer class="dialog-foot">
+          <button type="button" onClick={runTest} disabled={busy !== ""}>
+            {busy === "test" ? "Testing…" : "Test connection"}
+          </button>
+          <span class="grow" />
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={!dirty || busy !== ""}>
+            {busy === "save" ? "Saving…" : "Save"}
+          </button>
+        </footer>
+      </form>
+      {(test || testError != null) && (
+        <div class="dialog-body test-result" aria-live="polite">
+          <ErrorBox error={testError} title="Connection test failed" />
+          {test && (
+            <>
+              <p>
+                <span class={`badge status-${test.status}`}>{test.status}</span>
+                {test.latency_ms != null && <span> · {test.latency_ms} ms</span>}
+                {test.checked_at && <span class="muted"> · {formatTime(test.checked_at)}</span>}
+              </p>
+              <Checks checks={test.checks ?? []} />
+            </>
+          )}
+        </div>
+      )}
+      <div class="dialog-body danger-zone">
+        {!confirming ? (
+          <button type="button" class="danger" onClick={() => setConfirming(true)}>
+            Unregister…
+          </button>
+        ) : (
+          <div class="confirm" role="group" aria-label="Confirm unregister">
+            <p>
+              Unregister <strong>{c.name}</strong>? Its nodes, GPU devices, storage pools and kubeconfig file are removed
+              from this control plane, and its operator's callbacks are refused from then on. Session history and ledger
+              rows are kept. Registering it again gives it a new id.
+            </p>
+            {refused ? (
+              <div class="error" role="alert">
+                <strong>Refused: the cluster is still in use.</strong>
+                <p>{(deleteError as ApiError).message}</p>
+                <Blockers details={(deleteError as ApiError).details} />
+              </div>
+            ) : (
+              <ErrorBox error={deleteError} />
+            )}
+            <div class="row">
+              <button type="button" onClick={() => (setConfirming(false), setDeleteError(null))}>
+                Keep it
+              </button>
+              <button type="button" class="danger" onClick={unregister} disabled={busy !== ""}>
+                {busy === "delete" ? "Unregistering…" : `Unregister ${c.name}`}
+              </button>
+            </div>
+          </div>
+        )}
+      </div>
+    </Dialog>
+  );
+}

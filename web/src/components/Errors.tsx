@@ -1,0 +1,68 @@
+// How failures look: the server's message, and for probe failures the stage, cause, hint and checks.
+
+import { ApiError } from "../api";
+import type { Check } from "../clusters";
+
+export function Checks(props: { checks: Check[] }) {
+  if (!props.checks.length) return null;
+  return (
+    <ul class="checks">
+      {props.checks.map((c) => (
+        <li key={c.name} class={c.ok ? "ok" : "bad"}>
+          <span class="mark" aria-hidden="true">
+            {c.ok ? "✓" : "✗"}
+          </span>
+          <span class="check-name">{c.name}</span>
+          {c.detail && <span class="check-detail">{c.detail}</span>}
+          <span class="sr-only">{c.ok ? "passed" : "failed"}</span>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function ProbeFailure(props: { error: ApiError }) {
+  const d = props.error.details as { stage?: string; cause?: string; hint?: string; checks?: Check[]; missing?: string[] };
+  return (
+    <div class="error probe" role="alert">
+      <strong>Probe failed{d.stage ? <> at stage <code class="stage">{d.stage}</code></> : null}</strong>
+      <p class="cause">{d.cause ?? props.error.message}</p>
+      {d.hint && <p class="hint">Hint: {d.hint}</p>}
+      {d.missing && d.missing.length > 0 && (
+        <p class="missing">
+          Missing: {d.missing.map((m) => <code key={m}>{m} </code>)}
+        </p>
+      )}
+      {d.checks && <Checks checks={d.checks} />}
+    </div>
+  );
+}
+
+function fieldErrors(e: ApiError): string[] {
+  const errs = (e.details as { errors?: { loc?: unknown[]; msg?: string }[] }).errors;
+  if (!Array.isArray(errs)) return [];
+  return errs.map((x) => `${(x.loc ?? []).filter((l) => l !== "body").join(".")}: ${x.msg ?? ""}`);
+}
+
+/** Any error as a readable block; `null` renders nothing. */
+export function ErrorBox(props: { error: unknown; title?: string }) {
+  const e = props.error;
+  if (!e) return null;
+  if (e instanceof ApiError && e.code === "probe_failed") return <ProbeFailure error={e} />;
+  const message = e instanceof Error ? e.message : String(e);
+  const fields = e instanceof ApiError ? fieldErrors(e) : [];
+  return (
+    <div class="error" role="alert">
+      {props.title && <strong>{props.title}: </strong>}
+      {message}
+      {fields.length > 1 && (
+        <ul>
+          {fields.map((f) => (
+            <li key={f}>{f}</li>
+          ))}
+        </ul>
+      )}
+      {e instanceof ApiError && e.requestId && <span class="reqid"> (request {e.requestId})</span>}
+    </div>
+  );
+}

@@ -1,0 +1,91 @@
+// A cluster's nodes, shown beneath its row: readiness, cordon state, GPUs; cordon/uncordon.
+
+import { useState } from "preact/hooks";
+import { gpuMemMb, isCordoned, listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
+import { formatMib, formatTime } from "../format";
+import { usePoll } from "../hooks";
+import { ErrorBox } from "./Errors";
+
+function gpuSummary(gpus: Gpu[]): string {
+  if (!gpus.length) return "none";
+  const groups = new Map<string, number>();
+  for (const g of gpus) {
+    const key = `${g.model ?? "GPU"} · ${formatMib(gpuMemMb(g))}`;
+    groups.set(key, (groups.get(key) ?? 0) + 1);
+  }
+  return Array.from(groups, ([k, n]) => `${n} × ${k}`).join(", ");
+}
+
+function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () => void }) {
+  const n = props.node;
+  const cordoned = isCordoned(n);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const gpus = n.gpus ?? [];
+  return (
+    <tr data-node={n.name}>
+      <td>
+        <code>{n.name}</code>
+      </td>
+      <td>{n.ready ? <span class="badge status-connected">Ready</span> : <span class="badge status-unreachable">NotReady</span>}</td>
+      <td>{cordoned ? <span class="badge status-degraded">cordoned</span> : <span class="muted">schedulable</span>}</td>
+      <td title={gpus.map((g) => g.uuid).join("\n")}>{gpuSummary(gpus)}</td>
+      <td>{formatTime(n.last_seen ?? n.last_seen_at)}</td>
+      <td class="actions">
+        <button
+          type="button"
+          disabled={busy}
+          aria-label={`${cordoned ? "Uncordon" : "Cordon"} ${n.name}`}
+          onClick={async () => {
+            setBusy(true);
+            setError(null);
+            try {
+              await setCordon(props.clusterId, n.name, !cordoned);
+              props.onChanged();
+            } catch (e) {
+              setError(e);
+            } finally {
+              setBusy(false);
+            }
+          }}
+        >
+          {busy ? "…" : cordoned ? "Uncordon" : "Cordon"}
+        </button>
+        <ErrorBox error={error} />
+      </td>
+    </tr>
+  );
+}
+
+export function NodesPanel(props: { clusterId: string }) {
+  const polled = usePoll((signal) => listNodes(props.clusterId, signal), 10000, [props.clusterId]);
+  if (polled.loading && !polled.data) return <p class="loading">Loading nodes…</p>;
+  return (
+    <div class="nodes">
+      <ErrorBox error={polled.error} title={polled.data ? "Refresh failed" : "Cannot load nodes"} />
+      {polled.data && polled.data.length === 0 && <p class="muted">No nodes reported yet.</p>}
+      {polled.data && polled.data.length > 0 && (
+        <table class="nodes-table">
+          <caption class="sr-only">Nodes</caption>
+          <thead>
+            <tr>
+              <th scope="col">Node</th>
+              <th scope="col">Ready</th>
+              <th scope="col">Scheduling</th>
+              <th scope="col">GPUs</th>
+              <th scope="col">Last seen</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {polled.data.map((n) => (
+              <NodeRow key={n.name} clusterId={props.clusterId} node={n} onChanged={polled.reload} />
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,115 @@
+// The audit log (sign-in issue): GET /api/v1/audit?page&size&action&actor, newest first.
+
+import { useState } from "preact/hooks";
+import { get, isMissingRoute } from "../api";
+import { ErrorBox } from "../components/Errors";
+import { NotYet } from "../components/NotYet";
+import { formatTime } from "../format";
+import { usePoll } from "../hooks";
+
+interface AuditEntry {
+  at: string;
+  actor: string;
+  action: string;
+  target?: string | null;
+  result?: string;
+  client_addr?: string | null;
+  request_id?: string | null;
+}
+interface AuditPage {
+  data: AuditEntry[];
+  pagination?: { page: number; size: number; total: number; total_pages: number };
+}
+
+const SIZE = 50;
+
+export function AuditPage() {
+  const [action, setAction] = useState("");
+  const [actor, setActor] = useState("");
+  const [applied, setApplied] = useState({ action: "", actor: "" });
+  const [page, setPage] = useState(1);
+  const query = new URLSearchParams({ page: String(page), size: String(SIZE) });
+  if (applied.action) query.set("action", applied.action);
+  if (applied.actor) query.set("actor", applied.actor);
+  const qs = query.toString();
+  const polled = usePoll((signal) => get<AuditPage>(`/api/v1/audit?${qs}`, signal), 10000, [qs]);
+  const p = polled.data?.pagination;
+
+  if (isMissingRoute(polled.error))
+    return (
+      <section>
+        <div class="toolbar">
+          <h1>Audit log</h1>
+        </div>
+        <NotYet what="The audit log" issue="sign-in" />
+      </section>
+    );
+  return (
+    <section aria-labelledby="audit-title">
+      <div class="toolbar">
+        <h1 id="audit-title">Audit log</h1>
+        <span class="grow" />
+        <form
+          class="filters"
+          onSubmit={(e) => {
+            e.preventDefault();
+            setPage(1);
+            setApplied({ action: action.trim(), actor: actor.trim() });
+          }}
+        >
+          <input aria-label="Action" placeholder="action, e.g. cluster.register" value={action} onInput={(e) => setAction((e.target as HTMLInputElement).value)} />
+          <input aria-label="Actor" placeholder="actor" value={actor} onInput={(e) => setActor((e.target as HTMLInputElement).value)} />
+          <button type="submit">Filter</button>
+        </form>
+      </div>
+      <ErrorBox error={polled.error} title="Cannot load the audit log" />
+      {polled.loading && !polled.data && <p class="loading">Loading the audit log…</p>}
+      {polled.data && polled.data.data.length === 0 && <p class="muted">No entries.</p>}
+      {polled.data && polled.data.data.length > 0 && (
+        <table class="audit">
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Actor</th>
+              <th scope="col">Action</th>
+              <th scope="col">Target</th>
+              <th scope="col">Result</th>
+              <th scope="col">Client</th>
+              <th scope="col">Request</th>
+            </tr>
+          </thead>
+          <tbody>
+            {polled.data.data.map((a, i) => (
+              <tr key={`${a.at}-${a.request_id ?? i}`}>
+                <td>{formatTime(a.at)}</td>
+                <td>{a.actor}</td>
+                <td>
+                  <code>{a.action}</code>
+                </td>
+                <td>{a.target ?? "—"}</td>
+                <td class={a.result && a.result !== "ok" && a.result !== "success" ? "bad" : undefined}>{a.result ?? "—"}</td>
+                <td>{a.client_addr ?? "—"}</td>
+                <td>
+                  <code class="small">{a.request_id ?? ""}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {p && p.total_pages > 1 && (
+        <nav class="pager" aria-label="Audit pages">
+          <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>
+            Newer
+          </button>
+          <span>
+            page {p.page} of {p.total_pages}
+          </span>
+          <button type="button" disabled={page >= p.total_pages} onClick={() => setPage(page + 1)}>
+            Older
+          </button>
+        </nav>
+      )}
+    </section>
+  );
+}

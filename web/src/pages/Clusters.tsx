@@ -1,0 +1,242 @@
+// The clusters page (seed 004): one row per cluster, live state and heartbeat, a row expands to its
+// nodes; register, edit, test and unregister through dialogs.
+
+import { memo } from "preact/compat";
+import { useCallback, useMemo, useState } from "preact/hooks";
+import { CopyButton } from "../components/Copy";
+import { ErrorBox } from "../components/Errors";
+import { EditDialog } from "../components/EditDialog";
+import { NodesPanel } from "../components/NodesPanel";
+import { RegisterDialog } from "../components/RegisterDialog";
+import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
+import { formatAge } from "../format";
+import { usePoll } from "../hooks";
+import { useTick } from "../tick";
+
+/** An operator that has not reported for this long is shown in red (the operator contract's liveness). */
+export const HEARTBEAT_STALE_S = 300;
+export const POLL_MS = 5000;
+
+const COLUMNS = 7;
+
+export function HeartbeatCell(props: { ageS: number | null | undefined; loadedAt: number }) {
+  const now = useTick();
+  if (props.ageS == null) return <span class="muted" title="no inventory report from the operator yet">never</span>;
+  const age = props.ageS + Math.max(0, now - props.loadedAt) / 1000;
+  const stale = age > HEARTBEAT_STALE_S;
+  return (
+    <span class={stale ? "heartbeat stale" : "heartbeat"} title={stale ? `no report for over ${HEARTBEAT_STALE_S / 60} minutes` : undefined}>
+      {formatAge(age)}
+      {stale && <span class="sr-only"> (stale)</span>}
+    </span>
+  );
+}
+
+export function StateCell(props: { cluster: Cluster }) {
+  const c = props.cluster;
+  const err = probeError(c);
+  return (
+    <div class="state">
+      <span class={`badge status-${c.status}`}>{c.status}</span>
+      {c.status === "pending" && !err && <div class="small muted">first probe running</div>}
+      {err && (err.stage || err.cause) && (
+        <div class="small probe-error" title={err.hint}>
+          {err.stage && <code>{err.stage}</code>} {err.cause}
+        </div>
+      )}
+    </div>
+  );
+}
+
+interface RowProps {
+  cluster: Cluster;
+  expanded: boolean;
+  multiCluster: boolean;
+  loadedAt: number;
+  onToggle: (id: string) => void;
+  onEdit: (c: Cluster) => void;
+}
+
+export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multiCluster, loadedAt, onToggle, onEdit }: RowProps) {
+  const domain = effectiveDomain(c);
+  const domainUnset = !c.session_domain;
+  return (
+    <>
+      <tr
+        class={expanded ? "cluster-row expanded" : "cluster-row"}
+        data-cluster-id={c.id}
+        onClick={(e) => {
+          if (!(e.target as Element).closest("button, a, input")) onToggle(c.id);
+        }}
+      >
+        <td>
+          <button
+            type="button"
+            class="disclosure"
+            aria-expanded={expanded}
+            aria-controls={`nodes-${c.id}`}
+            aria-label={`${expanded ? "Hide" : "Show"} nodes of ${c.name}`}
+            onClick={() => onToggle(c.id)}
+          >
+            {expanded ? "▾" : "▸"}
+          </button>
+          <span class="cluster-name">{c.name}</span> <span class={`role role-${c.role}`}>{c.role}</span>
+          <div class="idline">
+            <code class="cluster-id">{c.id}</code> <CopyButton text={c.id} label="Copy id" />
+          </div>
+        </td>
+        <td>
+          <code class="api-server">{c.api_server}</code>
+        </td>
+        <td>
+          {domain ? <span>{domain}</span> : <span class="muted">—</span>}
+          {domainUnset && multiCluster && (
+            <span
+              class="warn-mark"
+              role="img"
+              aria-label="session domain not set: sessions get the control plane's default domain and their URLs 404"
+              title="Not set: sessions on this cluster get the control plane's default domain, whose ingress is elsewhere (404s). Set it with PATCH session_domain."
+            >
+              ⚠
+            </span>
+          )}
+          {domainUnset && domain && <div class="small muted">default</div>}
+        </td>
+        <td>
+          <StateCell cluster={c} />
+        </td>
+        <td class="num">
+          <span title="nodes">{c.node_count ?? "—"}</span> / <span title="GPUs">{c.gpu_count ?? "—"}</span> /{" "}
+          <span title="running sessions">{c.running_sessions ?? "—"}</span>
+        </td>
+        <td>
+          <HeartbeatCell ageS={c.heartbeat_age_s} loadedAt={loadedAt} />
+        </td>
+        <td class="actions">
+          <button type="button" onClick={() => onEdit(c)} aria-label={`Edit ${c.name}`}>
+            Edit
+          </button>
+        </td>
+      </tr>
+      {expanded && (
+        <tr class="nodes-row" id={`nodes-${c.id}`}>
+          <td colSpan={COLUMNS}>
+            <NodesPanel clusterId={c.id} />
+          </td>
+        </tr>
+      )}
+    </>
+  );
+});
+
+export function ClustersPage() {
+  const polled = usePoll((signal) => listClusters(signal), POLL_MS);
+  const [expanded, setExpanded] = useState<Set<string>>(new Set());
+  const [filter, setFilter] = useState("");
+  const [dialog, setDialog] = useState<{ kind: "register" } | { kind: "edit"; cluster: Cluster } | null>(null);
+
+  const onToggle = useCallback((id: string) => {
+    setExpanded((s) => {
+      const n = new Set(s);
+      if (!n.delete(id)) n.add(id);
+      return n;
+    });
+  }, []);
+  const onEdit = useCallback((cluster: Cluster) => setDialog({ kind: "edit", cluster }), []);
+
+  const clusters = polled.data ?? [];
+  const shown = useMemo(() => {
+    const f = filter.trim().toLowerCase();
+    if (!f) return clusters;
+    return clusters.filter((c) => [c.name, c.id, c.api_server, c.status].some((v) => v?.toLowerCase().includes(f)));
+  }, [clusters, filter]);
+  const multiCluster = clusters.length > 1;
+  const totals = useMemo(
+    () =>
+      clusters.reduce(
+        (t, c) => ({ nodes: t.nodes + (c.node_count ?? 0), gpus: t.gpus + (c.gpu_count ?? 0), sessions: t.sessions + (c.running_sessions ?? 0) }),
+        { nodes: 0, gpus: 0, sessions: 0 },
+      ),
+    [clusters],
+  );
+
+  return (
+    <section aria-labelledby="clusters-title">
+      <div class="toolbar">
+        <h1 id="clusters-title">Clusters</h1>
+        {polled.data && (
+          <span class="muted summary">
+            {clusters.length} clusters · {totals.nodes} nodes · {totals.gpus} GPUs · {totals.sessions} running sessions
+          </span>
+        )}
+        <span class="grow" />
+        <input
+          type="search"
+          placeholder="Filter by name, id, address, state"
+          aria-label="Filter clusters"
+          value={filter}
+          onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
+        />
+        <button type="button" class="primary" onClick={() => setDialog({ kind: "register" })}>
+          Register cluster
+        </button>
+      </div>
+      {polled.error != null && <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load clusters"} />}
+      {polled.loading && !polled.data && <p class="loading" aria-live="polite">Loading clusters…</p>}
+      {polled.data && clusters.length === 0 && (
+        <div class="empty">
+          <p>No cluster is registered yet.</p>
+          <button type="button" class="primary" onClick={() => setDialog({ kind: "register" })}>
+            Register the first cluster
+          </button>
+        </div>
+      )}
+      {shown.length > 0 && (
+        <table class="clusters">
+          <thead>
+            <tr>
+              <th scope="col">Cluster</th>
+              <th scope="col">API address</th>
+              <th scope="col">Session domain</th>
+              <th scope="col">State</th>
+              <th scope="col" class="num">
+                Nodes / GPUs / sessions
+              </th>
+              <th scope="col">Heartbeat</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((c) => (
+              <ClusterRow
+                key={c.id}
+                cluster={c}
+                expanded={expanded.has(c.id)}
+                multiCluster={multiCluster}
+                loadedAt={polled.loadedAt}
+                onToggle={onToggle}
+                onEdit={onEdit}
+              />
+            ))}
+          </tbody>
+        </table>
+      )}
+      {polled.data && clusters.length > 0 && shown.length === 0 && <p class="muted">No cluster matches “{filter}”.</p>}
+      {dialog?.kind === "register" && (
+        <RegisterDialog
+          onClose={() => setDialog(null)}
+          onRegistered={() => polled.reload()}
+        />
+      )}
+      {dialog?.kind === "edit" && (
+        <EditDialog
+          cluster={dialog.cluster}
+          onClose={() => setDialog(null)}
+          onChanged={() => polled.reload()}
+        />
+      )}
+    </section>
+  );
+}
