@@ -40,6 +40,8 @@ pub(crate) struct App {
     pub knobs: Knobs,
     pub server_address: String,
     pub user: String,
+    pub ca_pem: Option<String>,
+    pub plain_http: bool,
 }
 
 pub(crate) fn router(app: Arc<App>) -> Router {
@@ -66,8 +68,12 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// Authentication (client certificate from our CA, or a known bearer token), then the delay knob.
 async fn gate(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let cert = req.extensions().get::<ConnInfo>().is_some_and(|c| c.client_cert);
-    let token_ok = bearer(req.headers()).is_some_and(|t| app.knobs.token_valid(t));
-    if !cert && !token_ok {
+    let token = bearer(req.headers());
+    let token_ok = token.is_some_and(|t| app.knobs.token_valid(t));
+    // Plain HTTP plays `kubectl proxy` (or the old insecure port): no credentials needed, and
+    // kubectl sends none there; a wrong token is still refused.
+    let anonymous_ok = app.plain_http && token.is_none();
+    if !cert && !token_ok && !anonymous_ok {
         return ApiError::unauthorized().into_response();
     }
     if let Some(d) = app.knobs.delay() {
@@ -284,6 +290,12 @@ fn decode_body(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))),
         "application/yaml" | "application/apply-patch+yaml" => serde_yaml::from_slice::<Value>(body)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}"))),
+        crate::proto::CONTENT_TYPE => crate::proto::decode(body).map_err(|e| {
+            ApiError::unsupported_media(format!(
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json, application/yaml ({e})"
+            ))
+        }),
         other => Err(ApiError::unsupported_media(format!(
             "the body of the request was in an unknown format - accepted media types include: \
              application/json, application/yaml (got {other})"
@@ -349,13 +361,12 @@ fn list(app: &App, call: &Call) -> Result<Response, ApiError> {
         None => matching,
     };
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if items.len() < total {
-        if let Some(last) = items.last() {
-            let token =
-                format!("{}/{}", meta_str(last, "namespace").unwrap_or(""), meta_str(last, "name").unwrap_or(""));
-            meta["continue"] = json!(base64::engine::general_purpose::STANDARD.encode(token));
-            meta["remainingItemCount"] = json!(total - items.len());
-        }
+    if items.len() < total
+        && let Some(last) = items.last()
+    {
+        let token = format!("{}/{}", meta_str(last, "namespace").unwrap_or(""), meta_str(last, "name").unwrap_or(""));
+        meta["continue"] = json!(base64::engine::general_purpose::STANDARD.encode(token));
+        meta["remainingItemCount"] = json!(total - items.len());
     }
     if table::wants_table(call.accept()) {
         let refs: Vec<&Value> = items.iter().collect();
@@ -469,6 +480,7 @@ fn require_namespace(st: &StoreState, call: &Call) -> Result<(), ApiError> {
 /// Server-set fields of a new object (uid, timestamps, generation, reset status, kind specifics).
 fn prepare_new(st: &mut StoreState, call: &Call, obj: &mut Value, now: &str) -> Result<(), ApiError> {
     let rt = &call.rt;
+    normalize(rt, obj);
     let uid = st.new_uid();
     let name = meta_str(obj, "name").unwrap_or_default().to_string();
     *obj = with_type(rt, std::mem::take(obj));
@@ -537,6 +549,48 @@ fn prepare_new(st: &mut StoreState, call: &Call, obj: &mut Value, now: &str) -> 
     Ok(())
 }
 
+/// Secrets: `stringData` folds into `data`, `type` defaults to Opaque.
+fn normalize(rt: &ResourceType, obj: &mut Value) {
+    if !(rt.group.is_empty() && rt.plural == "secrets") {
+        return;
+    }
+    let Value::Object(m) = obj else { return };
+    if let Some(Value::Object(sd)) = m.remove("stringData") {
+        let data = m.entry("data").or_insert_with(|| json!({}));
+        for (k, v) in sd {
+            let enc = base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or(""));
+            data[k] = json!(enc);
+        }
+    }
+    if m.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        m.insert("type".into(), json!("Opaque"));
+    }
+}
+
+/// The token controller: a `kubernetes.io/service-account-token` secret gets a token (then
+/// accepted as a bearer token), the CA and the namespace.
+fn fill_service_account_token(app: &App, st: &mut StoreState, call: &Call, obj: &mut Value) {
+    let is_sa_token = call.rt.group.is_empty()
+        && call.rt.plural == "secrets"
+        && obj["type"] == "kubernetes.io/service-account-token"
+        && obj["data"]["token"].is_null();
+    if !is_sa_token {
+        return;
+    }
+    let token = st.rng.hex(32);
+    app.knobs.allow_token(&token);
+    let b64 = |s: &str| json!(base64::engine::general_purpose::STANDARD.encode(s));
+    let data = &mut obj["data"];
+    if !data.is_object() {
+        *data = json!({});
+    }
+    data["token"] = b64(&token);
+    data["namespace"] = b64(call.ns_key());
+    if let Some(ca) = &app.ca_pem {
+        data["ca.crt"] = b64(ca);
+    }
+}
+
 /// Carries server-owned state from the stored object into a replacement.
 fn carry_over(call: &Call, old: &Value, mut new: Value) -> Value {
     let rt = &call.rt;
@@ -557,6 +611,7 @@ fn carry_over(call: &Call, old: &Value, mut new: Value) -> Value {
         return with_type(rt, out);
     }
     new = with_type(rt, new);
+    normalize(rt, &mut new);
     let old_meta = old["metadata"].clone();
     let meta = meta_mut(&mut new);
     for k in [
@@ -677,6 +732,7 @@ fn create(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
     }
     meta_mut(&mut obj).insert("name".into(), json!(name));
     prepare_new(&mut st, call, &mut obj, &now)?;
+    fill_service_account_token(app, &mut st, call, &mut obj);
     fields::record_update(None, &mut obj, &call.manager(), &call.rt.api_version(), None, &now);
     if call.dry_run() {
         return Ok(json_response(StatusCode::CREATED, &obj));

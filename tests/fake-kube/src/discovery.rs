@@ -212,12 +212,12 @@ pub(crate) fn openapi_doc(types: &[ResourceType], group: &str, version: &str, cr
         }
         let crd_schema = crds
             .iter()
-            .find(|c| c["spec"]["group"] == group.to_string() && c["spec"]["names"]["plural"] == t.plural)
+            .find(|c| c["spec"]["group"] == group && c["spec"]["names"]["plural"] == t.plural)
             .and_then(|c| {
                 c["spec"]["versions"]
                     .as_array()?
                     .iter()
-                    .find(|v| v["name"] == version.to_string())
+                    .find(|v| v["name"] == version)
                     .map(|v| v["schema"]["openAPIV3Schema"].clone())
             })
             .filter(Value::is_object);

@@ -358,6 +358,7 @@ pub(crate) fn apply(
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::watch;
 
 use crate::store::Store;
@@ -150,7 +150,7 @@ impl Knobs {
                     } else {
                         ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
                     };
-                    if c["status"] != Value::from(status) {
+                    if c["status"] != status {
                         c["lastTransitionTime"] = json!(now);
                     }
                     c["status"] = json!(status);

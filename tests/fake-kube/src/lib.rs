@@ -11,6 +11,7 @@ mod fields;
 mod knobs;
 mod patch;
 mod pki;
+mod proto;
 mod resources;
 mod seed;
 mod select;
@@ -57,7 +58,9 @@ pub struct ClusterSpec {
     /// RuntimeClass `nvidia` (handler `nvidia`) exists.
     pub runtime_class_nvidia: bool,
     pub auth: Auth,
-    /// `false`: plain HTTP (then `auth` must be [`Auth::Token`]).
+    /// `false`: plain HTTP, like `kubectl proxy`: requests without credentials are served (kubectl
+    /// sends no token over plain HTTP), a wrong token still gets 401. `auth` must be
+    /// [`Auth::Token`].
     pub tls: bool,
     /// Where to listen: 127.0.0.1 by default; 127.0.0.2 plays a remote cluster.
     pub bind: IpAddr,
@@ -144,6 +147,8 @@ impl FakeCluster {
                 Auth::Token => "system:serviceaccount:kube-system:gshare".into(),
                 Auth::ClientCert => "gshare-admin".into(),
             },
+            ca_pem: ca_pem.clone(),
+            plain_http: !spec.tls,
         });
         let router = api::router(app);
         let (shutdown, shutdown_rx) = tokio_watch::channel(false);
@@ -192,6 +197,29 @@ impl FakeCluster {
     /// The CA certificate (PEM) clients must trust; `None` without TLS.
     pub fn ca_pem(&self) -> Option<&str> {
         self.ca_pem.as_deref()
+    }
+
+    /// A rustls client config (aws-lc-rs) trusting this cluster's CA and, in client-certificate
+    /// mode, presenting the admin certificate; `None` without TLS. For raw HTTP clients in tests.
+    pub fn client_tls_config(&self) -> Option<rustls::ClientConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let ca = CertificateDer::from_pem_slice(self.ca_pem.as_deref()?.as_bytes()).ok()?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca).ok()?;
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .with_root_certificates(roots);
+        match &self.client_cert {
+            Some((cert, key)) => {
+                let cert = CertificateDer::from_pem_slice(cert.as_bytes()).ok()?;
+                let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).ok()?;
+                builder.with_client_auth_cert(vec![cert], key).ok()
+            }
+            None => Some(builder.with_no_client_auth()),
+        }
     }
 
     /// Names of the seeded GPU nodes.

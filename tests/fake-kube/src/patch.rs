@@ -146,6 +146,7 @@ fn merge_list(target: &mut Vec<Value>, patch: &[Value], key: &str) -> Result<(),
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

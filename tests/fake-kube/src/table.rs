@@ -62,11 +62,11 @@ pub(crate) fn columns(rt: &ResourceType) -> Vec<Value> {
             age_col(),
         ]),
         _ => {
+            // A CRD's own columns replace the default Age column, as on a real server.
             for (n, ty, _) in &rt.printer_columns {
-                let ty = if ty == "date" { "date" } else { ty.as_str() };
                 cols.push(col(n, ty, "", ""));
             }
-            if !rt.printer_columns.iter().any(|(n, _, _)| n == "Age") {
+            if rt.printer_columns.is_empty() {
                 cols.push(age_col());
             }
         }
@@ -130,10 +130,15 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
         ],
         _ => {
             let mut c = vec![name];
-            for (_, _, path) in &rt.printer_columns {
-                c.push(json_path(o, path).cloned().unwrap_or(Value::Null));
+            for (_, ty, path) in &rt.printer_columns {
+                let v = json_path(o, path).cloned().unwrap_or(Value::Null);
+                // Date columns are shown as ages, like the real server's table convertor.
+                c.push(match (ty.as_str(), v.as_str()) {
+                    ("date", Some(t)) => json!(human_age(t)),
+                    _ => v,
+                });
             }
-            if !rt.printer_columns.iter().any(|(n, _, _)| n == "Age") {
+            if rt.printer_columns.is_empty() {
                 c.push(age());
             }
             c

@@ -190,6 +190,7 @@ pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
 
