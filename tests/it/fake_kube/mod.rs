@@ -1,5 +1,6 @@
 //! Fidelity tests of the fake Kubernetes API server (`gshare-fake-kube`): real `kubectl` and
 //! the `kube` crate against it, bad input, and the failure knobs.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly by design
 
 mod bad_input;
 mod kube_client;
