@@ -88,6 +88,18 @@ pub struct Config {
     pub node_stale_after: Duration,
     pub heartbeat_stale_after: Duration,
     pub shutdown_grace: Duration,
+    /// Sign-in: nearest proxies allowed to set X-Forwarded-For (empty = any peer, when hops > 0).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Sign-in: lifetime of the access token (and console cookie) a login returns.
+    pub login_ttl: Duration,
+    /// Sign-in: failed logins per client address within `login_failure_window` before 429.
+    pub login_max_failures: u32,
+    pub login_failure_window: Duration,
+    /// TLS: PEM certificate chain and private key; both set = HTTPS on `listen`.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// TLS: optional plain-HTTP listener that only redirects to HTTPS.
+    pub tls_redirect_listen: Option<SocketAddr>,
 }
 
 /// The file layer: every key optional, unknown keys rejected.
@@ -113,6 +125,13 @@ struct FileLayer {
     node_stale_after: Option<String>,
     heartbeat_stale_after: Option<String>,
     shutdown_grace: Option<String>,
+    trusted_proxies: Option<Vec<String>>,
+    login_ttl: Option<String>,
+    login_max_failures: Option<i64>,
+    login_failure_window: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_redirect_listen: Option<String>,
 }
 
 /// One raw value and where it came from, so errors name the key the admin actually wrote.
@@ -286,6 +305,55 @@ impl Config {
             .map(|r| PathBuf::from(r.value))
             .filter(|p| !p.as_os_str().is_empty());
 
+        let trusted_proxies = match env.get("GSHARE_TRUSTED_PROXIES") {
+            Some(v) => cidrs("GSHARE_TRUSTED_PROXIES", v.split(',').map(str::trim).filter(|s| !s.is_empty()))?,
+            None => cidrs("trusted_proxies", f.trusted_proxies.unwrap_or_default().iter().map(String::as_str))?,
+        };
+        let login_ttl = layer.duration(
+            "login_ttl",
+            f.login_ttl,
+            "1h",
+            Duration::from_secs(60)..=Duration::from_secs(30 * 86400),
+        )?;
+        let login_max_failures =
+            match layer.pick_typed("login_max_failures", f.login_max_failures, |s| s.parse::<i64>().ok())? {
+                Some(r) => u32::try_from(r.value).ok().filter(|v| (1..=10_000).contains(v)).ok_or_else(|| {
+                    ConfigError::invalid(&r.key, format!("{} is not a count between 1 and 10000", r.value))
+                })?,
+                None => 10,
+            };
+        let login_failure_window = layer.duration(
+            "login_failure_window",
+            f.login_failure_window,
+            "5m",
+            Duration::from_secs(1)..=Duration::from_secs(86400),
+        )?;
+        let path_key = |key: &str, file: Option<PathBuf>| {
+            layer
+                .pick(key, file.map(|p| p.display().to_string()))
+                .map(|r| PathBuf::from(r.value))
+                .filter(|p| !p.as_os_str().is_empty())
+        };
+        let tls_cert = path_key("tls_cert", f.tls_cert);
+        let tls_key = path_key("tls_key", f.tls_key);
+        match (&tls_cert, &tls_key) {
+            (Some(_), None) => return Err(ConfigError::invalid("tls_key", "tls_cert is set, so tls_key must be too")),
+            (None, Some(_)) => return Err(ConfigError::invalid("tls_cert", "tls_key is set, so tls_cert must be too")),
+            _ => {}
+        }
+        let tls_redirect_listen = match layer.pick("tls_redirect_listen", f.tls_redirect_listen) {
+            Some(r) if r.value.is_empty() => None,
+            Some(r) => {
+                if tls_cert.is_none() {
+                    return Err(ConfigError::invalid(&r.key, "redirects to HTTPS need tls_cert and tls_key"));
+                }
+                Some(r.value.parse::<SocketAddr>().map_err(|_| {
+                    ConfigError::invalid(&r.key, format!("`{}` is not an address:port such as 0.0.0.0:80", r.value))
+                })?)
+            }
+            None => None,
+        };
+
         Ok(Self {
             source,
             data_dir,
@@ -307,7 +375,19 @@ impl Config {
             node_stale_after,
             heartbeat_stale_after,
             shutdown_grace,
+            trusted_proxies,
+            login_ttl,
+            login_max_failures,
+            login_failure_window,
+            tls_cert,
+            tls_key,
+            tls_redirect_listen,
         })
+    }
+
+    /// Is HTTPS on (cookies get `Secure`)?
+    pub fn tls_enabled(&self) -> bool {
+        self.tls_cert.is_some() && self.tls_key.is_some()
     }
 
     /// The state file: one redb database.
@@ -353,6 +433,17 @@ impl Config {
         t.insert("node_stale_after".into(), d(self.node_stale_after));
         t.insert("heartbeat_stale_after".into(), d(self.heartbeat_stale_after));
         t.insert("shutdown_grace".into(), d(self.shutdown_grace));
+        t.insert(
+            "trusted_proxies".into(),
+            toml::Value::Array(self.trusted_proxies.iter().map(|n| s(&n.to_string())).collect()),
+        );
+        t.insert("login_ttl".into(), d(self.login_ttl));
+        t.insert("login_max_failures".into(), toml::Value::Integer(i64::from(self.login_max_failures)));
+        t.insert("login_failure_window".into(), d(self.login_failure_window));
+        let path = |p: &Option<PathBuf>| s(&p.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+        t.insert("tls_cert".into(), path(&self.tls_cert));
+        t.insert("tls_key".into(), path(&self.tls_key));
+        t.insert("tls_redirect_listen".into(), s(&self.tls_redirect_listen.map(|a| a.to_string()).unwrap_or_default()));
         toml::to_string(&t).unwrap_or_default()
     }
 
@@ -423,6 +514,17 @@ impl Layer<'_> {
         }
         Ok(d)
     }
+}
+
+/// CIDRs (`10.0.0.0/8`) or single addresses (`192.0.2.7`), each error naming `key`.
+fn cidrs<'a>(key: &str, items: impl Iterator<Item = &'a str>) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    items
+        .map(|item| {
+            item.parse::<ipnet::IpNet>().or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from)).map_err(
+                |_| ConfigError::invalid(key, format!("`{item}` is not an address or CIDR such as 10.0.0.0/8")),
+            )
+        })
+        .collect()
 }
 
 fn parse_bool(s: &str) -> Option<bool> {

@@ -48,6 +48,9 @@ enum Command {
     /// Validate the configuration and print it, secrets redacted.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The audit log: logins and admin changes.
+    #[command(subcommand)]
+    Audit(AuditCommand),
 }
 
 #[derive(Subcommand)]
@@ -77,6 +80,30 @@ enum AdminCommand {
         /// The account the token acts as (recorded in the audit log).
         #[arg(long, default_value = "admin")]
         name: String,
+    },
+    /// Set an account's password: typed twice on a terminal, else the first line of stdin.
+    ///
+    /// Works on the state file, so stop the server first. Signs out the account's sessions.
+    SetPassword {
+        /// The account (default: admin).
+        #[arg(default_value = "admin")]
+        name: String,
+    },
+    /// Add an admin account; its password is read like `set-password` (server stopped).
+    Add { name: String },
+    /// List the admin accounts (server stopped).
+    List,
+    /// Remove an admin account; the last one can't be removed (server stopped).
+    Remove { name: String },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Print the newest audit entries, oldest first (server stopped; while it runs use GET /api/v1/audit).
+    Tail {
+        /// How many entries.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
     },
 }
 
@@ -168,6 +195,14 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Keys(cmd) => keys(&config, cmd),
+        Command::Admin(cmd) => admin_accounts(&config, cmd),
+        Command::Audit(AuditCommand::Tail { lines }) => offline_runtime()?.block_on(async {
+            let store = gshare::auth::offline::open_store(&config)?;
+            for rec in gshare::auth::offline::audit_tail(&store, lines.clamp(1, 10_000)).await? {
+                println!("{}", gshare::audit::format_line(&rec));
+            }
+            Ok(())
+        }),
     }
 }
 
@@ -218,6 +253,61 @@ fn keys(config: &Config, cmd: KeysCommand) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+fn offline_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")
+}
+
+/// `admin set-password|add|list|remove`: on the state file, with the server stopped.
+fn admin_accounts(config: &Config, cmd: AdminCommand) -> Result<()> {
+    use gshare::auth::offline;
+    let clock = Clock::system();
+    offline_runtime()?.block_on(async {
+        let store = offline::open_store(config)?;
+        offline::ensure_initial(&store, config, &clock).await?;
+        match cmd {
+            AdminCommand::Token { .. } => bail!("`admin token` needs no state file"),
+            AdminCommand::SetPassword { name } => {
+                let password = read_new_password(&name)?;
+                let name = offline::set_password(&store, &clock, config, &name, password).await?;
+                println!("password of `{name}` changed; its earlier sessions are signed out");
+            }
+            AdminCommand::Add { name } => {
+                let password = read_new_password(&name)?;
+                let name = offline::add(&store, &clock, &name, password).await?;
+                println!("admin account `{name}` added");
+            }
+            AdminCommand::List => {
+                println!("{:<32} {:<26} password changed", "username", "created");
+                for a in offline::list(&store).await? {
+                    println!("{:<32} {:<26} {}", a.username, a.created_at, a.password_changed_at);
+                }
+            }
+            AdminCommand::Remove { name } => {
+                let name = offline::remove(&store, &clock, &name).await?;
+                println!("admin account `{name}` removed; its sessions are signed out");
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A new password: typed twice without echo on a terminal, else the first line of stdin.
+fn read_new_password(name: &str) -> Result<String> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        let first = rpassword::prompt_password(format!("new password for {name}: "))?;
+        let again = rpassword::prompt_password("again: ")?;
+        if first != again {
+            bail!("the two passwords differ; nothing changed");
+        }
+        Ok(first)
+    } else {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).context("cannot read the password from stdin")?;
+        Ok(line.trim_end_matches(['\r', '\n']).to_string())
     }
 }
 

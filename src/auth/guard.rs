@@ -1,12 +1,16 @@
-//! Request guards: `AdminCaller` for `/api/v1` (an admin JWT, `aud=gshare-api`) and
-//! `OperatorCaller` for `/internal` (an internal JWT, `aud=gshare-internal`,
-//! `sub=operator:<cluster_id>`). Each refuses the other's tokens.
+//! Request guards: `AdminCaller` for `/api/v1` (an admin JWT, `aud=gshare-api`, as a bearer token
+//! or as the console's session cookie) and `OperatorCaller` for `/internal` (an internal JWT,
+//! `aud=gshare-internal`, `sub=operator:<cluster_id>`). Each refuses the other's tokens.
+//! Cookie-authenticated requests that may change state need the session's CSRF token.
 
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use axum::http::{Method, StatusCode};
+use subtle::ConstantTimeEq;
 
+use super::login::{CSRF_HEADER, SESSION_COOKIE, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
 use crate::clusters::ClusterId;
@@ -18,12 +22,24 @@ pub const ADMIN_PREFIX: &str = "admin:";
 /// Subject prefix of operator tokens: `operator:<cluster_id>`.
 pub const OPERATOR_PREFIX: &str = "operator:";
 
+/// How an admin request was authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthVia {
+    /// `Authorization: Bearer` (CLI-minted or login token): no CSRF exposure.
+    Bearer,
+    /// The console's `gshare_session` cookie: state-changing requests carry `X-CSRF-Token`.
+    Cookie,
+}
+
 /// An authenticated administrator.
 #[derive(Debug, Clone)]
 pub struct AdminCaller {
     pub username: String,
     /// The token's `jti`, for the audit log.
     pub token_id: Option<String>,
+    pub via: AuthVia,
+    /// The token's `exp` (unix seconds).
+    pub expires_at: i64,
 }
 
 impl AdminCaller {
@@ -41,25 +57,53 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
-        let Some(token) = bearer_token(&parts.headers) else {
-            return Err(ApiError::unauthenticated("an admin token is required (Authorization: Bearer …)"));
-        };
-        match app.auth.api.verify(&token) {
-            Ok(claims) => {
-                let username = claims.sub.strip_prefix(ADMIN_PREFIX).unwrap_or_default();
-                if username.is_empty() {
-                    return Err(ApiError::forbidden("this token is not an admin token"));
+        let (token, via) = match bearer_token(&parts.headers) {
+            Some(t) => (t, AuthVia::Bearer),
+            None => match cookie(&parts.headers, SESSION_COOKIE) {
+                Some(t) => (t.to_string(), AuthVia::Cookie),
+                None => {
+                    return Err(ApiError::unauthenticated(
+                        "sign in (POST /api/v1/auth/login) or send an admin token (Authorization: Bearer …)",
+                    ));
                 }
-                Ok(AdminCaller { username: username.to_string(), token_id: claims.jti.clone() })
-            }
+            },
+        };
+        let claims = match app.auth.api.verify(&token) {
+            Ok(claims) => claims,
             Err(e) => {
                 if app.auth.internal.verify(&token).is_ok() {
                     return Err(ApiError::forbidden("operator tokens cannot call the admin API"));
                 }
-                Err(unauthenticated(&e))
+                return Err(match via {
+                    AuthVia::Bearer => unauthenticated(&e),
+                    AuthVia::Cookie => ApiError::unauthenticated(format!("session cookie: {e}; sign in again")),
+                });
+            }
+        };
+        let username = claims.sub.strip_prefix(ADMIN_PREFIX).unwrap_or_default();
+        if username.is_empty() {
+            return Err(ApiError::forbidden("this token is not an admin token"));
+        }
+        if !app.signin.is_current(username, claims.jti.as_deref(), claims.iat) {
+            return Err(ApiError::unauthenticated("this session has ended (signed out or password changed)"));
+        }
+        if via == AuthVia::Cookie && !is_safe_method(&parts.method) {
+            let expected = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
+            let sent = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            if claims.jti.is_none() || !bool::from(sent.as_bytes().ct_eq(expected.as_bytes())) {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "csrf_failed",
+                    "cookie-authenticated changes need the session's X-CSRF-Token header (see GET /api/v1/auth/me)",
+                ));
             }
         }
+        Ok(AdminCaller { username: username.to_string(), token_id: claims.jti.clone(), via, expires_at: claims.exp })
     }
+}
+
+fn is_safe_method(m: &Method) -> bool {
+    matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
 /// An authenticated cluster operator.

@@ -1,9 +1,13 @@
 //! Who may call what: the internal JWT that operators present on `/internal/*`, the admin JWT on
 //! `/api/v1`, the key rings behind both, and the JWKS that publishes the internal keys.
 
+pub mod accounts;
 pub mod guard;
 pub mod keys;
+pub mod login;
+pub mod offline;
 pub mod routes;
+pub mod throttle;
 pub mod tokens;
 
 use std::sync::Arc;

@@ -160,6 +160,32 @@ impl Store {
         .map_err(|e| StoreError::Join(e.to_string()))?
     }
 
+    /// Like [`Store::write`], for closures with their own error type (a domain error that wraps
+    /// `StoreError`): commits on `Ok`, rolls back on `Err`.
+    pub async fn write_with<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnOnce(&WriteTransaction) -> Result<T, E> + Send + 'static,
+    {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || {
+            let txn = db.begin_write().map_err(StoreError::from)?;
+            match f(&txn) {
+                Ok(v) => {
+                    txn.commit().map_err(StoreError::from)?;
+                    Ok(v)
+                }
+                Err(e) => {
+                    let _ = txn.abort();
+                    Err(e)
+                }
+            }
+        })
+        .await
+        .map_err(|e| E::from(StoreError::Join(e.to_string())))?
+    }
+
     /// Is the store usable right now? (readiness probe)
     pub fn is_healthy(&self) -> bool {
         self.db.begin_read().is_ok()
@@ -238,6 +264,19 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
                 break;
             }
             let key = key.to_string();
+            let value = self.decode(&key, v.value())?;
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+
+    /// All records, inside a write transaction (to decide under the writer lock).
+    pub fn list_in_write(&self, txn: &WriteTransaction) -> Result<Vec<(String, T)>, StoreError> {
+        let table = txn.open_table(self.def())?;
+        let mut out = Vec::new();
+        for item in table.iter()? {
+            let (k, v) = item?;
+            let key = k.value().to_string();
             let value = self.decode(&key, v.value())?;
             out.push((key, value));
         }

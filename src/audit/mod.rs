@@ -1,0 +1,425 @@
+//! The audit log: who did what, from where, with which result — every login and every admin
+//! change — kept in the state file (table `audit_log`, keys are time-ordered ULIDs).
+//!
+//! Other domains call [`record`] after a change (batched group commit, never fails the request)
+//! or [`record_in`] inside their own write transaction when the entry must commit atomically with
+//! the change. [`RequestMeta`] is an extractor carrying the client address, user agent and
+//! request id that every entry wants.
+
+pub mod routes;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+use utoipa::ToSchema;
+
+use crate::App;
+use crate::clock::Clock;
+use crate::store::{Store, StoreError};
+
+const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = TableDefinition::new("audit_log");
+/// Entries queued for the writer before `record` waits (back-pressure, never dropping).
+const QUEUE: usize = 4096;
+/// Entries written per transaction at most (one fsync for the lot).
+const BATCH: usize = 512;
+/// Longest free-text value kept in an entry field (user agents, usernames typed at login…).
+pub const MAX_FIELD: usize = 256;
+
+/// How an attempted action ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditResult {
+    Success,
+    /// Refused: wrong credentials, validation, conflict…
+    Failure,
+    /// Refused before trying: throttled or not allowed.
+    Denied,
+}
+
+/// One audit entry as a caller describes it; the log adds `id` and `at`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditEntry {
+    /// `admin:<username>`, `cli`, `system`, or for failed logins `anonymous`.
+    pub actor: String,
+    /// Dotted verb, e.g. `auth.login`, `auth.logout`, `admin.add`, `keys.rotate`, `token.mint`,
+    /// `cluster.register`, `cluster.patch`, `cluster.delete`.
+    pub action: String,
+    /// What was acted on (a username, a cluster id, a key id…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    pub result: AuditResult,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_addr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Action-specific context (never secrets); `{}` when none.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+}
+
+impl AuditEntry {
+    /// An entry for `action` by `actor`, with the request's address, agent and id filled in.
+    pub fn new(meta: &RequestMeta, actor: impl Into<String>, action: &str, result: AuditResult) -> Self {
+        Self {
+            actor: truncate(actor.into()),
+            action: action.to_string(),
+            target: None,
+            result,
+            client_addr: Some(meta.client_addr.to_string()),
+            user_agent: meta.user_agent.clone(),
+            request_id: Some(meta.request_id.clone()).filter(|r| !r.is_empty()),
+            details: serde_json::Value::Object(Default::default()),
+        }
+    }
+
+    /// An entry with no request behind it (background work, the CLI).
+    pub fn system(actor: impl Into<String>, action: &str, result: AuditResult) -> Self {
+        Self {
+            actor: truncate(actor.into()),
+            action: action.to_string(),
+            target: None,
+            result,
+            client_addr: None,
+            user_agent: None,
+            request_id: None,
+            details: serde_json::Value::Object(Default::default()),
+        }
+    }
+
+    pub fn target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(truncate(target.into()));
+        self
+    }
+
+    pub fn details(mut self, details: serde_json::Value) -> Self {
+        self.details = details;
+        self
+    }
+}
+
+/// A stored entry: what the API and `gshare audit tail` show.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditRecord {
+    /// Time-ordered id (ULID).
+    pub id: String,
+    /// RFC 3339, UTC, milliseconds.
+    pub at: String,
+    #[serde(flatten)]
+    pub entry: AuditEntry,
+}
+
+/// Cuts a free-text value to [`MAX_FIELD`] bytes on a character boundary.
+pub fn truncate(mut s: String) -> String {
+    if s.len() > MAX_FIELD {
+        let mut end = MAX_FIELD;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+/// Who is calling and from where, for audit entries: the client address (see
+/// [`crate::http::client_addr`]), the `User-Agent` (truncated) and the request id.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    pub client_addr: std::net::IpAddr,
+    pub user_agent: Option<String>,
+    pub request_id: String,
+}
+
+impl FromRequestParts<Arc<App>> for RequestMeta {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            client_addr: crate::http::client_addr::from_parts(&app.config, parts),
+            user_agent: parts
+                .headers
+                .get(axum::http::header::USER_AGENT)
+                .map(|v| truncate(String::from_utf8_lossy(v.as_bytes()).into_owned())),
+            request_id: crate::http::error::current_request_id(),
+        })
+    }
+}
+
+enum Msg {
+    Entry(Box<AuditRecord>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// The writer side: entries go through a queue to one task that commits them in batches.
+pub struct AuditLog {
+    tx: mpsc::Sender<Msg>,
+    ids: Mutex<ulid::Generator>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog").finish_non_exhaustive()
+    }
+}
+
+impl AuditLog {
+    /// Starts the writer task (needs a Tokio runtime). It ends when the log is dropped.
+    pub fn start(store: Store, clock: Clock) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(writer(store, rx));
+        Self { tx, ids: Mutex::new(ulid::Generator::new()), clock }
+    }
+
+    fn stamp(&self, entry: AuditEntry) -> AuditRecord {
+        let at_ms = self.clock.now_ms();
+        let when = UNIX_EPOCH + Duration::from_millis(at_ms.max(0) as u64);
+        let id = match self.ids.lock() {
+            Ok(mut g) => g.generate_from_datetime(when).ok(),
+            Err(p) => p.into_inner().generate_from_datetime(when).ok(),
+        }
+        .unwrap_or_else(|| ulid::Ulid::from_datetime(when));
+        AuditRecord { id: id.to_string(), at: crate::clock::rfc3339_ms(at_ms), entry }
+    }
+
+    /// Queues an entry; returns once it is queued (not yet on disk: see [`AuditLog::flush`]).
+    pub async fn record(&self, entry: AuditEntry) {
+        let rec = self.stamp(entry);
+        if self.tx.send(Msg::Entry(Box::new(rec))).await.is_err() {
+            tracing::error!("audit writer has stopped; an audit entry was not kept");
+        }
+    }
+
+    /// Waits until everything queued before this call is committed.
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Msg::Flush(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+/// Records an admin change or a login. Cheap: queues the entry for a batched commit and returns;
+/// a storage failure is logged, never turned into a failed request.
+///
+/// ```ignore
+/// crate::audit::record(&app, AuditEntry::new(&meta, caller.actor(), "cluster.register", AuditResult::Success)
+///     .target(id.to_string())
+///     .details(json!({"name": name}))).await;
+/// ```
+pub async fn record(app: &App, entry: AuditEntry) {
+    app.audit.record(entry).await;
+}
+
+/// Writes an entry inside the caller's own write transaction, so it commits (or rolls back)
+/// together with the change it describes.
+pub fn record_in(txn: &WriteTransaction, clock: &Clock, entry: AuditEntry) -> Result<AuditRecord, StoreError> {
+    let at_ms = clock.now_ms();
+    let when = UNIX_EPOCH + Duration::from_millis(at_ms.max(0) as u64);
+    let rec =
+        AuditRecord { id: ulid::Ulid::from_datetime(when).to_string(), at: crate::clock::rfc3339_ms(at_ms), entry };
+    put(txn, &rec)?;
+    Ok(rec)
+}
+
+fn put(txn: &WriteTransaction, rec: &AuditRecord) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec(rec).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let mut table = txn.open_table(TABLE)?;
+    table.insert(rec.id.as_str(), bytes.as_slice())?;
+    Ok(())
+}
+
+async fn writer(store: Store, mut rx: mpsc::Receiver<Msg>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = Vec::new();
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(m) = next.take() {
+            match m {
+                Msg::Entry(r) => batch.push(*r),
+                Msg::Flush(f) => flushes.push(f),
+            }
+            if batch.len() < BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            let n = batch.len();
+            let result = store
+                .write(move |txn| {
+                    for rec in &batch {
+                        put(txn, rec)?;
+                    }
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, entries = n, "cannot write audit entries");
+            }
+        }
+        for f in flushes {
+            let _ = f.send(());
+        }
+    }
+}
+
+/// What to list: 1-based page, page size, and optional exact filters (`action` may end in `*`
+/// for a prefix, e.g. `auth.*`).
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub action: Option<String>,
+    pub actor: Option<String>,
+}
+
+impl AuditFilter {
+    fn matches(&self, e: &AuditEntry) -> bool {
+        let action_ok = match self.action.as_deref() {
+            None => true,
+            Some(a) => match a.strip_suffix('*') {
+                Some(prefix) => e.action.starts_with(prefix),
+                None => e.action == a,
+            },
+        };
+        action_ok && self.actor.as_deref().is_none_or(|a| e.actor == a)
+    }
+}
+
+/// Newest first: the `page`-th slice of `size` matching entries, and how many match in all.
+pub fn list(
+    txn: &ReadTransaction,
+    filter: &AuditFilter,
+    page: u64,
+    size: u64,
+) -> Result<(Vec<AuditRecord>, u64), StoreError> {
+    let table = match txn.open_table(TABLE) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e.into()),
+    };
+    let skip = page.saturating_sub(1).saturating_mul(size);
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for item in table.iter()?.rev() {
+        let (k, v) = item?;
+        let rec: AuditRecord = serde_json::from_slice(v.value()).map_err(|e| StoreError::Decode {
+            table: "audit_log",
+            key: k.value().to_string(),
+            message: e.to_string(),
+        })?;
+        if !filter.matches(&rec.entry) {
+            continue;
+        }
+        if total >= skip && (out.len() as u64) < size {
+            out.push(rec);
+        }
+        total += 1;
+    }
+    Ok((out, total))
+}
+
+/// Entries after `after_id` (exclusive), oldest first, at most `limit`: what `audit tail -f` polls.
+pub fn since(txn: &ReadTransaction, after_id: Option<&str>, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+    let table = match txn.open_table(TABLE) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = Vec::new();
+    let iter = match after_id {
+        Some(id) => table.range::<&str>((std::ops::Bound::Excluded(id), std::ops::Bound::Unbounded))?,
+        None => table.iter()?,
+    };
+    for item in iter {
+        let (k, v) = item?;
+        let rec: AuditRecord = serde_json::from_slice(v.value()).map_err(|e| StoreError::Decode {
+            table: "audit_log",
+            key: k.value().to_string(),
+            message: e.to_string(),
+        })?;
+        out.push(rec);
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The newest `n` entries, oldest first (what `audit tail` prints first).
+pub fn last(txn: &ReadTransaction, n: usize) -> Result<Vec<AuditRecord>, StoreError> {
+    let (mut recs, _) = list(txn, &AuditFilter::default(), 1, n as u64)?;
+    recs.reverse();
+    Ok(recs)
+}
+
+/// One line per entry for the CLI.
+pub fn format_line(r: &AuditRecord) -> String {
+    let e = &r.entry;
+    let result = match e.result {
+        AuditResult::Success => "success",
+        AuditResult::Failure => "failure",
+        AuditResult::Denied => "denied",
+    };
+    let mut line = format!("{} {:<22} {:<24} {:<8}", r.at, e.action, e.actor, result);
+    if let Some(t) = &e.target {
+        line.push_str(&format!(" target={t}"));
+    }
+    if let Some(a) = &e.client_addr {
+        line.push_str(&format!(" addr={a}"));
+    }
+    if let Some(id) = &e.request_id {
+        line.push_str(&format!(" request_id={id}"));
+    }
+    if e.details.as_object().is_some_and(|o| !o.is_empty()) {
+        line.push_str(&format!(" {}", e.details));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn batched_records_list_newest_first_with_filters() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let clock = Clock::system();
+        let log = AuditLog::start(store.clone(), clock.clone());
+        for i in 0..30 {
+            let action = if i % 3 == 0 { "auth.login" } else { "cluster.patch" };
+            log.record(
+                AuditEntry::system(format!("admin:u{}", i % 2), action, AuditResult::Success).target(format!("t{i}")),
+            )
+            .await;
+        }
+        log.flush().await;
+        let (page, total) = store.read(|t| list(t, &AuditFilter::default(), 1, 5)).await.unwrap();
+        assert_eq!(total, 30);
+        assert_eq!(page[0].entry.target.as_deref(), Some("t29"));
+        let f = AuditFilter { action: Some("auth.*".into()), actor: Some("admin:u0".into()) };
+        let (page, total) = store.read(move |t| list(t, &f, 1, 50)).await.unwrap();
+        assert_eq!(total, 5); // i in {0,6,12,18,24}
+        assert!(page.iter().all(|r| r.entry.action == "auth.login" && r.entry.actor == "admin:u0"));
+        let tail = store.read(|t| last(t, 3)).await.unwrap();
+        assert_eq!(tail.iter().map(|r| r.entry.target.clone().unwrap()).collect::<Vec<_>>(), ["t27", "t28", "t29"]);
+        let after = tail[0].id.clone();
+        let more = store.read(move |t| since(t, Some(&after), 10)).await.unwrap();
+        assert_eq!(more.len(), 2);
+    }
+
+    #[test]
+    fn truncates_on_char_boundary() {
+        let s = truncate("é".repeat(300));
+        assert!(s.len() <= MAX_FIELD + '…'.len_utf8());
+    }
+}

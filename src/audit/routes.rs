@@ -1,0 +1,82 @@
+//! `GET /api/v1/audit`: the audit log, newest first, paginated and filterable.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{AuditFilter, AuditRecord};
+use crate::App;
+use crate::auth::guard::AdminCaller;
+use crate::http::error::{ApiError, ErrorBody};
+
+pub const DEFAULT_PAGE_SIZE: u64 = 50;
+pub const MAX_PAGE_SIZE: u64 = 500;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(list_audit))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditQuery {
+    /// 1-based page number (default 1).
+    #[param(value_type = Option<u64>)]
+    page: Option<String>,
+    /// Entries per page, 1-500 (default 50).
+    #[param(value_type = Option<u64>)]
+    size: Option<String>,
+    /// Exact action (`auth.login`), or a prefix ending in `*` (`cluster.*`).
+    action: Option<String>,
+    /// Exact actor (`admin:alice`, `anonymous`, `cli`, `system`).
+    actor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Pagination {
+    pub page: u64,
+    pub size: u64,
+    pub total: u64,
+    pub total_pages: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditPage {
+    pub data: Vec<AuditRecord>,
+    pub pagination: Pagination,
+}
+
+fn number(name: &str, raw: Option<&str>, default: u64, max: u64) -> Result<u64, ApiError> {
+    let Some(raw) = raw else { return Ok(default) };
+    match raw.trim().parse::<u64>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(ApiError::field(&["query", name], format!("must be a whole number between 1 and {max}"), "range")),
+    }
+}
+
+/// The audit log: logins (with result, username, client address and user agent) and admin
+/// changes, each with its actor and request id. Newest first.
+#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditQuery),
+    responses(
+        (status = 200, body = AuditPage),
+        (status = 401, body = ErrorBody, description = "no or invalid admin credentials"),
+        (status = 403, body = ErrorBody, description = "an operator token"),
+        (status = 422, body = ErrorBody, description = "page or size out of range")))]
+async fn list_audit(
+    State(app): State<Arc<App>>,
+    _caller: AdminCaller,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<axum::Json<AuditPage>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::field(&["query"], e.body_text(), "query"))?;
+    let page = number("page", q.page.as_deref(), 1, u64::from(u32::MAX))?;
+    let size = number("size", q.size.as_deref(), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
+    let filter = AuditFilter { action: q.action.filter(|a| !a.is_empty()), actor: q.actor.filter(|a| !a.is_empty()) };
+    // Read-your-writes: what this admin just did is in the answer.
+    app.audit.flush().await;
+    let (data, total) = app.store.read(move |txn| super::list(txn, &filter, page, size)).await?;
+    Ok(axum::Json(AuditPage { data, pagination: Pagination { page, size, total, total_pages: total.div_ceil(size) } }))
+}

@@ -1,0 +1,259 @@
+//! Admin accounts: usernames and argon2id password hashes in the state file. The first start
+//! creates `admin` with a random password written once to `<data_dir>/initial-admin-password`.
+//! Everything here is synchronous over a redb transaction; async callers go through `Store`.
+
+use std::path::{Path, PathBuf};
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use redb::{ReadTransaction, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{JsonTable, Store, StoreError};
+
+/// The account a fresh install starts with.
+pub const INITIAL_ADMIN: &str = "admin";
+/// Where the first start leaves the initial password (0600), relative to the data directory.
+pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
+/// Shortest password `set-password` / `add` accept.
+pub const MIN_PASSWORD_LEN: usize = 12;
+/// Longest password accepted anywhere (hashing cost does not depend on it, but a bound keeps
+/// request handling predictable).
+pub const MAX_PASSWORD_LEN: usize = 1024;
+pub const MAX_USERNAME_LEN: usize = 64;
+
+const ACCOUNTS: JsonTable<Account> = JsonTable::new("admin_accounts");
+
+/// A validated admin username: 1-64 characters from `A-Z a-z 0-9 - _ . @`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Username(String);
+
+impl Username {
+    pub fn parse(name: &str) -> Result<Self, AccountError> {
+        let ok = !name.is_empty()
+            && name.len() <= MAX_USERNAME_LEN
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c));
+        if ok { Ok(Self(name.to_string())) } else { Err(AccountError::BadUsername) }
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Username {
+    type Error = AccountError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::parse(&s)
+    }
+}
+impl From<Username> for String {
+    fn from(u: Username) -> String {
+        u.0
+    }
+}
+impl std::fmt::Display for Username {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One stored account. The hash is a PHC string (`$argon2id$v=19$…`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Account {
+    pub username: Username,
+    pub password_hash: String,
+    pub created_at_ms: i64,
+    pub password_changed_at_ms: i64,
+}
+
+/// What listings show: never the hash.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct AccountSummary {
+    #[schema(value_type = String)]
+    pub username: Username,
+    pub created_at: String,
+    pub password_changed_at: String,
+}
+
+impl From<&Account> for AccountSummary {
+    fn from(a: &Account) -> Self {
+        Self {
+            username: a.username.clone(),
+            created_at: crate::clock::rfc3339_ms(a.created_at_ms),
+            password_changed_at: crate::clock::rfc3339_ms(a.password_changed_at_ms),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("a username is 1-64 characters from A-Z a-z 0-9 - _ . @")]
+    BadUsername,
+    #[error("a password has {MIN_PASSWORD_LEN}-{MAX_PASSWORD_LEN} characters")]
+    BadPassword,
+    #[error("no admin account named `{0}`")]
+    NotFound(String),
+    #[error("an admin account named `{0}` exists already")]
+    Exists(String),
+    #[error("`{0}` is the last admin account; add another before removing it")]
+    LastAccount(String),
+    #[error("cannot hash the password: {0}")]
+    Hash(String),
+    #[error("cannot write {path}: {source}")]
+    File { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Checks a new password's length (the only rule: long random passphrases beat composition rules).
+pub fn check_new_password(password: &str) -> Result<(), AccountError> {
+    let n = password.chars().count();
+    if n < MIN_PASSWORD_LEN || password.len() > MAX_PASSWORD_LEN {
+        return Err(AccountError::BadPassword);
+    }
+    Ok(())
+}
+
+/// argon2id with the crate's defaults (m=19 MiB, t=2, p=1: OWASP's recommendation).
+pub fn hash_password(password: &str) -> Result<String, AccountError> {
+    Argon2::default()
+        .hash_password(password.as_bytes())
+        .map(|h| h.to_string())
+        .map_err(|e| AccountError::Hash(e.to_string()))
+}
+
+/// Constant-work verification against a PHC string; any parse problem is a mismatch.
+pub fn verify_password(hash: &str, password: &str) -> bool {
+    Argon2::default().verify_password(password.as_bytes(), hash).is_ok()
+}
+
+/// A random password: 24 bytes of OS randomness, base64url (32 characters).
+pub fn random_password() -> Result<String, AccountError> {
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes).map_err(|e| AccountError::Hash(e.to_string()))?;
+    Ok(URL_SAFE_NO_PAD.encode(bytes))
+}
+
+pub fn get(txn: &ReadTransaction, name: &str) -> Result<Option<Account>, StoreError> {
+    ACCOUNTS.get(txn, name)
+}
+
+pub fn list(txn: &ReadTransaction) -> Result<Vec<Account>, StoreError> {
+    Ok(ACCOUNTS.list(txn)?.into_iter().map(|(_, a)| a).collect())
+}
+
+fn list_in_write(txn: &WriteTransaction) -> Result<Vec<String>, StoreError> {
+    let table = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("admin_accounts"))?;
+    let mut names = Vec::new();
+    for item in redb::ReadableTable::iter(&table)? {
+        let (k, _) = item?;
+        names.push(k.value().to_string());
+    }
+    Ok(names)
+}
+
+/// Adds an account with an already-computed hash (hash outside the transaction: it is slow).
+pub fn add(txn: &WriteTransaction, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
+    if ACCOUNTS.get_in_write(txn, name.as_str())?.is_some() {
+        return Err(AccountError::Exists(name.to_string()));
+    }
+    let account =
+        Account { username: name.clone(), password_hash, created_at_ms: now_ms, password_changed_at_ms: now_ms };
+    ACCOUNTS.put(txn, name.as_str(), &account)?;
+    Ok(())
+}
+
+/// Replaces an account's password hash.
+pub fn set_password(
+    txn: &WriteTransaction,
+    name: &Username,
+    password_hash: String,
+    now_ms: i64,
+) -> Result<(), AccountError> {
+    let Some(mut account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
+        return Err(AccountError::NotFound(name.to_string()));
+    };
+    account.password_hash = password_hash;
+    account.password_changed_at_ms = now_ms;
+    ACCOUNTS.put(txn, name.as_str(), &account)?;
+    Ok(())
+}
+
+/// Removes an account, never the last one.
+pub fn remove(txn: &WriteTransaction, name: &Username) -> Result<(), AccountError> {
+    let names = list_in_write(txn)?;
+    if !names.iter().any(|n| n == name.as_str()) {
+        return Err(AccountError::NotFound(name.to_string()));
+    }
+    if names.len() <= 1 {
+        return Err(AccountError::LastAccount(name.to_string()));
+    }
+    ACCOUNTS.delete(txn, name.as_str())?;
+    Ok(())
+}
+
+/// On a store with no account at all, creates `admin` with a random password and writes that
+/// password to `<data_dir>/initial-admin-password` (0600). Returns the file's path when it did.
+pub async fn ensure_initial_admin(
+    store: &Store,
+    data_dir: &Path,
+    now_ms: i64,
+) -> Result<Option<PathBuf>, AccountError> {
+    let data_dir = data_dir.to_path_buf();
+    store
+        .write_with(move |txn| {
+            if !list_in_write(txn)?.is_empty() {
+                return Ok(None);
+            }
+            let password = random_password()?;
+            let hash = hash_password(&password)?;
+            let name = Username::parse(INITIAL_ADMIN)?;
+            add(txn, &name, hash, now_ms)?;
+            let path = data_dir.join(INITIAL_PASSWORD_FILE);
+            // Written before the commit: an account whose password nobody knows would lock the admin out.
+            crate::auth::keys::write_private_file(&path, format!("{password}\n").as_bytes())
+                .map_err(|source| AccountError::File { path: path.clone(), source })?;
+            Ok(Some(path))
+        })
+        .await
+}
+
+/// Deletes the initial-password file once `admin` has a password of its owner's choosing.
+pub fn forget_initial_password(data_dir: &Path) {
+    let _ = std::fs::remove_file(data_dir.join(INITIAL_PASSWORD_FILE));
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn usernames() {
+        assert!(Username::parse("admin").is_ok());
+        assert!(Username::parse("a.b-c_d@e").is_ok());
+        for bad in ["", "a b", "ü", "x/y", &"a".repeat(65)] {
+            assert!(Username::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hashes_are_argon2id_and_verify() {
+        let h = hash_password("correct horse battery").unwrap();
+        assert!(h.starts_with("$argon2id$"), "{h}");
+        assert!(verify_password(&h, "correct horse battery"));
+        assert!(!verify_password(&h, "wrong"));
+        assert!(!verify_password("not a hash", "x"));
+    }
+
+    #[test]
+    fn password_rules() {
+        assert!(check_new_password("short").is_err());
+        assert!(check_new_password(&"x".repeat(MAX_PASSWORD_LEN + 1)).is_err());
+        assert!(check_new_password("twelve chars").is_ok());
+    }
+}

@@ -1,0 +1,427 @@
+//! Console and API sign-in: `POST /api/v1/auth/login` checks a username and password (argon2id,
+//! the same work for unknown users), returns an admin access token and sets it as an
+//! `HttpOnly; SameSite=Strict` cookie (`Secure` under TLS). Cookie-authenticated requests that
+//! change state must echo the session's CSRF token in `X-CSRF-Token`. `logout` revokes the token;
+//! changing a password or removing an account revokes every token issued to it before.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use redb::{ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::accounts::{self, MAX_PASSWORD_LEN, MAX_USERNAME_LEN};
+use super::guard::{ADMIN_PREFIX, AdminCaller, AuthVia};
+use super::throttle::LoginThrottle;
+use crate::App;
+use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::ApiJson;
+use crate::store::{Store, StoreError};
+
+/// The console's session cookie: the access token itself, `HttpOnly`.
+pub const SESSION_COOKIE: &str = "gshare_session";
+/// A readable copy of the session's CSRF token, for the console to echo (double submit).
+pub const CSRF_COOKIE: &str = "gshare_csrf";
+/// The header cookie-authenticated state-changing requests must carry.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// Password checks running at once; more wait (argon2id takes ~19 MiB and tens of ms each).
+const CONCURRENT_HASHES: usize = 4;
+
+/// jti -> exp of tokens ended by logout.
+const REVOKED: TableDefinition<'static, &'static str, i64> = TableDefinition::new("auth_revoked_tokens");
+/// username -> unix seconds before which its tokens are refused (password change, removal).
+const NOT_BEFORE: TableDefinition<'static, &'static str, i64> = TableDefinition::new("auth_tokens_not_before");
+
+/// Sign-in state shared by the login routes and the `AdminCaller` guard.
+pub struct SignIn {
+    pub throttle: LoginThrottle,
+    revoked: RwLock<HashMap<String, i64>>,
+    not_before: RwLock<HashMap<String, i64>>,
+    /// A hash of a random password, verified against for unknown usernames (same timing).
+    dummy_hash: String,
+    hashing: tokio::sync::Semaphore,
+    secure_cookies: bool,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for SignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIn").field("throttle", &self.throttle).finish_non_exhaustive()
+    }
+}
+
+impl SignIn {
+    /// Loads revocations (dropping expired ones) and prepares the timing decoy. Blocking parts run
+    /// on the blocking pool.
+    pub async fn open(config: &Config, store: &Store, clock: &Clock) -> Result<Self, StoreError> {
+        let now = clock.now();
+        let (revoked, not_before) = store
+            .write(move |txn| {
+                let mut revoked = HashMap::new();
+                {
+                    let mut t = txn.open_table(REVOKED)?;
+                    let mut dead = Vec::new();
+                    for item in t.iter()? {
+                        let (k, v) = item?;
+                        if v.value() + super::tokens::LEEWAY_S < now {
+                            dead.push(k.value().to_string());
+                        } else {
+                            revoked.insert(k.value().to_string(), v.value());
+                        }
+                    }
+                    for k in dead {
+                        t.remove(k.as_str())?;
+                    }
+                }
+                let mut not_before = HashMap::new();
+                let t = txn.open_table(NOT_BEFORE)?;
+                for item in t.iter()? {
+                    let (k, v) = item?;
+                    not_before.insert(k.value().to_string(), v.value());
+                }
+                Ok((revoked, not_before))
+            })
+            .await?;
+        let dummy_hash = tokio::task::spawn_blocking(|| {
+            accounts::random_password().and_then(|p| accounts::hash_password(&p)).unwrap_or_default()
+        })
+        .await
+        .map_err(|e| StoreError::Join(e.to_string()))?;
+        Ok(Self {
+            throttle: LoginThrottle::new(config.login_max_failures, config.login_failure_window),
+            revoked: RwLock::new(revoked),
+            not_before: RwLock::new(not_before),
+            dummy_hash,
+            hashing: tokio::sync::Semaphore::new(CONCURRENT_HASHES),
+            secure_cookies: config.tls_enabled(),
+            ttl: config.login_ttl,
+        })
+    }
+
+    /// Is a verified admin token still good (not logged out, not older than a password change)?
+    pub fn is_current(&self, username: &str, jti: Option<&str>, iat: Option<i64>) -> bool {
+        if let Some(jti) = jti
+            && read(&self.revoked).contains_key(jti)
+        {
+            return false;
+        }
+        match read(&self.not_before).get(username) {
+            Some(nb) => iat.is_some_and(|iat| iat >= *nb),
+            None => true,
+        }
+    }
+
+    /// Ends one token (logout): remembered until it would have expired anyway.
+    pub async fn revoke(&self, store: &Store, jti: &str, exp: i64) -> Result<(), StoreError> {
+        write(&self.revoked).insert(jti.to_string(), exp);
+        let jti = jti.to_string();
+        store
+            .write(move |txn| {
+                txn.open_table(REVOKED)?.insert(jti.as_str(), exp)?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Refuses every token issued to `username` before `now` (password changed, account removed).
+    pub async fn revoke_all_before(&self, store: &Store, username: &str, now: i64) -> Result<(), StoreError> {
+        write(&self.not_before).insert(username.to_string(), now);
+        let name = username.to_string();
+        store.write(move |txn| set_not_before(txn, &name, now)).await
+    }
+
+    pub fn secure_cookies(&self) -> bool {
+        self.secure_cookies
+    }
+}
+
+/// The same, inside a caller's transaction (the offline CLI; a running server reads it at start).
+pub fn set_not_before(txn: &redb::WriteTransaction, username: &str, now: i64) -> Result<(), StoreError> {
+    txn.open_table(NOT_BEFORE)?.insert(username, now)?;
+    Ok(())
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The CSRF token bound to a session: derived from the token's `jti`, which only the holder of
+/// the (HttpOnly) cookie can read, so another site can neither read nor forge it.
+pub fn csrf_token_for(jti: &str) -> String {
+    let digest = Sha256::digest(format!("gshare-csrf\0{jti}").as_bytes());
+    URL_SAFE_NO_PAD.encode(&digest[..24])
+}
+
+/// A cookie's value from all `Cookie` header lines; the first occurrence wins.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim().trim_matches('"'))
+        .filter(|v| !v.is_empty())
+}
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(login)).routes(routes!(logout)).routes(routes!(me))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    /// 1-64 characters.
+    pub username: String,
+    /// 1-1024 bytes.
+    pub password: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LoginResponse {
+    /// Admin JWT (`aud=gshare-api`), also set as the `gshare_session` cookie.
+    pub access_token: String,
+    /// `Bearer`
+    pub token_type: &'static str,
+    /// Seconds until the token expires.
+    pub expires_in: u64,
+    pub expires_at: String,
+    pub username: String,
+    /// Echo it in `X-CSRF-Token` on cookie-authenticated POST/PUT/PATCH/DELETE.
+    pub csrf_token: String,
+}
+
+fn cookie_header(name: &str, value: &str, max_age: u64, http_only: bool, secure: bool) -> HeaderValue {
+    let mut c = format!("{name}={value}; Path=/; Max-Age={max_age}; SameSite=Strict");
+    if http_only {
+        c.push_str("; HttpOnly");
+    }
+    if secure {
+        c.push_str("; Secure");
+    }
+    HeaderValue::from_str(&c).unwrap_or_else(|_| HeaderValue::from_static("gshare_invalid=; Max-Age=0"))
+}
+
+fn too_many(retry_after_s: u64, scope: &str) -> ApiError {
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many failed logins; try again later")
+        .with_details(serde_json::json!({ "retry_after_s": retry_after_s, "scope": scope }))
+        .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_s))
+}
+
+fn invalid_credentials() -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "invalid_credentials", "wrong username or password")
+}
+
+/// Sign in with a username and password.
+///
+/// Returns an admin access token and sets it as an `HttpOnly; SameSite=Strict` cookie for the
+/// console. Wrong credentials take as long for an unknown user as for a wrong password. After
+/// `login_max_failures` failures from one client address within `login_failure_window`, or
+/// repeated failures for one username, the answer is 429 with `Retry-After`.
+#[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", request_body = LoginRequest,
+    responses(
+        (status = 200, body = LoginResponse, description = "signed in; `Set-Cookie: gshare_session=…; HttpOnly; SameSite=Strict` and `gshare_csrf`"),
+        (status = 400, body = ErrorBody, description = "body is not JSON"),
+        (status = 401, body = ErrorBody, description = "`invalid_credentials`"),
+        (status = 413, body = ErrorBody, description = "body over 1 MiB"),
+        (status = 422, body = ErrorBody, description = "empty or over-long username or password"),
+        (status = 429, body = ErrorBody, description = "`rate_limited`, with `Retry-After`")))]
+async fn login(
+    State(app): State<Arc<App>>,
+    meta: RequestMeta,
+    ApiJson(body): ApiJson<LoginRequest>,
+) -> Result<Response, ApiError> {
+    let typed = crate::audit::truncate(body.username.clone());
+    let audit = |result: AuditResult, reason: &str| {
+        AuditEntry::new(&meta, "anonymous", "auth.login", result)
+            .target(typed.clone())
+            .details(serde_json::json!({ "reason": reason }))
+    };
+    let mut errors = Vec::new();
+    if body.username.is_empty() || body.username.len() > MAX_USERNAME_LEN {
+        errors.push(crate::http::error::FieldError::new(
+            &["body", "username"],
+            format!("must have 1-{MAX_USERNAME_LEN} characters"),
+            "length",
+        ));
+    }
+    if body.password.is_empty() || body.password.len() > MAX_PASSWORD_LEN {
+        errors.push(crate::http::error::FieldError::new(
+            &["body", "password"],
+            format!("must have 1-{MAX_PASSWORD_LEN} bytes"),
+            "length",
+        ));
+    }
+    if !errors.is_empty() {
+        crate::audit::record(&app, audit(AuditResult::Failure, "invalid_input")).await;
+        return Err(ApiError::validation(errors));
+    }
+    let signin = &app.signin;
+    let attempt = match signin.throttle.begin(meta.client_addr, &body.username, app.clock.now_ms()) {
+        Ok(a) => a,
+        Err(limited) => {
+            crate::audit::record(&app, audit(AuditResult::Denied, &format!("throttled_{}", limited.scope))).await;
+            return Err(too_many(limited.retry_after_s, limited.scope));
+        }
+    };
+    let ok = check_password(&app, &body.username, body.password).await?;
+    if !ok {
+        crate::audit::record(&app, audit(AuditResult::Failure, "invalid_credentials")).await;
+        return Err(invalid_credentials());
+    }
+    signin.throttle.succeeded(attempt);
+    let username = body.username;
+    let token = app.auth.api.mint(&format!("{ADMIN_PREFIX}{username}"), signin.ttl).map_err(ApiError::internal)?;
+    let claims = app.auth.api.verify(&token).map_err(ApiError::internal)?;
+    let csrf = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
+    crate::audit::record(
+        &app,
+        AuditEntry::new(&meta, format!("{ADMIN_PREFIX}{username}"), "auth.login", AuditResult::Success)
+            .target(username.clone()),
+    )
+    .await;
+    let ttl_s = signin.ttl.as_secs();
+    let body = LoginResponse {
+        access_token: token.clone(),
+        token_type: "Bearer",
+        expires_in: ttl_s,
+        expires_at: crate::clock::rfc3339_ms(claims.exp * 1000),
+        username,
+        csrf_token: csrf.clone(),
+    };
+    let mut res = axum::Json(body).into_response();
+    let secure = signin.secure_cookies();
+    let h = res.headers_mut();
+    h.append(header::SET_COOKIE, cookie_header(SESSION_COOKIE, &token, ttl_s, true, secure));
+    h.append(header::SET_COOKIE, cookie_header(CSRF_COOKIE, &csrf, ttl_s, false, secure));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(res)
+}
+
+/// Verifies off the executor, at most [`CONCURRENT_HASHES`] at once; unknown users are checked
+/// against a decoy hash so they take the same time.
+async fn check_password(app: &Arc<App>, username: &str, password: String) -> Result<bool, ApiError> {
+    let _permit = app.signin.hashing.acquire().await.map_err(ApiError::internal)?;
+    let name = username.to_string();
+    let account = app.store.read(move |txn| accounts::get(txn, &name)).await?;
+    let (hash, known) = match account {
+        Some(a) => (a.password_hash, true),
+        None => (app.signin.dummy_hash.clone(), false),
+    };
+    let matched = tokio::task::spawn_blocking(move || accounts::verify_password(&hash, &password))
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(known && matched)
+}
+
+/// Sign out: the token (cookie or bearer) stops working at once and the cookies are cleared.
+/// Always 204, also without a valid session.
+#[utoipa::path(post, path = "/api/v1/auth/logout", tag = "auth",
+    responses(
+        (status = 204, description = "signed out; cookies cleared"),
+        (status = 403, body = ErrorBody, description = "cookie session without a valid `X-CSRF-Token`")))]
+async fn logout(
+    State(app): State<Arc<App>>,
+    meta: RequestMeta,
+    caller: Result<AdminCaller, ApiError>,
+) -> Result<Response, ApiError> {
+    match caller {
+        Ok(caller) => {
+            if let Some(jti) = &caller.token_id {
+                app.signin.revoke(&app.store, jti, caller.expires_at).await?;
+            }
+            crate::audit::record(
+                &app,
+                AuditEntry::new(&meta, caller.actor(), "auth.logout", AuditResult::Success)
+                    .target(caller.username.clone()),
+            )
+            .await;
+        }
+        Err(e) if e.code == "csrf_failed" => return Err(e),
+        Err(_) => {}
+    }
+    let secure = app.signin.secure_cookies();
+    let mut res = StatusCode::NO_CONTENT.into_response();
+    let h = res.headers_mut();
+    h.append(header::SET_COOKIE, cookie_header(SESSION_COOKIE, "", 0, true, secure));
+    h.append(header::SET_COOKIE, cookie_header(CSRF_COOKIE, "", 0, false, secure));
+    Ok(res)
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Me {
+    pub username: String,
+    /// `cookie` or `bearer`.
+    pub auth: &'static str,
+    pub expires_at: String,
+    /// Whether an account with this name exists (CLI-minted tokens may name any admin).
+    pub account: bool,
+    /// For cookie sessions: the value to send in `X-CSRF-Token`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csrf_token: Option<String>,
+}
+
+/// Who am I: the signed-in admin, how the request was authenticated, and (for cookie sessions)
+/// the CSRF token to echo.
+#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth",
+    responses(
+        (status = 200, body = Me),
+        (status = 401, body = ErrorBody, description = "no, expired, forged or revoked credentials"),
+        (status = 403, body = ErrorBody, description = "an operator token")))]
+async fn me(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axum::Json<Me>, ApiError> {
+    let name = caller.username.clone();
+    let account = app.store.read(move |txn| accounts::get(txn, &name)).await?.is_some();
+    Ok(axum::Json(Me {
+        username: caller.username.clone(),
+        auth: match caller.via {
+            AuthVia::Cookie => "cookie",
+            AuthVia::Bearer => "bearer",
+        },
+        expires_at: crate::clock::rfc3339_ms(caller.expires_at * 1000),
+        account,
+        csrf_token: match caller.via {
+            AuthVia::Cookie => caller.token_id.as_deref().map(csrf_token_for),
+            AuthVia::Bearer => None,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn cookies_across_lines() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, "a=1; gshare_session=tok".parse().unwrap());
+        h.append(header::COOKIE, "gshare_session=second".parse().unwrap());
+        assert_eq!(cookie(&h, SESSION_COOKIE), Some("tok"));
+        assert_eq!(cookie(&h, "a"), Some("1"));
+        assert_eq!(cookie(&h, "missing"), None);
+    }
+
+    #[test]
+    fn csrf_is_bound_to_the_session() {
+        assert_ne!(csrf_token_for("a"), csrf_token_for("b"));
+        assert_eq!(csrf_token_for("a"), csrf_token_for("a"));
+    }
+}
