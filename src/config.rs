@@ -189,6 +189,7 @@ impl Config {
             None => SocketAddr::from(([127, 0, 0, 1], 8080)),
         };
 
+        let public_url_defaulted = layer.pick("public_url", None).is_none() && f.public_url.is_none();
         let public_url = match layer.pick("public_url", f.public_url) {
             Some(r) => {
                 let url = r.value.trim_end_matches('/').to_string();
@@ -200,6 +201,7 @@ impl Config {
                 }
                 url
             }
+            // Becomes https:// below when TLS is configured.
             None => format!("http://{listen}"),
         };
 
@@ -341,6 +343,8 @@ impl Config {
             (None, Some(_)) => return Err(ConfigError::invalid("tls_cert", "tls_key is set, so tls_cert must be too")),
             _ => {}
         }
+        let public_url =
+            if public_url_defaulted && tls_cert.is_some() { format!("https://{listen}") } else { public_url };
         let tls_redirect_listen = match layer.pick("tls_redirect_listen", f.tls_redirect_listen) {
             Some(r) if r.value.is_empty() => None,
             Some(r) => {
@@ -603,6 +607,26 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:9100");
         assert_eq!(c.trusted_proxy_hops, 2);
         assert_eq!(c.session_domain.as_deref(), Some("s.example.com"));
+    }
+
+    #[test]
+    fn tls_and_sign_in_keys() {
+        let e = from("tls_cert = \"/c.pem\"\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("tls_key"), "{e}");
+        let e = from("", &[("GSHARE_TLS_KEY", "/k.pem")]).unwrap_err().to_string();
+        assert!(e.starts_with("tls_cert"), "{e}");
+        let e = from("tls_redirect_listen = \"0.0.0.0:80\"\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("tls_redirect_listen"), "{e}");
+        let c = from("tls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n", &[]).unwrap();
+        assert!(c.tls_enabled());
+        assert_eq!(c.public_url, "https://127.0.0.1:8080");
+        let e = from("", &[("GSHARE_TRUSTED_PROXIES", "10.0.0.0/8, nope")]).unwrap_err().to_string();
+        assert!(e.starts_with("GSHARE_TRUSTED_PROXIES") && e.contains("nope"), "{e}");
+        let c = from("trusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\"]\n", &[]).unwrap();
+        assert_eq!(c.trusted_proxies.len(), 2);
+        let e = from("login_max_failures = 0\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("login_max_failures"), "{e}");
+        assert_eq!(from("", &[]).unwrap().login_ttl, Duration::from_secs(3600));
     }
 
     #[test]

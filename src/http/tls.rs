@@ -249,7 +249,11 @@ impl ResolvesServerCert for CertReloader {
 
 /// The router of the plain-HTTP listener that only redirects to HTTPS (308, method kept).
 pub fn redirect_router(public_url: &str, https_port: u16) -> axum::Router {
-    let base = public_url.strip_prefix("https://").map(|rest| format!("https://{rest}"));
+    // A configured https:// public URL wins; the default one may name port 0 or 0.0.0.0.
+    let base = public_url
+        .strip_prefix("https://")
+        .filter(|rest| !rest.ends_with(":0") && !rest.starts_with("0.0.0.0") && !rest.starts_with("[::]"))
+        .map(|rest| format!("https://{rest}"));
     axum::Router::new().fallback(move |req: axum::extract::Request| {
         let base = base.clone();
         async move {

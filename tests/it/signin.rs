@@ -139,20 +139,20 @@ async fn revocation_survives_a_restart() {
     // Same data dir, new process state: wait for the old store handle to close by retrying the open.
     let config =
         gshare::config::Config::for_data_dir(&dir.path().join("data"), &[("GSHARE_LISTEN", "127.0.0.1:0")]).unwrap();
-    let mut server = None;
-    for _ in 0..200 {
-        match gshare::RunningServer::start(config.clone(), gshare::clock::Clock::system()).await {
-            Ok(s) => {
-                server = Some(s);
-                break;
+    // The old server's tasks release the state file as they wind down; retry the open until then.
+    let server = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match gshare::RunningServer::start(config.clone(), gshare::clock::Clock::system()).await {
+                Ok(s) => return s,
+                Err(gshare::StartError::Store(gshare::store::StoreError::AlreadyOpen { .. })) => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("{e}"),
             }
-            Err(gshare::StartError::Store(gshare::store::StoreError::AlreadyOpen { .. })) => {
-                tokio::task::yield_now().await
-            }
-            Err(e) => panic!("{e}"),
         }
-    }
-    let server = server.expect("restarted");
+    })
+    .await
+    .expect("the old server released the state file");
     let res = reqwest::Client::new()
         .get(format!("{}/api/v1/auth/me", server.base_url()))
         .bearer_auth(&token)
