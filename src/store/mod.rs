@@ -326,6 +326,8 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     const THINGS: JsonTable<serde_json::Value> = JsonTable::new("things");
