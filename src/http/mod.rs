@@ -1,14 +1,12 @@
 //! Router assembly: each domain contributes its routes; this module only puts them together and
 //! wraps them in the shared layers (request context, body limit, panic guard).
 
-pub mod client_addr;
 pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod middleware;
 pub mod server;
 pub mod system;
-pub mod tls;
 
 use std::sync::Arc;
 
@@ -28,7 +26,6 @@ use error::ApiError;
     tags(
         (name = "system", description = "Process health"),
         (name = "auth", description = "Keys and tokens"),
-        (name = "audit", description = "Who changed what: logins and admin changes"),
     )
 )]
 struct ApiDoc;
@@ -37,12 +34,7 @@ struct ApiDoc;
 pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    OpenApiRouter::with_openapi(doc)
-        .merge(system::routes())
-        .merge(crate::auth::routes::routes())
-        .merge(crate::auth::login::routes())
-        .merge(crate::audit::routes::routes())
-        .split_for_parts()
+    OpenApiRouter::with_openapi(doc).merge(system::routes()).merge(crate::auth::routes::routes()).split_for_parts()
 }
 
 /// The complete application router.
@@ -50,12 +42,12 @@ pub fn router(app: Arc<App>) -> Router {
     let (api, _) = api_routes();
     api.route("/api/openapi.json", get(system::openapi_json))
         .route("/api/docs", get(system::reference_page))
-        .fallback(|| async { ApiError::not_found("no such route") })
+        // The console SPA; it answers the API prefixes with the same JSON 404 as before.
+        .fallback(crate::console::serve)
         .layer(DefaultBodyLimit::max(extract::MAX_JSON_BODY))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))
         }))
         .layer(axum::middleware::from_fn(middleware::request_context))
-        .layer(axum::middleware::from_fn(middleware::security_headers))
         .with_state(app)
 }
