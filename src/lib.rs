@@ -1,6 +1,7 @@
 //! gShare Edge: the gShare GPU-sharing control plane as one binary. This crate is the whole
 //! server; `main.rs` only parses the command line and calls in here.
 
+pub mod audit;
 pub mod auth;
 pub mod clock;
 pub mod clusters;
@@ -29,6 +30,12 @@ pub struct App {
     pub clock: Clock,
     pub openapi_json: Arc<Vec<u8>>,
     pub reference_html: Arc<String>,
+    /// Sign-in: login throttling and ended sessions (see `auth::login`).
+    pub signin: auth::login::SignIn,
+    /// The audit log's writer (see `audit::record`).
+    pub audit: audit::AuditLog,
+    /// The live TLS certificate when serving HTTPS.
+    pub tls: Option<Arc<http::tls::CertReloader>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +46,8 @@ pub enum StartError {
     Keys(#[from] auth::keys::KeyError),
     #[error("cannot listen on {addr}: {source}{hint}")]
     Bind { addr: SocketAddr, source: std::io::Error, hint: &'static str },
+    #[error(transparent)]
+    Tls(#[from] http::tls::TlsError),
     #[error("{0}")]
     Other(String),
 }
@@ -61,6 +70,21 @@ impl App {
             .await
             .map_err(|e| StartError::Other(e.to_string()))??
         };
+        if let Some(path) = auth::accounts::ensure_initial_admin(&store, &config.data_dir, clock.now_ms())
+            .await
+            .map_err(|e| StartError::Other(format!("cannot create the first admin account: {e}")))?
+        {
+            tracing::warn!(
+                file = %path.display(),
+                "created the admin account `admin`; its password is in this file (sign in, then change it with `gshare admin set-password`)"
+            );
+        }
+        let signin = auth::login::SignIn::open(&config, &store, &clock).await?;
+        let audit = audit::AuditLog::start(store.clone(), clock.clone());
+        let tls = match (&config.tls_cert, &config.tls_key) {
+            (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),
+            _ => None,
+        };
         let (_, doc) = http::api_routes();
         let doc_json = serde_json::to_value(&doc).map_err(|e| StartError::Other(e.to_string()))?;
         let reference_html = http::docs::reference_html(&doc_json);
@@ -72,6 +96,9 @@ impl App {
             clock,
             openapi_json: Arc::new(openapi_json),
             reference_html: Arc::new(reference_html),
+            signin,
+            audit,
+            tls,
         }))
     }
 }
@@ -80,6 +107,8 @@ impl App {
 /// [`RunningServer::stop`]) begins a graceful stop.
 pub struct RunningServer {
     pub addr: SocketAddr,
+    /// The plain-HTTP listener that redirects to HTTPS, when configured.
+    pub redirect_addr: Option<SocketAddr>,
     pub app: Arc<App>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -102,12 +131,41 @@ impl RunningServer {
         let addr = listener.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
         let (shutdown, mut rx) = watch::channel(false);
         spawn_background(app.clone(), rx.clone());
+        let tls_config = match &app.tls {
+            Some(tls) => {
+                tls.spawn_watcher(rx.clone())?;
+                Some(tls.server_config()?)
+            }
+            None => None,
+        };
+        let redirect_addr = match app.config.tls_redirect_listen {
+            Some(at) => {
+                let l = tokio::net::TcpListener::bind(at).await.map_err(|source| StartError::Bind {
+                    addr: at,
+                    hint: " (tls_redirect_listen)",
+                    source,
+                })?;
+                let bound = l.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
+                let redirect = http::tls::redirect_router(&app.config.public_url, addr.port());
+                let mut stop = rx.clone();
+                let grace = app.config.shutdown_grace;
+                tokio::spawn(async move {
+                    let stopped = async move {
+                        let _ = stop.wait_for(|v| *v).await;
+                    };
+                    http::server::serve(l, redirect, None, stopped, grace).await;
+                });
+                Some(bound)
+            }
+            None => None,
+        };
         let router = http::router(app.clone());
         let grace = app.config.shutdown_grace;
         let task = tokio::spawn(async move {
             http::server::serve(
                 listener,
                 router,
+                tls_config,
                 async move {
                     let _ = rx.wait_for(|v| *v).await;
                 },
@@ -115,11 +173,12 @@ impl RunningServer {
             )
             .await;
         });
-        Ok(Self { addr, app, shutdown, task })
+        Ok(Self { addr, redirect_addr, app, shutdown, task })
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.app.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Stops accepting, lets in-flight requests finish, and waits for the server task.
@@ -153,7 +212,18 @@ fn spawn_background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             let auth = app.auth.clone();
             match tokio::task::spawn_blocking(move || auth.internal.reload_if_changed()).await {
                 Ok(Ok(true)) => {
-                    tracing::info!(signing_kid = ?app.auth.internal.signing_kid(), "internal JWT key ring reloaded")
+                    let kid = app.auth.internal.signing_kid();
+                    tracing::info!(signing_kid = ?kid, "internal JWT key ring reloaded");
+                    // `gshare keys rotate|prune` ran beside the server: record what it changed.
+                    audit::record(
+                        &app,
+                        audit::AuditEntry::system("cli", "keys.reload", audit::AuditResult::Success)
+                            .target(kid.unwrap_or_default())
+                            .details(serde_json::json!({
+                                "keys": app.auth.internal.keys().iter().map(|k| &k.kid).collect::<Vec<_>>()
+                            })),
+                    )
+                    .await;
                 }
                 Ok(Ok(false)) => {}
                 Ok(Err(e)) => {

@@ -1,12 +1,14 @@
 //! Router assembly: each domain contributes its routes; this module only puts them together and
 //! wraps them in the shared layers (request context, body limit, panic guard).
 
+pub mod client_addr;
 pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod middleware;
 pub mod server;
 pub mod system;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -26,6 +28,7 @@ use error::ApiError;
     tags(
         (name = "system", description = "Process health"),
         (name = "auth", description = "Keys and tokens"),
+        (name = "audit", description = "Who changed what: logins and admin changes"),
     )
 )]
 struct ApiDoc;
@@ -34,7 +37,12 @@ struct ApiDoc;
 pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    OpenApiRouter::with_openapi(doc).merge(system::routes()).merge(crate::auth::routes::routes()).split_for_parts()
+    OpenApiRouter::with_openapi(doc)
+        .merge(system::routes())
+        .merge(crate::auth::routes::routes())
+        .merge(crate::auth::login::routes())
+        .merge(crate::audit::routes::routes())
+        .split_for_parts()
 }
 
 /// The complete application router.
@@ -49,5 +57,6 @@ pub fn router(app: Arc<App>) -> Router {
             axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))
         }))
         .layer(axum::middleware::from_fn(middleware::request_context))
+        .layer(axum::middleware::from_fn(middleware::security_headers))
         .with_state(app)
 }
