@@ -22,22 +22,25 @@ export function setUnauthenticatedHandler(f: () => void) {
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
+/** The session's CSRF token as the server handed it over (login and /auth/me answers). */
+let csrfToken = "";
+export function setCsrfToken(token: string | null | undefined) {
+  csrfToken = token ?? "";
+}
+
 /**
- * CSRF protection for cookie-authenticated state-changing requests, in one place. The server asks
- * for a custom header a cross-site form cannot send; when it also hands out a double-submit cookie
- * (readable by script, name containing "csrf"), its value is echoed back.
+ * CSRF protection for cookie-authenticated state-changing requests, in one place: the server
+ * (issue 6) wants the session's token echoed in `X-CSRF-Token`; it is also readable from the
+ * double-submit cookie `gshare_csrf`, which wins because it follows the current session.
  */
 export function csrfHeaders(method: string, cookie = typeof document === "undefined" ? "" : document.cookie): Record<string, string> {
   if (SAFE_METHODS.has(method.toUpperCase())) return {};
-  const headers: Record<string, string> = { "X-Requested-With": "gshare-console" };
+  let token = csrfToken;
   for (const part of cookie.split(";")) {
     const [k, ...v] = part.trim().split("=");
-    if (k && /csrf/i.test(k) && v.length) {
-      headers["X-CSRF-Token"] = decodeURIComponent(v.join("="));
-      break;
-    }
+    if (k === "gshare_csrf" && v.length) token = decodeURIComponent(v.join("="));
   }
-  return headers;
+  return token ? { "X-CSRF-Token": token } : {};
 }
 
 export interface RequestOptions {

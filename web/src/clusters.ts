@@ -66,6 +66,7 @@ export interface ConnectionTest {
   cluster_id: string;
   status: ClusterStatus;
   checks: Check[];
+  last_error?: ProbeError | null;
   latency_ms?: number;
   checked_at?: string;
 }

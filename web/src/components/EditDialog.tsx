@@ -172,6 +172,15 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
                 {test.latency_ms != null && <span> · {test.latency_ms} ms</span>}
                 {test.checked_at && <span class="muted"> · {formatTime(test.checked_at)}</span>}
               </p>
+              {test.last_error && (
+                <div class="error probe" role="alert">
+                  <strong>
+                    Failed at stage <code class="stage">{test.last_error.stage}</code>
+                  </strong>
+                  <p class="cause">{test.last_error.cause}</p>
+                  {test.last_error.hint && <p class="hint">Hint: {test.last_error.hint}</p>}
+                </div>
+              )}
               <Checks checks={test.checks ?? []} />
             </>
           )}

@@ -1,0 +1,43 @@
+import { fireEvent, render, screen, waitFor } from "@testing-library/preact";
+import { App } from "./app";
+import { cluster, page, stubFetch } from "./test/fetch";
+
+describe("App", () => {
+  beforeEach(() => history.replaceState(null, "", "/"));
+
+  it("signs in, shows the account, and signs out", async () => {
+    let signedIn = false;
+    const calls = stubFetch({
+      "GET /api/v1/auth/me": () => (signedIn ? { body: { username: "admin", auth: "cookie", csrf_token: "c1" } } : { status: 401, body: { error: { code: "unauthenticated", message: "no", details: {} } } }),
+      "POST /api/v1/auth/login": (c) => {
+        const b = c.body as { username: string; password: string };
+        if (b.password !== "pw") return { status: 401, body: { error: { code: "invalid_credentials", message: "wrong username or password", details: {} } } };
+        signedIn = true;
+        return { body: { username: "admin", csrf_token: "c1", access_token: "t", token_type: "Bearer", expires_in: 3600, expires_at: "" } };
+      },
+      "POST /api/v1/auth/logout": () => ({ status: 204 }),
+      "GET /api/v1/clusters": () => ({ body: page([cluster()]) }),
+    });
+    render(<App />);
+    const password = await screen.findByLabelText("Password");
+    fireEvent.input(password, { target: { value: "nope" } });
+    fireEvent.click(screen.getByRole("button", { name: "Sign in" }));
+    await screen.findByText("Wrong username or password.");
+    fireEvent.input(password, { target: { value: "pw" } });
+    fireEvent.click(screen.getByRole("button", { name: "Sign in" }));
+    await screen.findByText("gpu-a");
+    expect(location.pathname).toBe("/clusters");
+    expect(screen.getByText("admin")).toBeTruthy();
+    fireEvent.click(screen.getByRole("button", { name: "Sign out" }));
+    await screen.findByLabelText("Password");
+    const logout = calls.find((c) => c.path === "/api/v1/auth/logout");
+    expect(logout?.headers["X-CSRF-Token"]).toBe("c1");
+  });
+
+  it("says plainly when a page's API does not exist yet", async () => {
+    history.replaceState(null, "", "/sessions");
+    stubFetch({ "GET /api/v1/auth/me": () => ({ body: { username: "admin" } }) });
+    render(<App />);
+    await waitFor(() => expect(screen.getByRole("status").textContent).toContain("arrives with the sessions issue"));
+  });
+});

@@ -1,0 +1,98 @@
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
+import { ClustersPage } from "./Clusters";
+import { cluster, page, stubFetch } from "../test/fetch";
+
+const two = () => [
+  cluster(),
+  cluster({
+    id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+    name: "gpu-b",
+    session_domain: null,
+    effective_session_domain: "console.example",
+    status: "unreachable",
+    last_error: { stage: "connect", cause: "connection refused", hint: "is the API server up?" },
+    heartbeat_age_s: 900,
+  }),
+];
+
+describe("ClustersPage", () => {
+  it("shows seed 004's columns, the unset-domain warning, probe errors and stale heartbeats", async () => {
+    stubFetch({ "GET /api/v1/clusters": () => ({ body: page(two()) }) });
+    const { container } = render(<ClustersPage />);
+    await screen.findByText("gpu-b");
+    const headers = Array.from(container.querySelectorAll("thead th")).map((th) => th.textContent);
+    expect(headers.slice(0, 6)).toEqual(["Cluster", "API address", "Session domain", "State", "Nodes / GPUs / sessions", "Heartbeat"]);
+    const rowB = container.querySelector('[data-cluster-id="clu_01JBBBBBBBBBBBBBBBBBBBBBBB"]') as HTMLElement;
+    expect(within(rowB).getByRole("img", { name: /session domain not set/ })).toBeTruthy();
+    expect(rowB.textContent).toContain("connect");
+    expect(rowB.textContent).toContain("connection refused");
+    expect(rowB.querySelector(".heartbeat.stale")).toBeTruthy();
+    const rowA = container.querySelector('[data-cluster-id="clu_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
+    expect(within(rowA).queryByRole("img", { name: /session domain not set/ })).toBeNull();
+    expect(rowA.textContent).toContain("4 / 32 / 3");
+    expect(rowA.querySelector(".heartbeat.stale")).toBeNull();
+    expect(screen.getByText(/2 clusters · 8 nodes · 64 GPUs · 6 running sessions/)).toBeTruthy();
+  });
+
+  it("warns about an unset domain only in a multi-cluster install", async () => {
+    stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ session_domain: null })]) }) });
+    render(<ClustersPage />);
+    await screen.findByText("gpu-a");
+    expect(screen.queryByRole("img", { name: /session domain not set/ })).toBeNull();
+  });
+
+  it("follows pagination", async () => {
+    const many = Array.from({ length: 150 }, (_, i) => cluster({ id: `clu_${String(i).padStart(26, "0")}`, name: `c-${i}` }));
+    const calls = stubFetch({
+      "GET /api/v1/clusters": (c) => {
+        const p = Number(new URL(c.path, "http://x").searchParams.get("page"));
+        return { body: { data: many.slice((p - 1) * 100, p * 100), pagination: { page: p, size: 100, total: 150, total_pages: 2 } } };
+      },
+    });
+    const { container } = render(<ClustersPage />);
+    await screen.findByText("c-149");
+    expect(container.querySelectorAll("tr.cluster-row").length).toBe(150);
+    expect(calls.map((c) => c.path)).toEqual(["/api/v1/clusters?page=1&size=100", "/api/v1/clusters?page=2&size=100"]);
+  });
+
+  it("expands a row into its nodes and cordons one", async () => {
+    let cordoned = false;
+    const calls = stubFetch({
+      "GET /api/v1/clusters": () => ({ body: page([cluster()]) }),
+      "GET /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA/nodes": () => ({
+        body: [
+          {
+            name: "gpu-node-0",
+            ready: true,
+            schedulable: !cordoned,
+            cordoned,
+            gpus: [
+              { uuid: "GPU-1", model: "NVIDIA A100", memory_mb: 81920 },
+              { uuid: "GPU-2", model: "NVIDIA A100", memory_mb: 81920 },
+            ],
+            last_seen: new Date().toISOString(),
+          },
+        ],
+      }),
+      "POST /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA/nodes/gpu-node-0/cordon": () => {
+        cordoned = true;
+        return { status: 204 };
+      },
+    });
+    render(<ClustersPage />);
+    const toggle = await screen.findByRole("button", { name: "Show nodes of gpu-a" });
+    fireEvent.click(toggle);
+    await screen.findByText("gpu-node-0");
+    expect(screen.getByText("2 × NVIDIA A100 · 80 GiB")).toBeTruthy();
+    expect(screen.getByRole("button", { name: "Hide nodes of gpu-a" }).getAttribute("aria-expanded")).toBe("true");
+    fireEvent.click(screen.getByRole("button", { name: "Cordon gpu-node-0" }));
+    await screen.findByRole("button", { name: "Uncordon gpu-node-0" });
+    expect(calls.some((c) => c.method === "POST" && c.path.endsWith("/cordon"))).toBe(true);
+  });
+
+  it("shows an error when the list cannot load", async () => {
+    stubFetch({ "GET /api/v1/clusters": () => ({ status: 500, body: { error: { code: "internal", message: "boom", details: {} } } }) });
+    render(<ClustersPage />);
+    await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("Cannot load clusters"));
+  });
+});
