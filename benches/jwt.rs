@@ -1,6 +1,8 @@
 //! RS256 verification of an operator token: the full check versus a verified-token cache hit.
 //! Run: `cargo bench --bench jwt`.
 
+#![allow(clippy::expect_used)]
+
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -1,6 +1,9 @@
 //! gShare Edge: the gShare GPU-sharing control plane as one binary. This crate is the whole
 //! server; `main.rs` only parses the command line and calls in here.
 
+// Tests may unwrap; server code may not (see [lints] in Cargo.toml).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod audit;
 pub mod auth;
 pub mod clock;
@@ -8,6 +11,7 @@ pub mod clusters;
 pub mod config;
 pub mod console;
 pub mod http;
+pub mod sessions;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -36,6 +40,9 @@ pub struct App {
     pub audit: audit::AuditLog,
     /// The live TLS certificate when serving HTTPS.
     pub tls: Option<Arc<http::tls::CertReloader>>,
+    pub clusters: Arc<clusters::Clusters>,
+    /// `Idempotency-Key`s whose first request is still running.
+    pub idempotency: http::idempotency::InFlight,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +96,7 @@ impl App {
         let doc_json = serde_json::to_value(&doc).map_err(|e| StartError::Other(e.to_string()))?;
         let reference_html = http::docs::reference_html(&doc_json);
         let openapi_json = serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
+        let clusters = Arc::new(clusters::Clusters::new(store.clone(), config.clone(), clock.clone()));
         Ok(Arc::new(Self {
             config,
             store,
@@ -99,6 +107,8 @@ impl App {
             signin,
             audit,
             tls,
+            clusters,
+            idempotency: Default::default(),
         }))
     }
 }
@@ -131,6 +141,8 @@ impl RunningServer {
         let addr = listener.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
         let (shutdown, mut rx) = watch::channel(false);
         spawn_background(app.clone(), rx.clone());
+        clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
+        spawn_cluster_upkeep(app.clone(), rx.clone());
         let tls_config = match &app.tls {
             Some(tls) => {
                 tls.spawn_watcher(rx.clone())?;
@@ -196,6 +208,47 @@ impl RunningServer {
     pub fn stopper(&self) -> watch::Sender<bool> {
         self.shutdown.clone()
     }
+}
+
+/// Bootstraps `clu_local` if asked, re-probes every cluster every `probe_interval`, and expires
+/// idempotency keys.
+fn spawn_cluster_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        if app.config.bootstrap_local_cluster
+            && let Err(e) = app.clusters.bootstrap_local().await
+        {
+            tracing::error!(error = %e, "cannot bootstrap the local cluster clu_local");
+        }
+        let mut tick = tokio::time::interval(app.config.probe_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.wait_for(|v| *v) => return,
+            }
+            match app.clusters.live_ids().await {
+                Ok(ids) => {
+                    // A few at a time: one slow cluster must not hold up the others.
+                    use futures::StreamExt;
+                    futures::stream::iter(ids)
+                        .for_each_concurrent(8, |id| {
+                            let app = app.clone();
+                            async move {
+                                if let Err(e) = app.clusters.reprobe(&id).await {
+                                    tracing::warn!(cluster_id = %id, error = %e, "background probe failed");
+                                }
+                            }
+                        })
+                        .await;
+                }
+                Err(e) => tracing::error!(error = %e, "cannot list clusters for the background probe"),
+            }
+            if let Err(e) = http::idempotency::sweep(&app.store, &app.clock).await {
+                tracing::warn!(error = %e, "cannot expire idempotency keys");
+            }
+        }
+    });
 }
 
 /// Periodic upkeep that lives as long as the server.

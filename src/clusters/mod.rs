@@ -1,5 +1,13 @@
-//! Clusters: their ids now; registry, probe, kubeconfig files and routes arrive with the clusters issue.
+//! Clusters: ids, the registry (probe, kubeconfig files, client cache), the directory watcher,
+//! and the `/api/v1/clusters` routes.
 
 mod id;
+pub mod kubeconfig;
+pub mod model;
+pub mod probe;
+pub mod registry;
+pub mod routes;
+pub mod watcher;
 
-pub use id::{ClusterId, ClusterIdError};
+pub use id::{ClusterId, ClusterIdError, LOCAL};
+pub use registry::{ClusterError, ClusterEvent, Clusters};

@@ -5,6 +5,7 @@ pub mod client_addr;
 pub mod docs;
 pub mod error;
 pub mod extract;
+pub mod idempotency;
 pub mod middleware;
 pub mod server;
 pub mod system;
@@ -29,6 +30,7 @@ use error::ApiError;
         (name = "system", description = "Process health"),
         (name = "auth", description = "Keys and tokens"),
         (name = "audit", description = "Who changed what: logins and admin changes"),
+        (name = "clusters", description = "GPU clusters: registration, probe, inventory"),
     )
 )]
 struct ApiDoc;
@@ -42,6 +44,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::auth::routes::routes())
         .merge(crate::auth::login::routes())
         .merge(crate::audit::routes::routes())
+        .merge(crate::clusters::routes::routes())
         .split_for_parts()
 }
 

@@ -147,7 +147,7 @@ async fn openapi_and_reference_page() {
 #[tokio::test]
 async fn errors_are_json_envelopes() {
     let s = TestServer::start().await;
-    expect_error(s.get("/nope").await, 404, "not_found").await;
+    expect_error(s.get("/api/nope").await, 404, "not_found").await;
     let res = s.client.post(s.url("/healthz")).send().await.unwrap();
     expect_error(res, 405, "method_not_allowed").await;
     // A 1 MB Authorization header: refused cleanly, and the server keeps serving.
@@ -156,7 +156,7 @@ async fn errors_are_json_envelopes() {
     expect_error(res, 431, "headers_too_large").await;
     assert_eq!(s.get("/healthz").await.status(), 200);
     // A caller's request id is echoed.
-    let res = s.client.get(s.url("/nope")).header("x-request-id", "trace-123").send().await.unwrap();
+    let res = s.client.get(s.url("/api/nope")).header("x-request-id", "trace-123").send().await.unwrap();
     let body = expect_error(res, 404, "not_found").await;
     assert_eq!(body["error"]["request_id"], "trace-123");
     s.stop().await;

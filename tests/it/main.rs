@@ -1,6 +1,9 @@
 //! The one integration-test binary: every module below shares one link.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod audit;
+mod clusters;
 mod fake_kube;
 mod foundation;
 mod signin;

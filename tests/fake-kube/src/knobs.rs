@@ -114,7 +114,7 @@ impl Knobs {
         self.store.delete("node.k8s.io", "v1", "runtimeclasses", None, name).is_some()
     }
 
-    /// Removes HAMi's annotations from every node; returns how many nodes changed.
+    /// Removes HAMi from every node (its annotations and the gpumem resource); returns how many nodes changed.
     pub fn strip_hami(&self) -> usize {
         let mut changed = 0;
         for node in self.store.list("", "v1", "nodes", None) {
@@ -128,6 +128,12 @@ impl Knobs {
                 self.store.update("", "v1", "nodes", None, name, |n| {
                     if let Some(a) = n["metadata"]["annotations"].as_object_mut() {
                         a.retain(|k, _| !k.starts_with("hami.io/"));
+                    }
+                    // Without HAMi there is no gpumem extended resource either.
+                    for field in ["capacity", "allocatable"] {
+                        if let Some(r) = n["status"][field].as_object_mut() {
+                            r.remove("nvidia.com/gpumem");
+                        }
                     }
                 });
                 changed += 1;

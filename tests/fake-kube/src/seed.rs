@@ -75,11 +75,16 @@ pub(crate) fn node(spec: &ClusterSpec, cluster_uid: &str, index: usize) -> Value
                "lastHeartbeatTime": now, "lastTransitionTime": now})
     };
     let resources = |cpu: &str, memory: &str| {
-        json!({
+        let mut r = json!({
             "cpu": cpu, "memory": memory, "pods": "110",
             "ephemeral-storage": "1921208588Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
-            "nvidia.com/gpu": gpus, "nvidia.com/gpumem": gpumem,
-        })
+            "nvidia.com/gpu": gpus,
+        });
+        // Only a HAMi node advertises the gpumem extended resource.
+        if spec.hami {
+            r["nvidia.com/gpumem"] = json!(gpumem);
+        }
+        r
     };
     json!({
         "apiVersion": "v1",

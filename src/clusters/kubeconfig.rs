@@ -1,0 +1,385 @@
+//! Kubeconfigs: decoding and checking what an admin submits, writing it to
+//! `<kubeconfig_dir>/<id>/kubeconfig` (0600 in a 0700 directory, atomically), and reading it back
+//! into a `kube::Client`. Kubeconfig content never reaches the database, logs or API answers.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use sha2::{Digest, Sha256};
+
+use super::ClusterId;
+
+/// Largest kubeconfig accepted (decoded).
+pub const MAX_KUBECONFIG_BYTES: usize = 512 * 1024;
+
+/// Why a kubeconfig was refused, with what to do about it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{cause}")]
+pub struct KubeconfigProblem {
+    pub cause: String,
+    pub hint: String,
+}
+
+fn problem(cause: impl Into<String>, hint: impl Into<String>) -> KubeconfigProblem {
+    KubeconfigProblem { cause: cause.into(), hint: hint.into() }
+}
+
+/// A parsed kubeconfig with the facts the probe needs.
+#[derive(Clone)]
+pub struct CheckedKubeconfig {
+    pub config: Kubeconfig,
+    /// The YAML text as submitted (what gets written to disk).
+    pub text: String,
+    pub context: String,
+    pub server: String,
+    /// `token`, `client-certificate`, `basic`, `exec:<cmd>`, `auth-provider:<name>`, `none`.
+    pub auth_kind: String,
+    pub hash: String,
+}
+
+impl std::fmt::Debug for CheckedKubeconfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedKubeconfig")
+            .field("context", &self.context)
+            .field("server", &self.server)
+            .field("auth_kind", &self.auth_kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decodes `kubeconfig_b64` (standard or URL-safe alphabet, padding and whitespace tolerated).
+pub fn decode_b64(b64: &str) -> Result<String, KubeconfigProblem> {
+    let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    if compact.is_empty() {
+        return Err(problem(
+            "kubeconfig_b64 is empty",
+            "send the kubeconfig file base64-encoded: base64 -w0 <kubeconfig",
+        ));
+    }
+    let trimmed = compact.trim_end_matches('=');
+    let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(trimmed)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(trimmed))
+        .map_err(|e| {
+            problem(format!("kubeconfig_b64 is not base64 ({e})"), "encode the file with base64 -w0 <kubeconfig")
+        })?;
+    if bytes.len() > MAX_KUBECONFIG_BYTES {
+        return Err(problem(
+            format!("the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes"),
+            "send a kubeconfig with only the one cluster, user and context needed",
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| problem("the decoded kubeconfig is not UTF-8 text", "send the kubeconfig YAML file itself"))
+}
+
+/// Where a kubeconfig came from: the API must be self-contained; files on disk may refer to
+/// paths relative to themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Submitted,
+    File,
+}
+
+/// Parses and checks a kubeconfig: YAML, a current context that resolves, and an auth method we
+/// support without running commands (unless `exec_allow` names them).
+pub fn check(text: &str, origin: Origin, exec_allow: &[String]) -> Result<CheckedKubeconfig, KubeconfigProblem> {
+    if text.trim().is_empty() {
+        return Err(problem("the kubeconfig is empty", "send the kubeconfig YAML file itself"));
+    }
+    let config = Kubeconfig::from_yaml(text).map_err(|e| {
+        problem(
+            format!("the kubeconfig is not valid kubeconfig YAML: {}", first_line(&e.to_string())),
+            "check the file with kubectl --kubeconfig <file> config view",
+        )
+    })?;
+    let context = match &config.current_context {
+        Some(c) if !c.is_empty() => c.clone(),
+        _ if config.contexts.len() == 1 => config.contexts[0].name.clone(),
+        _ if config.contexts.is_empty() => {
+            return Err(problem(
+                "the kubeconfig has no contexts",
+                "a kubeconfig needs a cluster, a user and a context joining them",
+            ));
+        }
+        _ => {
+            return Err(problem(
+                "the kubeconfig has several contexts and no current-context",
+                "set one with kubectl --kubeconfig <file> config use-context <name>",
+            ));
+        }
+    };
+    let ctx = config.contexts.iter().find(|c| c.name == context).and_then(|c| c.context.clone()).ok_or_else(|| {
+        problem(format!("current-context `{context}` is not defined"), "fix current-context or add the context")
+    })?;
+    let cluster =
+        config.clusters.iter().find(|c| c.name == ctx.cluster).and_then(|c| c.cluster.clone()).ok_or_else(|| {
+            problem(
+                format!("context `{context}` names cluster `{}`, which is not defined", ctx.cluster),
+                "add the cluster entry",
+            )
+        })?;
+    let server = cluster.server.clone().filter(|s| !s.is_empty()).ok_or_else(|| {
+        problem(format!("cluster `{}` has no server address", ctx.cluster), "set clusters[].cluster.server")
+    })?;
+    parse_server(&server)?;
+    let user = match &ctx.user {
+        Some(u) => {
+            config.auth_infos.iter().find(|a| &a.name == u).and_then(|a| a.auth_info.clone()).ok_or_else(|| {
+                problem(format!("context `{context}` names user `{u}`, which is not defined"), "add the user entry")
+            })?
+        }
+        None => Default::default(),
+    };
+    let auth_kind = if let Some(exec) = &user.exec {
+        let cmd = exec.command.clone().unwrap_or_default();
+        let base = Path::new(&cmd).file_name().and_then(|n| n.to_str()).unwrap_or(&cmd).to_string();
+        if !exec_allow.iter().any(|a| a == &cmd || a == &base) {
+            return Err(problem(
+                format!("the user runs the command `{base}` for credentials (exec), which gshare refuses"),
+                "use a token or client certificate (e.g. a ServiceAccount token), or allow the command in kubeconfig_exec_allow",
+            ));
+        }
+        format!("exec:{base}")
+    } else if let Some(ap) = &user.auth_provider {
+        if !exec_allow.iter().any(|a| a == &ap.name) {
+            return Err(problem(
+                format!("the user uses the auth-provider `{}`, which gshare refuses", ap.name),
+                "use a token or client certificate, or allow the provider in kubeconfig_exec_allow",
+            ));
+        }
+        format!("auth-provider:{}", ap.name)
+    } else if user.token.is_some() || user.token_file.is_some() {
+        "token".into()
+    } else if user.client_certificate_data.is_some() || user.client_certificate.is_some() {
+        if user.client_key_data.is_none() && user.client_key.is_none() {
+            return Err(problem("the user has a client certificate but no client key", "add client-key-data"));
+        }
+        "client-certificate".into()
+    } else if user.username.is_some() && user.password.is_some() {
+        "basic".into()
+    } else {
+        return Err(problem(
+            "the user has no credentials (no token, client certificate or password)",
+            "add a ServiceAccount token or client-certificate-data/client-key-data",
+        ));
+    };
+    if origin == Origin::Submitted {
+        let file_refs = [
+            ("certificate-authority", cluster.certificate_authority.is_some()),
+            ("client-certificate", user.client_certificate.is_some()),
+            ("client-key", user.client_key.is_some()),
+            ("tokenFile", user.token_file.is_some()),
+        ];
+        if let Some((field, _)) = file_refs.iter().find(|(_, present)| *present) {
+            return Err(problem(
+                format!("the kubeconfig refers to a file ({field}) on this server instead of embedding it"),
+                "embed the data: kubectl config view --minify --flatten --raw > kubeconfig",
+            ));
+        }
+    }
+    let hash = content_hash(text.as_bytes());
+    Ok(CheckedKubeconfig { config, text: text.to_string(), context, server, auth_kind, hash })
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").chars().take(300).collect()
+}
+
+/// SHA-256 of kubeconfig bytes, hex: detects real changes on disk.
+pub fn content_hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Host and port of an API server URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddr {
+    pub scheme: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl ServerAddr {
+    /// Loopback names an admin copies from a kubeadm `admin.conf` by mistake.
+    pub fn is_loopback(&self) -> bool {
+        let h = self.host.trim_matches(|c| c == '[' || c == ']');
+        h.eq_ignore_ascii_case("localhost") || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+pub fn parse_server(server: &str) -> Result<ServerAddr, KubeconfigProblem> {
+    let bad = || problem(format!("`{server}` is not an API server URL"), "use https://<host>:<port>");
+    let uri: axum::http::Uri = server.parse().map_err(|_| bad())?;
+    let scheme = uri.scheme_str().ok_or_else(bad)?.to_ascii_lowercase();
+    if scheme != "https" && scheme != "http" {
+        return Err(bad());
+    }
+    let host = uri.host().filter(|h| !h.is_empty()).ok_or_else(bad)?.to_string();
+    let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+    Ok(ServerAddr { scheme, host, port })
+}
+
+/// Builds a client from a checked kubeconfig. `api_server` overrides the kubeconfig's server.
+pub async fn client_for(
+    kc: &CheckedKubeconfig,
+    api_server: Option<&str>,
+    timeout: Duration,
+) -> Result<kube::Client, KubeconfigProblem> {
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kc.config.clone(),
+        &KubeConfigOptions { context: Some(kc.context.clone()), ..Default::default() },
+    )
+    .await
+    .map_err(|e| {
+        problem(
+            format!("the kubeconfig cannot be used: {}", first_line(&e.to_string())),
+            "check certificate-authority-data and the user's credentials",
+        )
+    })?;
+    if let Some(server) = api_server {
+        config.cluster_url = server
+            .parse()
+            .map_err(|_| problem(format!("`{server}` is not an API server URL"), "use https://<host>:<port>"))?;
+    }
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    kube::Client::try_from(config).map_err(|e| {
+        problem(
+            format!("cannot build a client: {}", first_line(&e.to_string())),
+            "check the TLS settings of the kubeconfig",
+        )
+    })
+}
+
+/// The directory holding one cluster's kubeconfig.
+pub fn cluster_dir(root: &Path, id: &ClusterId) -> PathBuf {
+    root.join(id.as_str())
+}
+
+pub fn kubeconfig_path(root: &Path, id: &ClusterId) -> PathBuf {
+    cluster_dir(root, id).join("kubeconfig")
+}
+
+/// Writes `<root>/<id>/kubeconfig` atomically with private permissions.
+pub fn write_file(root: &Path, id: &ClusterId, text: &str) -> std::io::Result<PathBuf> {
+    crate::auth::keys::create_private_dir(root).map_err(std::io::Error::other)?;
+    let dir = cluster_dir(root, id);
+    crate::auth::keys::create_private_dir(&dir).map_err(std::io::Error::other)?;
+    let path = dir.join("kubeconfig");
+    crate::auth::keys::write_private_file(&path, text.as_bytes())?;
+    Ok(path)
+}
+
+/// Removes a cluster's kubeconfig directory (unregister, or cleanup after a failed registration).
+pub fn remove_dir(root: &Path, id: &ClusterId) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(cluster_dir(root, id)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Reads `<root>/<id>/kubeconfig`, refusing a symlink chain that leaves `root`.
+pub fn read_file(root: &Path, id: &ClusterId) -> Result<Option<(String, PathBuf)>, KubeconfigProblem> {
+    let path = kubeconfig_path(root, id);
+    let real = match std::fs::canonicalize(&path) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(problem(format!("cannot read {}: {e}", path.display()), "check the file's permissions")),
+    };
+    let root_real = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    if !real.starts_with(&root_real) {
+        return Err(problem(
+            format!("{} points outside {} (to {})", path.display(), root.display(), real.display()),
+            "place the kubeconfig itself in the directory; symlinks must stay inside it",
+        ));
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| problem(format!("cannot read {}: {e}", path.display()), ""))?;
+    if meta.len() as usize > MAX_KUBECONFIG_BYTES {
+        return Err(problem(format!("{} is larger than {MAX_KUBECONFIG_BYTES} bytes", path.display()), ""));
+    }
+    let text = std::fs::read_to_string(&real).map_err(|e| {
+        problem(format!("cannot read {}: {e}", path.display()), "the file must be UTF-8 kubeconfig YAML")
+    })?;
+    Ok(Some((text, path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://10.0.0.1:6443\n    certificate-authority-data: AAAA\nusers:\n- name: u\n  user:\n    token: abc\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\ncurrent-context: ctx\n";
+
+    #[test]
+    fn good_kubeconfig_passes() {
+        let kc = check(GOOD, Origin::Submitted, &[]).unwrap();
+        assert_eq!(kc.context, "ctx");
+        assert_eq!(kc.server, "https://10.0.0.1:6443");
+        assert_eq!(kc.auth_kind, "token");
+        assert!(!format!("{kc:?}").contains("abc"));
+    }
+
+    #[test]
+    fn base64_variants() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        assert_eq!(decode_b64(&STANDARD.encode(GOOD)).unwrap(), GOOD);
+        assert_eq!(decode_b64(&URL_SAFE_NO_PAD.encode(GOOD)).unwrap(), GOOD);
+        let wrapped: String =
+            STANDARD.encode(GOOD).as_bytes().chunks(76).map(|c| format!("{}\n", String::from_utf8_lossy(c))).collect();
+        assert_eq!(decode_b64(&wrapped).unwrap(), GOOD);
+        assert!(decode_b64("!!!not base64!!!").is_err());
+        assert!(decode_b64("").is_err());
+        assert!(decode_b64(&STANDARD.encode([0xff, 0xfe, 0x00])).is_err());
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(check("", Origin::Submitted, &[]).unwrap_err().cause.contains("empty"));
+        assert!(check(": : not yaml [", Origin::Submitted, &[]).unwrap_err().cause.contains("YAML"));
+        let no_ctx = "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n";
+        assert!(check(no_ctx, Origin::Submitted, &[]).unwrap_err().cause.contains("no contexts"));
+        let exec = GOOD.replace("    token: abc\n", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /usr/bin/aws\n      args: [eks, get-token]\n");
+        let e = check(&exec, Origin::Submitted, &[]).unwrap_err();
+        assert!(e.cause.contains("exec") && e.cause.contains("aws"), "{e}");
+        assert_eq!(check(&exec, Origin::Submitted, &["aws".into()]).unwrap().auth_kind, "exec:aws");
+        let ap = GOOD.replace("    token: abc\n", "    auth-provider:\n      name: gcp\n");
+        assert!(check(&ap, Origin::Submitted, &[]).unwrap_err().cause.contains("auth-provider"));
+        let file_ref = GOOD.replace("certificate-authority-data: AAAA", "certificate-authority: /etc/ssl/ca.pem");
+        assert!(check(&file_ref, Origin::Submitted, &[]).unwrap_err().cause.contains("certificate-authority"));
+        assert!(check(&file_ref, Origin::File, &[]).is_ok());
+        let no_creds = GOOD.replace("    token: abc\n", "    {}\n");
+        assert!(check(&no_creds, Origin::Submitted, &[]).is_err());
+    }
+
+    #[test]
+    fn loopback_detection() {
+        for s in ["https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"] {
+            assert!(parse_server(s).unwrap().is_loopback(), "{s}");
+        }
+        assert!(!parse_server("https://10.1.2.3:6443").unwrap().is_loopback());
+        assert_eq!(parse_server("https://k8s.example.com").unwrap().port, 443);
+        assert!(parse_server("ftp://x").is_err());
+    }
+
+    #[test]
+    fn files_are_private_and_symlinks_stay_inside() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("clusters");
+        let id = ClusterId::mint();
+        let path = write_file(&root, &id, GOOD).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(read_file(&root, &id).unwrap().unwrap().0, GOOD);
+        // A symlink out of the directory is refused.
+        let outside = tmp.path().join("outside");
+        std::fs::write(&outside, GOOD).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        assert!(read_file(&root, &id).unwrap_err().cause.contains("outside"));
+        remove_dir(&root, &id).unwrap();
+        assert!(read_file(&root, &id).unwrap().is_none());
+    }
+}

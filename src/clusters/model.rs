@@ -1,0 +1,241 @@
+//! What the store keeps about clusters and their nodes and GPUs, and the views the API returns.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::store::JsonTable;
+
+/// `clu_…` -> cluster (soft-deleted rows stay, so history keeps the name).
+pub const CLUSTERS: JsonTable<ClusterRecord> = JsonTable::new("clusters");
+/// `<cluster_id>/<node name>` -> node.
+pub const NODES: JsonTable<NodeRecord> = JsonTable::new("nodes");
+/// `<cluster_id>/<gpu uuid>` -> GPU device.
+pub const GPUS: JsonTable<GpuRecord> = JsonTable::new("gpu_devices");
+/// `<cluster_id>/<storage class>` -> storage pool (filled by volume sync).
+pub const POOLS: JsonTable<serde_json::Value> = JsonTable::new("storage_pools");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Primary,
+    Standby,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterStatus {
+    /// Registered (or bootstrapped), not probed yet.
+    Pending,
+    Connected,
+    /// Reachable, but a check failed, a node is NotReady, or the operator fell silent.
+    Degraded,
+    Unreachable,
+    /// Unregistered; kept for history only.
+    Deleted,
+}
+
+impl ClusterStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Connected => "connected",
+            Self::Degraded => "degraded",
+            Self::Unreachable => "unreachable",
+            Self::Deleted => "deleted",
+        }
+    }
+}
+
+/// One probe check, as shown in the API and the console.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// The failing stage and cause of the last probe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProbeError {
+    pub stage: String,
+    pub cause: String,
+    #[serde(default)]
+    pub hint: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterRecord {
+    pub id: String,
+    pub name: String,
+    pub role: Role,
+    /// The API server the control plane uses (kubeconfig's server unless overridden).
+    pub api_server: String,
+    /// Whether `api_server` overrides the kubeconfig's server address.
+    #[serde(default)]
+    pub api_server_override: bool,
+    pub session_domain: Option<String>,
+    pub status: ClusterStatus,
+    pub checks: Vec<Check>,
+    pub last_error: Option<ProbeError>,
+    pub kube_system_uid: String,
+    /// Where the credentials are: `file:<id>/kubeconfig` under the kubeconfig dir, or `incluster`.
+    pub kubeconfig_ref: String,
+    pub kubernetes_version: Option<String>,
+    pub registered_at: i64,
+    pub last_checked_at: Option<i64>,
+    pub heartbeat_at: Option<i64>,
+    pub deleted_at: Option<i64>,
+    pub node_count: u64,
+    pub gpu_count: u64,
+    pub vram_total_mb: u64,
+    pub running_sessions: u64,
+}
+
+impl ClusterRecord {
+    pub fn is_live(&self) -> bool {
+        self.deleted_at.is_none()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub cluster_id: String,
+    pub name: String,
+    pub ready: bool,
+    /// False when cordoned (by us or by `kubectl cordon`).
+    pub schedulable: bool,
+    /// Cordoned through gShare (the operator applies it and marks the node `gshare.io/cordoned`).
+    #[serde(default)]
+    pub cordoned: bool,
+    #[serde(default)]
+    pub decommissioning: bool,
+    #[serde(default)]
+    pub offline: bool,
+    pub role: Option<String>,
+    pub cpu: Option<f64>,
+    pub mem_gb: Option<f64>,
+    pub disk_gb: Option<f64>,
+    #[serde(default)]
+    pub lossless_capable: bool,
+    pub last_seen: Option<i64>,
+    pub gpu_count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GpuRecord {
+    pub cluster_id: String,
+    pub node: String,
+    pub uuid: String,
+    pub model: String,
+    /// `fractional`, `exclusive` or `mig`.
+    pub mode: String,
+    pub total_mem_mb: u64,
+    pub used_mem_mb: u64,
+    pub total_cores: u64,
+    pub used_cores: u64,
+    /// `ready` or `notready`.
+    pub status: String,
+}
+
+/// A cluster as `GET /api/v1/clusters` lists it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ClusterView {
+    pub id: String,
+    pub name: String,
+    pub role: Role,
+    pub api_server: String,
+    /// The cluster's own session domain, if set.
+    pub session_domain: Option<String>,
+    /// What session URLs use: the cluster's domain, else the server-wide default.
+    pub effective_session_domain: Option<String>,
+    pub status: ClusterStatus,
+    pub last_error: Option<ProbeError>,
+    pub node_count: u64,
+    pub gpu_count: u64,
+    pub running_sessions: u64,
+    pub heartbeat_at: Option<String>,
+    pub heartbeat_age_s: Option<i64>,
+    pub registered_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeSummary {
+    pub total: u64,
+    pub ready: u64,
+    pub cordoned: u64,
+    pub offline: u64,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GpuSummary {
+    pub device_total: u64,
+    pub vram_total_mb: u64,
+}
+
+/// `GET /api/v1/clusters/{id}` and the 201 of a registration.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ClusterDetail {
+    #[serde(flatten)]
+    pub cluster: ClusterView,
+    pub checks: Vec<Check>,
+    pub nodes: NodeSummary,
+    pub gpu: GpuSummary,
+    pub kubernetes_version: Option<String>,
+    pub last_checked_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GpuView {
+    pub uuid: String,
+    pub model: String,
+    pub mode: String,
+    pub memory_mb: u64,
+    pub status: String,
+}
+
+/// A row of `GET /api/v1/clusters/{id}/nodes`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeView {
+    pub name: String,
+    pub ready: bool,
+    pub schedulable: bool,
+    pub cordoned: bool,
+    pub decommissioning: bool,
+    pub offline: bool,
+    pub role: Option<String>,
+    pub gpus: Vec<GpuView>,
+    pub last_seen: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Pagination {
+    pub page: u64,
+    pub size: u64,
+    pub total: u64,
+    pub total_pages: u64,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ClusterPage {
+    pub data: Vec<ClusterView>,
+    pub pagination: Pagination,
+}
+
+/// `POST /api/v1/clusters/{id}/connection-test`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ConnectionTest {
+    pub cluster_id: String,
+    pub status: ClusterStatus,
+    pub checks: Vec<Check>,
+    pub last_error: Option<ProbeError>,
+    pub latency_ms: u64,
+    pub checked_at: String,
+}
+
+/// A directory in the kubeconfig dir that no registered cluster claims.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UnclaimedDir {
+    pub name: String,
+    pub reason: String,
+    pub first_seen_at: String,
+}

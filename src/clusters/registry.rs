@@ -1,0 +1,917 @@
+//! The cluster registry: register (probe, mint id, write kubeconfig, seed inventory), list, show,
+//! edit, probe again, unregister; plus the per-cluster client cache that every later feature
+//! (session apply, operator attach) reaches clusters through.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+use tokio::sync::broadcast;
+
+use super::ClusterId;
+use super::kubeconfig::{self, CheckedKubeconfig, KubeconfigProblem, Origin, ServerAddr};
+use super::model::*;
+use super::probe::{self, ProbeOutcome, ProbedNode};
+use crate::clock::{Clock, rfc3339_ms};
+use crate::config::Config;
+use crate::sessions::{ALLOCATIONS, SESSIONS};
+use crate::store::{Store, StoreError};
+
+/// Longest cluster name.
+pub const MAX_NAME: usize = 80;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("{field}: {message}")]
+    Invalid { field: &'static str, message: String, kind: &'static str },
+    #[error("probe failed at {}: {}", .0.failure.as_ref().map(|f| f.stage.as_str()).unwrap_or("?"), .0.failure.as_ref().map(|f| f.cause.as_str()).unwrap_or("?"))]
+    ProbeFailed(Box<ProbeOutcome>),
+    #[error("a registered cluster already has this {field} ({value})")]
+    Conflict { field: &'static str, value: String, existing: String },
+    #[error("no cluster {0}")]
+    NotFound(String),
+    #[error("cluster {id} still has {} live sessions and {} open allocations", sessions.len(), allocations.len())]
+    InUse { id: String, sessions: Vec<String>, allocations: Vec<String> },
+    #[error("{0}")]
+    OtherCluster(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// What changed, for whoever waits on it (the console's live view, tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterEvent {
+    Probed { id: String, status: ClusterStatus },
+    ClientRebuilt { id: String, hash: String },
+    KubeconfigMissing { id: String },
+    Unclaimed { name: String },
+}
+
+/// A cached client: rebuilt only when the kubeconfig's content (hash) or api_server changes.
+#[derive(Clone)]
+pub struct Conn {
+    pub hash: String,
+    pub api_server: String,
+    pub server: ServerAddr,
+    pub client: kube::Client,
+}
+
+/// `POST /api/v1/clusters`. Unknown fields are ignored, as upstream does.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+pub struct RegisterRequest {
+    /// Display name, 1–80 characters, unique among live clusters.
+    pub name: String,
+    pub role: Role,
+    /// The kubeconfig file, base64-encoded (`base64 -w0 kubeconfig`); credentials must be embedded.
+    pub kubeconfig_b64: String,
+    /// Host for this cluster's session URLs; empty = the server-wide default.
+    #[serde(default)]
+    pub session_domain: Option<String>,
+    /// API server URL to use instead of the kubeconfig's `server`.
+    #[serde(default)]
+    pub api_server: Option<String>,
+}
+
+/// `PATCH /api/v1/clusters/{id}`: only the fields sent change; unknown fields are refused.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchRequest {
+    pub name: Option<String>,
+    pub role: Option<Role>,
+    pub api_server: Option<String>,
+    /// `""` clears the cluster's own domain.
+    pub session_domain: Option<String>,
+    /// New credentials for the same cluster (same kube-system UID, probe passes).
+    pub kubeconfig_b64: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub page: u64,
+    pub size: u64,
+    pub role: Option<Role>,
+    pub status: Option<ClusterStatus>,
+}
+
+pub struct Clusters {
+    store: Store,
+    config: Arc<Config>,
+    clock: Clock,
+    conns: Mutex<HashMap<String, Conn>>,
+    unclaimed: Mutex<BTreeMap<String, UnclaimedDir>>,
+    missing_logged: Mutex<std::collections::HashSet<String>>,
+    /// Registrations between writing the file and committing the row: the watcher leaves them be.
+    registering: Mutex<std::collections::HashSet<String>>,
+    events: broadcast::Sender<ClusterEvent>,
+}
+
+impl std::fmt::Debug for Clusters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clusters").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Validates a display name: 1–80 characters, no control characters, trimmed.
+pub fn check_name(name: &str) -> Result<String, ClusterError> {
+    let name = name.trim();
+    let invalid = |message: &str| ClusterError::Invalid { field: "name", message: message.into(), kind: "value_error" };
+    if name.is_empty() {
+        return Err(invalid("must not be empty"));
+    }
+    if name.chars().count() > MAX_NAME {
+        return Err(invalid("must be at most 80 characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(invalid("must not contain control characters"));
+    }
+    Ok(name.to_string())
+}
+
+fn check_domain(v: Option<&str>) -> Result<Option<String>, ClusterError> {
+    match v.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(d) => crate::config::validate_hostname(d).map(Some).map_err(|message| ClusterError::Invalid {
+            field: "session_domain",
+            message,
+            kind: "value_error",
+        }),
+    }
+}
+
+fn check_api_server(v: Option<&str>) -> Result<Option<String>, ClusterError> {
+    match v.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(s) => {
+            kubeconfig::parse_server(s).map_err(|p| ClusterError::Invalid {
+                field: "api_server",
+                message: p.cause,
+                kind: "value_error",
+            })?;
+            Ok(Some(s.trim_end_matches('/').to_string()))
+        }
+    }
+}
+
+fn kubeconfig_failure(p: KubeconfigProblem) -> ClusterError {
+    ClusterError::ProbeFailed(Box::new(ProbeOutcome::failed_early(
+        "kubeconfig",
+        p.cause,
+        p.hint,
+        ClusterStatus::Unreachable,
+    )))
+}
+
+impl Clusters {
+    pub fn new(store: Store, config: Arc<Config>, clock: Clock) -> Self {
+        let (events, _) = broadcast::channel(256);
+        Self {
+            store,
+            config,
+            clock,
+            conns: Mutex::new(HashMap::new()),
+            unclaimed: Mutex::new(BTreeMap::new()),
+            missing_logged: Mutex::new(Default::default()),
+            registering: Mutex::new(Default::default()),
+            events,
+        }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<ClusterEvent> {
+        self.events.subscribe()
+    }
+
+    fn emit(&self, e: ClusterEvent) {
+        let _ = self.events.send(e);
+    }
+
+    pub fn kubeconfig_dir(&self) -> PathBuf {
+        self.config.cluster_kubeconfig_dir.clone()
+    }
+
+    /// The cached client of a cluster, if it has one.
+    pub fn conn(&self, id: &ClusterId) -> Option<Conn> {
+        lock(&self.conns).get(id.as_str()).cloned()
+    }
+
+    pub fn is_registering(&self, id: &str) -> bool {
+        lock(&self.registering).contains(id)
+    }
+
+    // ----- registration -----
+
+    pub async fn register(&self, req: RegisterRequest) -> Result<ClusterDetail, ClusterError> {
+        let name = check_name(&req.name)?;
+        let session_domain = check_domain(req.session_domain.as_deref())?;
+        let api_override = check_api_server(req.api_server.as_deref())?;
+        // Cheap conflicts first, as upstream does: a taken name needs no probe.
+        self.ensure_unique(&name, None, None, None).await?;
+
+        let text = kubeconfig::decode_b64(&req.kubeconfig_b64).map_err(kubeconfig_failure)?;
+        let kc = kubeconfig::check(&text, Origin::Submitted, &self.config.kubeconfig_exec_allow)
+            .map_err(kubeconfig_failure)?;
+        let api_server = api_override.clone().unwrap_or_else(|| kc.server.trim_end_matches('/').to_string());
+        let (outcome, conn) = self.probe_kubeconfig(&kc, api_override.as_deref()).await;
+        if !outcome.passed() {
+            return Err(ClusterError::ProbeFailed(Box::new(outcome)));
+        }
+        let uid = outcome.kube_system_uid.clone().unwrap_or_default();
+        self.ensure_unique(&name, Some(&uid), Some(&api_server), None).await?;
+
+        let id = ClusterId::mint();
+        lock(&self.registering).insert(id.to_string());
+        let result = self
+            .commit_registration(&id, name, req.role, api_server, api_override.is_some(), session_domain, &kc, &outcome)
+            .await;
+        match result {
+            Ok(detail) => {
+                if let Some(conn) = conn {
+                    lock(&self.conns).insert(id.to_string(), conn);
+                }
+                lock(&self.registering).remove(id.as_str());
+                tracing::info!(cluster_id = %id, name = %detail.cluster.name, status = detail.cluster.status.as_str(), "cluster registered");
+                Ok(detail)
+            }
+            Err(e) => {
+                let _ = kubeconfig::remove_dir(&self.kubeconfig_dir(), &id);
+                lock(&self.registering).remove(id.as_str());
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_registration(
+        &self,
+        id: &ClusterId,
+        name: String,
+        role: Role,
+        api_server: String,
+        api_server_override: bool,
+        session_domain: Option<String>,
+        kc: &CheckedKubeconfig,
+        outcome: &ProbeOutcome,
+    ) -> Result<ClusterDetail, ClusterError> {
+        let dir = self.kubeconfig_dir();
+        let (id2, text) = (id.clone(), kc.text.clone());
+        tokio::task::spawn_blocking(move || kubeconfig::write_file(&dir, &id2, &text))
+            .await
+            .map_err(|e| ClusterError::Io(e.to_string()))?
+            .map_err(|e| ClusterError::Io(format!("cannot write the kubeconfig file: {e}")))?;
+        let now = self.clock.now_ms();
+        let nodes = outcome.nodes.clone().unwrap_or_default();
+        let mut record = ClusterRecord {
+            id: id.to_string(),
+            name,
+            role,
+            api_server,
+            api_server_override,
+            session_domain,
+            status: outcome.status,
+            checks: outcome.checks.clone(),
+            last_error: outcome.failure.clone(),
+            kube_system_uid: outcome.kube_system_uid.clone().unwrap_or_default(),
+            kubeconfig_ref: format!("file:{id}/kubeconfig"),
+            kubernetes_version: outcome.version.clone(),
+            registered_at: now,
+            last_checked_at: Some(now),
+            heartbeat_at: None,
+            deleted_at: None,
+            node_count: 0,
+            gpu_count: 0,
+            vram_total_mb: 0,
+            running_sessions: 0,
+        };
+        let record = self
+            .store
+            .write(move |txn| {
+                // Uniqueness is decided inside the write transaction: redb serialises writers,
+                // so two registrations of one cluster cannot both pass.
+                for (_, other) in CLUSTERS.list_in_write(txn)? {
+                    if let Some(e) = conflict_with(
+                        &other,
+                        &record.name,
+                        Some(&record.kube_system_uid),
+                        Some(&record.api_server),
+                        None,
+                    ) {
+                        return Ok(Err(e));
+                    }
+                }
+                seed_inventory(txn, &mut record, &nodes, now)?;
+                CLUSTERS.put(txn, &record.id, &record)?;
+                Ok(Ok(record))
+            })
+            .await??;
+        self.detail_of(record).await
+    }
+
+    /// Checks name / identity / address against live clusters (`except` = the cluster being edited).
+    async fn ensure_unique(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+        api_server: Option<&str>,
+        except: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        let all = self.store.read(|txn| CLUSTERS.list(txn)).await?;
+        for (_, other) in all {
+            if let Some(e) = conflict_with(&other, name, uid, api_server, except) {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds a client from a kubeconfig and probes it.
+    async fn probe_kubeconfig(&self, kc: &CheckedKubeconfig, api_server: Option<&str>) -> (ProbeOutcome, Option<Conn>) {
+        let server_url = api_server.map(str::to_string).unwrap_or_else(|| kc.server.clone());
+        let server = match kubeconfig::parse_server(&server_url) {
+            Ok(s) => s,
+            Err(p) => {
+                return (ProbeOutcome::failed_early("kubeconfig", p.cause, p.hint, ClusterStatus::Unreachable), None);
+            }
+        };
+        let client = match kubeconfig::client_for(kc, api_server, self.config.probe_timeout).await {
+            Ok(c) => c,
+            Err(p) => {
+                return (ProbeOutcome::failed_early("kubeconfig", p.cause, p.hint, ClusterStatus::Unreachable), None);
+            }
+        };
+        let outcome = probe::probe(&client, &server, self.config.probe_timeout).await;
+        let conn =
+            Conn { hash: kc.hash.clone(), api_server: server_url.trim_end_matches('/').to_string(), server, client };
+        (outcome, Some(conn))
+    }
+
+    // ----- reading -----
+
+    async fn live_record(&self, id: &ClusterId) -> Result<ClusterRecord, ClusterError> {
+        let key = id.to_string();
+        let rec = self.store.read(move |txn| CLUSTERS.get(txn, &key)).await?;
+        rec.filter(ClusterRecord::is_live).ok_or_else(|| ClusterError::NotFound(id.to_string()))
+    }
+
+    pub fn view(&self, r: &ClusterRecord) -> ClusterView {
+        let now = self.clock.now_ms();
+        ClusterView {
+            id: r.id.clone(),
+            name: r.name.clone(),
+            role: r.role,
+            api_server: r.api_server.clone(),
+            session_domain: r.session_domain.clone(),
+            effective_session_domain: r.session_domain.clone().or_else(|| self.config.session_domain.clone()),
+            status: r.status,
+            last_error: r.last_error.clone(),
+            node_count: r.node_count,
+            gpu_count: r.gpu_count,
+            running_sessions: r.running_sessions,
+            heartbeat_at: r.heartbeat_at.map(rfc3339_ms),
+            heartbeat_age_s: r.heartbeat_at.map(|h| ((now - h) / 1000).max(0)),
+            registered_at: rfc3339_ms(r.registered_at),
+        }
+    }
+
+    pub async fn list(&self, q: ListQuery) -> Result<ClusterPage, ClusterError> {
+        let all = self.store.read(|txn| CLUSTERS.list(txn)).await?;
+        let mut rows: Vec<ClusterRecord> = all
+            .into_iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.is_live())
+            .filter(|r| q.role.is_none_or(|role| r.role == role))
+            .filter(|r| q.status.is_none_or(|s| r.status == s))
+            .collect();
+        rows.sort_by(|a, b| a.registered_at.cmp(&b.registered_at).then_with(|| a.id.cmp(&b.id)));
+        let total = rows.len() as u64;
+        let size = q.size.clamp(1, 100);
+        let page = q.page.max(1);
+        let data = rows.iter().skip(((page - 1) * size) as usize).take(size as usize).map(|r| self.view(r)).collect();
+        Ok(ClusterPage { data, pagination: Pagination { page, size, total, total_pages: total.div_ceil(size) } })
+    }
+
+    pub async fn get(&self, id: &ClusterId) -> Result<ClusterDetail, ClusterError> {
+        let record = self.live_record(id).await?;
+        self.detail_of(record).await
+    }
+
+    async fn detail_of(&self, record: ClusterRecord) -> Result<ClusterDetail, ClusterError> {
+        let prefix = format!("{}/", record.id);
+        let nodes = self.store.read(move |txn| NODES.list_prefix(txn, &prefix)).await?;
+        let summary = NodeSummary {
+            total: nodes.len() as u64,
+            ready: nodes.iter().filter(|(_, n)| n.ready && !n.offline).count() as u64,
+            cordoned: nodes.iter().filter(|(_, n)| n.cordoned || !n.schedulable).count() as u64,
+            offline: nodes.iter().filter(|(_, n)| n.offline).count() as u64,
+        };
+        Ok(ClusterDetail {
+            cluster: self.view(&record),
+            checks: record.checks.clone(),
+            nodes: summary,
+            gpu: GpuSummary { device_total: record.gpu_count, vram_total_mb: record.vram_total_mb },
+            kubernetes_version: record.kubernetes_version.clone(),
+            last_checked_at: record.last_checked_at.map(rfc3339_ms),
+        })
+    }
+
+    pub async fn nodes(&self, id: &ClusterId) -> Result<Vec<NodeView>, ClusterError> {
+        self.live_record(id).await?;
+        let prefix = format!("{id}/");
+        let (nodes, gpus) =
+            self.store.read(move |txn| Ok((NODES.list_prefix(txn, &prefix)?, GPUS.list_prefix(txn, &prefix)?))).await?;
+        let mut by_node: HashMap<String, Vec<GpuView>> = HashMap::new();
+        for (_, g) in gpus {
+            by_node.entry(g.node.clone()).or_default().push(GpuView {
+                uuid: g.uuid,
+                model: g.model,
+                mode: g.mode,
+                memory_mb: g.total_mem_mb,
+                status: g.status,
+            });
+        }
+        Ok(nodes
+            .into_iter()
+            .map(|(_, n)| NodeView {
+                gpus: by_node.remove(&n.name).unwrap_or_default(),
+                name: n.name,
+                ready: n.ready,
+                schedulable: n.schedulable,
+                cordoned: n.cordoned,
+                decommissioning: n.decommissioning,
+                offline: n.offline,
+                role: n.role,
+                last_seen: n.last_seen.map(rfc3339_ms),
+            })
+            .collect())
+    }
+
+    pub fn unclaimed(&self) -> Vec<UnclaimedDir> {
+        lock(&self.unclaimed).values().cloned().collect()
+    }
+
+    // ----- editing -----
+
+    pub async fn patch(&self, id: &ClusterId, req: PatchRequest) -> Result<ClusterDetail, ClusterError> {
+        let current = self.live_record(id).await?;
+        let name = req.name.as_deref().map(check_name).transpose()?;
+        let session_domain = req.session_domain.as_deref().map(|d| check_domain(Some(d))).transpose()?;
+        let api_override = match req.api_server.as_deref() {
+            Some(s) => Some(check_api_server(Some(s))?),
+            None => None,
+        };
+        if let Some(n) = &name {
+            self.ensure_unique(n, None, None, Some(&current.id)).await?;
+        }
+        // New credentials or a new address must reach the same cluster, proven by a passing probe.
+        let mut new_file: Option<CheckedKubeconfig> = None;
+        let mut new_conn = None;
+        let mut new_api_server = None;
+        if req.kubeconfig_b64.is_some() || api_override.is_some() {
+            let kc = match &req.kubeconfig_b64 {
+                Some(b64) => {
+                    let text = kubeconfig::decode_b64(b64).map_err(kubeconfig_failure)?;
+                    kubeconfig::check(&text, Origin::Submitted, &self.config.kubeconfig_exec_allow)
+                        .map_err(kubeconfig_failure)?
+                }
+                None => self.read_registered_kubeconfig(id).await.map_err(kubeconfig_failure)?,
+            };
+            // `api_server: ""` returns to the kubeconfig's own address.
+            let effective_override = match &api_override {
+                Some(o) => o.clone(),
+                None if current.api_server_override => Some(current.api_server.clone()),
+                None => None,
+            };
+            let (outcome, conn) = self.probe_kubeconfig(&kc, effective_override.as_deref()).await;
+            if !outcome.passed() {
+                return Err(ClusterError::ProbeFailed(Box::new(outcome)));
+            }
+            if outcome.kube_system_uid.as_deref() != Some(current.kube_system_uid.as_str()) {
+                return Err(ClusterError::OtherCluster(format!(
+                    "the new {} reaches a different cluster (kube-system UID {} instead of {}); to move this entry to another cluster, unregister it and register the other one",
+                    if req.kubeconfig_b64.is_some() { "kubeconfig" } else { "api_server" },
+                    outcome.kube_system_uid.as_deref().unwrap_or("?"),
+                    current.kube_system_uid
+                )));
+            }
+            let server = effective_override.clone().unwrap_or_else(|| kc.server.trim_end_matches('/').to_string());
+            self.ensure_unique(&current.name, None, Some(&server), Some(&current.id)).await?;
+            new_api_server = Some((server, effective_override.is_some()));
+            if req.kubeconfig_b64.is_some() {
+                new_file = Some(kc);
+            }
+            new_conn = conn;
+        }
+        if let Some(kc) = &new_file {
+            let (dir, id2, text) = (self.kubeconfig_dir(), id.clone(), kc.text.clone());
+            tokio::task::spawn_blocking(move || kubeconfig::write_file(&dir, &id2, &text))
+                .await
+                .map_err(|e| ClusterError::Io(e.to_string()))?
+                .map_err(|e| ClusterError::Io(format!("cannot write the kubeconfig file: {e}")))?;
+        }
+        if let Some(conn) = new_conn {
+            lock(&self.conns).insert(id.to_string(), conn);
+        }
+        let key = id.to_string();
+        let record = self
+            .store
+            .write(move |txn| {
+                let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
+                    return Ok(Err(ClusterError::NotFound(key)));
+                };
+                if let Some(n) = name {
+                    for (_, other) in CLUSTERS.list_in_write(txn)? {
+                        if let Some(e) = conflict_with(&other, &n, None, None, Some(&r.id)) {
+                            return Ok(Err(e));
+                        }
+                    }
+                    r.name = n;
+                }
+                if let Some(role) = req.role {
+                    r.role = role;
+                }
+                if let Some(d) = session_domain {
+                    r.session_domain = d;
+                }
+                if let Some((server, is_override)) = new_api_server {
+                    r.api_server = server;
+                    r.api_server_override = is_override;
+                }
+                CLUSTERS.put(txn, &r.id, &r)?;
+                Ok(Ok(r))
+            })
+            .await??;
+        self.detail_of(record).await
+    }
+
+    async fn read_registered_kubeconfig(&self, id: &ClusterId) -> Result<CheckedKubeconfig, KubeconfigProblem> {
+        let (dir, id2) = (self.kubeconfig_dir(), id.clone());
+        let read = tokio::task::spawn_blocking(move || kubeconfig::read_file(&dir, &id2))
+            .await
+            .map_err(|e| KubeconfigProblem { cause: e.to_string(), hint: String::new() })??;
+        let Some((text, _)) = read else {
+            return Err(KubeconfigProblem {
+                cause: "kubeconfig missing".into(),
+                hint: format!(
+                    "put the cluster's kubeconfig at {}",
+                    kubeconfig::kubeconfig_path(&self.kubeconfig_dir(), id).display()
+                ),
+            });
+        };
+        kubeconfig::check(&text, Origin::File, &self.config.kubeconfig_exec_allow)
+    }
+
+    // ----- probing a registered cluster -----
+
+    /// Probes a registered cluster now (connection test, background re-probe, hot-load) and
+    /// records the result. Rebuilds the cached client if its kubeconfig changed.
+    pub async fn reprobe(&self, id: &ClusterId) -> Result<ConnectionTest, ClusterError> {
+        let record = self.live_record(id).await?;
+        let outcome = match self.current_conn(&record).await {
+            Ok(conn) => {
+                let mut outcome = probe::probe(&conn.client, &conn.server, self.config.probe_timeout).await;
+                if let Some(uid) = &outcome.kube_system_uid
+                    && !record.kube_system_uid.is_empty()
+                    && uid != &record.kube_system_uid
+                {
+                    outcome.status = ClusterStatus::Unreachable;
+                    outcome.failure = Some(ProbeError {
+                        stage: "auth".into(),
+                        cause: format!(
+                            "the kubeconfig now reaches a different cluster (kube-system UID {uid}, registered {})",
+                            record.kube_system_uid
+                        ),
+                        hint: "restore this cluster's kubeconfig, or unregister it and register the other cluster"
+                            .into(),
+                    });
+                }
+                outcome
+            }
+            Err(p) => {
+                let missing = p.cause == "kubeconfig missing";
+                if missing && lock(&self.missing_logged).insert(record.id.clone()) {
+                    tracing::warn!(cluster_id = %record.id, "kubeconfig missing; cluster marked unreachable");
+                    self.emit(ClusterEvent::KubeconfigMissing { id: record.id.clone() });
+                }
+                ProbeOutcome::failed_early("kubeconfig", p.cause, p.hint, ClusterStatus::Unreachable)
+            }
+        };
+        self.record_probe(&record.id, &outcome).await?;
+        self.emit(ClusterEvent::Probed { id: record.id.clone(), status: outcome.status });
+        Ok(ConnectionTest {
+            cluster_id: record.id,
+            status: outcome.status,
+            checks: outcome.checks,
+            last_error: outcome.failure,
+            latency_ms: outcome.latency_ms,
+            checked_at: rfc3339_ms(self.clock.now_ms()),
+        })
+    }
+
+    async fn record_probe(&self, id: &str, outcome: &ProbeOutcome) -> Result<(), ClusterError> {
+        let (key, outcome, now) = (id.to_string(), outcome.clone(), self.clock.now_ms());
+        self.store
+            .write(move |txn| {
+                let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
+                    return Ok(());
+                };
+                r.status = outcome.status;
+                r.checks = outcome.checks;
+                r.last_error = outcome.failure;
+                if outcome.version.is_some() {
+                    r.kubernetes_version = outcome.version;
+                }
+                r.last_checked_at = Some(now);
+                // clu_local learns its identity on its first successful probe.
+                if r.kube_system_uid.is_empty()
+                    && let Some(uid) = outcome.kube_system_uid
+                {
+                    r.kube_system_uid = uid;
+                }
+                CLUSTERS.put(txn, &key, &r)
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The client for a cluster, rebuilt from its kubeconfig file when the content changed.
+    async fn current_conn(&self, record: &ClusterRecord) -> Result<Conn, KubeconfigProblem> {
+        let id = ClusterId::parse(&record.id)
+            .map_err(|e| KubeconfigProblem { cause: e.to_string(), hint: String::new() })?;
+        let override_server = record.api_server_override.then(|| record.api_server.clone());
+        if record.kubeconfig_ref == "incluster" {
+            if let Some(c) = self.conn(&id) {
+                return Ok(c);
+            }
+            let config = kube::Config::incluster().map_err(|e| KubeconfigProblem {
+                cause: format!("in-cluster service account unavailable: {e}"),
+                hint: "run inside a pod, or set local_kubeconfig".into(),
+            })?;
+            let server = kubeconfig::parse_server(&config.cluster_url.to_string())?;
+            let client = kube::Client::try_from(config)
+                .map_err(|e| KubeconfigProblem { cause: e.to_string(), hint: String::new() })?;
+            let conn = Conn { hash: "incluster".into(), api_server: record.api_server.clone(), server, client };
+            lock(&self.conns).insert(record.id.clone(), conn.clone());
+            return Ok(conn);
+        }
+        let kc = match record.kubeconfig_ref.strip_prefix("path:") {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| KubeconfigProblem {
+                    cause: format!("cannot read {path}: {e}"),
+                    hint: "check local_kubeconfig".into(),
+                })?;
+                kubeconfig::check(&text, Origin::File, &self.config.kubeconfig_exec_allow)?
+            }
+            None => self.read_registered_kubeconfig(&id).await?,
+        };
+        lock(&self.missing_logged).remove(&record.id);
+        if let Some(c) = self.conn(&id).filter(|c| c.hash == kc.hash && c.api_server == record.api_server) {
+            return Ok(c);
+        }
+        let server_url = override_server.clone().unwrap_or_else(|| kc.server.clone());
+        let server = kubeconfig::parse_server(&server_url)?;
+        let client = kubeconfig::client_for(&kc, override_server.as_deref(), self.config.probe_timeout).await?;
+        let conn = Conn { hash: kc.hash.clone(), api_server: record.api_server.clone(), server, client };
+        lock(&self.conns).insert(record.id.clone(), conn.clone());
+        tracing::info!(cluster_id = %record.id, "cluster client rebuilt from its kubeconfig");
+        self.emit(ClusterEvent::ClientRebuilt { id: record.id.clone(), hash: kc.hash });
+        Ok(conn)
+    }
+
+    /// All live cluster ids.
+    pub async fn live_ids(&self) -> Result<Vec<ClusterId>, ClusterError> {
+        let all = self.store.read(|txn| CLUSTERS.list(txn)).await?;
+        Ok(all.into_iter().filter(|(_, r)| r.is_live()).filter_map(|(k, _)| ClusterId::parse(&k).ok()).collect())
+    }
+
+    /// Records a directory of the kubeconfig dir that no cluster claims (logged once).
+    pub fn note_unclaimed(&self, name: &str, reason: &str) {
+        let mut map = lock(&self.unclaimed);
+        if map.contains_key(name) {
+            return;
+        }
+        tracing::warn!(dir = %name, reason, "kubeconfig directory for an unknown cluster; not registering it automatically");
+        map.insert(
+            name.to_string(),
+            UnclaimedDir {
+                name: name.to_string(),
+                reason: reason.to_string(),
+                first_seen_at: rfc3339_ms(self.clock.now_ms()),
+            },
+        );
+        drop(map);
+        self.emit(ClusterEvent::Unclaimed { name: name.to_string() });
+    }
+
+    pub fn forget_unclaimed_except(&self, present: &std::collections::HashSet<String>) {
+        lock(&self.unclaimed).retain(|k, _| present.contains(k));
+    }
+
+    /// The kubeconfig hash the cached client was built from (the watcher compares against it).
+    pub fn cached_hash(&self, id: &str) -> Option<String> {
+        lock(&self.conns).get(id).map(|c| c.hash.clone())
+    }
+
+    // ----- unregistering -----
+
+    pub async fn delete(&self, id: &ClusterId) -> Result<(), ClusterError> {
+        let key = id.to_string();
+        let now = self.clock.now_ms();
+        self.store
+            .write(move |txn| {
+                let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
+                    return Ok(Err(ClusterError::NotFound(key)));
+                };
+                let sessions: Vec<String> = SESSIONS
+                    .list_in_write(txn)?
+                    .into_iter()
+                    .filter(|(_, s)| s.cluster_id == key && s.is_live())
+                    .map(|(k, _)| k)
+                    .collect();
+                let allocations: Vec<String> = ALLOCATIONS
+                    .list_in_write(txn)?
+                    .into_iter()
+                    .filter(|(_, a)| a.cluster_id == key && a.is_open())
+                    .map(|(k, _)| k)
+                    .collect();
+                if !sessions.is_empty() || !allocations.is_empty() {
+                    return Ok(Err(ClusterError::InUse { id: key, sessions, allocations }));
+                }
+                let prefix = format!("{key}/");
+                NODES.delete_prefix(txn, &prefix)?;
+                GPUS.delete_prefix(txn, &prefix)?;
+                POOLS.delete_prefix(txn, &prefix)?;
+                r.status = ClusterStatus::Deleted;
+                r.deleted_at = Some(now);
+                r.node_count = 0;
+                r.gpu_count = 0;
+                r.vram_total_mb = 0;
+                CLUSTERS.put(txn, &key, &r)?;
+                Ok(Ok(()))
+            })
+            .await??;
+        lock(&self.conns).remove(id.as_str());
+        let (dir, id2) = (self.kubeconfig_dir(), id.clone());
+        let removed = tokio::task::spawn_blocking(move || kubeconfig::remove_dir(&dir, &id2)).await;
+        if let Ok(Err(e)) | Err(e) = removed.map_err(std::io::Error::other) {
+            tracing::error!(cluster_id = %id, error = %e, "cluster unregistered but its kubeconfig directory could not be removed");
+        }
+        tracing::info!(cluster_id = %id, "cluster unregistered");
+        Ok(())
+    }
+
+    // ----- the local cluster -----
+
+    /// Ensures `clu_local` exists when `bootstrap_local_cluster` is set (in-cluster service
+    /// account inside a pod, else `local_kubeconfig`), then probes it.
+    pub async fn bootstrap_local(&self) -> Result<(), ClusterError> {
+        let kubeconfig_ref = if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            "incluster".to_string()
+        } else if let Some(p) = &self.config.local_kubeconfig {
+            format!("path:{}", p.display())
+        } else {
+            return Err(ClusterError::Invalid {
+                field: "local_kubeconfig",
+                message: "bootstrap_local_cluster needs a pod's service account or local_kubeconfig".into(),
+                kind: "value_error",
+            });
+        };
+        let now = self.clock.now_ms();
+        let api_server = match kubeconfig_ref.strip_prefix("path:") {
+            Some(p) => std::fs::read_to_string(p)
+                .ok()
+                .and_then(|t| kubeconfig::check(&t, Origin::File, &self.config.kubeconfig_exec_allow).ok())
+                .map(|kc| kc.server)
+                .unwrap_or_default(),
+            None => "https://kubernetes.default.svc".to_string(),
+        };
+        self.store
+            .write(move |txn| {
+                let existing = CLUSTERS.get_in_write(txn, super::id::LOCAL)?;
+                if existing.as_ref().is_some_and(ClusterRecord::is_live) {
+                    return Ok(());
+                }
+                let record = ClusterRecord {
+                    id: super::id::LOCAL.into(),
+                    name: "local".into(),
+                    role: Role::Primary,
+                    api_server,
+                    api_server_override: false,
+                    session_domain: None,
+                    status: ClusterStatus::Pending,
+                    checks: Vec::new(),
+                    last_error: None,
+                    kube_system_uid: String::new(),
+                    kubeconfig_ref,
+                    kubernetes_version: None,
+                    registered_at: now,
+                    last_checked_at: None,
+                    heartbeat_at: None,
+                    deleted_at: None,
+                    node_count: 0,
+                    gpu_count: 0,
+                    vram_total_mb: 0,
+                    running_sessions: 0,
+                };
+                CLUSTERS.put(txn, super::id::LOCAL, &record)
+            })
+            .await?;
+        let id = ClusterId::local();
+        let test = self.reprobe(&id).await?;
+        tracing::info!(status = test.status.as_str(), "local cluster clu_local ensured");
+        Ok(())
+    }
+}
+
+/// Does `other` (a live cluster) clash with the given name / identity / address?
+fn conflict_with(
+    other: &ClusterRecord,
+    name: &str,
+    uid: Option<&str>,
+    api_server: Option<&str>,
+    except: Option<&str>,
+) -> Option<ClusterError> {
+    if !other.is_live() || except == Some(other.id.as_str()) {
+        return None;
+    }
+    if other.name.eq_ignore_ascii_case(name) {
+        return Some(ClusterError::Conflict { field: "name", value: name.to_string(), existing: other.id.clone() });
+    }
+    if let Some(uid) = uid
+        && !uid.is_empty()
+        && other.kube_system_uid == uid
+    {
+        return Some(ClusterError::Conflict {
+            field: "kube_system_uid",
+            value: uid.to_string(),
+            existing: other.id.clone(),
+        });
+    }
+    if let Some(s) = api_server
+        && other.api_server.trim_end_matches('/').eq_ignore_ascii_case(s.trim_end_matches('/'))
+    {
+        return Some(ClusterError::Conflict { field: "api_server", value: s.to_string(), existing: other.id.clone() });
+    }
+    None
+}
+
+/// Seeds node and GPU rows from the probe's node list and sets the counters.
+fn seed_inventory(
+    txn: &redb::WriteTransaction,
+    record: &mut ClusterRecord,
+    nodes: &[ProbedNode],
+    now: i64,
+) -> Result<(), StoreError> {
+    let (mut gpu_count, mut vram) = (0u64, 0u64);
+    for n in nodes {
+        let key = format!("{}/{}", record.id, n.name);
+        NODES.put(
+            txn,
+            &key,
+            &NodeRecord {
+                cluster_id: record.id.clone(),
+                name: n.name.clone(),
+                ready: n.ready,
+                schedulable: n.schedulable,
+                cordoned: false,
+                decommissioning: false,
+                offline: !n.ready,
+                role: Some(n.role.clone()),
+                cpu: n.cpu,
+                mem_gb: n.mem_gb,
+                disk_gb: None,
+                lossless_capable: false,
+                last_seen: n.ready.then_some(now),
+                gpu_count: n.gpus.len() as u64,
+            },
+        )?;
+        for g in &n.gpus {
+            GPUS.put(
+                txn,
+                &format!("{}/{}", record.id, g.uuid),
+                &GpuRecord {
+                    cluster_id: record.id.clone(),
+                    node: n.name.clone(),
+                    uuid: g.uuid.clone(),
+                    model: g.model.clone(),
+                    mode: g.mode.clone(),
+                    total_mem_mb: g.memory_mb,
+                    used_mem_mb: 0,
+                    total_cores: g.cores,
+                    used_cores: 0,
+                    status: if g.healthy { "ready".into() } else { "notready".into() },
+                },
+            )?;
+            gpu_count += 1;
+            vram += g.memory_mb;
+        }
+    }
+    record.node_count = nodes.len() as u64;
+    record.gpu_count = gpu_count;
+    record.vram_total_mb = vram;
+    Ok(())
+}

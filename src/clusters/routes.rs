@@ -1,0 +1,248 @@
+//! `/api/v1/clusters`: register, list, show, nodes, edit, connection test, unregister.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::ClusterId;
+use super::model::*;
+use super::registry::{ClusterError, ListQuery, PatchRequest, RegisterRequest};
+use crate::App;
+use crate::auth::guard::AdminCaller;
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::parse_json;
+use crate::http::idempotency;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(register, list))
+        .routes(routes!(unclaimed))
+        .routes(routes!(show, patch, unregister))
+        .routes(routes!(nodes))
+        .routes(routes!(connection_test))
+}
+
+impl From<ClusterError> for ApiError {
+    fn from(e: ClusterError) -> Self {
+        match e {
+            ClusterError::Invalid { field, message, kind } => ApiError::field(&["body", field], message, kind),
+            ClusterError::ProbeFailed(outcome) => {
+                let failure = outcome.failure.clone().unwrap_or(ProbeError { stage: "unknown".into(), cause: String::new(), hint: String::new() });
+                let reason = match failure.stage.as_str() {
+                    "kubeconfig" => "kubeconfig_invalid",
+                    "connect" | "auth" | "version" => "cluster_unreachable",
+                    _ => "runtime_validation_failed",
+                };
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "probe_failed",
+                    format!("probe failed at stage {}: {}", failure.stage, failure.cause),
+                )
+                .with_details(serde_json::json!({
+                    "stage": failure.stage,
+                    "cause": failure.cause,
+                    "hint": failure.hint,
+                    "reason": reason,
+                    "checks": outcome.checks,
+                    "missing": outcome.missing,
+                }))
+            }
+            ClusterError::Conflict { field, value, existing } => {
+                ApiError::conflict(format!("cluster {existing} already has this {field}"))
+                    .with_details(serde_json::json!({ field: value, "cluster_id": existing }))
+            }
+            ClusterError::NotFound(id) => ApiError::not_found(format!("no cluster {id}")),
+            ClusterError::InUse { id, sessions, allocations } => ApiError::new(
+                StatusCode::CONFLICT,
+                "cluster_in_use",
+                format!(
+                    "cluster {id} still has {} live sessions and {} open GPU allocations; end them before unregistering",
+                    sessions.len(),
+                    allocations.len()
+                ),
+            )
+            .with_details(serde_json::json!({ "sessions": sessions, "allocations": allocations })),
+            ClusterError::OtherCluster(message) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "kubeconfig_other_cluster", message)
+            }
+            ClusterError::Store(e) => ApiError::internal(e),
+            ClusterError::Io(e) => ApiError::internal(e),
+        }
+    }
+}
+
+fn parse_id(raw: &str) -> Result<ClusterId, ApiError> {
+    ClusterId::parse(raw).map_err(|e| ApiError::not_found(e.to_string()))
+}
+
+/// Register a GPU cluster: probe it through its kubeconfig, then store the kubeconfig as a file.
+#[utoipa::path(post, path = "/api/v1/clusters", tag = "clusters",
+    request_body = RegisterRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "replays the first answer for 24 h")),
+    responses(
+        (status = 201, body = ClusterDetail),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "name, kube-system UID or api_server taken; or the key is in use"),
+        (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "validation_failed, probe_failed (details: stage, cause, hint, checks, missing) or idempotency_key_reused"),
+    ))]
+async fn register(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let key = idempotency::key_from(&headers)?;
+    let req: RegisterRequest = parse_json(&body)?;
+    let raw: serde_json::Value = parse_json(&body)?;
+    let scope = admin.actor();
+    idempotency::run(&app.store, &app.clock, &app.idempotency, &scope, key, &raw, || async {
+        let detail = app.clusters.register(req).await?;
+        let value = serde_json::to_value(&detail).map_err(ApiError::internal)?;
+        Ok((StatusCode::CREATED, value))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListParams {
+    /// 1-based page (default 1).
+    page: Option<String>,
+    /// Page size 1–100 (default 20).
+    size: Option<String>,
+    /// `primary` or `standby`.
+    role: Option<String>,
+    /// `pending`, `connected`, `degraded` or `unreachable`.
+    status: Option<String>,
+}
+
+/// List live clusters with their state, counters and heartbeat.
+#[utoipa::path(get, path = "/api/v1/clusters", tag = "clusters", params(ListParams),
+    responses((status = 200, body = ClusterPage), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn list(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Query(p): Query<ListParams>,
+) -> Result<axum::Json<ClusterPage>, ApiError> {
+    let num = |name: &'static str, v: Option<String>, default: u64, max: u64| -> Result<u64, ApiError> {
+        match v {
+            None => Ok(default),
+            Some(s) => s.parse::<u64>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+                ApiError::field(&["query", name], format!("must be an integer between 1 and {max}"), "value_error")
+            }),
+        }
+    };
+    let page = num("page", p.page, 1, u64::MAX / 1000)?;
+    let size = num("size", p.size, 20, 100)?;
+    let role = match p.role.as_deref() {
+        None | Some("") => None,
+        Some(r) => Some(
+            serde_json::from_value::<Role>(serde_json::Value::String(r.into()))
+                .map_err(|_| ApiError::field(&["query", "role"], "must be primary or standby", "enum"))?,
+        ),
+    };
+    let status = match p.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(
+            serde_json::from_value::<ClusterStatus>(serde_json::Value::String(s.into()))
+                .ok()
+                .filter(|s| *s != ClusterStatus::Deleted)
+                .ok_or_else(|| {
+                    ApiError::field(&["query", "status"], "must be pending, connected, degraded or unreachable", "enum")
+                })?,
+        ),
+    };
+    Ok(axum::Json(app.clusters.list(ListQuery { page, size, role, status }).await?))
+}
+
+/// Directories in the kubeconfig directory that no registered cluster claims.
+#[utoipa::path(get, path = "/api/v1/clusters/unclaimed", tag = "clusters",
+    responses((status = 200, body = Vec<UnclaimedDir>), (status = 401, body = ErrorBody)))]
+async fn unclaimed(State(app): State<Arc<App>>, _admin: AdminCaller) -> axum::Json<Vec<UnclaimedDir>> {
+    axum::Json(app.clusters.unclaimed())
+}
+
+/// One cluster with its checks, node and GPU totals.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    responses((status = 200, body = ClusterDetail), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn show(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<ClusterDetail>, ApiError> {
+    let id = parse_id(&id)?;
+    Ok(axum::Json(app.clusters.get(&id).await?))
+}
+
+/// Edit name, role, API address or session domain; new credentials only for the same cluster.
+#[utoipa::path(patch, path = "/api/v1/clusters/{id}", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    request_body = PatchRequest,
+    responses(
+        (status = 200, body = ClusterDetail),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "name or api_server taken"),
+        (status = 422, body = ErrorBody, description = "validation_failed, probe_failed or kubeconfig_other_cluster"),
+    ))]
+async fn patch(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<axum::Json<ClusterDetail>, ApiError> {
+    let id = parse_id(&id)?;
+    let req: PatchRequest = parse_json(&body)?;
+    Ok(axum::Json(app.clusters.patch(&id, req).await?))
+}
+
+/// Unregister: refused while sessions or allocations are live; keeps session history.
+#[utoipa::path(delete, path = "/api/v1/clusters/{id}", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    responses(
+        (status = 204, description = "unregistered; nodes, GPUs, pools and the kubeconfig directory are gone"),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "cluster_in_use: details.sessions, details.allocations"),
+    ))]
+async fn unregister(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    app.clusters.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Nodes of a cluster with their GPUs.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}/nodes", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    responses((status = 200, body = Vec<NodeView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn nodes(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Vec<NodeView>>, ApiError> {
+    let id = parse_id(&id)?;
+    Ok(axum::Json(app.clusters.nodes(&id).await?))
+}
+
+/// Probe the cluster now and record the result.
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/connection-test", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    responses((status = 200, body = ConnectionTest), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn connection_test(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<ConnectionTest>, ApiError> {
+    let id = parse_id(&id)?;
+    Ok(axum::Json(app.clusters.reprobe(&id).await?))
+}
