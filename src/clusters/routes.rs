@@ -14,6 +14,7 @@ use super::ClusterId;
 use super::model::*;
 use super::registry::{ClusterError, ListQuery, PatchRequest, RegisterRequest};
 use crate::App;
+use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::auth::guard::AdminCaller;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::parse_json;
@@ -77,6 +78,31 @@ impl From<ClusterError> for ApiError {
     }
 }
 
+/// Records an admin change to a cluster, whatever its outcome (never with kubeconfig content).
+async fn audit<T>(
+    app: &App,
+    meta: &RequestMeta,
+    admin: &AdminCaller,
+    action: &str,
+    target: &str,
+    details: serde_json::Value,
+    outcome: &Result<T, ApiError>,
+) {
+    let (result, details) = match outcome {
+        Ok(_) => (AuditResult::Success, details),
+        Err(e) => {
+            let mut d = details;
+            d["error"] = serde_json::json!(e.code);
+            if let Some(stage) = e.details.get("stage") {
+                d["stage"] = stage.clone();
+            }
+            (AuditResult::Failure, d)
+        }
+    };
+    crate::audit::record(app, AuditEntry::new(meta, admin.actor(), action, result).target(target).details(details))
+        .await;
+}
+
 fn parse_id(raw: &str) -> Result<ClusterId, ApiError> {
     ClusterId::parse(raw).map_err(|e| ApiError::not_found(e.to_string()))
 }
@@ -95,6 +121,7 @@ fn parse_id(raw: &str) -> Result<ClusterId, ApiError> {
 async fn register(
     State(app): State<Arc<App>>,
     admin: AdminCaller,
+    meta: RequestMeta,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -102,9 +129,12 @@ async fn register(
     let req: RegisterRequest = parse_json(&body)?;
     let raw: serde_json::Value = parse_json(&body)?;
     let scope = admin.actor();
+    let name = req.name.clone();
     idempotency::run(&app.store, &app.clock, &app.idempotency, &scope, key, &raw, || async {
-        let detail = app.clusters.register(req).await?;
-        let value = serde_json::to_value(&detail).map_err(ApiError::internal)?;
+        let outcome = app.clusters.register(req).await.map_err(ApiError::from);
+        let target = outcome.as_ref().map(|d| d.cluster.id.clone()).unwrap_or_default();
+        audit(&app, &meta, &admin, "cluster.register", &target, serde_json::json!({ "name": name }), &outcome).await;
+        let value = serde_json::to_value(&outcome?).map_err(ApiError::internal)?;
         Ok((StatusCode::CREATED, value))
     })
     .await
@@ -194,13 +224,27 @@ async fn show(
     ))]
 async fn patch(
     State(app): State<Arc<App>>,
-    _admin: AdminCaller,
+    admin: AdminCaller,
+    meta: RequestMeta,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<axum::Json<ClusterDetail>, ApiError> {
     let id = parse_id(&id)?;
     let req: PatchRequest = parse_json(&body)?;
-    Ok(axum::Json(app.clusters.patch(&id, req).await?))
+    // Which fields changed, never their values (a kubeconfig is a secret).
+    let fields: Vec<&str> = [
+        ("name", req.name.is_some()),
+        ("role", req.role.is_some()),
+        ("api_server", req.api_server.is_some()),
+        ("session_domain", req.session_domain.is_some()),
+        ("kubeconfig", req.kubeconfig_b64.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, set)| set.then_some(f))
+    .collect();
+    let outcome = app.clusters.patch(&id, req).await.map_err(ApiError::from);
+    audit(&app, &meta, &admin, "cluster.patch", id.as_str(), serde_json::json!({ "fields": fields }), &outcome).await;
+    Ok(axum::Json(outcome?))
 }
 
 /// Unregister: refused while sessions or allocations are live; keeps session history.
@@ -213,11 +257,14 @@ async fn patch(
     ))]
 async fn unregister(
     State(app): State<Arc<App>>,
-    _admin: AdminCaller,
+    admin: AdminCaller,
+    meta: RequestMeta,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
-    app.clusters.delete(&id).await?;
+    let outcome = app.clusters.delete(&id).await.map_err(ApiError::from);
+    audit(&app, &meta, &admin, "cluster.delete", id.as_str(), serde_json::json!({}), &outcome).await;
+    outcome?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -465,6 +465,29 @@ async fn delete_refused_while_sessions_live_then_accepted() {
     // The same cluster can be registered again (a new id).
     let again = register_ok(&s, "a", &c).await;
     assert_ne!(again["id"], a["id"]);
+    // Every change is in the audit log with its actor and outcome.
+    let (status, log) = get_json(&s, "/api/v1/audit?action=cluster.*&size=50").await;
+    assert_eq!(status, 200, "{log}");
+    let entries: Vec<(String, String, String)> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().into(),
+                e["result"].as_str().unwrap().into(),
+                e["target"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    for want in [("cluster.register", "success"), ("cluster.delete", "failure"), ("cluster.delete", "success")] {
+        assert!(
+            entries.iter().any(|(a, r, t)| (a.as_str(), r.as_str()) == want && t == &id),
+            "{want:?} missing: {entries:?}"
+        );
+    }
+    assert!(log["data"].as_array().unwrap().iter().all(|e| e["actor"] == "admin:admin"), "{log}");
+    assert!(!log.to_string().contains(c.token()));
     s.stop().await;
 }
 
