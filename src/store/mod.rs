@@ -1,10 +1,18 @@
 //! The state file: one redb database at `<data_dir>/gshare.redb`, with a schema-version record,
 //! ordered migrations, and typed JSON tables. redb's API is synchronous; async callers go through
 //! [`Store::read`] and [`Store::write`], which run on the blocking pool, never on the executor.
+//! Hot write paths use [`Store::write_batched`] instead: one writer thread gathers concurrent
+//! writes into shared transactions, so one fsync serves many requests (see `batch`).
+
+mod batch;
+
+pub use batch::Outcome;
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::Serialize;
@@ -59,6 +67,73 @@ backend_from!(redb::TransactionError, redb::TableError, redb::StorageError, redb
 pub struct Store {
     db: Arc<Database>,
     path: Arc<PathBuf>,
+    stats: Arc<CommitStats>,
+    /// The group-commit writer, started by the first [`Store::write_batched`].
+    batcher: Arc<OnceLock<batch::Batcher>>,
+}
+
+/// Upper bounds (seconds) of the commit-latency histogram buckets; the last bucket is +Inf.
+pub const COMMIT_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+
+/// Counters of every durable commit, whichever path made it (for `/metrics`), and the commit
+/// generation that lets readers know nothing changed since they last looked.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    generation: AtomicU64,
+    buckets: [AtomicU64; COMMIT_BUCKETS.len()],
+    count: AtomicU64,
+    sum_us: AtomicU64,
+    batches: AtomicU64,
+    batched_ops: AtomicU64,
+    skipped_batches: AtomicU64,
+}
+
+/// A copy of [`CommitStats`] at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct CommitSnapshot {
+    /// Cumulative counts per bucket of [`COMMIT_BUCKETS`] (Prometheus `le` semantics).
+    pub cumulative: Vec<u64>,
+    pub count: u64,
+    pub sum_seconds: f64,
+    /// Group commits, and the writes they carried.
+    pub batches: u64,
+    pub batched_ops: u64,
+    /// Batches in which no write changed anything: rolled back, no fsync.
+    pub skipped_batches: u64,
+}
+
+impl CommitStats {
+    fn committed(&self, started: Instant) {
+        // Bump the generation first: a reader that sees the old value afterwards only loses
+        // its shortcut, never gets a stale answer (see `Store::generation`).
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let secs = started.elapsed().as_secs_f64();
+        if let Some(i) = COMMIT_BUCKETS.iter().position(|b| secs <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> CommitSnapshot {
+        let mut acc = 0;
+        let cumulative = self
+            .buckets
+            .iter()
+            .map(|b| {
+                acc += b.load(Ordering::Relaxed);
+                acc
+            })
+            .collect();
+        CommitSnapshot {
+            cumulative,
+            count: self.count.load(Ordering::Relaxed),
+            sum_seconds: self.sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+            batches: self.batches.load(Ordering::Relaxed),
+            batched_ops: self.batched_ops.load(Ordering::Relaxed),
+            skipped_batches: self.skipped_batches.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -80,7 +155,12 @@ impl Store {
             redb::DatabaseError::Storage(s) => StoreError::Corrupt { path: path.to_path_buf(), message: s.to_string() },
             other => err_open(other.to_string()),
         })?;
-        let store = Self { db: Arc::new(db), path: Arc::new(path.to_path_buf()) };
+        let store = Self {
+            db: Arc::new(db),
+            path: Arc::new(path.to_path_buf()),
+            stats: Arc::default(),
+            batcher: Arc::default(),
+        };
         store.migrate()?;
         Ok(store)
     }
@@ -142,12 +222,14 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     {
-        let db = self.db.clone();
+        let (db, stats) = (self.db.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
             let txn = db.begin_write()?;
             match f(&txn) {
                 Ok(v) => {
+                    let started = Instant::now();
                     txn.commit()?;
+                    stats.committed(started);
                     Ok(v)
                 }
                 Err(e) => {
@@ -168,12 +250,14 @@ impl Store {
         E: From<StoreError> + Send + 'static,
         F: FnOnce(&WriteTransaction) -> Result<T, E> + Send + 'static,
     {
-        let db = self.db.clone();
+        let (db, stats) = (self.db.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
             let txn = db.begin_write().map_err(StoreError::from)?;
             match f(&txn) {
                 Ok(v) => {
+                    let started = Instant::now();
                     txn.commit().map_err(StoreError::from)?;
+                    stats.committed(started);
                     Ok(v)
                 }
                 Err(e) => {
@@ -184,6 +268,33 @@ impl Store {
         })
         .await
         .map_err(|e| E::from(StoreError::Join(e.to_string())))?
+    }
+
+    /// Runs a write in a transaction shared with other concurrent `write_batched` calls (group
+    /// commit: one fsync for the lot). The closure returns [`Outcome::Wrote`] when it changed
+    /// something and [`Outcome::Unchanged`] when it only looked; a batch in which nothing wrote
+    /// is rolled back instead of committed. An `Err` from the closure undoes its own writes only:
+    /// the batch is run again without it (so closures must be repeatable: `FnMut`, deciding
+    /// from what they read). A returned `Ok` means the batch is on disk.
+    pub async fn write_batched<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+    {
+        let batcher = self.batcher.get_or_init(|| batch::Batcher::start(&self.db, self.stats.clone()));
+        batcher.submit(f).await
+    }
+
+    /// Changes with every durable commit. Equal values before and after a read mean no commit
+    /// landed in between, so a cached comparison with stored data still holds.
+    pub fn generation(&self) -> u64 {
+        self.stats.generation.load(Ordering::Acquire)
+    }
+
+    /// Commit latency and batching counters since start.
+    pub fn commit_stats(&self) -> CommitSnapshot {
+        self.stats.snapshot()
     }
 
     /// Is the store usable right now? (readiness probe)

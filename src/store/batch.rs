@@ -1,0 +1,293 @@
+//! Group commit. redb has none of its own: every `commit()` is one fsync, so one write per request
+//! caps a server at the disk's fsync rate. Here one writer thread takes the first queued write,
+//! drains whatever else queued meanwhile (up to [`MAX_BATCH`]), runs them all in one transaction
+//! and commits once, then answers each caller. While it waits for the disk the next batch queues.
+//!
+//! Isolation: redb's ephemeral savepoints can only be taken on a clean transaction, so a failing
+//! write cannot be rolled back alone. Instead the whole transaction is aborted and the batch runs
+//! again without the writes that failed (each round drops at least one, so it ends); the closures
+//! are `FnMut` and decide from what they read, so running one twice is harmless. A batch in which
+//! every write reported [`Outcome::Unchanged`] is rolled back: nothing to make durable, no fsync.
+
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use redb::{Database, WriteTransaction};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{CommitStats, StoreError};
+
+/// Writes committed together at most.
+pub const MAX_BATCH: usize = 256;
+/// Writes queued before callers wait for room (back-pressure, never dropping).
+const QUEUE: usize = 4096;
+
+/// What a batched write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome<T> {
+    /// Something was written: the batch must be committed.
+    Wrote(T),
+    /// Only read: if nothing else in the batch wrote either, it is rolled back.
+    Unchanged(T),
+}
+
+impl<T> Outcome<T> {
+    pub fn wrote(&self) -> bool {
+        matches!(self, Self::Wrote(_))
+    }
+
+    pub fn into_inner(self) -> T {
+        match self {
+            Self::Wrote(v) | Self::Unchanged(v) => v,
+        }
+    }
+}
+
+/// One queued write, type-erased.
+trait Op: Send {
+    /// Runs the write; `Some(wrote)` when it succeeded.
+    fn run(&mut self, txn: &WriteTransaction) -> Option<bool>;
+    /// Answers the caller once the batch's fate is known.
+    fn finish(self: Box<Self>, committed: Result<(), String>);
+}
+
+struct Pending<T, E, F> {
+    f: F,
+    result: Option<Result<T, E>>,
+    reply: oneshot::Sender<Result<T, E>>,
+}
+
+impl<T, E, F> Op for Pending<T, E, F>
+where
+    T: Send + 'static,
+    E: From<StoreError> + Send + 'static,
+    F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+{
+    fn run(&mut self, txn: &WriteTransaction) -> Option<bool> {
+        match (self.f)(txn) {
+            Ok(outcome) => {
+                let wrote = outcome.wrote();
+                self.result = Some(Ok(outcome.into_inner()));
+                Some(wrote)
+            }
+            Err(e) => {
+                self.result = Some(Err(e));
+                None
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>, committed: Result<(), String>) {
+        let answer = match (self.result, committed) {
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(v)), Ok(())) => Ok(v),
+            (Some(Ok(_)), Err(e)) | (None, Err(e)) => Err(E::from(StoreError::Backend(e))),
+            (None, Ok(())) => Err(E::from(StoreError::Backend("batched write was not run".into()))),
+        };
+        // The caller may have gone away (request cancelled); the write stands regardless.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// The sending side of the writer thread.
+pub(super) struct Batcher {
+    tx: mpsc::Sender<Box<dyn Op>>,
+}
+
+impl Batcher {
+    /// Starts the writer thread. It holds the database weakly and ends when every `Store` clone
+    /// (and so every sender) is gone, so dropping the store still closes the file promptly.
+    pub(super) fn start(db: &Arc<Database>, stats: Arc<CommitStats>) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let weak = Arc::downgrade(db);
+        let spawned =
+            std::thread::Builder::new().name("gshare-store-writer".into()).spawn(move || writer(weak, stats, rx));
+        if let Err(e) = spawned {
+            // Without the thread every batched write fails with a clear error (below).
+            tracing::error!(error = %e, "cannot start the state store writer thread");
+        }
+        Self { tx }
+    }
+
+    pub(super) async fn submit<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let op: Box<dyn Op> = Box::new(Pending { f, result: None, reply });
+        if self.tx.send(op).await.is_err() {
+            return Err(E::from(StoreError::Join("the state store writer has stopped".into())));
+        }
+        answer.await.map_err(|_| E::from(StoreError::Join("the state store writer dropped a write".into())))?
+    }
+}
+
+fn writer(db: Weak<Database>, stats: Arc<CommitStats>, mut rx: mpsc::Receiver<Box<dyn Op>>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut ops = vec![first];
+        while ops.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        match db.upgrade() {
+            Some(db) => run_batch(db, &stats, ops),
+            None => {
+                for op in ops {
+                    op.finish(Err("the state store is closed".into()));
+                }
+            }
+        }
+    }
+}
+
+/// Runs and commits one batch, then answers its callers, after letting go of the database: a
+/// caller that drops the last `Store` once answered must be able to open the file again at once.
+fn run_batch(db: Arc<Database>, stats: &CommitStats, ops: Vec<Box<dyn Op>>) {
+    let answers = commit_batch(&db, stats, ops);
+    drop(db);
+    for (op, committed) in answers {
+        op.finish(committed);
+    }
+}
+
+type Answers = Vec<(Box<dyn Op>, Result<(), String>)>;
+
+fn commit_batch(db: &Database, stats: &CommitStats, mut ops: Vec<Box<dyn Op>>) -> Answers {
+    let mut failed: Vec<Box<dyn Op>> = Vec::new();
+    loop {
+        let txn = match db.begin_write() {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = e.to_string();
+                return ops.into_iter().chain(failed).map(|op| (op, Err(msg.clone()))).collect();
+            }
+        };
+        let mut ok = Vec::with_capacity(ops.len());
+        let mut any_wrote = false;
+        let mut any_failed = false;
+        for mut op in ops.drain(..) {
+            match op.run(&txn) {
+                Some(wrote) => {
+                    any_wrote |= wrote;
+                    ok.push(op);
+                }
+                None => {
+                    any_failed = true;
+                    failed.push(op);
+                }
+            }
+        }
+        if any_failed && !ok.is_empty() {
+            // The failed writes may have left partial changes: start over without them.
+            let _ = txn.abort();
+            ops = ok;
+            continue;
+        }
+        let committed = if any_wrote {
+            let started = Instant::now();
+            match txn.commit() {
+                Ok(()) => {
+                    stats.committed(started);
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        } else {
+            let _ = txn.abort();
+            stats.skipped_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        };
+        if any_wrote && committed.is_ok() {
+            stats.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            stats.batched_ops.fetch_add(ok.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        if let Err(e) = &committed {
+            tracing::error!(error = %e, writes = ok.len(), "state store commit failed");
+        }
+        let mut answers: Answers = ok.into_iter().map(|op| (op, committed.clone())).collect();
+        answers.extend(failed.into_iter().map(|op| (op, Ok(()))));
+        return answers;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{JsonTable, Store};
+
+    const T: JsonTable<serde_json::Value> = JsonTable::new("batch_test");
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_writes_share_commits_and_a_failure_stays_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..200u32 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                store
+                    .write_batched(move |txn| {
+                        T.put(txn, &format!("k/{i:03}"), &serde_json::json!({ "i": i }))?;
+                        if i % 50 == 7 {
+                            // Writes, then fails: its write must not survive.
+                            return Err(StoreError::Backend(format!("op {i} refused")));
+                        }
+                        Ok(Outcome::Wrote(i))
+                    })
+                    .await
+            }));
+        }
+        let mut ok = 0;
+        for (i, t) in tasks.into_iter().enumerate() {
+            match t.await.unwrap() {
+                Ok(v) => {
+                    assert_eq!(v as usize, i);
+                    ok += 1;
+                }
+                Err(e) => assert!(i % 50 == 7, "{i}: {e}"),
+            }
+        }
+        assert_eq!(ok, 196);
+        let rows = store.read(|txn| T.list(txn)).await.unwrap();
+        assert_eq!(rows.len(), 196);
+        assert!(rows.iter().all(|(k, _)| !k.ends_with("007") && !k.ends_with("057")));
+        let s = store.commit_stats();
+        assert_eq!(s.batched_ops, 196);
+        assert!(s.batches <= 196);
+        assert_eq!(store.generation(), s.count);
+    }
+
+    #[tokio::test]
+    async fn unchanged_batches_are_not_committed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let g0 = store.generation();
+        let v = store
+            .write_batched(|txn| Ok::<_, StoreError>(Outcome::Unchanged(T.get_in_write(txn, "x")?.is_none())))
+            .await
+            .unwrap();
+        assert!(v);
+        assert_eq!(store.generation(), g0);
+        assert_eq!(store.commit_stats().skipped_batches, 1);
+        store.write_batched(|txn| T.put(txn, "x", &serde_json::json!(1)).map(Outcome::Wrote)).await.unwrap();
+        assert_eq!(store.generation(), g0 + 1);
+        // A plain write counts too.
+        store.write(|txn| T.put(txn, "y", &serde_json::json!(2))).await.unwrap();
+        assert_eq!(store.generation(), g0 + 2);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_store_closes_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        let store = Store::open(&path).unwrap();
+        store.write_batched(|txn| T.put(txn, "x", &serde_json::json!(1)).map(Outcome::Wrote)).await.unwrap();
+        drop(store);
+        let again = Store::open(&path).unwrap();
+        assert!(again.read(|txn| T.get(txn, "x")).await.unwrap().is_some());
+    }
+}
