@@ -70,8 +70,8 @@ fn npm_build(web: &Path, dist: &Path) -> Result<(), String> {
     let version = Command::new(&npm).arg("--version").output();
     if !matches!(&version, Ok(o) if o.status.success()) {
         return Err(format!(
-            "building the console needs npm (Node.js 20+), and `{npm} --version` did not run.\n\
-             Install Node.js and npm (Debian: apt-get install nodejs npm), or build web/ elsewhere with\n\
+            "building the console needs npm with Node.js 20.19 or newer, and `{npm} --version` did not run.\n\
+             Install them (nodejs.org or NodeSource; Debian 12's nodejs is too old), or build web/ elsewhere with\n\
              `npm ci && npm run build` and point GSHARE_WEB_DIST at the resulting web/dist directory."
         ));
     }
