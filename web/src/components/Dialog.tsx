@@ -13,7 +13,11 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
   useEffect(() => {
     const before = document.activeElement as HTMLElement | null;
     const el = ref.current;
-    const first = el?.querySelector<HTMLElement>("[autofocus], input, select, textarea, button");
+    // The marked field, else the first field, else the first button after the header's Close.
+    const first =
+      el?.querySelector<HTMLElement>("[autofocus]") ??
+      el?.querySelector<HTMLElement>("input, select, textarea") ??
+      el?.querySelector<HTMLElement>(".dialog-body button, .dialog-foot button");
     (first ?? el)?.focus();
     const onKey = (e: KeyboardEvent) => {
       if (e.key === "Escape") {

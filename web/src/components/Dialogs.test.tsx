@@ -122,3 +122,13 @@ describe("EditDialog", () => {
     await waitFor(() => expect(onClose).toHaveBeenCalled());
   });
 });
+
+describe("keyboard focus", () => {
+  it("puts focus in the first field, and on Keep it when confirming an unregister", async () => {
+    stubFetch({});
+    render(<EditDialog cluster={cluster() as never} onClose={() => {}} onChanged={() => {}} />);
+    expect(document.activeElement).toBe(screen.getByLabelText("Name"));
+    fireEvent.click(screen.getByRole("button", { name: "Unregister…" }));
+    await waitFor(() => expect(document.activeElement).toBe(screen.getByRole("button", { name: "Keep it" })));
+  });
+});

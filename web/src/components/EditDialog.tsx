@@ -1,7 +1,7 @@
 // Edit a cluster: name, role, API address, session domain; test the connection; unregister with a
 // confirmation that names what goes away, and when refused, what still runs there.
 
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "../api";
 import {
   patchCluster,
@@ -116,6 +116,12 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
     }
   };
 
+  // The confirmation replaces the button that had focus; keep the keyboard user there.
+  const keepRef = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (confirming) keepRef.current?.focus();
+  }, [confirming]);
+
   const refused = deleteError instanceof ApiError && deleteError.status === 409;
   return (
     <Dialog title={`Edit ${c.name}`} onClose={props.onClose} wide>
@@ -208,7 +214,7 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
               <ErrorBox error={deleteError} />
             )}
             <div class="row">
-              <button type="button" onClick={() => (setConfirming(false), setDeleteError(null))}>
+              <button type="button" ref={keepRef} onClick={() => (setConfirming(false), setDeleteError(null))}>
                 Keep it
               </button>
               <button type="button" class="danger" onClick={unregister} disabled={busy !== ""}>

@@ -70,7 +70,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
   if (created) {
     const steps = nextSteps(created, location.origin);
     return (
-      <Dialog title="Cluster registered" onClose={props.onClose} wide>
+      <Dialog key="registered" title="Cluster registered" onClose={props.onClose} wide>
         <div class="dialog-body registered">
           <p>
             <strong>{created.name}</strong> is registered as{" "}
@@ -82,7 +82,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
           <CommandBlock label="2. Deploy the operator" command={steps.deploy} />
         </div>
         <footer class="dialog-foot">
-          <button type="button" class="primary" onClick={props.onClose}>
+          <button type="button" class="primary" autoFocus onClick={props.onClose}>
             Done
           </button>
         </footer>
