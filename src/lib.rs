@@ -11,6 +11,7 @@ pub mod clusters;
 pub mod config;
 pub mod console;
 pub mod http;
+pub mod inventory;
 pub mod sessions;
 pub mod store;
 
@@ -43,6 +44,8 @@ pub struct App {
     pub clusters: Arc<clusters::Clusters>,
     /// `Idempotency-Key`s whose first request is still running.
     pub idempotency: http::idempotency::InFlight,
+    /// Operator callbacks: inventory, liveness, node actions, callback metrics.
+    pub inventory: Arc<inventory::Inventory>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +100,8 @@ impl App {
         let reference_html = http::docs::reference_html(&doc_json);
         let openapi_json = serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
         let clusters = Arc::new(clusters::Clusters::new(store.clone(), config.clone(), clock.clone()));
+        let (store_for_inventory, clock_for_inventory, config_for_inventory) =
+            (store.clone(), clock.clone(), config.clone());
         Ok(Arc::new(Self {
             config,
             store,
@@ -109,6 +114,7 @@ impl App {
             tls,
             clusters,
             idempotency: Default::default(),
+            inventory: Arc::new(inventory::Inventory::new(store_for_inventory, clock_for_inventory, config_for_inventory)),
         }))
     }
 }
@@ -143,6 +149,7 @@ impl RunningServer {
         spawn_background(app.clone(), rx.clone());
         clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
         spawn_cluster_upkeep(app.clone(), rx.clone());
+        inventory::spawn_sweeper(app.clone(), rx.clone());
         let tls_config = match &app.tls {
             Some(tls) => {
                 tls.spawn_watcher(rx.clone())?;

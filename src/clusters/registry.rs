@@ -614,6 +614,7 @@ impl Clusters {
 
     async fn record_probe(&self, id: &str, outcome: &ProbeOutcome) -> Result<(), ClusterError> {
         let (key, outcome, now) = (id.to_string(), outcome.clone(), self.clock.now_ms());
+        let heartbeat_stale_after = self.config.heartbeat_stale_after;
         self.store
             .write(move |txn| {
                 let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
@@ -626,6 +627,8 @@ impl Clusters {
                     r.kubernetes_version = outcome.version;
                 }
                 r.last_checked_at = Some(now);
+                // A passing probe must not hide an operator that stopped reporting.
+                crate::inventory::keep_silence(&mut r, now, heartbeat_stale_after);
                 // clu_local learns its identity on its first successful probe.
                 if r.kube_system_uid.is_empty()
                     && let Some(uid) = outcome.kube_system_uid

@@ -31,6 +31,7 @@ use error::ApiError;
         (name = "auth", description = "Keys and tokens"),
         (name = "audit", description = "Who changed what: logins and admin changes"),
         (name = "clusters", description = "GPU clusters: registration, probe, inventory"),
+        (name = "internal", description = "Operator callbacks (upstream's /internal API): operator JWT, sub=operator:<cluster_id>"),
     )
 )]
 struct ApiDoc;
@@ -45,6 +46,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::auth::login::routes())
         .merge(crate::audit::routes::routes())
         .merge(crate::clusters::routes::routes())
+        .merge(crate::inventory::routes::routes())
         .split_for_parts()
 }
 
@@ -55,6 +57,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/docs", get(system::reference_page))
         // The console SPA; it answers the API prefixes with the same JSON 404 as before.
         .fallback(crate::console::serve)
+        // Counts operator callbacks by route and status for /metrics (needs the matched route).
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::inventory::metrics::count_callbacks))
         .layer(DefaultBodyLimit::max(extract::MAX_JSON_BODY))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))

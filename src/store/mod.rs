@@ -394,6 +394,23 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
         Ok(out)
     }
 
+    /// Records whose key starts with `prefix`, in key order, inside a write transaction.
+    pub fn list_prefix_in_write(&self, txn: &WriteTransaction, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
+        let table = txn.open_table(self.def())?;
+        let mut out = Vec::new();
+        for item in table.range(prefix..)? {
+            let (k, v) = item?;
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let key = key.to_string();
+            let value = self.decode(&key, v.value())?;
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+
     pub fn get_in_write(&self, txn: &WriteTransaction, key: &str) -> Result<Option<T>, StoreError> {
         let table = txn.open_table(self.def())?;
         let value = table.get(key)?;

@@ -6,6 +6,7 @@ mod audit;
 mod clusters;
 mod fake_kube;
 mod foundation;
+mod inventory;
 mod signin;
 mod support;
 mod tls;

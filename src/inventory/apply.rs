@@ -1,0 +1,746 @@
+//! The domain functions behind the callbacks: each runs inside a (batched) write transaction,
+//! compares the report with what is stored, writes only what changed, and keeps the cluster's
+//! counters (nodes, GPUs, VRAM, running sessions) exact in the same transaction.
+
+use redb::WriteTransaction;
+
+use super::model::*;
+use crate::audit::{AuditEntry, AuditResult};
+use crate::clock::Clock;
+use crate::clusters::model::{
+    CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS, ProbeError,
+};
+use crate::sessions::{ALLOCATIONS, SESSIONS, SessionRecord};
+use crate::store::{Outcome, StoreError};
+
+/// Liveness timestamps (`heartbeat_at`, `last_seen`) are rewritten at most this often: a report
+/// that changes nothing else costs no write in between. Far below the 90 s / 120 s thresholds.
+pub const LIVENESS_EVERY_MS: i64 = 5_000;
+/// `last_error.stage` of a cluster the sweep marked degraded because its operator fell silent.
+pub const SILENT_STAGE: &str = "heartbeat";
+
+/// A refusal decided from stored data (the write itself succeeded: nothing was written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The target belongs to another cluster.
+    OtherCluster {
+        cluster_id: String,
+    },
+    NotFound(String),
+    Conflict {
+        code: &'static str,
+        message: String,
+        details: serde_json::Value,
+    },
+}
+
+fn outcome<T>(wrote: bool, v: T) -> Outcome<T> {
+    if wrote { Outcome::Wrote(v) } else { Outcome::Unchanged(v) }
+}
+
+/// The cluster if it is registered and not unregistered; reports for others change nothing.
+pub fn live_cluster(txn: &WriteTransaction, id: &str) -> Result<Option<ClusterRecord>, StoreError> {
+    Ok(CLUSTERS.get_in_write(txn, id)?.filter(ClusterRecord::is_live))
+}
+
+/// An inventory report is the operator's heartbeat. Returns whether the record changed.
+pub fn beat(c: &mut ClusterRecord, now: i64) -> bool {
+    let mut changed = false;
+    if c.heartbeat_at.is_none_or(|h| now - h >= LIVENESS_EVERY_MS || now < h) {
+        c.heartbeat_at = Some(now);
+        changed = true;
+    }
+    if c.status == ClusterStatus::Degraded && c.last_error.as_ref().is_some_and(|e| e.stage == SILENT_STAGE) {
+        c.status = ClusterStatus::Connected;
+        c.last_error = None;
+        changed = true;
+    }
+    changed
+}
+
+/// The node's Ready condition drives liveness: `last_seen` moves only while it is ready (absent =
+/// ready, as from older operators); NotReady is offline at once.
+pub fn touch(n: &mut NodeRecord, ready: Option<bool>, now: i64) {
+    if ready == Some(false) {
+        n.ready = false;
+        n.offline = true;
+    } else {
+        n.ready = true;
+        n.offline = false;
+        if n.last_seen.is_none_or(|t| now - t >= LIVENESS_EVERY_MS || now < t) {
+            n.last_seen = Some(now);
+        }
+    }
+}
+
+fn capacity(n: &mut NodeRecord, cpu: Option<i64>, mem: Option<i64>, disk: Option<i64>) {
+    if let Some(v) = cpu {
+        n.cpu = Some(v as f64);
+    }
+    if let Some(v) = mem {
+        n.mem_gb = Some(v as f64);
+    }
+    if let Some(v) = disk {
+        n.disk_gb = Some(v as f64);
+    }
+}
+
+fn new_node(cluster_id: &str, name: &str, ready: Option<bool>, now: i64) -> NodeRecord {
+    let mut n = NodeRecord {
+        cluster_id: cluster_id.to_string(),
+        name: name.to_string(),
+        ready: true,
+        schedulable: true,
+        cordoned: false,
+        decommissioning: false,
+        offline: false,
+        role: None,
+        cpu: None,
+        mem_gb: None,
+        disk_gb: None,
+        lossless_capable: false,
+        last_seen: None,
+        gpu_count: 0,
+    };
+    touch(&mut n, ready, now);
+    n
+}
+
+/// What a liveness-relevant report found stored, for the shortcut cache (see `Inventory`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Seen {
+    /// The store generation the comparison was made at.
+    pub generation: u64,
+    pub live: bool,
+    pub heartbeat_at: Option<i64>,
+    pub last_seen: Option<i64>,
+    /// The node is being decommissioned: its reports are no-ops.
+    pub parked: bool,
+}
+
+/// `POST /internal/inventory/nodes`.
+pub fn apply_node(
+    txn: &WriteTransaction,
+    generation: u64,
+    cluster_id: &str,
+    r: &NodeReport,
+    now: i64,
+) -> Result<Outcome<Seen>, StoreError> {
+    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+        return Ok(Outcome::Unchanged(Seen { generation, ..Seen::default() }));
+    };
+    let mut cluster_changed = beat(&mut cluster, now);
+    let key = format!("{cluster_id}/{}", r.node_id);
+    let mut wrote = false;
+    let node = match NODES.get_in_write(txn, &key)? {
+        None => {
+            let mut n = new_node(cluster_id, &r.node_id, r.node_ready, now);
+            capacity(&mut n, r.node_cpu, r.node_mem_gb, r.node_disk_gb);
+            n.lossless_capable = r.lossless_capable;
+            n.role = r.role.clone().filter(|s| !s.is_empty());
+            cluster.node_count += 1;
+            cluster_changed = true;
+            NODES.put(txn, &key, &n)?;
+            wrote = true;
+            n
+        }
+        // Being removed: reporting it back would resurrect what the admin asked to remove.
+        Some(n) if n.decommissioning => n,
+        Some(before) => {
+            let mut n = before.clone();
+            touch(&mut n, r.node_ready, now);
+            capacity(&mut n, r.node_cpu, r.node_mem_gb, r.node_disk_gb);
+            n.lossless_capable = r.lossless_capable;
+            if let Some(role) = r.role.as_deref().filter(|s| !s.is_empty()) {
+                n.role = Some(role.to_string());
+            }
+            if n != before {
+                NODES.put(txn, &key, &n)?;
+                wrote = true;
+            }
+            n
+        }
+    };
+    if cluster_changed {
+        CLUSTERS.put(txn, cluster_id, &cluster)?;
+        wrote = true;
+    }
+    Ok(outcome(
+        wrote,
+        Seen {
+            generation,
+            live: true,
+            heartbeat_at: cluster.heartbeat_at,
+            last_seen: node.last_seen,
+            parked: node.decommissioning,
+        },
+    ))
+}
+
+/// `POST /internal/inventory/gpu-devices`: upsert by (cluster, uuid); `used_*` stay ours.
+pub fn apply_gpu(
+    txn: &WriteTransaction,
+    generation: u64,
+    cluster_id: &str,
+    r: &GpuReport,
+    now: i64,
+) -> Result<Outcome<Seen>, StoreError> {
+    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+        return Ok(Outcome::Unchanged(Seen { generation, ..Seen::default() }));
+    };
+    let mut cluster_changed = beat(&mut cluster, now);
+    let mut wrote = false;
+    let node_key = format!("{cluster_id}/{}", r.node_id);
+    let stored_node = NODES.get_in_write(txn, &node_key)?;
+    let mut node = match stored_node.clone() {
+        None => {
+            let mut n = new_node(cluster_id, &r.node_id, r.node_ready, now);
+            capacity(&mut n, r.node_cpu, r.node_mem_gb, r.node_disk_gb);
+            cluster.node_count += 1;
+            cluster_changed = true;
+            n
+        }
+        Some(n) if n.decommissioning => {
+            // Do not re-create the cards an administrator just cleared.
+            if cluster_changed {
+                CLUSTERS.put(txn, cluster_id, &cluster)?;
+            }
+            let seen = Seen {
+                generation,
+                live: true,
+                heartbeat_at: cluster.heartbeat_at,
+                last_seen: n.last_seen,
+                parked: true,
+            };
+            return Ok(outcome(cluster_changed, seen));
+        }
+        Some(mut n) => {
+            touch(&mut n, r.node_ready, now);
+            capacity(&mut n, r.node_cpu, r.node_mem_gb, r.node_disk_gb);
+            n
+        }
+    };
+
+    let gpu_key = format!("{cluster_id}/{}", r.uuid);
+    let total_mem = r.total_mem_mb.max(0) as u64;
+    match GPUS.get_in_write(txn, &gpu_key)? {
+        None => {
+            let g = GpuRecord {
+                cluster_id: cluster_id.to_string(),
+                node: r.node_id.clone(),
+                uuid: r.uuid.clone(),
+                model: r.model.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| "unknown".into()),
+                mode: r.mode.clone().unwrap_or_default(),
+                total_mem_mb: total_mem,
+                // A new card: trust the report (the operator sends 0).
+                used_mem_mb: r.used_mem_mb.max(0) as u64,
+                total_cores: if r.total_cores > 0 { r.total_cores as u64 } else { 100 },
+                used_cores: r.used_cores.max(0) as u64,
+                status: r.status.clone(),
+            };
+            GPUS.put(txn, &gpu_key, &g)?;
+            wrote = true;
+            node.gpu_count += 1;
+            cluster.gpu_count += 1;
+            cluster.vram_total_mb += total_mem;
+            cluster_changed = true;
+        }
+        Some(before) => {
+            let mut g = before.clone();
+            g.total_mem_mb = total_mem;
+            if r.total_cores > 0 {
+                g.total_cores = r.total_cores as u64;
+            }
+            g.status = r.status.clone();
+            // Only MIG is a hardware fact; within HAMi the pool (fractional/exclusive) is policy.
+            match r.mode.as_deref() {
+                Some("mig") => g.mode = "mig".into(),
+                Some(m @ ("fractional" | "exclusive")) if g.mode.is_empty() || g.mode == "mig" => g.mode = m.into(),
+                _ => {}
+            }
+            if let Some(m) = r.model.as_deref().filter(|m| !m.is_empty()) {
+                g.model = m.to_string();
+            }
+            if g.node != r.node_id {
+                // The card moved: the old node loses it.
+                let old_key = format!("{cluster_id}/{}", g.node);
+                if let Some(mut old) = NODES.get_in_write(txn, &old_key)? {
+                    old.gpu_count = old.gpu_count.saturating_sub(1);
+                    NODES.put(txn, &old_key, &old)?;
+                }
+                node.gpu_count += 1;
+                g.node = r.node_id.clone();
+            }
+            if g.total_mem_mb != before.total_mem_mb {
+                cluster.vram_total_mb = (cluster.vram_total_mb + g.total_mem_mb).saturating_sub(before.total_mem_mb);
+                cluster_changed = true;
+            }
+            if g != before {
+                GPUS.put(txn, &gpu_key, &g)?;
+                wrote = true;
+            }
+        }
+    }
+    if stored_node.as_ref() != Some(&node) {
+        NODES.put(txn, &node_key, &node)?;
+        wrote = true;
+    }
+    if cluster_changed {
+        CLUSTERS.put(txn, cluster_id, &cluster)?;
+        wrote = true;
+    }
+    Ok(outcome(
+        wrote,
+        Seen { generation, live: true, heartbeat_at: cluster.heartbeat_at, last_seen: node.last_seen, parked: false },
+    ))
+}
+
+/// `POST /internal/inventory/drift`: kept per card (the latest), and logged by the caller.
+pub fn record_drift(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    r: &DriftReport,
+    now: i64,
+) -> Result<Outcome<()>, StoreError> {
+    if live_cluster(txn, cluster_id)?.is_none() {
+        return Ok(Outcome::Unchanged(()));
+    }
+    let uuid = r.uuid.clone().unwrap_or_default();
+    let key = format!("{cluster_id}/{uuid}");
+    let rec = DriftRecord {
+        cluster_id: cluster_id.to_string(),
+        uuid,
+        used_mem_mb: r.used_mem_mb,
+        total_mem_mb: r.total_mem_mb,
+        reported_at: now,
+    };
+    DRIFT.put(txn, &key, &rec)?;
+    Ok(Outcome::Wrote(()))
+}
+
+/// Node names of a cluster whose node rows match `pred`, sorted (keys are in order).
+pub fn hostnames(
+    txn: &redb::ReadTransaction,
+    cluster_id: &str,
+    pred: impl Fn(&NodeRecord) -> bool,
+) -> Result<Vec<String>, StoreError> {
+    let prefix = format!("{cluster_id}/");
+    let mut names: Vec<String> =
+        NODES.list_prefix(txn, &prefix)?.into_iter().filter(|(_, n)| pred(n)).map(|(_, n)| n.name).collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// `POST /internal/nodes/decommissioned`: the operator deleted the Node; the row goes with it.
+pub fn node_decommissioned(
+    txn: &WriteTransaction,
+    clock: &Clock,
+    cluster_id: &str,
+    hostname: &str,
+) -> Result<Outcome<()>, StoreError> {
+    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+        return Ok(Outcome::Unchanged(()));
+    };
+    let key = format!("{cluster_id}/{hostname}");
+    match NODES.get_in_write(txn, &key)? {
+        Some(n) if n.decommissioning => {
+            let (gone, vram) = remove_node_gpus(txn, cluster_id, hostname)?;
+            NODES.delete(txn, &key)?;
+            cluster.node_count = cluster.node_count.saturating_sub(1);
+            cluster.gpu_count = cluster.gpu_count.saturating_sub(gone);
+            cluster.vram_total_mb = cluster.vram_total_mb.saturating_sub(vram);
+            CLUSTERS.put(txn, cluster_id, &cluster)?;
+            crate::audit::record_in(
+                txn,
+                clock,
+                AuditEntry::system(format!("operator:{cluster_id}"), "node.delete", AuditResult::Success)
+                    .target(hostname.to_string())
+                    .details(serde_json::json!({ "cluster_id": cluster_id, "removed_from_cluster": true })),
+            )?;
+            Ok(Outcome::Wrote(()))
+        }
+        // Already finalised, or never asked for.
+        _ => Ok(Outcome::Unchanged(())),
+    }
+}
+
+/// Deletes a node's GPU rows; returns (how many, their VRAM).
+fn remove_node_gpus(txn: &WriteTransaction, cluster_id: &str, node: &str) -> Result<(u64, u64), StoreError> {
+    let mut count = 0;
+    let mut vram = 0;
+    for (key, g) in GPUS.list_prefix_in_write(txn, &format!("{cluster_id}/"))? {
+        if g.node == node {
+            GPUS.delete(txn, &key)?;
+            count += 1;
+            vram += g.total_mem_mb;
+        }
+    }
+    Ok((count, vram))
+}
+
+/// The admin's node actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeAction {
+    Cordon,
+    Uncordon,
+    Decommission,
+}
+
+impl NodeAction {
+    pub fn audit_action(self) -> &'static str {
+        match self {
+            Self::Cordon => "node.cordon",
+            Self::Uncordon => "node.uncordon",
+            Self::Decommission => "node.decommission",
+        }
+    }
+}
+
+/// Cordon / uncordon / decommission a node, with its audit entry in the same transaction.
+pub fn node_action(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    node: &str,
+    action: NodeAction,
+    audit: AuditEntry,
+    clock: &Clock,
+) -> Result<Outcome<Result<NodeRecord, Refusal>>, StoreError> {
+    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+        return Ok(Outcome::Unchanged(Err(Refusal::NotFound(format!("no cluster {cluster_id}")))));
+    };
+    let key = format!("{cluster_id}/{node}");
+    let Some(before) = NODES.get_in_write(txn, &key)? else {
+        return Ok(Outcome::Unchanged(Err(Refusal::NotFound(format!("cluster {cluster_id} has no node {node}")))));
+    };
+    let mut n = before.clone();
+    match action {
+        NodeAction::Cordon => n.cordoned = true,
+        NodeAction::Uncordon => {
+            if n.decommissioning {
+                return Ok(Outcome::Unchanged(Err(Refusal::Conflict {
+                    code: "node_decommissioning",
+                    message: format!("node {node} is being decommissioned; it cannot be uncordoned"),
+                    details: serde_json::json!({ "node": node }),
+                })));
+            }
+            n.cordoned = false;
+        }
+        NodeAction::Decommission => {
+            if !n.decommissioning {
+                let gpus: std::collections::HashSet<String> = GPUS
+                    .list_prefix_in_write(txn, &format!("{cluster_id}/"))?
+                    .into_iter()
+                    .filter(|(_, g)| g.node == node)
+                    .map(|(_, g)| g.uuid)
+                    .collect();
+                let open: Vec<String> = ALLOCATIONS
+                    .list_in_write(txn)?
+                    .into_iter()
+                    .filter(|(_, a)| {
+                        a.cluster_id == cluster_id
+                            && a.is_open()
+                            && a.gpu_uuid.as_ref().is_some_and(|u| gpus.contains(u))
+                    })
+                    .map(|(k, _)| k)
+                    .collect();
+                if !open.is_empty() {
+                    return Ok(Outcome::Unchanged(Err(Refusal::Conflict {
+                        code: "node_in_use",
+                        message: format!(
+                            "node {node} has {} open GPU allocations; end those sessions before decommissioning it",
+                            open.len()
+                        ),
+                        details: serde_json::json!({ "node": node, "allocations": open }),
+                    })));
+                }
+                let (gone, vram) = remove_node_gpus(txn, cluster_id, node)?;
+                cluster.gpu_count = cluster.gpu_count.saturating_sub(gone);
+                cluster.vram_total_mb = cluster.vram_total_mb.saturating_sub(vram);
+                CLUSTERS.put(txn, cluster_id, &cluster)?;
+                n.gpu_count = 0;
+                n.decommissioning = true;
+            }
+        }
+    }
+    if n == before {
+        return Ok(Outcome::Unchanged(Ok(n)));
+    }
+    NODES.put(txn, &key, &n)?;
+    crate::audit::record_in(txn, clock, audit)?;
+    Ok(Outcome::Wrote(Ok(n)))
+}
+
+/// `POST /internal/nodes/health-events`: recorded per node; `action=cordon` marks it cordoned
+/// (the operator already cordoned the Kubernetes node). Unknown nodes are only logged.
+pub fn record_health_event(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    ev: &HealthEvent,
+    now: i64,
+) -> Result<Outcome<bool>, StoreError> {
+    if live_cluster(txn, cluster_id)?.is_none() {
+        return Ok(Outcome::Unchanged(false));
+    }
+    let key = format!("{cluster_id}/{}", ev.node_id);
+    let Some(mut node) = NODES.get_in_write(txn, &key)? else {
+        return Ok(Outcome::Unchanged(false));
+    };
+    let id = ev.id.clone().unwrap_or_else(|| ulid::Ulid::new().to_string());
+    let rec = HealthEventRecord {
+        id: id.clone(),
+        cluster_id: cluster_id.to_string(),
+        node: ev.node_id.clone(),
+        kind: ev.kind.clone(),
+        severity: ev.severity.clone(),
+        action: ev.action.clone(),
+        gpu_uuid: ev.gpu_uuid.clone(),
+        message: ev.message.clone(),
+        at: now,
+    };
+    HEALTH_EVENTS.put(txn, &format!("{key}/{id}"), &rec)?;
+    if ev.action.as_deref().is_some_and(|a| a.eq_ignore_ascii_case("cordon")) && !node.cordoned {
+        node.cordoned = true;
+        NODES.put(txn, &key, &node)?;
+    }
+    Ok(Outcome::Wrote(true))
+}
+
+/// The session a CR name (or a session id) stands for: exactly, or as `lower(replace(id,'_','-'))`.
+pub fn find_session(txn: &WriteTransaction, name: &str) -> Result<Option<SessionRecord>, StoreError> {
+    if let Some(s) = SESSIONS.get_in_write(txn, name)? {
+        return Ok(Some(s));
+    }
+    // `ses-01j…` is the CR name of `ses_01J…` (ULIDs are upper-case): try that key first.
+    if let Some(rest) = name.strip_prefix("ses-") {
+        let guess = format!("ses_{}", rest.to_uppercase());
+        if let Some(s) = SESSIONS.get_in_write(txn, &guess)? {
+            return Ok(Some(s));
+        }
+    }
+    Ok(SESSIONS.list_in_write(txn)?.into_iter().map(|(_, s)| s).find(|s| s.id.to_lowercase().replace('_', "-") == name))
+}
+
+/// `POST /internal/sessions/{id}/status`: until the session state machine lands, the report is
+/// recorded and refreshes liveness (a heartbeat, or any report with `restart_count`).
+pub fn record_status(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    name: &str,
+    r: &StatusReport,
+    now: i64,
+) -> Result<Outcome<Result<bool, Refusal>>, StoreError> {
+    if live_cluster(txn, cluster_id)?.is_none() {
+        return Ok(Outcome::Unchanged(Ok(false)));
+    }
+    let Some(mut session) = find_session(txn, name)? else {
+        return Ok(Outcome::Unchanged(Ok(false)));
+    };
+    if session.cluster_id != cluster_id {
+        return Ok(Outcome::Unchanged(Err(Refusal::OtherCluster { cluster_id: session.cluster_id })));
+    }
+    let mut wrote = false;
+    if SESSION_REPORTS.get_in_write(txn, &session.id)?.as_ref() != Some(r) {
+        SESSION_REPORTS.put(txn, &session.id, r)?;
+        wrote = true;
+    }
+    if r.phase.eq_ignore_ascii_case("heartbeat") || r.restart_count.is_some() {
+        session.last_report_at = Some(now);
+        SESSIONS.put(txn, &session.id.clone(), &session)?;
+        wrote = true;
+    }
+    Ok(outcome(wrote, Ok(true)))
+}
+
+/// `POST /internal/volumes/sync`: records PVCs, pools and session disks; answers a directive per
+/// PVC. No quota change and no reclaim unless a volume is known deleted.
+pub fn volume_sync(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    r: &VolumeSync,
+    now: i64,
+) -> Result<Outcome<VolumeSyncAnswer>, StoreError> {
+    let answer_only = |r: &VolumeSync| VolumeSyncAnswer {
+        volumes: r
+            .volumes
+            .iter()
+            .map(|v| VolumeDirective {
+                name: v.name.clone(),
+                volume_id: v.volume_id.clone(),
+                quota_gb: None,
+                reclaim: false,
+            })
+            .collect(),
+        orphans: r.volumes.iter().filter(|v| v.volume_id.is_none()).count() as u64,
+    };
+    if live_cluster(txn, cluster_id)?.is_none() {
+        return Ok(Outcome::Unchanged(answer_only(r)));
+    }
+    let mut wrote = false;
+    let mut out = Vec::with_capacity(r.volumes.len());
+    let mut orphans = 0;
+    for v in &r.volumes {
+        let key = format!("{cluster_id}/{}", v.name);
+        let stored = VOLUMES.get_in_write(txn, &key)?;
+        let mut rec = stored.clone().unwrap_or(VolumeRecord {
+            cluster_id: cluster_id.to_string(),
+            observed: v.clone(),
+            deleted_at: None,
+            quota_gb: None,
+        });
+        let volume_id = v.volume_id.clone().or_else(|| rec.observed.volume_id.clone());
+        rec.observed = VolumeObserved { volume_id: volume_id.clone(), ..v.clone() };
+        if stored.as_ref() != Some(&rec) {
+            VOLUMES.put(txn, &key, &rec)?;
+            wrote = true;
+        }
+        if volume_id.is_none() {
+            orphans += 1;
+        }
+        out.push(VolumeDirective {
+            name: v.name.clone(),
+            volume_id,
+            quota_gb: rec.quota_gb,
+            reclaim: rec.deleted_at.is_some(),
+        });
+    }
+    for p in r.pools.iter().filter(|p| p.capacity_bytes > 0) {
+        let key = format!("{cluster_id}/{}", p.storage_class);
+        let stored = POOLS.get_in_write(txn, &key)?;
+        let mut value = stored
+            .clone()
+            .filter(serde_json::Value::is_object)
+            .unwrap_or_else(|| serde_json::json!({ "cluster_id": cluster_id, "storage_class": p.storage_class }));
+        value["capacity_bytes"] = p.capacity_bytes.into();
+        value["capacity_source"] = "csi".into();
+        if stored.as_ref().map(|s| (&s["capacity_bytes"], &s["capacity_source"]))
+            != Some((&value["capacity_bytes"], &value["capacity_source"]))
+        {
+            value["capacity_reported_at"] = now.into();
+            POOLS.put(txn, &key, &value)?;
+            wrote = true;
+        }
+    }
+    for s in &r.sessions {
+        let key = format!("{cluster_id}/{}", s.name);
+        let rec = SessionDiskRecord {
+            cluster_id: cluster_id.to_string(),
+            name: s.name.clone(),
+            ephemeral_used_bytes: s.ephemeral_used_bytes,
+            ephemeral_limit_bytes: s.ephemeral_limit_bytes,
+        };
+        if SESSION_DISKS.get_in_write(txn, &key)?.as_ref() != Some(&rec) {
+            SESSION_DISKS.put(txn, &key, &rec)?;
+            wrote = true;
+        }
+    }
+    Ok(outcome(wrote, VolumeSyncAnswer { volumes: out, orphans }))
+}
+
+/// `POST /internal/metrics/session-samples`: keeps the latest sample per session of this
+/// cluster; samples for unknown sessions (or another cluster's) are counted and dropped.
+pub fn record_samples(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    r: &AgentReport,
+) -> Result<Outcome<SamplesAccepted>, StoreError> {
+    if r.samples.is_empty() {
+        return Ok(Outcome::Unchanged(SamplesAccepted { accepted: 0, unknown: None }));
+    }
+    let live = live_cluster(txn, cluster_id)?.is_some();
+    let mut latest: std::collections::BTreeMap<String, &AgentSample> = Default::default();
+    let mut unknown = 0;
+    let mut accepted = 0;
+    let mut resolved: std::collections::HashMap<&str, Option<String>> = Default::default();
+    for s in &r.samples {
+        let id = match resolved.get(s.session.as_str()) {
+            Some(id) => id.clone(),
+            None => {
+                let id = if live {
+                    find_session(txn, &s.session)?.filter(|x| x.cluster_id == cluster_id && x.is_live()).map(|x| x.id)
+                } else {
+                    None
+                };
+                resolved.insert(&s.session, id.clone());
+                id
+            }
+        };
+        match id {
+            Some(id) => {
+                accepted += 1;
+                let e = latest.entry(id).or_insert(s);
+                if s.at >= e.at {
+                    *e = s;
+                }
+            }
+            None => unknown += 1,
+        }
+    }
+    let wrote = !latest.is_empty();
+    for (id, s) in latest {
+        let rec = SessionSampleRecord {
+            session_id: id.clone(),
+            node: r.node.clone(),
+            at: s.at,
+            cpu_cores: s.cpu_cores,
+            mem_bytes: s.mem_bytes,
+        };
+        SESSION_SAMPLES.put(txn, &id, &rec)?;
+    }
+    Ok(outcome(wrote, SamplesAccepted { accepted, unknown: Some(unknown) }))
+}
+
+/// Recomputes a cluster's counters from its rows (tests compare it with the running counts).
+pub fn recount(txn: &redb::ReadTransaction, cluster_id: &str) -> Result<(u64, u64, u64, u64), StoreError> {
+    let prefix = format!("{cluster_id}/");
+    let nodes = NODES.list_prefix(txn, &prefix)?.len() as u64;
+    let gpus = GPUS.list_prefix(txn, &prefix)?;
+    let running =
+        SESSIONS.list(txn)?.iter().filter(|(_, s)| s.cluster_id == cluster_id && s.phase == "running").count() as u64;
+    Ok((nodes, gpus.len() as u64, gpus.iter().map(|(_, g)| g.total_mem_mb).sum(), running))
+}
+
+/// The sweep: nodes not seen for `node_stale_after` go offline; a cluster whose operator has
+/// been silent for `heartbeat_stale_after` is degraded. Only clusters whose operator has ever
+/// reported are judged (without an operator there is nothing to hear from).
+pub fn sweep(
+    txn: &WriteTransaction,
+    now: i64,
+    node_stale_ms: i64,
+    heartbeat_stale_ms: i64,
+) -> Result<Outcome<SweepReport>, StoreError> {
+    let mut report = SweepReport::default();
+    for (id, mut c) in CLUSTERS.list_in_write(txn)? {
+        let Some(hb) = c.heartbeat_at.filter(|_| c.is_live()) else { continue };
+        if now - hb > heartbeat_stale_ms && matches!(c.status, ClusterStatus::Connected | ClusterStatus::Pending) {
+            c.status = ClusterStatus::Degraded;
+            c.last_error = Some(silent_error((now - hb) / 1000));
+            CLUSTERS.put(txn, &id, &c)?;
+            report.clusters_degraded.push(id.clone());
+        }
+        for (key, mut n) in NODES.list_prefix_in_write(txn, &format!("{id}/"))? {
+            if !n.offline && !n.decommissioning && n.last_seen.is_none_or(|t| now - t > node_stale_ms) {
+                n.offline = true;
+                NODES.put(txn, &key, &n)?;
+                report.nodes_offline.push(key);
+            }
+        }
+    }
+    let wrote = !report.clusters_degraded.is_empty() || !report.nodes_offline.is_empty();
+    Ok(outcome(wrote, report))
+}
+
+pub fn silent_error(for_s: i64) -> ProbeError {
+    ProbeError {
+        stage: SILENT_STAGE.into(),
+        cause: format!("the gShare operator has not reported inventory for {for_s} s"),
+        hint: "check the gshare-operator pod in gshare-system (kubectl -n gshare-system logs deploy/gshare-operator) and its token".into(),
+    }
+}
+
+/// What one sweep changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    pub nodes_offline: Vec<String>,
+    pub clusters_degraded: Vec<String>,
+}

@@ -1,0 +1,401 @@
+//! Upstream's `/internal` callbacks (operator JWT), the admin's node actions under
+//! `/api/v1/clusters/{id}/nodes/{node}/…`, and `GET /metrics`. Each handler: caller (401/403),
+//! body (400/413/422), checks (422), cluster scope (403), then the domain function.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::apply::{NodeAction, Refusal};
+use super::model::*;
+use crate::App;
+use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::auth::guard::{AdminCaller, OperatorCaller};
+use crate::clock::rfc3339_ms;
+use crate::clusters::ClusterId;
+use crate::clusters::model::{GPUS, GpuView, NodeRecord, NodeView};
+use crate::http::error::{ApiError, ErrorBody, FieldError};
+use crate::http::extract::parse_json;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(inventory_nodes))
+        .routes(routes!(inventory_gpu_devices))
+        .routes(routes!(inventory_drift))
+        .routes(routes!(nodes_cordoned))
+        .routes(routes!(nodes_decommissioning))
+        .routes(routes!(nodes_decommissioned))
+        .routes(routes!(health_events))
+        .routes(routes!(audit_operator))
+        .routes(routes!(volumes_sync))
+        .routes(routes!(session_samples))
+        .routes(routes!(session_status))
+        .routes(routes!(cordon))
+        .routes(routes!(uncordon))
+        .routes(routes!(decommission))
+        .routes(routes!(metrics))
+}
+
+fn accepted() -> Response {
+    (StatusCode::ACCEPTED, Json(Accepted { accepted: true })).into_response()
+}
+
+fn checked(r: Result<(), Vec<FieldError>>) -> Result<(), ApiError> {
+    r.map_err(ApiError::validation)
+}
+
+/// A payload naming another cluster is refused, not believed; absent or null passes.
+fn scope(caller: &OperatorCaller, claimed: Option<&str>) -> Result<(), ApiError> {
+    match claimed {
+        Some(c) if c != caller.cluster_id.as_str() => Err(other_cluster(caller, c)),
+        _ => Ok(()),
+    }
+}
+
+fn other_cluster(caller: &OperatorCaller, cluster_id: &str) -> ApiError {
+    ApiError::forbidden(format!("this operator token is for cluster {}, not {cluster_id}", caller.cluster_id))
+        .with_details(serde_json::json!({ "token_cluster": caller.cluster_id.as_str(), "cluster_id": cluster_id }))
+}
+
+/// Upstream's `Body(default_factory=dict)`: an empty body is `{}`; anything but an object is 422.
+fn parse_object<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let v: serde_json::Value = parse_json(body)?;
+    if !v.is_object() {
+        return Err(ApiError::field(&["body"], "must be a JSON object", "dict_type"));
+    }
+    parse_json(body)
+}
+
+fn refusal(caller: Option<&OperatorCaller>, r: Refusal) -> ApiError {
+    match r {
+        Refusal::OtherCluster { cluster_id } => match caller {
+            Some(c) => other_cluster(c, &cluster_id),
+            None => ApiError::forbidden("another cluster's resource"),
+        },
+        Refusal::NotFound(m) => ApiError::not_found(m),
+        Refusal::Conflict { code, message, details } => {
+            ApiError::new(StatusCode::CONFLICT, code, message).with_details(details)
+        }
+    }
+}
+
+/// Report one node's capacity and readiness (every 15 s per node).
+#[utoipa::path(post, path = "/internal/inventory/nodes", tag = "internal",
+    request_body = NodeReport,
+    responses(
+        (status = 202, body = Accepted, description = "stored (or a no-op: unknown/unregistered cluster, node being decommissioned)"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "cluster_id of another cluster: details {token_cluster, cluster_id}"),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody, description = "details.errors[{loc,msg,type}]"),
+    ))]
+async fn inventory_nodes(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let r: NodeReport = parse_json(&body)?;
+    checked(r.check())?;
+    scope(&caller, r.cluster_id.as_deref())?;
+    app.inventory.report_node(&caller.cluster_id, r).await?;
+    Ok(accepted())
+}
+
+/// Report one GPU (upsert by cluster and uuid; `used_*` are never overwritten).
+#[utoipa::path(post, path = "/internal/inventory/gpu-devices", tag = "internal",
+    request_body = GpuReport,
+    responses(
+        (status = 202, body = Accepted),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "cluster_id of another cluster"),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody),
+    ))]
+async fn inventory_gpu_devices(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let r: GpuReport = parse_json(&body)?;
+    checked(r.check())?;
+    scope(&caller, r.cluster_id.as_deref())?;
+    app.inventory.report_gpu(&caller.cluster_id, r).await?;
+    Ok(accepted())
+}
+
+/// Used memory above total on a card: recorded and logged.
+#[utoipa::path(post, path = "/internal/inventory/drift", tag = "internal",
+    request_body = DriftReport,
+    responses((status = 202, body = Accepted), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn inventory_drift(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let r: DriftReport = parse_object(&body)?;
+    let mut p = Problems::default();
+    if let Some(u) = &r.uuid {
+        p.uuid(&["uuid"], u);
+    }
+    checked(p.into_result())?;
+    scope(&caller, r.cluster_id.as_deref())?;
+    app.inventory.report_drift(&caller.cluster_id, r).await?;
+    Ok(accepted())
+}
+
+/// Nodes to cordon (the cluster is the token's), sorted.
+#[utoipa::path(get, path = "/internal/nodes/cordoned", tag = "internal",
+    responses((status = 200, body = Hostnames), (status = 401, body = ErrorBody)))]
+async fn nodes_cordoned(State(app): State<Arc<App>>, caller: OperatorCaller) -> Result<Json<Hostnames>, ApiError> {
+    Ok(Json(Hostnames { hostnames: app.inventory.hostnames(&caller.cluster_id, false).await? }))
+}
+
+/// Nodes to delete from the cluster (the cluster is the token's), sorted.
+#[utoipa::path(get, path = "/internal/nodes/decommissioning", tag = "internal",
+    responses((status = 200, body = Hostnames), (status = 401, body = ErrorBody)))]
+async fn nodes_decommissioning(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+) -> Result<Json<Hostnames>, ApiError> {
+    Ok(Json(Hostnames { hostnames: app.inventory.hostnames(&caller.cluster_id, true).await? }))
+}
+
+/// The operator deleted a decommissioned Node: its row goes (audited as `node.delete`).
+#[utoipa::path(post, path = "/internal/nodes/decommissioned", tag = "internal",
+    request_body = Decommissioned,
+    responses(
+        (status = 202, body = Accepted, description = "`accepted:false` when no hostname was sent"),
+        (status = 401, body = ErrorBody), (status = 422, body = ErrorBody),
+    ))]
+async fn nodes_decommissioned(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let r: Decommissioned = parse_object(&body)?;
+    let hostname = r.hostname.unwrap_or_default().trim().to_string();
+    if hostname.is_empty() {
+        return Ok((StatusCode::ACCEPTED, Json(Accepted { accepted: false })).into_response());
+    }
+    let mut p = Problems::default();
+    p.node_name(&["hostname"], &hostname);
+    checked(p.into_result())?;
+    app.inventory.decommissioned(&caller.cluster_id, hostname).await?;
+    Ok(accepted())
+}
+
+/// A node health transition; `action: cordon` marks the node cordoned.
+#[utoipa::path(post, path = "/internal/nodes/health-events", tag = "internal",
+    request_body = HealthEvent,
+    responses((status = 202, body = Accepted), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn health_events(State(app): State<Arc<App>>, caller: OperatorCaller, body: Bytes) -> Result<Response, ApiError> {
+    let r: HealthEvent = parse_json(&body)?;
+    checked(r.check())?;
+    scope(&caller, r.cluster_id.as_deref())?;
+    app.inventory.health_event(&caller.cluster_id, r).await?;
+    Ok(accepted())
+}
+
+/// An operator's privileged action, written to the audit log.
+#[utoipa::path(post, path = "/internal/audit/operator", tag = "internal",
+    request_body = OperatorAudit,
+    responses(
+        (status = 202, body = Accepted),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "actor operator:<another cluster>"),
+        (status = 422, body = ErrorBody),
+    ))]
+async fn audit_operator(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    meta: RequestMeta,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let r: OperatorAudit = parse_json(&body)?;
+    checked(r.check())?;
+    scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
+    app.inventory.operator_audit(&caller.cluster_id, r, meta.request_id).await?;
+    Ok(accepted())
+}
+
+/// The operator's view of session volumes, pools and scratch disks; a directive per PVC.
+#[utoipa::path(post, path = "/internal/volumes/sync", tag = "internal",
+    request_body = VolumeSync,
+    responses((status = 200, body = VolumeSyncAnswer), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn volumes_sync(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    body: Bytes,
+) -> Result<Json<VolumeSyncAnswer>, ApiError> {
+    let r: VolumeSync = parse_json(&body)?;
+    checked(r.check())?;
+    scope(&caller, r.cluster_id.as_deref())?;
+    Ok(Json(app.inventory.volume_sync(&caller.cluster_id, r).await?))
+}
+
+/// The node agent's session samples; the latest per session is kept.
+#[utoipa::path(post, path = "/internal/metrics/session-samples", tag = "internal",
+    request_body = AgentReport,
+    responses((status = 200, body = SamplesAccepted), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn session_samples(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    body: Bytes,
+) -> Result<Json<SamplesAccepted>, ApiError> {
+    let r: AgentReport = parse_json(&body)?;
+    checked(r.check())?;
+    Ok(Json(app.inventory.session_samples(&caller.cluster_id, r).await?))
+}
+
+/// A session's phase report; `{id}` is the CR name (or the session id).
+#[utoipa::path(post, path = "/internal/sessions/{id}/status", tag = "internal",
+    params(("id" = String, Path, description = "the GShareSession CR name, e.g. ses-01j…")),
+    request_body = StatusReport,
+    responses(
+        (status = 202, body = Accepted, description = "recorded; an unknown session is a no-op"),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "cluster_id or the session belongs to another cluster"),
+        (status = 422, body = ErrorBody),
+    ))]
+async fn session_status(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let r: StatusReport = parse_json(&body)?;
+    let mut p = Problems::default();
+    if id.len() > MAX_NODE_NAME {
+        p.node_name(&["id"], &id);
+    }
+    checked(r.check().and(p.into_result()))?;
+    scope(&caller, r.cluster_id.as_deref())?;
+    app.inventory.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
+    Ok(accepted())
+}
+
+async fn node_view(app: &App, r: NodeRecord) -> Result<NodeView, ApiError> {
+    let prefix = format!("{}/", r.cluster_id);
+    let gpus = app.store.read(move |txn| GPUS.list_prefix(txn, &prefix)).await?;
+    Ok(NodeView {
+        gpus: gpus
+            .into_iter()
+            .filter(|(_, g)| g.node == r.name)
+            .map(|(_, g)| GpuView {
+                uuid: g.uuid,
+                model: g.model,
+                mode: g.mode,
+                memory_mb: g.total_mem_mb,
+                status: g.status,
+            })
+            .collect(),
+        name: r.name,
+        ready: r.ready,
+        schedulable: r.schedulable,
+        cordoned: r.cordoned,
+        decommissioning: r.decommissioning,
+        offline: r.offline,
+        role: r.role,
+        last_seen: r.last_seen.map(rfc3339_ms),
+    })
+}
+
+async fn admin_node_action(
+    app: &App,
+    admin: &AdminCaller,
+    meta: &RequestMeta,
+    id: &str,
+    node: &str,
+    action: NodeAction,
+) -> Result<Json<NodeView>, ApiError> {
+    let id = ClusterId::parse(id).map_err(|e| ApiError::not_found(e.to_string()))?;
+    let entry = |result| {
+        AuditEntry::new(meta, admin.actor(), action.audit_action(), result)
+            .target(format!("{id}/{node}"))
+            .details(serde_json::json!({ "cluster_id": id.as_str(), "node": node }))
+    };
+    if !is_dns_subdomain(node) {
+        return Err(ApiError::not_found(format!("cluster {id} has no node {node}")));
+    }
+    match app.inventory.node_action(&id, node.to_string(), action, entry(AuditResult::Success)).await? {
+        Ok(record) => {
+            // The repeat-report memory needs no reset: the commit moved the store's generation.
+            Ok(Json(node_view(app, record).await?))
+        }
+        Err(r) => {
+            let err = refusal(None, r);
+            crate::audit::record(
+                app,
+                entry(AuditResult::Failure).details(serde_json::json!({
+                    "cluster_id": id.as_str(), "node": node, "error": err.code,
+                })),
+            )
+            .await;
+            Err(err)
+        }
+    }
+}
+
+/// Cordon a node: the operator mirrors it (unschedulable + `gshare.io/cordoned`).
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/nodes/{node}/cordon", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local"), ("node" = String, Path, description = "node name")),
+    responses((status = 200, body = NodeView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn cordon(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path((id, node)): Path<(String, String)>,
+) -> Result<Json<NodeView>, ApiError> {
+    admin_node_action(&app, &admin, &meta, &id, &node, NodeAction::Cordon).await
+}
+
+/// Uncordon a node cordoned through gShare.
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/nodes/{node}/uncordon", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local"), ("node" = String, Path, description = "node name")),
+    responses(
+        (status = 200, body = NodeView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "node_decommissioning"),
+    ))]
+async fn uncordon(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path((id, node)): Path<(String, String)>,
+) -> Result<Json<NodeView>, ApiError> {
+    admin_node_action(&app, &admin, &meta, &id, &node, NodeAction::Uncordon).await
+}
+
+/// Decommission a node: its GPUs leave the inventory, its reports are ignored, and the operator
+/// deletes the Node (unless it is Ready or control-plane), then confirms.
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/nodes/{node}/decommission", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local"), ("node" = String, Path, description = "node name")),
+    responses(
+        (status = 200, body = NodeView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "node_in_use: open GPU allocations (details.allocations)"),
+    ))]
+async fn decommission(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path((id, node)): Path<(String, String)>,
+) -> Result<Json<NodeView>, ApiError> {
+    admin_node_action(&app, &admin, &meta, &id, &node, NodeAction::Decommission).await
+}
+
+/// Prometheus metrics: callbacks by route and status, token-cache hits, store commit latency,
+/// clusters by status. Unauthenticated, like `/healthz`; it carries counts only.
+#[utoipa::path(get, path = "/metrics", tag = "system",
+    responses((status = 200, content_type = "text/plain; version=0.0.4", body = String)))]
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let text = super::metrics::render(&app).await;
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))], text)
+        .into_response()
+}

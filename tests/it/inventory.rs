@@ -1,0 +1,788 @@
+//! Operator callbacks replayed as upstream's operator sends them (§2 of the contract): inventory
+//! with its retries, two clusters at once, unregister mid-stream, liveness and the sweep, cordon
+//! and decommission, volumes/status/samples/health/audit, every bad input and every JWT attack
+//! over HTTP, and `/metrics`.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use gshare::clusters::model::{CLUSTERS, GPUS};
+use gshare::sessions::{SESSIONS, SessionRecord};
+use gshare_fake_kube::{ClusterSpec, FakeCluster};
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, expect_error};
+
+fn admin(s: &TestServer) -> String {
+    s.app().auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
+}
+
+fn operator(s: &TestServer, id: &str) -> String {
+    s.app().auth.internal.mint(&format!("operator:{id}"), Duration::from_secs(7 * 86400)).unwrap()
+}
+
+async fn fake(name: &str) -> FakeCluster {
+    FakeCluster::start(ClusterSpec { name: name.into(), ..ClusterSpec::default() }).await.unwrap()
+}
+
+async fn register(s: &TestServer, name: &str, c: &FakeCluster) -> String {
+    let body = json!({"name": name, "role": "primary", "kubeconfig_b64": STANDARD.encode(c.kubeconfig_yaml())});
+    let res = s.client.post(s.url("/api/v1/clusters")).bearer_auth(admin(s)).json(&body).send().await.unwrap();
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    let v: Value = res.json().await.unwrap();
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// A callback as the operator sends it: JSON, bearer token.
+async fn call(s: &TestServer, token: &str, path: &str, body: &Value) -> reqwest::Response {
+    s.client.post(s.url(path)).bearer_auth(token).json(body).send().await.unwrap()
+}
+
+/// The operator's retry rule: 2xx and 409 are success; 5xx retried (4 attempts).
+async fn send_like_operator(s: &TestServer, token: &str, path: &str, body: &Value) -> u16 {
+    let mut last = 0;
+    for backoff in [200u64, 400, 800, 0] {
+        last = call(s, token, path, body).await.status().as_u16();
+        if (200..300).contains(&last) || last == 409 || (400..500).contains(&last) && last != 401 {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(backoff / 100)).await;
+    }
+    last
+}
+
+fn node_report(cluster: &str, node: &str) -> Value {
+    json!({"node_id": node, "node_cpu": 64, "node_mem_gb": 512, "node_disk_gb": 900, "role": "gpu", "node_ready": true, "cluster_id": cluster})
+}
+
+fn gpu_report(cluster: &str, node: &str, uuid: &str, mem: u64) -> Value {
+    json!({"node_id": node, "uuid": uuid, "model": "NVIDIA A100-SXM4-80GB", "mode": "fractional",
+        "total_mem_mb": mem, "used_mem_mb": 0, "total_cores": 100, "used_cores": 0, "status": "ready",
+        "node_ready": true, "node_cpu": 64, "node_mem_gb": 512, "node_disk_gb": 900, "cluster_id": cluster})
+}
+
+async fn admin_get(s: &TestServer, path: &str) -> Value {
+    let res = s.client.get(s.url(path)).bearer_auth(admin(s)).send().await.unwrap();
+    assert_eq!(res.status(), 200, "{path}");
+    res.json().await.unwrap()
+}
+
+async fn operator_get(s: &TestServer, token: &str, path: &str) -> Value {
+    let res = s.client.get(s.url(path)).bearer_auth(token).send().await.unwrap();
+    assert_eq!(res.status(), 200, "{path}");
+    res.json().await.unwrap()
+}
+
+/// Asserts the running counters equal a recount from the rows.
+async fn assert_counters(s: &TestServer, id: &str) -> (u64, u64, u64) {
+    let key = id.to_string();
+    let (rec, recount) = s
+        .app()
+        .store
+        .read(move |txn| Ok((CLUSTERS.get(txn, &key)?.unwrap(), gshare::inventory::apply::recount(txn, &key)?)))
+        .await
+        .unwrap();
+    assert_eq!((rec.node_count, rec.gpu_count, rec.vram_total_mb, rec.running_sessions), recount, "{id}");
+    (rec.node_count, rec.gpu_count, rec.vram_total_mb)
+}
+
+#[tokio::test]
+async fn inventory_reports_with_retries_keep_counters_exact() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    assert_eq!(assert_counters(&s, &id).await, (2, 8, 8 * 81920));
+    let seeded = admin_get(&s, &format!("/api/v1/clusters/{id}/nodes")).await;
+    let uuid0 = seeded[0]["gpus"][0]["uuid"].as_str().unwrap().to_string();
+
+    // Our bookkeeping owns occupancy: a report must never overwrite it.
+    let key = format!("{id}/{uuid0}");
+    s.app()
+        .store
+        .write(move |txn| {
+            let mut g = GPUS.get_in_write(txn, &key)?.unwrap();
+            g.used_mem_mb = 4096;
+            g.used_cores = 30;
+            GPUS.put(txn, &key, &g)
+        })
+        .await
+        .unwrap();
+
+    // The existing nodes and cards, then a third node with 8 new cards; every report twice
+    // (the operator retries), and both answers are 202.
+    for n in ["gpu-node-0", "gpu-node-1", "gpu-node-2"] {
+        for _ in 0..2 {
+            let res = call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, n)).await;
+            assert_eq!(res.status(), 202);
+            assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": true}));
+        }
+    }
+    for i in 0..8 {
+        let body = gpu_report(&id, "gpu-node-2", &format!("GPU-new-{i}"), 40960);
+        assert_eq!(send_like_operator(&s, &tok, "/internal/inventory/gpu-devices", &body).await, 202);
+        assert_eq!(send_like_operator(&s, &tok, "/internal/inventory/gpu-devices", &body).await, 202);
+    }
+    let body = gpu_report(&id, "gpu-node-0", &uuid0, 81920);
+    assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &body).await.status(), 202);
+    assert_eq!(assert_counters(&s, &id).await, (3, 16, 8 * 81920 + 8 * 40960));
+    let key = format!("{id}/{uuid0}");
+    let g = s.app().store.read(move |txn| GPUS.get(txn, &key)).await.unwrap().unwrap();
+    assert_eq!((g.used_mem_mb, g.used_cores), (4096, 30));
+
+    // A card grows and moves to another node: counters follow.
+    let body = gpu_report(&id, "gpu-node-1", "GPU-new-0", 81920);
+    assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &body).await.status(), 202);
+    assert_eq!(assert_counters(&s, &id).await, (3, 16, 9 * 81920 + 7 * 40960));
+    let nodes = admin_get(&s, &format!("/api/v1/clusters/{id}/nodes")).await;
+    let counts: Vec<usize> = nodes.as_array().unwrap().iter().map(|n| n["gpus"].as_array().unwrap().len()).collect();
+    assert_eq!(counts, vec![4, 5, 7]);
+
+    // The cluster views show the live data and the heartbeat.
+    let detail = admin_get(&s, &format!("/api/v1/clusters/{id}")).await;
+    assert_eq!(detail["node_count"], 3);
+    assert_eq!(detail["gpu_count"], 16);
+    assert!(detail["heartbeat_at"].as_str().is_some(), "{detail}");
+
+    // A repeat changes nothing: no commit.
+    let before = s.app().store.generation();
+    for _ in 0..5 {
+        assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &body).await.status(), 202);
+        assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, "gpu-node-1")).await.status(), 202);
+    }
+    assert_eq!(s.app().store.generation(), before);
+
+    // Drift: recorded, 202.
+    let drift = json!({"cluster_id": id, "uuid": uuid0, "used_mem_mb": 90000, "total_mem_mb": 81920});
+    assert_eq!(call(&s, &tok, "/internal/inventory/drift", &drift).await.status(), 202);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn two_clusters_at_once_and_unregister_mid_stream() {
+    let s = TestServer::start().await;
+    let (ca, cb) = (fake("a").await, fake("b").await);
+    let a = register(&s, "gpu-a", &ca).await;
+    let b = register(&s, "gpu-b", &cb).await;
+    let (ta, tb) = (operator(&s, &a), operator(&s, &b));
+
+    let stream = |id: String, tok: String, rounds: usize| {
+        let client = s.client.clone();
+        let base = s.base.clone();
+        async move {
+            let mut statuses = Vec::new();
+            for r in 0..rounds {
+                for n in 0..4 {
+                    let node = format!("node-{n}");
+                    let nb = node_report(&id, &node);
+                    let res = client
+                        .post(format!("{base}/internal/inventory/nodes"))
+                        .bearer_auth(&tok)
+                        .json(&nb)
+                        .send()
+                        .await
+                        .unwrap();
+                    statuses.push(res.status().as_u16());
+                    for g in 0..4 {
+                        let gb = gpu_report(&id, &node, &format!("GPU-{id}-{n}-{g}"), 1000 + (r as u64 % 3) * 10);
+                        let res = client
+                            .post(format!("{base}/internal/inventory/gpu-devices"))
+                            .bearer_auth(&tok)
+                            .json(&gb)
+                            .send()
+                            .await
+                            .unwrap();
+                        statuses.push(res.status().as_u16());
+                    }
+                }
+            }
+            statuses
+        }
+    };
+    let unregister = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let res = s.client.delete(s.url(&format!("/api/v1/clusters/{a}"))).bearer_auth(admin(&s)).send().await.unwrap();
+        assert_eq!(res.status(), 204);
+    };
+    let (sa, sb, ()) = tokio::join!(stream(a.clone(), ta.clone(), 6), stream(b.clone(), tb.clone(), 6), unregister);
+    // Upstream answers an unregistered cluster's reports with 202 too (a no-op).
+    assert!(sa.iter().chain(&sb).all(|s| *s == 202), "{sa:?} {sb:?}");
+
+    // A's inventory is gone and stays gone; B has its 2 seeded + 4 reported nodes.
+    let ka = a.clone();
+    let rec = s.app().store.read(move |txn| CLUSTERS.get(txn, &ka)).await.unwrap().unwrap();
+    assert!(rec.deleted_at.is_some());
+    let pa = format!("{a}/");
+    let left = s
+        .app()
+        .store
+        .read(move |txn| {
+            Ok((gshare::clusters::model::NODES.list_prefix(txn, &pa)?.len(), GPUS.list_prefix(txn, &pa)?.len()))
+        })
+        .await
+        .unwrap();
+    assert_eq!(left, (0, 0));
+    let before = s.app().store.generation();
+    assert_eq!(call(&s, &ta, "/internal/inventory/nodes", &node_report(&a, "node-9")).await.status(), 202);
+    assert_eq!(
+        call(&s, &ta, "/internal/inventory/gpu-devices", &gpu_report(&a, "node-9", "GPU-x", 1)).await.status(),
+        202
+    );
+    assert_eq!(operator_get(&s, &ta, "/internal/nodes/cordoned").await, json!({"hostnames": []}));
+    assert_eq!(s.app().store.generation(), before, "an unregistered cluster's report changed the store");
+    let (nodes, gpus, vram) = assert_counters(&s, &b).await;
+    assert_eq!((nodes, gpus), (6, 8 + 16));
+    assert_eq!(vram, 8 * 81920 + 16 * (1000 + 5 % 3 * 10));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn another_clusters_payload_is_forbidden() {
+    let s = TestServer::start().await;
+    let (ca, cb) = (fake("a").await, fake("b").await);
+    let a = register(&s, "gpu-a", &ca).await;
+    let b = register(&s, "gpu-b", &cb).await;
+    let ta = operator(&s, &a);
+    for (path, body) in [
+        ("/internal/inventory/nodes", node_report(&b, "n1")),
+        ("/internal/inventory/gpu-devices", gpu_report(&b, "n1", "GPU-1", 1)),
+        ("/internal/inventory/drift", json!({"cluster_id": b, "uuid": "GPU-1"})),
+        ("/internal/nodes/health-events", json!({"node_id": "n1", "kind": "xid", "cluster_id": b})),
+        ("/internal/volumes/sync", json!({"volumes": [], "cluster_id": b})),
+        (
+            "/internal/sessions/ses-x/status",
+            json!({"phase": "Running", "ts": "2025-05-01T10:00:00.12Z", "cluster_id": b}),
+        ),
+        (
+            "/internal/audit/operator",
+            json!({"actor": format!("operator:{b}"), "action": "node.cordon", "target": "n1", "result": "ok", "ts": "2025-05-01T10:00:00Z"}),
+        ),
+    ] {
+        let body = expect_error(call(&s, &ta, path, &body).await, 403, "forbidden").await;
+        assert_eq!(body["error"]["details"], json!({"token_cluster": a, "cluster_id": b}), "{path}");
+    }
+    // Absent and null cluster_id pass, and land on the token's cluster.
+    let mut r = node_report(&a, "n-null");
+    r["cluster_id"] = Value::Null;
+    assert_eq!(call(&s, &ta, "/internal/inventory/nodes", &r).await.status(), 202);
+    r.as_object_mut().unwrap().remove("cluster_id");
+    r["node_id"] = "n-absent".into();
+    assert_eq!(call(&s, &ta, "/internal/inventory/nodes", &r).await.status(), 202);
+    let nodes = admin_get(&s, &format!("/api/v1/clusters/{a}/nodes")).await;
+    let names: Vec<&str> = nodes.as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"n-null") && names.contains(&"n-absent"), "{names:?}");
+
+    // A session of cluster B, reported by A's operator (by CR name): 403.
+    let sb = b.clone();
+    s.app()
+        .store
+        .write(move |txn| {
+            SESSIONS.put(txn, "ses_01JAAAAAAAAAAAAAAAAAAAAAAA", &session("ses_01JAAAAAAAAAAAAAAAAAAAAAAA", &sb))
+        })
+        .await
+        .unwrap();
+    let st = json!({"phase": "Heartbeat", "ts": "2025-05-01T10:00:00.12Z"});
+    let body = expect_error(
+        call(&s, &ta, "/internal/sessions/ses-01jaaaaaaaaaaaaaaaaaaaaaaa/status", &st).await,
+        403,
+        "forbidden",
+    )
+    .await;
+    assert_eq!(body["error"]["details"]["cluster_id"], b);
+    s.stop().await;
+}
+
+fn session(id: &str, cluster: &str) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        cluster_id: cluster.into(),
+        cluster_name: "x".into(),
+        owner: "u".into(),
+        phase: "running".into(),
+        created_at: 0,
+        last_report_at: None,
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_field_errors() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    let long_node = "a".repeat(254);
+    let cases: Vec<(&str, Value, Vec<&str>, &str)> = vec![
+        ("/internal/inventory/nodes", json!({"node_ready": true}), vec!["body", "node_id"], "missing"),
+        ("/internal/inventory/nodes", json!({"node_id": 5}), vec!["body", "node_id"], "type_error"),
+        (
+            "/internal/inventory/nodes",
+            json!({"node_id": "n", "node_cpu": "many"}),
+            vec!["body", "node_cpu"],
+            "type_error",
+        ),
+        ("/internal/inventory/nodes", json!({"node_id": long_node}), vec!["body", "node_id"], "string_too_long"),
+        (
+            "/internal/inventory/nodes",
+            json!({"node_id": "n", "node_mem_gb": -1}),
+            vec!["body", "node_mem_gb"],
+            "greater_than_equal",
+        ),
+        ("/internal/inventory/nodes", json!({"node_id": "a/b"}), vec!["body", "node_id"], "string_pattern_mismatch"),
+        ("/internal/inventory/gpu-devices", json!({"node_id": "n"}), vec!["body", "uuid"], "missing"),
+        (
+            "/internal/inventory/gpu-devices",
+            json!({"node_id": "n", "uuid": "G".repeat(300)}),
+            vec!["body", "uuid"],
+            "string_too_long",
+        ),
+        (
+            "/internal/inventory/gpu-devices",
+            json!({"node_id": "n", "uuid": "GPU-1", "total_mem_mb": -5}),
+            vec!["body", "total_mem_mb"],
+            "greater_than_equal",
+        ),
+        (
+            "/internal/inventory/gpu-devices",
+            json!({"node_id": "n", "uuid": "GPU-1", "node_ready": "yes"}),
+            vec!["body", "node_ready"],
+            "type_error",
+        ),
+        (
+            "/internal/sessions/ses-1/status",
+            json!({"phase": "Running", "ts": "yesterday"}),
+            vec!["body", "ts"],
+            "datetime_parsing",
+        ),
+        ("/internal/sessions/ses-1/status", json!({"phase": "Running"}), vec!["body", "ts"], "missing"),
+        ("/internal/sessions/ses-1/status", json!({"ts": "2025-05-01T10:00:00Z"}), vec!["body", "phase"], "missing"),
+        (
+            "/internal/audit/operator",
+            json!({"actor": "operator:x", "action": "a", "target": "t", "result": "ok", "ts": "10:00"}),
+            vec!["body", "ts"],
+            "datetime_parsing",
+        ),
+        ("/internal/volumes/sync", json!({"cluster_id": null}), vec!["body", "volumes"], "missing"),
+        (
+            "/internal/volumes/sync",
+            json!({"volumes": [], "pools": [{"storage_class": "zfs", "capacity_bytes": -1}]}),
+            vec!["body", "pools", "0", "capacity_bytes"],
+            "greater_than_equal",
+        ),
+        ("/internal/nodes/health-events", json!({"node_id": "n"}), vec!["body", "kind"], "missing"),
+        (
+            "/internal/metrics/session-samples",
+            json!({"node": "n", "samples": [{"session": "s", "at": 1.0, "cpu_cores": -1.0, "mem_bytes": 1}]}),
+            vec!["body", "samples", "0", "cpu_cores"],
+            "greater_than_equal",
+        ),
+        ("/internal/inventory/drift", json!([1, 2]), vec!["body"], "dict_type"),
+    ];
+    for (path, body, loc, kind) in cases {
+        let res = call(&s, &tok, path, &body).await;
+        let b = expect_error(res, 422, "validation_failed").await;
+        let e = &b["error"]["details"]["errors"][0];
+        assert_eq!(e["loc"], json!(loc), "{path} {body}: {b}");
+        assert_eq!(e["type"], kind, "{path} {body}: {b}");
+        assert!(e["msg"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    // Unknown fields are ignored, as upstream does.
+    let mut r = node_report(&id, "n-extra");
+    r["shiny_new_field"] = json!({"x": 1});
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &r).await.status(), 202);
+    // A node name of exactly 253 characters is a valid Kubernetes name.
+    let ok_name = ["a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61)].join(".");
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, &ok_name)).await.status(), 202);
+    // Not JSON: 400; over 1 MiB: 413; decommissioned without hostname: 202 accepted:false.
+    let res = s.client.post(s.url("/internal/inventory/nodes")).bearer_auth(&tok).body("{nope").send().await.unwrap();
+    expect_error(res, 400, "invalid_json").await;
+    let big = json!({"node_id": "n", "role": "x".repeat(1 << 20)});
+    let res = call(&s, &tok, "/internal/inventory/nodes", &big).await;
+    expect_error(res, 413, "payload_too_large").await;
+    let res = s.client.post(s.url("/internal/nodes/decommissioned")).bearer_auth(&tok).send().await.unwrap();
+    assert_eq!(res.status(), 202);
+    assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": false}));
+    s.stop().await;
+}
+
+fn b64(v: &Value) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
+}
+
+fn claims(s: &TestServer, sub: &str) -> Value {
+    let now = s.app().clock.now();
+    json!({"iss": "gshare-internal", "aud": "gshare-internal", "sub": sub, "iat": now, "nbf": now, "exp": now + 600})
+}
+
+fn signing_key(s: &TestServer) -> gshare::auth::keys::SigningKey {
+    gshare::auth::internal_ring(&s.app().config).load().unwrap().active().unwrap().clone()
+}
+
+fn sign(s: &TestServer, kid: Option<&str>, claims: &Value) -> String {
+    let key = signing_key(s);
+    let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    h.kid = kid.map(str::to_string);
+    let ek = jsonwebtoken::EncodingKey::from_rsa_pem(key.private_pem().expose().as_bytes()).unwrap();
+    jsonwebtoken::encode(&h, claims, &ek).unwrap()
+}
+
+#[tokio::test]
+async fn jwt_attacks_over_http_are_refused() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let sub = format!("operator:{id}");
+    let key = signing_key(&s);
+    let kid = key.kid().to_string();
+    let now = s.app().clock.now();
+    let good = sign(&s, Some(&kid), &claims(&s, &sub));
+    let report = node_report(&id, "n1");
+    assert_eq!(call(&s, &good, "/internal/inventory/nodes", &report).await.status(), 202);
+
+    let none = format!("{}.{}.", b64(&json!({"alg": "none", "typ": "JWT", "kid": kid})), b64(&claims(&s, &sub)));
+    let hs256 = {
+        let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        h.kid = Some(kid.clone());
+        let secret = jsonwebtoken::EncodingKey::from_secret(key.public_pem().unwrap().as_bytes()).unwrap();
+        jsonwebtoken::encode(&h, &claims(&s, &sub), &secret).unwrap()
+    };
+    let mut wrong_aud = claims(&s, &sub);
+    wrong_aud["aud"] = "gshare-api".into();
+    let mut expired = claims(&s, &sub);
+    expired["exp"] = (now - 120).into();
+    let mut future = claims(&s, &sub);
+    future["nbf"] = (now + 3600).into();
+    let tampered = {
+        let parts: Vec<&str> = good.split('.').collect();
+        let mut c = claims(&s, &sub);
+        c["sub"] = "operator:clu_local".into();
+        format!("{}.{}.{}", parts[0], b64(&c), parts[2])
+    };
+    let attacks = [
+        ("alg none", none),
+        ("HS256 with the public key", hs256),
+        ("wrong aud", sign(&s, Some(&kid), &wrong_aud)),
+        ("expired", sign(&s, Some(&kid), &expired)),
+        ("nbf in the future", sign(&s, Some(&kid), &future)),
+        ("unknown kid", sign(&s, Some("nope"), &claims(&s, &sub))),
+        ("missing kid", sign(&s, None, &claims(&s, &sub))),
+        ("tampered payload", tampered),
+        ("not a JWT", "not-a-jwt".to_string()),
+        ("garbage segments", "a.b.c".to_string()),
+    ];
+    let before = s.app().store.generation();
+    for (name, tok) in attacks {
+        let res = call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, "evil")).await;
+        assert_eq!(res.headers().get("www-authenticate").map(|v| v.to_str().unwrap()), Some("Bearer"), "{name}");
+        expect_error(res, 401, "unauthenticated").await;
+        let res = s.client.get(s.url("/internal/nodes/cordoned")).bearer_auth(&tok).send().await.unwrap();
+        expect_error(res, 401, "unauthenticated").await;
+    }
+    assert_eq!(s.app().store.generation(), before, "a refused token changed the store");
+    // No token, an admin token, a token for an unknown subject form.
+    let res = s.client.post(s.url("/internal/inventory/nodes")).json(&report).send().await.unwrap();
+    expect_error(res, 401, "unauthenticated").await;
+    expect_error(call(&s, &admin(&s), "/internal/inventory/nodes", &report).await, 403, "forbidden").await;
+    let res = call(&s, &sign(&s, Some(&kid), &claims(&s, "admin:admin")), "/internal/inventory/nodes", &report).await;
+    expect_error(res, 401, "unauthenticated").await;
+    // A 1 MB Authorization header: 431 in our JSON envelope, from the middleware.
+    let res = s
+        .client
+        .post(s.url("/internal/inventory/nodes"))
+        .header("authorization", format!("Bearer {}", "a".repeat(1 << 20)))
+        .json(&report)
+        .send()
+        .await
+        .unwrap();
+    expect_error(res, 431, "headers_too_large").await;
+
+    // A pruned key: its tokens stop verifying at once (even cached ones).
+    let ring = gshare::auth::internal_ring(&s.app().config);
+    ring.rotate(now).unwrap();
+    assert!(s.app().auth.internal.reload_if_changed().unwrap());
+    assert_eq!(call(&s, &good, "/internal/inventory/nodes", &report).await.status(), 202);
+    let max = gshare::auth::tokens::MAX_TTL.as_secs() as i64;
+    ring.prune(now + max + 1, max).unwrap();
+    assert!(s.app().auth.internal.reload_if_changed().unwrap());
+    expect_error(call(&s, &good, "/internal/inventory/nodes", &report).await, 401, "unauthenticated").await;
+    let fresh = operator(&s, &id);
+    assert_eq!(call(&s, &fresh, "/internal/inventory/nodes", &report).await.status(), 202);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn liveness_notready_and_the_sweep() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    for n in ["gpu-node-0", "gpu-node-1"] {
+        assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, n)).await.status(), 202);
+    }
+    // NotReady: offline at once, last_seen does not move.
+    let seen0 = admin_get(&s, &format!("/api/v1/clusters/{id}/nodes")).await[1]["last_seen"].clone();
+    s.clock.advance(Duration::from_secs(10));
+    let mut r = node_report(&id, "gpu-node-1");
+    r["node_ready"] = false.into();
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &r).await.status(), 202);
+    let nodes = admin_get(&s, &format!("/api/v1/clusters/{id}/nodes")).await;
+    assert_eq!((nodes[1]["offline"].clone(), nodes[1]["ready"].clone()), (json!(true), json!(false)));
+    assert_eq!(nodes[1]["last_seen"], seen0);
+    assert_eq!(nodes[0]["offline"], false);
+
+    // Silence: after heartbeat_stale_after the cluster is degraded, after node_stale_after the
+    // nodes are offline. The clock moves; nothing sleeps.
+    s.clock.advance(Duration::from_secs(95));
+    let report = gshare::inventory::sweep(s.app()).await.unwrap();
+    assert_eq!(report.clusters_degraded, vec![id.clone()]);
+    assert!(report.nodes_offline.is_empty(), "{report:?}");
+    let detail = admin_get(&s, &format!("/api/v1/clusters/{id}")).await;
+    assert_eq!(detail["status"], "degraded");
+    assert_eq!(detail["last_error"]["stage"], "heartbeat");
+    // A passing probe keeps it degraded while the operator is silent.
+    let res = s
+        .client
+        .post(s.url(&format!("/api/v1/clusters/{id}/connection-test")))
+        .bearer_auth(admin(&s))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(admin_get(&s, &format!("/api/v1/clusters/{id}")).await["status"], "degraded");
+    s.clock.advance(Duration::from_secs(30));
+    let report = gshare::inventory::sweep(s.app()).await.unwrap();
+    assert_eq!(report.nodes_offline, vec![format!("{id}/gpu-node-0")]);
+    assert_eq!(admin_get(&s, &format!("/api/v1/clusters/{id}")).await["nodes"]["offline"], 2);
+    // Nothing more to do: a second sweep writes nothing.
+    let g = s.app().store.generation();
+    assert_eq!(gshare::inventory::sweep(s.app()).await.unwrap(), Default::default());
+    assert_eq!(s.app().store.generation(), g);
+
+    // The operator is back: connected again, the node online again.
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, "gpu-node-0")).await.status(), 202);
+    let detail = admin_get(&s, &format!("/api/v1/clusters/{id}")).await;
+    assert_eq!(detail["status"], "connected", "{detail}");
+    assert_eq!(detail["heartbeat_age_s"], 0);
+    assert_eq!(detail["nodes"]["offline"], 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn cordon_and_decommission_round_trip() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    let post_admin = |path: String| {
+        let (client, url, t) = (s.client.clone(), s.url(&path), admin(&s));
+        async move { client.post(url).bearer_auth(t).send().await.unwrap() }
+    };
+    for n in ["gpu-node-1", "gpu-node-0"] {
+        let res = post_admin(format!("/api/v1/clusters/{id}/nodes/{n}/cordon")).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.json::<Value>().await.unwrap()["cordoned"], true);
+    }
+    assert_eq!(
+        operator_get(&s, &tok, "/internal/nodes/cordoned").await,
+        json!({"hostnames": ["gpu-node-0", "gpu-node-1"]})
+    );
+    assert_eq!(post_admin(format!("/api/v1/clusters/{id}/nodes/gpu-node-0/uncordon")).await.status(), 200);
+    assert_eq!(operator_get(&s, &tok, "/internal/nodes/cordoned").await, json!({"hostnames": ["gpu-node-1"]}));
+    expect_error(post_admin(format!("/api/v1/clusters/{id}/nodes/nope/cordon")).await, 404, "not_found").await;
+    expect_error(post_admin("/api/v1/clusters/clu_nope/nodes/gpu-node-0/cordon".into()).await, 404, "not_found").await;
+    let res = s
+        .client
+        .post(s.url(&format!("/api/v1/clusters/{id}/nodes/gpu-node-0/cordon")))
+        .bearer_auth(&tok)
+        .send()
+        .await
+        .unwrap();
+    expect_error(res, 403, "forbidden").await;
+
+    // Decommission: the node's cards leave, it is listed for the operator, reports are ignored.
+    let res = post_admin(format!("/api/v1/clusters/{id}/nodes/gpu-node-1/decommission")).await;
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!((v["decommissioning"].clone(), v["gpus"].clone()), (json!(true), json!([])));
+    assert_eq!(assert_counters(&s, &id).await, (2, 4, 4 * 81920));
+    assert_eq!(operator_get(&s, &tok, "/internal/nodes/decommissioning").await, json!({"hostnames": ["gpu-node-1"]}));
+    assert_eq!(operator_get(&s, &tok, "/internal/nodes/cordoned").await, json!({"hostnames": []}));
+    let body = gpu_report(&id, "gpu-node-1", "GPU-back", 1000);
+    assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &body).await.status(), 202);
+    assert_eq!(assert_counters(&s, &id).await, (2, 4, 4 * 81920));
+    expect_error(
+        post_admin(format!("/api/v1/clusters/{id}/nodes/gpu-node-1/uncordon")).await,
+        409,
+        "node_decommissioning",
+    )
+    .await;
+    // The operator deleted the Node and confirms (one attempt, as it does); then a repeat.
+    for _ in 0..2 {
+        let res = call(&s, &tok, "/internal/nodes/decommissioned", &json!({"hostname": "gpu-node-1"})).await;
+        assert_eq!(res.status(), 202);
+        assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": true}));
+    }
+    assert_eq!(assert_counters(&s, &id).await, (1, 4, 4 * 81920));
+    assert_eq!(operator_get(&s, &tok, "/internal/nodes/decommissioning").await, json!({"hostnames": []}));
+
+    // Every admin action is in the audit log, and so is the operator's deletion.
+    s.app().audit.flush().await;
+    let audit = admin_get(&s, "/api/v1/audit?action=node.*&size=50").await;
+    let actions: Vec<(String, String)> = audit["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap().to_string(), e["result"].as_str().unwrap().to_string()))
+        .collect();
+    for want in ["node.cordon", "node.uncordon", "node.decommission", "node.delete"] {
+        assert!(actions.iter().any(|(a, r)| a == want && r == "success"), "{want}: {actions:?}");
+    }
+    assert!(actions.iter().any(|(a, r)| a == "node.uncordon" && r == "failure"), "{actions:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn volumes_status_samples_health_and_operator_audit() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+
+    let sync = json!({
+        "cluster_id": id,
+        "volumes": [
+            {"name": "vol-01abc", "volume_id": "vol_01ABC", "capacity_gb": 10, "used_bytes": 1024, "mounted": true, "storage_class": "zfs"},
+            {"name": "stray-pvc", "capacity_gb": 5, "mounted": false}
+        ],
+        "sessions": [{"name": "ses-01x", "ephemeral_used_bytes": 10, "ephemeral_limit_bytes": 100}],
+        "pools": [{"storage_class": "zfs", "capacity_bytes": 1_000_000_000_000u64}, {"storage_class": "none", "capacity_bytes": 0}]
+    });
+    for _ in 0..2 {
+        let res = call(&s, &tok, "/internal/volumes/sync", &sync).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(
+            res.json::<Value>().await.unwrap(),
+            json!({"volumes": [
+                {"name": "vol-01abc", "volume_id": "vol_01ABC", "quota_gb": null, "reclaim": false},
+                {"name": "stray-pvc", "volume_id": null, "quota_gb": null, "reclaim": false}
+            ], "orphans": 1})
+        );
+    }
+    let key = format!("{id}/zfs");
+    let pool = s.app().store.read(move |txn| gshare::clusters::model::POOLS.get(txn, &key)).await.unwrap().unwrap();
+    assert_eq!(pool["capacity_bytes"], 1_000_000_000_000u64);
+
+    // Status: unknown session is a 202 no-op; a known one (by CR name) is recorded.
+    let st = json!({"phase": "Heartbeat", "bound_gpu_uuid": "GPU-8f", "node_name": "gpu-node-0", "pod_ref": "gshare-sessions/ses-ses-01j",
+        "restart_count": 0, "container_state": "Running", "generation": 3, "cluster_id": id, "ts": "2025-05-01T10:00:00.12Z"});
+    let res = call(&s, &tok, "/internal/sessions/ses-unknown/status", &st).await;
+    assert_eq!(res.status(), 202);
+    assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": true}));
+    let sid = "ses_01JBBBBBBBBBBBBBBBBBBBBBBB";
+    let cid = id.clone();
+    s.app().store.write(move |txn| SESSIONS.put(txn, sid, &session(sid, &cid))).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(call(&s, &tok, "/internal/sessions/ses-01jbbbbbbbbbbbbbbbbbbbbbbb/status", &st).await.status(), 202);
+    }
+    let rec = s.app().store.read(move |txn| SESSIONS.get(txn, sid)).await.unwrap().unwrap();
+    assert!(rec.last_report_at.is_some());
+    let report =
+        s.app().store.read(move |txn| gshare::inventory::model::SESSION_REPORTS.get(txn, sid)).await.unwrap().unwrap();
+    assert_eq!(report.container_state.as_deref(), Some("Running"));
+
+    // Samples: the latest per known session; unknown ones counted.
+    let samples = json!({"node": "gpu-node-0", "samples": [
+        {"session": "ses-01jbbbbbbbbbbbbbbbbbbbbbbb", "at": 10.5, "cpu_cores": 1.5, "mem_bytes": 100},
+        {"session": "ses-01jbbbbbbbbbbbbbbbbbbbbbbb", "at": 11.5, "cpu_cores": 2.5, "mem_bytes": 200},
+        {"session": "ses-nobody", "at": 11.0, "cpu_cores": 0.0, "mem_bytes": 0}
+    ]});
+    let res = call(&s, &tok, "/internal/metrics/session-samples", &samples).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": 2, "unknown": 1}));
+    let latest =
+        s.app().store.read(move |txn| gshare::inventory::model::SESSION_SAMPLES.get(txn, sid)).await.unwrap().unwrap();
+    assert_eq!(latest.mem_bytes, 200);
+    let res = call(&s, &tok, "/internal/metrics/session-samples", &json!({"node": "gpu-node-0"})).await;
+    assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": 0}));
+
+    // Health: a critical Xid with a cordon marks the node cordoned; unknown nodes are only logged.
+    let ev = json!({"node_id": "gpu-node-0", "kind": "xid", "severity": "critical", "action": "cordon", "gpu_uuid": "GPU-1", "cluster_id": id});
+    let res = call(&s, &tok, "/internal/nodes/health-events", &ev).await;
+    assert_eq!(res.status(), 202);
+    assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": true}));
+    let ev2 = json!({"node_id": "ghost", "kind": "temp", "severity": "warn", "action": "alert"});
+    assert_eq!(call(&s, &tok, "/internal/nodes/health-events", &ev2).await.status(), 202);
+    assert_eq!(operator_get(&s, &tok, "/internal/nodes/cordoned").await, json!({"hostnames": ["gpu-node-0"]}));
+
+    // Operator audit: in the log when the 202 arrives.
+    let au = json!({"actor": format!("operator:{id}"), "action": "node.cordon", "target": "gpu-node-0", "result": "ok",
+        "detail": {"reason": "xid 79"}, "trace_id": "0af7651916cd43dd8448eb211c80319c", "ts": "2025-05-01T10:00:00.12Z"});
+    assert_eq!(call(&s, &tok, "/internal/audit/operator", &au).await.status(), 202);
+    let audit = admin_get(&s, &format!("/api/v1/audit?actor=operator:{id}")).await;
+    let e = &audit["data"][0];
+    assert_eq!((e["action"].as_str(), e["target"].as_str()), (Some("node.cordon"), Some("gpu-node-0")), "{audit}");
+    assert_eq!(e["details"]["detail"]["reason"], "xid 79");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_and_openapi_cover_the_callbacks() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, "n1")).await.status(), 202);
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &json!({})).await.status(), 422);
+    assert_eq!(call(&s, "x", "/internal/inventory/nodes", &json!({})).await.status(), 401);
+    assert_eq!(
+        call(&s, &tok, "/internal/sessions/ses-1/status", &json!({"phase":"Running","ts":"2025-05-01T10:00:00Z"}))
+            .await
+            .status(),
+        202
+    );
+    let res = s.get("/metrics").await;
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    let text = res.text().await.unwrap();
+    for want in [
+        "gshare_callbacks_total{route=\"/internal/inventory/nodes\",status=\"202\"} 1",
+        "gshare_callbacks_total{route=\"/internal/inventory/nodes\",status=\"422\"} 1",
+        "gshare_callbacks_total{route=\"/internal/inventory/nodes\",status=\"401\"} 1",
+        "gshare_callbacks_total{route=\"/internal/sessions/{id}/status\",status=\"202\"} 1",
+        "gshare_token_verify_cache_hits_total{audience=\"gshare-internal\"}",
+        "gshare_token_verify_cache_misses_total{audience=\"gshare-internal\"}",
+        "# TYPE gshare_store_commit_seconds histogram",
+        "gshare_store_commit_seconds_bucket{le=\"+Inf\"}",
+        "gshare_store_commit_seconds_count",
+        "gshare_clusters{status=\"connected\"} 1",
+        "gshare_clusters{status=\"degraded\"} 0",
+    ] {
+        assert!(text.contains(want), "missing {want}:\n{text}");
+    }
+    let doc: Value = s.get("/api/openapi.json").await.json().await.unwrap();
+    for (path, method) in [
+        ("/internal/inventory/nodes", "post"),
+        ("/internal/inventory/gpu-devices", "post"),
+        ("/internal/inventory/drift", "post"),
+        ("/internal/nodes/cordoned", "get"),
+        ("/internal/nodes/decommissioning", "get"),
+        ("/internal/nodes/decommissioned", "post"),
+        ("/internal/nodes/health-events", "post"),
+        ("/internal/audit/operator", "post"),
+        ("/internal/volumes/sync", "post"),
+        ("/internal/metrics/session-samples", "post"),
+        ("/internal/sessions/{id}/status", "post"),
+        ("/api/v1/clusters/{id}/nodes/{node}/cordon", "post"),
+        ("/api/v1/clusters/{id}/nodes/{node}/uncordon", "post"),
+        ("/api/v1/clusters/{id}/nodes/{node}/decommission", "post"),
+        ("/metrics", "get"),
+    ] {
+        let op = &doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} not documented");
+        if method == "post" && path.starts_with("/internal") && path != "/internal/nodes/decommissioned" {
+            assert!(op["requestBody"].is_object(), "{path} has no request body");
+            assert!(op["responses"]["422"].is_object(), "{path} has no 422");
+        }
+    }
+    s.stop().await;
+}
