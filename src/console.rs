@@ -18,10 +18,9 @@ struct Assets;
 /// First path segments that belong to the server, never to the SPA.
 pub const RESERVED_PREFIXES: &[&str] = &["api", "internal", "proxy", ".well-known"];
 
-/// No inline scripts or styles anywhere in the build (Vite emits only external files).
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; \
-     form-action 'self'; frame-ancestors 'none'";
+/// No inline scripts or styles anywhere in the build (Vite emits only external files); the same
+/// policy the security-headers layer gives every other response.
+pub const CONTENT_SECURITY_POLICY: &str = crate::http::middleware::CONSOLE_CSP;
 
 const INDEX: &str = "index.html";
 /// Vite puts content-hashed files here; they never change under the same name.
