@@ -221,6 +221,32 @@ try {
     return (await row.textContent()).replace(/\s+/g, " ");
   }, { skipIf: clusterId ? undefined : "no cluster was registered" });
 
+  await step("an operator's inventory report shows as a heartbeat that ticks live", async () => {
+    // The real operator path: an operator token minted by the CLI, then POST /internal/inventory/nodes.
+    const minted = await new Promise((resolve, reject) => {
+      const p = spawn(GSHARE_BIN, ["token", "operator", "--cluster-id", clusterId], {
+        env: { ...process.env, GSHARE_CONFIG: "/dev/null", GSHARE_DATA_DIR: dataDir },
+      });
+      let out = "";
+      p.stdout.on("data", (d) => (out += d));
+      p.on("exit", (code) => (code === 0 ? resolve(out.trim().split("\n").pop()) : reject(new Error(`gshare token operator exited ${code}`))));
+    });
+    const res = await fetch(`${base}/internal/inventory/nodes`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${minted}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ node_id: "gpu-node-0", node_ready: true, cluster_id: clusterId }),
+    });
+    if (!res.ok) throw new Error(`inventory report: ${res.status} ${await res.text()}`);
+    const cell = page.locator(`[data-cluster-id="${clusterId}"] .heartbeat`);
+    await cell.waitFor({ timeout: 10000 });
+    const first = await cell.textContent();
+    await sleep(2100);
+    const second = await cell.textContent();
+    if (first === second) throw new Error(`heartbeat did not tick: ${first} then ${second}`);
+    if (await page.locator(`[data-cluster-id="${clusterId}"] .heartbeat.stale`).count()) throw new Error("a fresh heartbeat is shown as stale");
+    return `${first} → ${second}`;
+  }, { skipIf: clusterId ? undefined : "no cluster was registered" });
+
   await step("expand the row into its nodes", async () => {
     await page.getByRole("button", { name: "Show nodes of gpu-a" }).click();
     await page.locator(`#nodes-${clusterId} tr[data-node]`).first().waitFor();
