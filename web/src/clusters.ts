@@ -57,6 +57,9 @@ export interface ClusterNode {
   ready: boolean;
   schedulable?: boolean;
   cordoned?: boolean;
+  decommissioning?: boolean;
+  /** No report within the heartbeat window, or reported NotReady. */
+  offline?: boolean;
   gpus?: Gpu[];
   last_seen?: string | null;
   last_seen_at?: string | null;

@@ -27,8 +27,14 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
       <td>
         <code>{n.name}</code>
       </td>
-      <td>{n.ready ? <span class="badge status-connected">Ready</span> : <span class="badge status-unreachable">NotReady</span>}</td>
-      <td>{cordoned ? <span class="badge status-degraded">cordoned</span> : <span class="muted">schedulable</span>}</td>
+      <td>
+        {n.ready ? <span class="badge status-connected">Ready</span> : <span class="badge status-unreachable">NotReady</span>}
+        {n.offline && <span class="badge status-unreachable">offline</span>}
+      </td>
+      <td>
+        {cordoned ? <span class="badge status-degraded">cordoned</span> : <span class="muted">schedulable</span>}
+        {n.decommissioning && <span class="badge status-degraded">decommissioning</span>}
+      </td>
       <td title={gpus.map((g) => g.uuid).join("\n")}>{gpuSummary(gpus)}</td>
       <td>{formatTime(n.last_seen ?? n.last_seen_at)}</td>
       <td class="actions">

@@ -15,6 +15,17 @@ interface AuditEntry {
   result?: string;
   client_addr?: string | null;
   request_id?: string | null;
+  user_agent?: string | null;
+  details?: unknown;
+}
+
+/** Details as short `key: value` text (the full JSON is in the cell's title). */
+export function detailText(d: unknown): string {
+  if (d == null || (typeof d === "object" && !Array.isArray(d) && Object.keys(d as object).length === 0)) return "";
+  if (typeof d !== "object" || Array.isArray(d)) return JSON.stringify(d);
+  return Object.entries(d as Record<string, unknown>)
+    .map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
+    .join("; ");
 }
 interface AuditPage {
   data: AuditEntry[];
@@ -74,6 +85,7 @@ export function AuditPage() {
               <th scope="col">Action</th>
               <th scope="col">Target</th>
               <th scope="col">Result</th>
+              <th scope="col">Details</th>
               <th scope="col">Client</th>
               <th scope="col">Request</th>
             </tr>
@@ -88,7 +100,10 @@ export function AuditPage() {
                 </td>
                 <td>{a.target ?? "—"}</td>
                 <td class={a.result && a.result !== "ok" && a.result !== "success" ? "bad" : undefined}>{a.result ?? "—"}</td>
-                <td>{a.client_addr ?? "—"}</td>
+                <td class="details" title={a.details ? JSON.stringify(a.details, null, 2) : undefined}>
+                  {detailText(a.details)}
+                </td>
+                <td title={a.user_agent ?? undefined}>{a.client_addr ?? "—"}</td>
                 <td>
                   <code class="small">{a.request_id ?? ""}</code>
                 </td>
