@@ -114,7 +114,11 @@ impl App {
             tls,
             clusters,
             idempotency: Default::default(),
-            inventory: Arc::new(inventory::Inventory::new(store_for_inventory, clock_for_inventory, config_for_inventory)),
+            inventory: Arc::new(inventory::Inventory::new(
+                store_for_inventory,
+                clock_for_inventory,
+                config_for_inventory,
+            )),
         }))
     }
 }
@@ -147,6 +151,12 @@ impl RunningServer {
         let addr = listener.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
         let (shutdown, mut rx) = watch::channel(false);
         spawn_background(app.clone(), rx.clone());
+        if app.config.bootstrap_local_cluster {
+            app.clusters
+                .ensure_local()
+                .await
+                .map_err(|e| StartError::Other(format!("bootstrap_local_cluster: {e}")))?;
+        }
         clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
         spawn_cluster_upkeep(app.clone(), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
@@ -222,9 +232,9 @@ impl RunningServer {
 fn spawn_cluster_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
         if app.config.bootstrap_local_cluster
-            && let Err(e) = app.clusters.bootstrap_local().await
+            && let Err(e) = app.clusters.reprobe(&clusters::ClusterId::local()).await
         {
-            tracing::error!(error = %e, "cannot bootstrap the local cluster clu_local");
+            tracing::warn!(error = %e, "first probe of the local cluster clu_local failed");
         }
         let mut tick = tokio::time::interval(app.config.probe_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -106,6 +106,9 @@ pub struct Clusters {
     /// Registrations between writing the file and committing the row: the watcher leaves them be.
     registering: Mutex<std::collections::HashSet<String>>,
     events: broadcast::Sender<ClusterEvent>,
+    /// Live clusters in list order, tagged with the store generation they were read at: the
+    /// list endpoint decodes nothing while no write has committed since.
+    live_cache: Mutex<Option<(u64, Arc<Vec<ClusterRecord>>)>>,
 }
 
 impl std::fmt::Debug for Clusters {
@@ -180,6 +183,7 @@ impl Clusters {
             missing_logged: Mutex::new(Default::default()),
             registering: Mutex::new(Default::default()),
             events,
+            live_cache: Mutex::new(None),
         }
     }
 
@@ -378,20 +382,39 @@ impl Clusters {
         }
     }
 
-    pub async fn list(&self, q: ListQuery) -> Result<ClusterPage, ClusterError> {
+    /// Live clusters, oldest registration first; cached until the next commit to the store.
+    async fn live_records(&self) -> Result<Arc<Vec<ClusterRecord>>, ClusterError> {
+        // Read the generation before the data: a commit in between only costs a reload later.
+        let generation = self.store.generation();
+        if let Some((g, rows)) = lock(&self.live_cache).as_ref()
+            && *g == generation
+        {
+            return Ok(rows.clone());
+        }
         let all = self.store.read(|txn| CLUSTERS.list(txn)).await?;
-        let mut rows: Vec<ClusterRecord> = all
-            .into_iter()
-            .map(|(_, r)| r)
-            .filter(|r| r.is_live())
+        let mut rows: Vec<ClusterRecord> = all.into_iter().map(|(_, r)| r).filter(ClusterRecord::is_live).collect();
+        rows.sort_by(|a, b| a.registered_at.cmp(&b.registered_at).then_with(|| a.id.cmp(&b.id)));
+        let rows = Arc::new(rows);
+        *lock(&self.live_cache) = Some((generation, rows.clone()));
+        Ok(rows)
+    }
+
+    pub async fn list(&self, q: ListQuery) -> Result<ClusterPage, ClusterError> {
+        let rows = self.live_records().await?;
+        let matching: Vec<&ClusterRecord> = rows
+            .iter()
             .filter(|r| q.role.is_none_or(|role| r.role == role))
             .filter(|r| q.status.is_none_or(|s| r.status == s))
             .collect();
-        rows.sort_by(|a, b| a.registered_at.cmp(&b.registered_at).then_with(|| a.id.cmp(&b.id)));
-        let total = rows.len() as u64;
+        let total = matching.len() as u64;
         let size = q.size.clamp(1, 100);
         let page = q.page.max(1);
-        let data = rows.iter().skip(((page - 1) * size) as usize).take(size as usize).map(|r| self.view(r)).collect();
+        let data = matching
+            .into_iter()
+            .skip(((page - 1).saturating_mul(size)) as usize)
+            .take(size as usize)
+            .map(|r| self.view(r))
+            .collect();
         Ok(ClusterPage { data, pagination: Pagination { page, size, total, total_pages: total.div_ceil(size) } })
     }
 
@@ -687,8 +710,7 @@ impl Clusters {
 
     /// All live cluster ids.
     pub async fn live_ids(&self) -> Result<Vec<ClusterId>, ClusterError> {
-        let all = self.store.read(|txn| CLUSTERS.list(txn)).await?;
-        Ok(all.into_iter().filter(|(_, r)| r.is_live()).filter_map(|(k, _)| ClusterId::parse(&k).ok()).collect())
+        Ok(self.live_records().await?.iter().filter_map(|r| ClusterId::parse(&r.id).ok()).collect())
     }
 
     /// Records a directory of the kubeconfig dir that no cluster claims (logged once).
@@ -769,9 +791,10 @@ impl Clusters {
 
     // ----- the local cluster -----
 
-    /// Ensures `clu_local` exists when `bootstrap_local_cluster` is set (in-cluster service
-    /// account inside a pod, else `local_kubeconfig`), then probes it.
-    pub async fn bootstrap_local(&self) -> Result<(), ClusterError> {
+    /// Ensures the `clu_local` row exists when `bootstrap_local_cluster` is set (in-cluster
+    /// service account inside a pod, else `local_kubeconfig`). Fast: the probe runs afterwards,
+    /// in the background, so start-up never waits on the cluster.
+    pub async fn ensure_local(&self) -> Result<(), ClusterError> {
         let kubeconfig_ref = if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
             "incluster".to_string()
         } else if let Some(p) = &self.config.local_kubeconfig {
@@ -823,9 +846,7 @@ impl Clusters {
                 CLUSTERS.put(txn, super::id::LOCAL, &record)
             })
             .await?;
-        let id = ClusterId::local();
-        let test = self.reprobe(&id).await?;
-        tracing::info!(status = test.status.as_str(), "local cluster clu_local ensured");
+        tracing::info!("local cluster clu_local ensured; probing it in the background");
         Ok(())
     }
 }

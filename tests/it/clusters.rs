@@ -604,3 +604,35 @@ async fn unknown_directories_are_listed_never_registered() {
     assert_eq!(list["pagination"]["total"], 0);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn local_cluster_is_bootstrapped_from_local_kubeconfig() {
+    let c = fake().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let kc = tmp.path().join("k3s.yaml");
+    std::fs::write(&kc, c.kubeconfig_yaml()).unwrap();
+    let kc_str = kc.to_str().unwrap().to_string();
+    let s = TestServer::start_with(&[("GSHARE_BOOTSTRAP_LOCAL_CLUSTER", "true"), ("GSHARE_LOCAL_KUBECONFIG", &kc_str)])
+        .await;
+    let (status, detail) = get_json(&s, "/api/v1/clusters/clu_local").await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["name"], "local");
+    assert_eq!(detail["api_server"], c.server_url());
+    let res =
+        s.client.post(s.url("/api/v1/clusters/clu_local/connection-test")).bearer_auth(admin(&s)).send().await.unwrap();
+    let t: Value = res.json().await.unwrap();
+    assert_eq!(t["status"], "connected", "{t}");
+    // The kubeconfig stays where it is: nothing is copied into the kubeconfig directory.
+    assert!(kubeconfig_dirs(&s).is_empty());
+    s.stop().await;
+
+    // Asked for, but with nothing to reach the cluster through: a clear start-up error.
+    let dir = tempfile::tempdir().unwrap();
+    let config = gshare::config::Config::for_data_dir(
+        dir.path(),
+        &[("GSHARE_LISTEN", "127.0.0.1:0"), ("GSHARE_BOOTSTRAP_LOCAL_CLUSTER", "true")],
+    )
+    .unwrap();
+    let err = gshare::RunningServer::start(config, gshare::clock::Clock::system()).await.err().expect("refused");
+    assert!(err.to_string().contains("local_kubeconfig"), "{err}");
+}
