@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
-# measured in the same run. Usage: hack/bench.sh [start|rss|size|jwt|all]   (default: all)
+# measured in the same run. Usage: hack/bench.sh [start|rss|size|jwt|callbacks|all]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
@@ -57,11 +57,93 @@ jwt() {
   cargo bench --bench jwt --locked -- --noplot 2>/dev/null | grep -E "^rs256_verify|time:"
 }
 
+# Operator callbacks under load (issue 5): wrk on loopback, 64 connections, the reports of a
+# 10-node x 8-GPU cluster (clu_local, bootstrapped). (a) /healthz as the baseline of this run,
+# (b) gpu-devices reports that repeat what is stored (target >= 0.5 x a), (c) gpu-devices reports
+# that change a card every time, each a durable write (target >= 2000/s). p99 of each.
+# The state file is on the same disk as $TMPDIR (fsync is real unless that is a tmpfs).
+callbacks() {
+  command -v wrk >/dev/null || { echo "installing wrk (Debian package)" >&2; apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null; }
+  command -v wrk >/dev/null || { echo "callbacks: wrk is needed (apt-get install wrk)" >&2; return 1; }
+  local data="$work/callbacks" port dur="${BENCH_SECONDS:-10}"
+  mkdir -p "$data" && : >"$work/kubeconfig"
+  local token
+  token=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" token operator --cluster-id clu_local --ttl 1d 2>/dev/null | tail -n1)
+  port=$(free_port)
+  GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=warn \
+    GSHARE_BOOTSTRAP_LOCAL_CLUSTER=true GSHARE_LOCAL_KUBECONFIG="$work/kubeconfig" "$bin" serve 2>"$work/callbacks.log" &
+  local pid=$!
+  until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.05; done
+  local url="http://127.0.0.1:$port"
+  # The cluster's reports once (creates 10 nodes and 80 cards).
+  for n in $(seq 0 9); do
+    curl -fs -o /dev/null -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+      -d "{\"node_id\":\"gpu-$n\",\"node_cpu\":64,\"node_mem_gb\":512,\"role\":\"gpu\",\"node_ready\":true,\"cluster_id\":\"clu_local\"}" \
+      "$url/internal/inventory/nodes"
+  done
+  cat >"$work/gpu.lua" <<LUA
+-- 80 cards: node gpu-<n>, uuid GPU-bench-<n>-<g>. CHANGE=1: every request sets a new total_mem_mb
+-- on a card only this wrk thread writes (so every request changes stored state).
+local change = os.getenv("CHANGE") == "1"
+local threads = 0
+function setup(thread) thread:set("tid", threads); threads = threads + 1 end
+function init(args)
+  tid = tid or 0; nthreads = 2; i = 0; n = 0
+  wrk.method = "POST"; wrk.path = "/internal/inventory/gpu-devices"
+  wrk.headers["Authorization"] = "Bearer $token"; wrk.headers["Content-Type"] = "application/json"
+end
+function body(card, mem)
+  local node, g = math.floor(card / 8), card % 8
+  return string.format('{"node_id":"gpu-%d","uuid":"GPU-bench-%d-%d","model":"NVIDIA A100-SXM4-80GB","mode":"fractional","total_mem_mb":%d,"used_mem_mb":0,"total_cores":100,"used_cores":0,"status":"ready","node_ready":true,"node_cpu":64,"node_mem_gb":512,"cluster_id":"clu_local"}', node, node, g, mem)
+end
+function request()
+  local card, mem
+  if change then
+    card = (i % 40) * nthreads + tid; n = n + 1; mem = 81920 + n
+  else
+    card = i % 80; mem = 81920
+  end
+  i = i + 1
+  return wrk.format(nil, nil, nil, body(card, mem))
+end
+LUA
+  for c in $(seq 0 79); do
+    curl -fs -o /dev/null -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+      -d "{\"node_id\":\"gpu-$((c / 8))\",\"uuid\":\"GPU-bench-$((c / 8))-$((c % 8))\",\"model\":\"NVIDIA A100-SXM4-80GB\",\"mode\":\"fractional\",\"total_mem_mb\":81920,\"used_mem_mb\":0,\"total_cores\":100,\"used_cores\":0,\"status\":\"ready\",\"node_ready\":true,\"node_cpu\":64,\"node_mem_gb\":512,\"cluster_id\":\"clu_local\"}" \
+      "$url/internal/inventory/gpu-devices"
+  done
+  run_wrk() { # label, extra wrk args...
+    local label=$1; shift
+    local out; out=$(wrk -t2 -c64 -d"${dur}s" --latency "$@")
+    local rps p99 bad
+    rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+    bad=$(awk '/Non-2xx/ {print $5}' <<<"$out")
+    echo "$label: ${rps} req/s, p99 ${p99}${bad:+, NON-2xx: $bad}" >&2
+    echo "$rps"
+  }
+  local base same changed commits0 commits1
+  base=$(run_wrk "(a) GET /healthz baseline" "$url/healthz")
+  export CHANGE=0
+  same=$(run_wrk "(b) unchanged gpu-devices reports" -s "$work/gpu.lua" "$url")
+  commits0=$(curl -fs "$url/metrics" | awk '$1 == "gshare_store_commit_seconds_count" {print $2}')
+  export CHANGE=1
+  changed=$(run_wrk "(c) state-changing gpu-devices reports (durable)" -s "$work/gpu.lua" "$url")
+  commits1=$(curl -fs "$url/metrics" | awk '$1 == "gshare_store_commit_seconds_count" {print $2}')
+  awk -v b="$base" -v s="$same" 'BEGIN {printf "(b)/(a) = %.2f (target >= 0.5)\n", s / b}'
+  awk -v c="$changed" 'BEGIN {printf "(c) = %.0f reports/s (target >= 2000)\n", c}'
+  awk -v c="$changed" -v d="$dur" -v k0="$commits0" -v k1="$commits1" \
+    'BEGIN {n = k1 - k0; if (n > 0) printf "(c) group commit: %d fsyncs for ~%.0f writes (%.1f writes per commit)\n", n, c * d, c * d / n}'
+  curl -fs "$url/metrics" | grep -E '^gshare_store_commit_seconds_(sum|count)|^gshare_callbacks_total.*gpu-devices' >&2
+  kill $pid; wait $pid 2>/dev/null || true
+}
+
 case "$what" in
   start) start_to_ready ;;
   rss) idle_rss ;;
   size) binary_size ;;
   jwt) jwt ;;
-  all) binary_size; start_to_ready; idle_rss; jwt ;;
-  *) echo "usage: $0 [start|rss|size|jwt|all]" >&2; exit 2 ;;
+  callbacks) callbacks ;;
+  all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
+  *) echo "usage: $0 [start|rss|size|jwt|callbacks|all]" >&2; exit 2 ;;
 esac

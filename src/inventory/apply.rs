@@ -546,7 +546,7 @@ pub fn record_status(
     }
     if r.phase.eq_ignore_ascii_case("heartbeat") || r.restart_count.is_some() {
         session.last_report_at = Some(now);
-        SESSIONS.put(txn, &session.id.clone(), &session)?;
+        put_session(txn, &session)?;
         wrote = true;
     }
     Ok(outcome(wrote, Ok(true)))
@@ -688,6 +688,20 @@ pub fn record_samples(
         SESSION_SAMPLES.put(txn, &id, &rec)?;
     }
     Ok(outcome(wrote, SamplesAccepted { accepted, unknown: Some(unknown) }))
+}
+
+/// Writes a session row and keeps its cluster's `running_sessions` exact in the same
+/// transaction (for the session state machine: every phase change goes through here).
+pub fn put_session(txn: &WriteTransaction, session: &SessionRecord) -> Result<(), StoreError> {
+    let was_running = SESSIONS.get_in_write(txn, &session.id)?.is_some_and(|s| s.phase == "running");
+    let is_running = session.phase == "running";
+    if was_running != is_running
+        && let Some(mut c) = CLUSTERS.get_in_write(txn, &session.cluster_id)?
+    {
+        c.running_sessions = if is_running { c.running_sessions + 1 } else { c.running_sessions.saturating_sub(1) };
+        CLUSTERS.put(txn, &session.cluster_id, &c)?;
+    }
+    SESSIONS.put(txn, &session.id, session)
 }
 
 /// Recomputes a cluster's counters from its rows (tests compare it with the running counts).

@@ -167,7 +167,9 @@ async fn two_clusters_at_once_and_unregister_mid_stream() {
     let b = register(&s, "gpu-b", &cb).await;
     let (ta, tb) = (operator(&s, &a), operator(&s, &b));
 
-    let stream = |id: String, tok: String, rounds: usize| {
+    // A's stream signals after its first round; the unregister then lands while it goes on.
+    let first_round = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stream = |id: String, tok: String, rounds: usize, signal: Option<std::sync::Arc<tokio::sync::Notify>>| {
         let client = s.client.clone();
         let base = s.base.clone();
         async move {
@@ -196,16 +198,23 @@ async fn two_clusters_at_once_and_unregister_mid_stream() {
                         statuses.push(res.status().as_u16());
                     }
                 }
+                if let Some(signal) = &signal {
+                    signal.notify_one();
+                }
             }
             statuses
         }
     };
     let unregister = async {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        first_round.notified().await;
         let res = s.client.delete(s.url(&format!("/api/v1/clusters/{a}"))).bearer_auth(admin(&s)).send().await.unwrap();
         assert_eq!(res.status(), 204);
     };
-    let (sa, sb, ()) = tokio::join!(stream(a.clone(), ta.clone(), 6), stream(b.clone(), tb.clone(), 6), unregister);
+    let (sa, sb, ()) = tokio::join!(
+        stream(a.clone(), ta.clone(), 6, Some(first_round.clone())),
+        stream(b.clone(), tb.clone(), 6, None),
+        unregister
+    );
     // Upstream answers an unregistered cluster's reports with 202 too (a no-op).
     assert!(sa.iter().chain(&sb).all(|s| *s == 202), "{sa:?} {sb:?}");
 
@@ -680,7 +689,9 @@ async fn volumes_status_samples_health_and_operator_audit() {
     assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": true}));
     let sid = "ses_01JBBBBBBBBBBBBBBBBBBBBBBB";
     let cid = id.clone();
-    s.app().store.write(move |txn| SESSIONS.put(txn, sid, &session(sid, &cid))).await.unwrap();
+    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &session(sid, &cid))).await.unwrap();
+    assert_counters(&s, &id).await;
+    assert_eq!(admin_get(&s, &format!("/api/v1/clusters/{id}")).await["running_sessions"], 1);
     for _ in 0..2 {
         assert_eq!(call(&s, &tok, "/internal/sessions/ses-01jbbbbbbbbbbbbbbbbbbbbbbb/status", &st).await.status(), 202);
     }
