@@ -55,6 +55,9 @@ pub struct SignIn {
     hashing: tokio::sync::Semaphore,
     secure_cookies: bool,
     ttl: Duration,
+    /// argon2 verifications run, real or decoy: every login attempt that reaches the password
+    /// check costs exactly one, whether or not the user exists (tests check this, not timing).
+    pub password_checks: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for SignIn {
@@ -108,6 +111,7 @@ impl SignIn {
             hashing: tokio::sync::Semaphore::new(CONCURRENT_HASHES),
             secure_cookies: config.tls_enabled(),
             ttl: config.login_ttl,
+            password_checks: Default::default(),
         })
     }
 
@@ -328,6 +332,7 @@ async fn check_password(app: &Arc<App>, username: &str, password: String) -> Res
     let matched = tokio::task::spawn_blocking(move || accounts::verify_password(&hash, &password))
         .await
         .map_err(ApiError::internal)?;
+    app.signin.password_checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(known && matched)
 }
 

@@ -423,9 +423,14 @@ pub fn read_node(node: &Node) -> ProbedNode {
                 continue;
             }
             let mode = if d.mode == "mig" { "mig".to_string() } else { label_mode.clone() };
+            // HAMi prefixes the vendor to NVML's name ("NVIDIA-NVIDIA A100-…"); show the name once.
+            let model = match d.kind.strip_prefix("NVIDIA-") {
+                Some(rest) if rest.starts_with("NVIDIA") => rest.to_string(),
+                _ => d.kind,
+            };
             gpus.push(ProbedGpu {
                 uuid: id,
-                model: d.kind,
+                model,
                 mode,
                 memory_mb: d.devmem as u64,
                 cores: d.devcore.clamp(0, 100) as u64,

@@ -594,6 +594,7 @@ impl Clusters {
     /// records the result. Rebuilds the cached client if its kubeconfig changed.
     pub async fn reprobe(&self, id: &ClusterId) -> Result<ConnectionTest, ClusterError> {
         let record = self.live_record(id).await?;
+        let mut newly_missing = false;
         let outcome = match self.current_conn(&record).await {
             Ok(conn) => {
                 let mut outcome = probe::probe(&conn.client, &conn.server, self.config.probe_timeout).await;
@@ -615,15 +616,20 @@ impl Clusters {
                 outcome
             }
             Err(p) => {
-                let missing = p.cause == "kubeconfig missing";
-                if missing && lock(&self.missing_logged).insert(record.id.clone()) {
+                if p.cause != "kubeconfig missing" {
+                    lock(&self.missing_logged).remove(&record.id);
+                } else if lock(&self.missing_logged).insert(record.id.clone()) {
                     tracing::warn!(cluster_id = %record.id, "kubeconfig missing; cluster marked unreachable");
-                    self.emit(ClusterEvent::KubeconfigMissing { id: record.id.clone() });
+                    newly_missing = true;
                 }
                 ProbeOutcome::failed_early("kubeconfig", p.cause, p.hint, ClusterStatus::Unreachable)
             }
         };
         self.record_probe(&record.id, &outcome).await?;
+        // Events go out after the result is stored, so whoever reacts reads the new state.
+        if newly_missing {
+            self.emit(ClusterEvent::KubeconfigMissing { id: record.id.clone() });
+        }
         self.emit(ClusterEvent::Probed { id: record.id.clone(), status: outcome.status });
         Ok(ConnectionTest {
             cluster_id: record.id,

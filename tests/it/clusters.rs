@@ -79,6 +79,35 @@ async fn wait_for(
     .expect("event within the bound")
 }
 
+/// Waits (on probe events, no sleeping) until the cluster's detail satisfies `pred`; returns it.
+/// Several probes may run for one file change (a rescan sees each step of a swap), so the first
+/// event is not necessarily the last word.
+async fn wait_detail(
+    s: &TestServer,
+    rx: &mut tokio::sync::broadcast::Receiver<ClusterEvent>,
+    id: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, detail) = get_json(s, &format!("/api/v1/clusters/{id}")).await;
+        if pred(&detail) {
+            return detail;
+        }
+        let next = tokio::time::timeout_at(deadline, async {
+            loop {
+                match rx.recv().await {
+                    Ok(ClusterEvent::Probed { id: i, .. }) if i == id => return,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(e) => panic!("event channel closed: {e}"),
+                }
+            }
+        })
+        .await;
+        assert!(next.is_ok(), "cluster {id} never reached the expected state; last: {detail}");
+    }
+}
+
 #[tokio::test]
 async fn seed_curl_line_registers_and_keeps_kubeconfig_only_as_a_file() {
     let s = TestServer::start().await;
@@ -190,10 +219,9 @@ async fn each_probe_stage_fails_in_turn() {
 
     // A cluster that answers too slowly: bounded by probe_timeout.
     c.knobs().set_delay(Some(Duration::from_secs(5)));
-    let started = std::time::Instant::now();
+    // The cause proves the deadline fired (the answer would only have come after 5 s).
     let body = expect_probe_failure(&s, &good, "auth").await;
-    assert!(started.elapsed() < Duration::from_secs(5), "probe not bounded");
-    assert!(body["error"]["details"]["cause"].as_str().unwrap().contains("probe limit"), "{body}");
+    assert!(body["error"]["details"]["cause"].as_str().unwrap().contains("2 s probe limit"), "{body}");
     c.knobs().set_delay(None);
 
     // runtime_class and hami, separately and together, with upstream's `missing` names.
@@ -550,41 +578,32 @@ async fn kubeconfig_files_hot_load() {
     // Not YAML: the cluster goes unreachable with the kubeconfig stage named.
     std::fs::remove_file(&file).unwrap();
     std::fs::write(&file, "{{{{ not yaml").unwrap();
-    wait_for(
-        &mut events,
-        |e| matches!(e, ClusterEvent::Probed { id: i, status: ClusterStatus::Unreachable } if *i == id),
-    )
+    wait_detail(&s, &mut events, &id, |d| {
+        d["status"] == "unreachable"
+            && d["last_error"]["stage"] == "kubeconfig"
+            && d["last_error"]["cause"].as_str().is_some_and(|c| c.contains("YAML"))
+    })
     .await;
-    let (_, detail) = get_json(&s, &format!("/api/v1/clusters/{id}")).await;
-    assert_eq!(detail["last_error"]["stage"], "kubeconfig", "{detail}");
 
     // A symlink pointing outside the directory is refused.
     let outside = s.dir.path().join("outside.kubeconfig");
     std::fs::write(&outside, c.kubeconfig_yaml()).unwrap();
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(&outside, &file).unwrap();
-    wait_for(
-        &mut events,
-        |e| matches!(e, ClusterEvent::Probed { id: i, status: ClusterStatus::Unreachable } if *i == id),
-    )
+    wait_detail(&s, &mut events, &id, |d| {
+        d["status"] == "unreachable" && d["last_error"]["cause"].as_str().is_some_and(|c| c.contains("outside"))
+    })
     .await;
-    let (_, detail) = get_json(&s, &format!("/api/v1/clusters/{id}")).await;
-    assert!(detail["last_error"]["cause"].as_str().unwrap().contains("outside"), "{detail}");
 
-    // Deleted: unreachable, "kubeconfig missing".
+    // Deleted: unreachable, "kubeconfig missing" (and the event says so).
     std::fs::remove_file(&file).unwrap();
     wait_for(&mut events, |e| matches!(e, ClusterEvent::KubeconfigMissing { id: i } if *i == id)).await;
-    let (_, detail) = get_json(&s, &format!("/api/v1/clusters/{id}")).await;
+    let detail = wait_detail(&s, &mut events, &id, |d| d["last_error"]["cause"] == "kubeconfig missing").await;
     assert_eq!(detail["status"], "unreachable");
-    assert_eq!(detail["last_error"]["cause"], "kubeconfig missing");
 
     // Restored: connected again.
     std::fs::write(&file, c.kubeconfig_yaml()).unwrap();
-    wait_for(
-        &mut events,
-        |e| matches!(e, ClusterEvent::Probed { id: i, status: ClusterStatus::Connected } if *i == id),
-    )
-    .await;
+    wait_detail(&s, &mut events, &id, |d| d["status"] == "connected").await;
     s.stop().await;
 }
 
