@@ -343,72 +343,51 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
         value.map(|v| self.decode(key, v.value())).transpose()
     }
 
-    /// All records in key order.
-    pub fn list(&self, txn: &ReadTransaction) -> Result<Vec<(String, T)>, StoreError> {
-        let table = match txn.open_table(self.def()) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
+    /// Records whose key starts with `prefix` (`""`: all), in key order, from either kind of table.
+    fn collect(
+        &self,
+        table: &impl ReadableTable<&'static str, &'static [u8]>,
+        prefix: &str,
+    ) -> Result<Vec<(String, T)>, StoreError> {
         let mut out = Vec::new();
-        for item in table.iter()? {
+        for item in table.range(prefix..)? {
             let (k, v) = item?;
-            let key = k.value().to_string();
-            let value = self.decode(&key, v.value())?;
-            out.push((key, value));
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let value = self.decode(key, v.value())?;
+            out.push((key.to_string(), value));
         }
         Ok(out)
+    }
+
+    fn read_table(&self, txn: &ReadTransaction, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => self.collect(&t, prefix),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// All records in key order.
+    pub fn list(&self, txn: &ReadTransaction) -> Result<Vec<(String, T)>, StoreError> {
+        self.read_table(txn, "")
     }
 
     /// Records whose key starts with `prefix`, in key order.
     pub fn list_prefix(&self, txn: &ReadTransaction, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
-        let table = match txn.open_table(self.def()) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        let mut out = Vec::new();
-        for item in table.range(prefix..)? {
-            let (k, v) = item?;
-            let key = k.value();
-            if !key.starts_with(prefix) {
-                break;
-            }
-            let key = key.to_string();
-            let value = self.decode(&key, v.value())?;
-            out.push((key, value));
-        }
-        Ok(out)
+        self.read_table(txn, prefix)
     }
 
     /// All records, inside a write transaction (to decide under the writer lock).
     pub fn list_in_write(&self, txn: &WriteTransaction) -> Result<Vec<(String, T)>, StoreError> {
-        let table = txn.open_table(self.def())?;
-        let mut out = Vec::new();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let key = k.value().to_string();
-            let value = self.decode(&key, v.value())?;
-            out.push((key, value));
-        }
-        Ok(out)
+        self.collect(&txn.open_table(self.def())?, "")
     }
 
     /// Records whose key starts with `prefix`, in key order, inside a write transaction.
     pub fn list_prefix_in_write(&self, txn: &WriteTransaction, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
-        let table = txn.open_table(self.def())?;
-        let mut out = Vec::new();
-        for item in table.range(prefix..)? {
-            let (k, v) = item?;
-            let key = k.value();
-            if !key.starts_with(prefix) {
-                break;
-            }
-            let key = key.to_string();
-            let value = self.decode(&key, v.value())?;
-            out.push((key, value));
-        }
-        Ok(out)
+        self.collect(&txn.open_table(self.def())?, prefix)
     }
 
     pub fn get_in_write(&self, txn: &WriteTransaction, key: &str) -> Result<Option<T>, StoreError> {
