@@ -92,6 +92,32 @@ pub struct ClusterRecord {
 }
 
 impl ClusterRecord {
+    /// A new, live, never-probed cluster with zeroed counters.
+    pub fn new(id: &str, name: String, role: Role, api_server: String, kubeconfig_ref: String, now_ms: i64) -> Self {
+        Self {
+            id: id.to_string(),
+            name,
+            role,
+            api_server,
+            api_server_override: false,
+            session_domain: None,
+            status: ClusterStatus::Pending,
+            checks: Vec::new(),
+            last_error: None,
+            kube_system_uid: String::new(),
+            kubeconfig_ref,
+            kubernetes_version: None,
+            registered_at: now_ms,
+            last_checked_at: None,
+            heartbeat_at: None,
+            deleted_at: None,
+            node_count: 0,
+            gpu_count: 0,
+            vram_total_mb: 0,
+            running_sessions: 0,
+        }
+    }
+
     pub fn is_live(&self) -> bool {
         self.deleted_at.is_none()
     }

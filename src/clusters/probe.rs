@@ -58,14 +58,20 @@ pub struct ProbeOutcome {
 impl ProbeOutcome {
     /// A probe that failed before talking to the cluster (bad kubeconfig, missing file).
     pub fn failed_early(stage: &str, cause: String, hint: String, status: ClusterStatus) -> Self {
-        let mut checks = Vec::new();
-        for s in STAGES {
-            if s == stage {
-                checks.push(Check { name: s.into(), ok: false, detail: cause.clone() });
-                break;
-            }
-            checks.push(Check { name: s.into(), ok: true, detail: "ok".into() });
-        }
+        // Stages before the failing one passed; the ones after it never ran.
+        let failed_at = STAGES.iter().position(|s| *s == stage).unwrap_or(0);
+        let checks = STAGES
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (ok, detail) = match i.cmp(&failed_at) {
+                    std::cmp::Ordering::Less => (true, "ok".to_string()),
+                    std::cmp::Ordering::Equal => (false, cause.clone()),
+                    std::cmp::Ordering::Greater => (false, "not run".to_string()),
+                };
+                Check { name: (*s).into(), ok, detail }
+            })
+            .collect();
         Self {
             checks,
             failure: Some(ProbeError { stage: stage.into(), cause, hint }),

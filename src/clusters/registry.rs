@@ -271,26 +271,15 @@ impl Clusters {
         let now = self.clock.now_ms();
         let nodes = outcome.nodes.clone().unwrap_or_default();
         let mut record = ClusterRecord {
-            id: id.to_string(),
-            name,
-            role,
-            api_server,
             api_server_override,
             session_domain,
             status: outcome.status,
             checks: outcome.checks.clone(),
             last_error: outcome.failure.clone(),
             kube_system_uid: outcome.kube_system_uid.clone().unwrap_or_default(),
-            kubeconfig_ref: format!("file:{id}/kubeconfig"),
             kubernetes_version: outcome.version.clone(),
-            registered_at: now,
             last_checked_at: Some(now),
-            heartbeat_at: None,
-            deleted_at: None,
-            node_count: 0,
-            gpu_count: 0,
-            vram_total_mb: 0,
-            running_sessions: 0,
+            ..ClusterRecord::new(id.as_str(), name, role, api_server, format!("file:{id}/kubeconfig"), now)
         };
         let record = self
             .store
@@ -827,28 +816,14 @@ impl Clusters {
                 if existing.as_ref().is_some_and(ClusterRecord::is_live) {
                     return Ok(());
                 }
-                let record = ClusterRecord {
-                    id: super::id::LOCAL.into(),
-                    name: "local".into(),
-                    role: Role::Primary,
+                let record = ClusterRecord::new(
+                    super::id::LOCAL,
+                    "local".into(),
+                    Role::Primary,
                     api_server,
-                    api_server_override: false,
-                    session_domain: None,
-                    status: ClusterStatus::Pending,
-                    checks: Vec::new(),
-                    last_error: None,
-                    kube_system_uid: String::new(),
                     kubeconfig_ref,
-                    kubernetes_version: None,
-                    registered_at: now,
-                    last_checked_at: None,
-                    heartbeat_at: None,
-                    deleted_at: None,
-                    node_count: 0,
-                    gpu_count: 0,
-                    vram_total_mb: 0,
-                    running_sessions: 0,
-                };
+                    now,
+                );
                 CLUSTERS.put(txn, super::id::LOCAL, &record)
             })
             .await?;
