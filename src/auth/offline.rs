@@ -46,12 +46,17 @@ pub async fn ensure_initial(store: &Store, config: &Config, clock: &Clock) -> Re
     Ok(())
 }
 
+/// Checks a new password's strength and hashes it off the executor (argon2id is slow on purpose).
+async fn hash_new_password(password: String) -> Result<String, OfflineError> {
+    accounts::check_new_password(&password)?;
+    Ok(tokio::task::spawn_blocking(move || accounts::hash_password(&password))
+        .await
+        .map_err(|e| StoreError::Join(e.to_string()))??)
+}
+
 pub async fn add(store: &Store, clock: &Clock, name: &str, password: String) -> Result<Username, OfflineError> {
     let name = Username::parse(name)?;
-    accounts::check_new_password(&password)?;
-    let hash = tokio::task::spawn_blocking(move || accounts::hash_password(&password))
-        .await
-        .map_err(|e| StoreError::Join(e.to_string()))??;
+    let hash = hash_new_password(password).await?;
     let now = clock.now_ms();
     let clock = clock.clone();
     let n = name.clone();
@@ -73,10 +78,7 @@ pub async fn set_password(
     password: String,
 ) -> Result<Username, OfflineError> {
     let name = Username::parse(name)?;
-    accounts::check_new_password(&password)?;
-    let hash = tokio::task::spawn_blocking(move || accounts::hash_password(&password))
-        .await
-        .map_err(|e| StoreError::Join(e.to_string()))??;
+    let hash = hash_new_password(password).await?;
     let now = clock.now_ms();
     let clock = clock.clone();
     let n = name.clone();
