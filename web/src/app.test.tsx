@@ -1,6 +1,6 @@
 import { fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { App } from "./app";
-import { cluster, page, stubFetch } from "./test/fetch";
+import { cluster, offering, page, stubFetch } from "./test/fetch";
 
 describe("App", () => {
   beforeEach(() => history.replaceState(null, "", "/"));
@@ -39,5 +39,23 @@ describe("App", () => {
     stubFetch({ "GET /api/v1/auth/me": () => ({ body: { username: "admin" } }) });
     render(<App />);
     await waitFor(() => expect(screen.getByRole("status").textContent).toContain("arrives with the sessions issue"));
+  });
+
+  it("has Sessions and Offerings in the navigation", async () => {
+    history.replaceState(null, "", "/offerings");
+    stubFetch({
+      "GET /api/v1/auth/me": () => ({ body: { username: "admin" } }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+      "GET /api/v1/sessions": () => ({ body: page([]) }),
+      "GET /api/v1/clusters": () => ({ body: page([cluster()]) }),
+    });
+    render(<App />);
+    await screen.findByRole("heading", { name: "Offerings" });
+    await screen.findByText("A100 20 GB slice");
+    expect(screen.getByRole("link", { name: "Offerings" }).getAttribute("aria-current")).toBe("page");
+    fireEvent.click(screen.getByRole("link", { name: "Sessions" }));
+    await screen.findByRole("heading", { name: "Sessions" });
+    expect(location.pathname).toBe("/sessions");
+    await screen.findByText("No live sessions.");
   });
 });

@@ -8,12 +8,14 @@ import { ErrorBox } from "./components/Errors";
 import { AuditPage } from "./pages/Audit";
 import { ClustersPage } from "./pages/Clusters";
 import { LoginPage } from "./pages/Login";
+import { OfferingsPage } from "./pages/Offerings";
 import { SessionsPage } from "./pages/Sessions";
 import { navigate, onLinkClick, usePath } from "./router";
 
 const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
   { path: "/clusters", label: "Clusters", render: () => <ClustersPage /> },
   { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
+  { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
 ];
 

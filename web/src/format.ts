@@ -28,3 +28,18 @@ export function secondsSince(iso: string | null | undefined, now = Date.now()): 
   const t = Date.parse(iso);
   return Number.isNaN(t) ? null : (now - t) / 1000;
 }
+
+/** A configured duration: "30m", "1h 30m", "2d"; `zero` when 0 (e.g. "never"). */
+export function formatDuration(seconds: number | null | undefined, zero = "0s"): string {
+  if (seconds == null || !Number.isFinite(seconds)) return "—";
+  if (seconds <= 0) return zero;
+  const parts: string[] = [];
+  let s = Math.floor(seconds);
+  for (const [unit, n] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]] as const) {
+    if (s >= n) {
+      parts.push(`${Math.floor(s / n)}${unit}`);
+      s %= n;
+    }
+  }
+  return parts.slice(0, 2).join(" ");
+}

@@ -1,4 +1,5 @@
-// A modal dialog: focus moves in on open and back on close, Tab stays inside, Escape closes.
+// A modal dialog: focus moves in on open and back on close, Tab stays inside (and comes back in
+// when focus fell out), Escape closes.
 
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef } from "preact/hooks";
@@ -25,11 +26,15 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
         onClose.current();
       } else if (e.key === "Tab" && el) {
         const items = Array.from(
-          el.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input:not([disabled]), select, textarea, [tabindex='0']"),
+          el.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea, [tabindex='0']"),
         );
         if (!items.length) return;
         const [a, z] = [items[0], items[items.length - 1]];
-        if (e.shiftKey && document.activeElement === a) {
+        if (!el.contains(document.activeElement)) {
+          // Focus fell out (its button got disabled while busy): bring it back in.
+          e.preventDefault();
+          (e.shiftKey ? z : a).focus();
+        } else if (e.shiftKey && document.activeElement === a) {
           e.preventDefault();
           z.focus();
         } else if (!e.shiftKey && document.activeElement === z) {
@@ -38,9 +43,10 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
         }
       }
     };
-    el?.addEventListener("keydown", onKey);
+    // On the document, so keys still reach it when focus fell out of the dialog.
+    document.addEventListener("keydown", onKey);
     return () => {
-      el?.removeEventListener("keydown", onKey);
+      document.removeEventListener("keydown", onKey);
       before?.focus?.();
     };
   }, []);

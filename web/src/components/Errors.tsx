@@ -1,5 +1,6 @@
 // How failures look: the server's message, and for probe failures the stage, cause, hint and checks.
 
+import type { ComponentChildren } from "preact";
 import { ApiError } from "../api";
 import type { Check } from "../clusters";
 
@@ -44,8 +45,8 @@ function fieldErrors(e: ApiError): string[] {
   return errs.map((x) => `${(x.loc ?? []).filter((l) => l !== "body").join(".")}: ${x.msg ?? ""}`);
 }
 
-/** Any error as a readable block; `null` renders nothing. */
-export function ErrorBox(props: { error: unknown; title?: string }) {
+/** Any error as a readable block; `null` renders nothing. `children` (advice) goes inside it. */
+export function ErrorBox(props: { error: unknown; title?: string; children?: ComponentChildren }) {
   const e = props.error;
   if (!e) return null;
   if (e instanceof ApiError && e.code === "probe_failed") return <ProbeFailure error={e} />;
@@ -63,6 +64,7 @@ export function ErrorBox(props: { error: unknown; title?: string }) {
         </ul>
       )}
       {e instanceof ApiError && e.requestId && <span class="reqid"> (request {e.requestId})</span>}
+      {props.children}
     </div>
   );
 }

@@ -56,3 +56,52 @@ export const cluster = (over: Record<string, unknown> = {}) => ({
 });
 
 export const page = (data: unknown[]) => ({ data, pagination: { page: 1, size: 100, total: data.length, total_pages: 1 } });
+
+export const offering = (over: Record<string, unknown> = {}) => ({
+  id: "off_01JAAAAAAAAAAAAAAAAAAAAAAA",
+  name: "A100 20 GB slice",
+  resource_class: "gpu",
+  image: "registry.example/notebook:1.2",
+  mode: "fractional",
+  gpu_model: "NVIDIA A100",
+  gpu_mem_mb: 20480,
+  gpu_cores: 30,
+  cpu: 4,
+  mem_gb: 16,
+  disk_gb: 50,
+  idle_timeout_sec: 1800,
+  max_runtime_sec: 0,
+  status: "active",
+  created_at: new Date().toISOString(),
+  sessions: 2,
+  ...over,
+});
+
+export const session = (over: Record<string, unknown> = {}) => ({
+  id: "ses_01JAAAAAAAAAAAAAAAAAAAAAAA",
+  cr_name: "ses-01jaaaaaaaaaaaaaaaaaaaaaaa",
+  name: "notebook-a",
+  cluster_id: "clu_01JAAAAAAAAAAAAAAAAAAAAAAA",
+  cluster_name: "gpu-a",
+  offering_id: "off_01JAAAAAAAAAAAAAAAAAAAAAAA",
+  offering_name: "A100 20 GB slice",
+  owner: "alice",
+  resource_class: "gpu",
+  image: "registry.example/notebook:1.2",
+  mode: "fractional",
+  gpu_mem_mb: 20480,
+  gpu_cores: 30,
+  phase: "running",
+  reason: null,
+  message: null,
+  bound_gpu_uuid: "GPU-3f2a9c1e-0000-1111-2222-333344445555",
+  node_name: "gpu-node-0",
+  created_at: new Date(Date.now() - 125_000).toISOString(),
+  started_at: new Date(Date.now() - 100_000).toISOString(),
+  phase_changed_at: new Date(Date.now() - 100_000).toISOString(),
+  ended_at: null,
+  last_report_at: new Date().toISOString(),
+  live: true,
+  actions: ["pause", "delete", "connect"],
+  ...over,
+});

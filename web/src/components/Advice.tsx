@@ -1,0 +1,73 @@
+// What to do about the sessions and offerings API's conflicts: one line of advice per error code,
+// shown inside the ErrorBox that carries the server's message.
+
+import { ApiError } from "../api";
+
+export function Advice(props: { error: unknown }) {
+  const e = props.error;
+  if (!(e instanceof ApiError)) return null;
+  const d = e.details as Record<string, unknown>;
+  const str = (k: string) => (typeof d[k] === "string" || typeof d[k] === "number" ? String(d[k]) : "");
+  switch (e.code) {
+    case "no_session_domain":
+      return (
+        <p class="hint">
+          Set this cluster's session domain on the <a href="/clusters">Clusters page</a> (Edit → Session domain), then connect again.
+        </p>
+      );
+    case "session_not_running":
+      return <p class="hint">Only a running session can be opened; resume it or wait until it is running.</p>;
+    case "session_conflict":
+      return (
+        <p class="hint">
+          The session is {str("phase") || "in another phase"} now
+          {Array.isArray(d.allowed) ? `; allowed: ${d.allowed.length ? d.allowed.join(", ") : "nothing"}` : ""}. The list has been refreshed.
+        </p>
+      );
+    case "cluster_apply_failed":
+      return (
+        <p class="hint">
+          {str("cause") && (
+            <>
+              Cause: <span class="cause">{str("cause")}</span>.{" "}
+            </>
+          )}
+          The session is recorded with phase error; see the list.
+        </p>
+      );
+    case "cluster_unavailable":
+      return (
+        <p class="hint">
+          Cluster {str("cluster_id") && <code>{str("cluster_id")}</code>} is {str("status") || "not connected"}: pick another cluster, or
+          let the server pick any connected one.
+        </p>
+      );
+    case "no_cluster":
+      return (
+        <p class="hint">
+          No connected cluster can take it; check the <a href="/clusters">Clusters page</a>.
+        </p>
+      );
+    case "offering_inactive":
+      return (
+        <p class="hint">
+          The offering is inactive: pick another, or activate it on the <a href="/offerings">Offerings page</a>.
+        </p>
+      );
+    case "offering_in_use":
+      return (
+        <p class="hint">
+          {str("sessions") ? `${str("sessions")} sessions still use it. ` : ""}Deactivate it instead: its sessions keep it, and no new
+          session can pick it.
+        </p>
+      );
+    default:
+      // A cluster call that failed (502s) says why and, sometimes, what to do.
+      return str("cause") || str("hint") ? (
+        <p class="hint">
+          {str("cause") && <>Cause: <span class="cause">{str("cause")}</span>. </>}
+          {str("hint") && <>Hint: {str("hint")}</>}
+        </p>
+      ) : null;
+  }
+}
