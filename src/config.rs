@@ -74,6 +74,10 @@ pub struct Config {
     pub cluster_kubeconfig_dir: PathBuf,
     pub session_domain: Option<String>,
     pub session_ingress: Option<String>,
+    /// Namespace of the GShareSession CRs; must equal the operator's `--session-namespace`.
+    pub sessions_namespace: String,
+    /// `https` or `http`: the scheme of session URLs (and whether the session cookie is Secure).
+    pub session_url_scheme: String,
     pub trusted_proxy_hops: u32,
     /// Configured signing key (PEM); checked at load time, parsed again where it is used.
     pub internal_jwt_private_key: Option<Secret>,
@@ -112,6 +116,8 @@ struct FileLayer {
     cluster_kubeconfig_dir: Option<PathBuf>,
     session_domain: Option<String>,
     session_ingress: Option<String>,
+    sessions_namespace: Option<String>,
+    session_url_scheme: Option<String>,
     trusted_proxy_hops: Option<i64>,
     internal_jwt_private_key: Option<Secret>,
     internal_jwt_kid: Option<String>,
@@ -218,6 +224,31 @@ impl Config {
         };
         let session_ingress =
             layer.pick("session_ingress", f.session_ingress).map(|r| r.value).filter(|v| !v.is_empty());
+
+        let sessions_namespace = match layer.pick("sessions_namespace", f.sessions_namespace) {
+            Some(r) => {
+                let ok = !r.value.is_empty()
+                    && r.value.len() <= 63
+                    && r.value.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                    && !r.value.starts_with('-')
+                    && !r.value.ends_with('-');
+                if !ok {
+                    return Err(ConfigError::invalid(
+                        &r.key,
+                        format!("`{}` is not a Kubernetes namespace name (lower-case letters, digits, -)", r.value),
+                    ));
+                }
+                r.value
+            }
+            None => "gshare-sessions".into(),
+        };
+        let session_url_scheme = match layer.pick("session_url_scheme", f.session_url_scheme) {
+            Some(r) => match r.value.as_str() {
+                "https" | "http" => r.value,
+                other => return Err(ConfigError::invalid(&r.key, format!("`{other}` is neither `https` nor `http`"))),
+            },
+            None => "https".into(),
+        };
 
         let trusted_proxy_hops =
             match layer.pick_typed("trusted_proxy_hops", f.trusted_proxy_hops, |s| s.parse::<i64>().ok())? {
@@ -366,6 +397,8 @@ impl Config {
             cluster_kubeconfig_dir,
             session_domain,
             session_ingress,
+            sessions_namespace,
+            session_url_scheme,
             trusted_proxy_hops,
             internal_jwt_private_key: internal_jwt_private_key.map(|r| r.value),
             internal_jwt_kid,
@@ -415,6 +448,8 @@ impl Config {
         t.insert("cluster_kubeconfig_dir".into(), s(&self.cluster_kubeconfig_dir.display().to_string()));
         t.insert("session_domain".into(), s(self.session_domain.as_deref().unwrap_or("")));
         t.insert("session_ingress".into(), s(self.session_ingress.as_deref().unwrap_or("")));
+        t.insert("sessions_namespace".into(), s(&self.sessions_namespace));
+        t.insert("session_url_scheme".into(), s(&self.session_url_scheme));
         t.insert("trusted_proxy_hops".into(), toml::Value::Integer(i64::from(self.trusted_proxy_hops)));
         t.insert(
             "internal_jwt_private_key".into(),

@@ -46,6 +46,8 @@ pub struct App {
     pub idempotency: http::idempotency::InFlight,
     /// Operator callbacks: inventory, liveness, node actions, callback metrics.
     pub inventory: Arc<inventory::Inventory>,
+    /// Offerings, sessions, connection tokens.
+    pub sessions: Arc<sessions::Sessions>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +102,20 @@ impl App {
         let reference_html = http::docs::reference_html(&doc_json);
         let openapi_json = serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
         let clusters = Arc::new(clusters::Clusters::new(store.clone(), config.clone(), clock.clone()));
+        let connect_keys = {
+            let dir = config.keys_dir();
+            tokio::task::spawn_blocking(move || sessions::connect::ConnectKeys::open(&dir))
+                .await
+                .map_err(|e| StartError::Other(e.to_string()))?
+                .map_err(StartError::Other)?
+        };
+        let sessions = Arc::new(sessions::Sessions::new(
+            store.clone(),
+            clock.clone(),
+            config.clone(),
+            clusters.clone(),
+            connect_keys,
+        ));
         let (store_for_inventory, clock_for_inventory, config_for_inventory) =
             (store.clone(), clock.clone(), config.clone());
         Ok(Arc::new(Self {
@@ -119,6 +135,7 @@ impl App {
                 clock_for_inventory,
                 config_for_inventory,
             )),
+            sessions,
         }))
     }
 }

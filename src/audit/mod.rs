@@ -105,6 +105,31 @@ impl AuditEntry {
     }
 }
 
+/// Records an admin's change through the API with its outcome: on failure the error code (and
+/// the probe stage, when there is one). Callers pass field names, never secret content.
+pub async fn record_change<T>(
+    app: &crate::App,
+    meta: &RequestMeta,
+    admin: &crate::auth::guard::AdminCaller,
+    action: &str,
+    target: &str,
+    details: serde_json::Value,
+    outcome: &Result<T, crate::http::error::ApiError>,
+) {
+    let (result, details) = match outcome {
+        Ok(_) => (AuditResult::Success, details),
+        Err(e) => {
+            let mut d = details;
+            d["error"] = serde_json::json!(e.code);
+            if let Some(stage) = e.details.get("stage") {
+                d["stage"] = stage.clone();
+            }
+            (AuditResult::Failure, d)
+        }
+    };
+    record(app, AuditEntry::new(meta, admin.actor(), action, result).target(target).details(details)).await;
+}
+
 /// A stored entry: what the API and `gshare audit tail` show.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AuditRecord {

@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use subtle::ConstantTimeEq;
 
-use super::login::{CSRF_HEADER, SESSION_COOKIE, cookie, csrf_token_for};
+use super::login::{CONSOLE_COOKIE, CSRF_HEADER, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
 use crate::clusters::ClusterId;
@@ -27,7 +27,7 @@ pub const OPERATOR_PREFIX: &str = "operator:";
 pub enum AuthVia {
     /// `Authorization: Bearer` (CLI-minted or login token): no CSRF exposure.
     Bearer,
-    /// The console's `gshare_session` cookie: state-changing requests carry `X-CSRF-Token`.
+    /// The console's `gshare_console` cookie: state-changing requests carry `X-CSRF-Token`.
     Cookie,
 }
 
@@ -59,7 +59,7 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
         let (token, via) = match bearer_token(&parts.headers) {
             Some(t) => (t, AuthVia::Bearer),
-            None => match cookie(&parts.headers, SESSION_COOKIE) {
+            None => match cookie(&parts.headers, CONSOLE_COOKIE) {
                 Some(t) => (t.to_string(), AuthVia::Cookie),
                 None => {
                     return Err(ApiError::unauthenticated(

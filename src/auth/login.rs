@@ -32,7 +32,7 @@ use crate::http::extract::ApiJson;
 use crate::store::{Store, StoreError};
 
 /// The console's session cookie: the access token itself, `HttpOnly`.
-pub const SESSION_COOKIE: &str = "gshare_session";
+pub const CONSOLE_COOKIE: &str = "gshare_console";
 /// A readable copy of the session's CSRF token, for the console to echo (double submit).
 pub const CSRF_COOKIE: &str = "gshare_csrf";
 /// The header cookie-authenticated state-changing requests must carry.
@@ -200,7 +200,7 @@ pub struct LoginRequest {
 
 #[derive(Serialize, ToSchema)]
 pub struct LoginResponse {
-    /// Admin JWT (`aud=gshare-api`), also set as the `gshare_session` cookie.
+    /// Admin JWT (`aud=gshare-api`), also set as the `gshare_console` cookie.
     pub access_token: String,
     /// `Bearer`
     pub token_type: &'static str,
@@ -241,7 +241,7 @@ fn invalid_credentials() -> ApiError {
 /// repeated failures for one username, the answer is 429 with `Retry-After`.
 #[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", request_body = LoginRequest,
     responses(
-        (status = 200, body = LoginResponse, description = "signed in; `Set-Cookie: gshare_session=…; HttpOnly; SameSite=Strict` and `gshare_csrf`"),
+        (status = 200, body = LoginResponse, description = "signed in; `Set-Cookie: gshare_console=…; HttpOnly; SameSite=Strict` and `gshare_csrf`"),
         (status = 400, body = ErrorBody, description = "body is not JSON"),
         (status = 401, body = ErrorBody, description = "`invalid_credentials`"),
         (status = 413, body = ErrorBody, description = "body over 1 MiB"),
@@ -313,7 +313,7 @@ async fn login(
     let mut res = axum::Json(body).into_response();
     let secure = signin.secure_cookies();
     let h = res.headers_mut();
-    h.append(header::SET_COOKIE, cookie_header(SESSION_COOKIE, &token, ttl_s, true, secure));
+    h.append(header::SET_COOKIE, cookie_header(CONSOLE_COOKIE, &token, ttl_s, true, secure));
     h.append(header::SET_COOKIE, cookie_header(CSRF_COOKIE, &csrf, ttl_s, false, secure));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(res)
@@ -365,7 +365,7 @@ async fn logout(
     let secure = app.signin.secure_cookies();
     let mut res = StatusCode::NO_CONTENT.into_response();
     let h = res.headers_mut();
-    h.append(header::SET_COOKIE, cookie_header(SESSION_COOKIE, "", 0, true, secure));
+    h.append(header::SET_COOKIE, cookie_header(CONSOLE_COOKIE, "", 0, true, secure));
     h.append(header::SET_COOKIE, cookie_header(CSRF_COOKIE, "", 0, false, secure));
     Ok(res)
 }
@@ -417,9 +417,9 @@ mod tests {
     #[test]
     fn cookies_across_lines() {
         let mut h = HeaderMap::new();
-        h.append(header::COOKIE, "a=1; gshare_session=tok".parse().unwrap());
-        h.append(header::COOKIE, "gshare_session=second".parse().unwrap());
-        assert_eq!(cookie(&h, SESSION_COOKIE), Some("tok"));
+        h.append(header::COOKIE, "a=1; gshare_console=tok".parse().unwrap());
+        h.append(header::COOKIE, "gshare_console=second".parse().unwrap());
+        assert_eq!(cookie(&h, CONSOLE_COOKIE), Some("tok"));
         assert_eq!(cookie(&h, "a"), Some("1"));
         assert_eq!(cookie(&h, "missing"), None);
     }

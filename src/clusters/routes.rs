@@ -14,10 +14,10 @@ use super::ClusterId;
 use super::model::*;
 use super::registry::{ClusterError, ListQuery, PatchRequest, RegisterRequest};
 use crate::App;
-use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::AdminCaller;
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::parse_json;
+use crate::http::extract::{parse_json, query_number};
 use crate::http::idempotency;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -78,31 +78,6 @@ impl From<ClusterError> for ApiError {
     }
 }
 
-/// Records an admin change to a cluster, whatever its outcome (never with kubeconfig content).
-async fn audit<T>(
-    app: &App,
-    meta: &RequestMeta,
-    admin: &AdminCaller,
-    action: &str,
-    target: &str,
-    details: serde_json::Value,
-    outcome: &Result<T, ApiError>,
-) {
-    let (result, details) = match outcome {
-        Ok(_) => (AuditResult::Success, details),
-        Err(e) => {
-            let mut d = details;
-            d["error"] = serde_json::json!(e.code);
-            if let Some(stage) = e.details.get("stage") {
-                d["stage"] = stage.clone();
-            }
-            (AuditResult::Failure, d)
-        }
-    };
-    crate::audit::record(app, AuditEntry::new(meta, admin.actor(), action, result).target(target).details(details))
-        .await;
-}
-
 fn parse_id(raw: &str) -> Result<ClusterId, ApiError> {
     ClusterId::parse(raw).map_err(|e| ApiError::not_found(e.to_string()))
 }
@@ -161,16 +136,8 @@ async fn list(
     _admin: AdminCaller,
     Query(p): Query<ListParams>,
 ) -> Result<axum::Json<ClusterPage>, ApiError> {
-    let num = |name: &'static str, v: Option<String>, default: u64, max: u64| -> Result<u64, ApiError> {
-        match v {
-            None => Ok(default),
-            Some(s) => s.parse::<u64>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
-                ApiError::field(&["query", name], format!("must be an integer between 1 and {max}"), "value_error")
-            }),
-        }
-    };
-    let page = num("page", p.page, 1, u64::MAX / 1000)?;
-    let size = num("size", p.size, 20, 100)?;
+    let page = query_number("page", p.page, 1, u64::MAX / 1000)?;
+    let size = query_number("size", p.size, 20, 100)?;
     let role = match p.role.as_deref() {
         None | Some("") => None,
         Some(r) => Some(

@@ -93,6 +93,17 @@ pub fn bearer_token(headers: &axum::http::HeaderMap) -> Option<String> {
     (!token.is_empty()).then(|| token.to_string())
 }
 
+/// A positive integer query parameter (`page`, `size`): absent -> `default`; otherwise it must
+/// be 1..=`max`, else 422 naming the parameter.
+pub fn query_number(name: &'static str, v: Option<String>, default: u64, max: u64) -> Result<u64, ApiError> {
+    match v {
+        None => Ok(default),
+        Some(s) => s.parse::<u64>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+            ApiError::field(&["query", name], format!("must be an integer between 1 and {max}"), "value_error")
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,7 @@ use error::ApiError;
         (name = "auth", description = "Keys and tokens"),
         (name = "audit", description = "Who changed what: logins and admin changes"),
         (name = "clusters", description = "GPU clusters: registration, probe, inventory"),
+        (name = "sessions", description = "Offerings and sessions: GShareSession apply, pause, resume, delete, connect"),
         (name = "internal", description = "Operator callbacks (upstream's /internal API): operator JWT, sub=operator:<cluster_id>"),
     )
 )]
@@ -47,6 +48,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::audit::routes::routes())
         .merge(crate::clusters::routes::routes())
         .merge(crate::inventory::routes::routes())
+        .merge(crate::sessions::routes::routes())
         .split_for_parts()
 }
 

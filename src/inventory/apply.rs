@@ -10,6 +10,7 @@ use crate::clock::Clock;
 use crate::clusters::model::{
     CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS, ProbeError,
 };
+use crate::sessions::model::Phase;
 use crate::sessions::{ALLOCATIONS, SESSIONS, SessionRecord};
 use crate::store::{Outcome, StoreError};
 
@@ -521,20 +522,30 @@ pub fn find_session(txn: &WriteTransaction, name: &str) -> Result<Option<Session
     Ok(SESSIONS.list_in_write(txn)?.into_iter().map(|(_, s)| s).find(|s| s.id.to_lowercase().replace('_', "-") == name))
 }
 
-/// `POST /internal/sessions/{id}/status`: until the session state machine lands, the report is
-/// recorded and refreshes liveness (a heartbeat, or any report with `restart_count`).
+/// What a status report did to a known session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusApplied {
+    pub session_id: Option<String>,
+    /// The session failed and its CR should be deleted (after the commit).
+    pub delete_cr: bool,
+    /// The report was stale (from before the last resume) and changed nothing.
+    pub stale: bool,
+}
+
+/// `POST /internal/sessions/{id}/status`: the last report is kept, and the session state
+/// machine (`sessions::status`) applies it.
 pub fn record_status(
     txn: &WriteTransaction,
     cluster_id: &str,
     name: &str,
     r: &StatusReport,
     now: i64,
-) -> Result<Outcome<Result<bool, Refusal>>, StoreError> {
+) -> Result<Outcome<Result<StatusApplied, Refusal>>, StoreError> {
     if live_cluster(txn, cluster_id)?.is_none() {
-        return Ok(Outcome::Unchanged(Ok(false)));
+        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
     }
     let Some(mut session) = find_session(txn, name)? else {
-        return Ok(Outcome::Unchanged(Ok(false)));
+        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
     };
     if session.cluster_id != cluster_id {
         return Ok(Outcome::Unchanged(Err(Refusal::OtherCluster { cluster_id: session.cluster_id })));
@@ -544,12 +555,15 @@ pub fn record_status(
         SESSION_REPORTS.put(txn, &session.id, r)?;
         wrote = true;
     }
-    if r.phase.eq_ignore_ascii_case("heartbeat") || r.restart_count.is_some() {
-        session.last_report_at = Some(now);
+    let applied = crate::sessions::status::apply(txn, &mut session, r, now)?;
+    if applied.wrote {
         put_session(txn, &session)?;
         wrote = true;
     }
-    Ok(outcome(wrote, Ok(true)))
+    Ok(outcome(
+        wrote,
+        Ok(StatusApplied { session_id: Some(session.id), delete_cr: applied.delete_cr, stale: applied.stale }),
+    ))
 }
 
 /// `POST /internal/volumes/sync`: records PVCs, pools and session disks; answers a directive per
@@ -693,8 +707,8 @@ pub fn record_samples(
 /// Writes a session row and keeps its cluster's `running_sessions` exact in the same
 /// transaction (for the session state machine: every phase change goes through here).
 pub fn put_session(txn: &WriteTransaction, session: &SessionRecord) -> Result<(), StoreError> {
-    let was_running = SESSIONS.get_in_write(txn, &session.id)?.is_some_and(|s| s.phase == "running");
-    let is_running = session.phase == "running";
+    let was_running = SESSIONS.get_in_write(txn, &session.id)?.is_some_and(|s| s.phase == Phase::Running);
+    let is_running = session.phase == Phase::Running;
     if was_running != is_running
         && let Some(mut c) = CLUSTERS.get_in_write(txn, &session.cluster_id)?
     {
@@ -710,7 +724,8 @@ pub fn recount(txn: &redb::ReadTransaction, cluster_id: &str) -> Result<(u64, u6
     let nodes = NODES.list_prefix(txn, &prefix)?.len() as u64;
     let gpus = GPUS.list_prefix(txn, &prefix)?;
     let running =
-        SESSIONS.list(txn)?.iter().filter(|(_, s)| s.cluster_id == cluster_id && s.phase == "running").count() as u64;
+        SESSIONS.list(txn)?.iter().filter(|(_, s)| s.cluster_id == cluster_id && s.phase == Phase::Running).count()
+            as u64;
     Ok((nodes, gpus.len() as u64, gpus.iter().map(|(_, g)| g.total_mem_mb).sum(), running))
 }
 

@@ -203,7 +203,7 @@ impl Inventory {
         cluster: &ClusterId,
         name: String,
         r: StatusReport,
-    ) -> Result<Result<bool, Refusal>, StoreError> {
+    ) -> Result<Result<apply::StatusApplied, Refusal>, StoreError> {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
         self.store.write_batched(move |txn| apply::record_status(txn, &id, &name, &r, now)).await

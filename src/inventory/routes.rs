@@ -278,7 +278,15 @@ async fn session_status(
     }
     checked(r.check().and(p.into_result()))?;
     scope(&caller, r.cluster_id.as_deref())?;
-    app.inventory.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
+    let applied =
+        app.inventory.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
+    if applied.delete_cr
+        && let Some(sid) = applied.session_id
+    {
+        // Upstream deletes the CR of a failed session; the report is answered first.
+        let sessions = app.sessions.clone();
+        tokio::spawn(async move { sessions.delete_failed_cr(&sid).await });
+    }
     Ok(accepted())
 }
 

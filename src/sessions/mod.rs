@@ -1,49 +1,578 @@
-//! Sessions: the records other domains need before the sessions issue lands — what runs where —
-//! so that unregistering a cluster can refuse while sessions or GPU allocations are live.
-//! The state machine, CR apply/delete, forward-auth and the /proxy relay arrive with that issue.
+//! Sessions: offerings, `GShareSession` apply/pause/resume/delete on the cluster, the state
+//! machine fed by operator reports, connection tokens and `/internal/connect/verify`.
+//!
+//! Order of work for every change: the record is written first (so a crash leaves a trace that
+//! says what was being done), then the cluster is asked, then the outcome is recorded.
 
-use serde::{Deserialize, Serialize};
+pub mod connect;
+pub mod cr;
+pub mod model;
+pub mod offerings;
+pub mod routes;
+pub mod status;
 
-use crate::store::JsonTable;
+use std::sync::Arc;
 
-/// `ses_…` -> session.
-pub const SESSIONS: JsonTable<SessionRecord> = JsonTable::new("sessions");
-/// `alc_…` -> GPU allocation.
-pub const ALLOCATIONS: JsonTable<AllocationRecord> = JsonTable::new("allocations");
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SessionRecord {
-    pub id: String,
-    pub cluster_id: String,
-    /// Kept so history shows the cluster after it is unregistered.
-    pub cluster_name: String,
-    pub owner: String,
-    /// Lower-case phase: pending, preparing, running, paused, terminated, error, …
-    pub phase: String,
-    pub created_at: i64,
+use model::*;
+pub use model::{ALLOCATIONS, AllocationRecord, SESSIONS, SessionRecord};
+
+use crate::clock::Clock;
+use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, Role};
+use crate::clusters::{ClusterId, Clusters};
+use crate::config::Config;
+use crate::inventory::apply::put_session;
+use crate::store::{Store, StoreError};
+use cr::{CrClient, CrError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{field}: {message}")]
+    Invalid { field: &'static str, message: String, kind: &'static str },
+    #[error("{0}")]
+    NotFound(String),
+    /// A refusal with its own code (`offering_in_use`, `session_conflict`, …).
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String, details: Value },
+    /// The cluster did not do what was asked; `session` is the affected session, if any.
+    #[error("{message}: {source}")]
+    Cluster { code: &'static str, message: String, source: CrError, session: Option<String> },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn conflict(code: &'static str, message: impl Into<String>, details: Value) -> SessionError {
+    SessionError::Conflict { code, message: message.into(), details }
+}
+
+/// `POST /api/v1/sessions`. Unknown fields are refused.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    pub offering_id: String,
+    /// Omitted: a connected cluster is picked (primary clusters first).
     #[serde(default)]
-    pub last_report_at: Option<i64>,
+    pub cluster_id: Option<String>,
+    /// Display name, up to 80 characters.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Who the session is for (default: the signed-in admin). 1–64 of `A-Za-z0-9._@-`.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Overrides the offering's image.
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
-impl SessionRecord {
-    /// Live sessions hold cluster resources; terminated and errored ones are history.
-    pub fn is_live(&self) -> bool {
-        !matches!(self.phase.as_str(), "terminated" | "error" | "deleted")
+/// Filters of `GET /api/v1/sessions`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionQuery {
+    pub cluster_id: Option<String>,
+    pub phase: Option<Phase>,
+    pub owner: Option<String>,
+    pub live: Option<bool>,
+    pub page: u64,
+    pub size: u64,
+}
+
+fn check_owner(owner: &str) -> Result<String, SessionError> {
+    let ok = !owner.is_empty()
+        && owner.len() <= 64
+        && owner.chars().all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c));
+    if ok {
+        Ok(owner.to_string())
+    } else {
+        Err(SessionError::Invalid {
+            field: "owner",
+            message: "must be 1–64 characters of A-Z a-z 0-9 . _ @ -".into(),
+            kind: "value_error",
+        })
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AllocationRecord {
-    pub id: String,
-    pub cluster_id: String,
-    pub session_id: String,
-    pub gpu_uuid: Option<String>,
-    pub created_at: i64,
-    pub released_at: Option<i64>,
+/// Can a new session be placed on this cluster?
+fn placeable(c: &ClusterRecord) -> bool {
+    c.is_live() && matches!(c.status, ClusterStatus::Connected | ClusterStatus::Degraded | ClusterStatus::Pending)
 }
 
-impl AllocationRecord {
-    pub fn is_open(&self) -> bool {
-        self.released_at.is_none()
+#[derive(Debug)]
+pub struct Sessions {
+    store: Store,
+    clock: Clock,
+    config: Arc<Config>,
+    clusters: Arc<Clusters>,
+    pub connect: connect::ConnectKeys,
+}
+
+impl Sessions {
+    pub fn new(
+        store: Store,
+        clock: Clock,
+        config: Arc<Config>,
+        clusters: Arc<Clusters>,
+        connect: connect::ConnectKeys,
+    ) -> Self {
+        Self { store, clock, config, clusters, connect }
     }
+
+    fn cr_client(&self, cluster_id: &str) -> Result<CrClient, CrError> {
+        let id = ClusterId::parse(cluster_id).map_err(|e| CrError::NoClient(e.to_string()))?;
+        let conn = self.clusters.conn(&id).ok_or_else(|| {
+            CrError::NoClient(format!(
+                "{}/{cluster_id}/kubeconfig is missing or unusable",
+                self.config.cluster_kubeconfig_dir.display()
+            ))
+        })?;
+        // A CR call gets the probe's deadline twice over: it may follow a slow TLS handshake.
+        Ok(CrClient::new(conn.client, &self.config.sessions_namespace, self.config.probe_timeout * 2))
+    }
+
+    // ---- offerings -------------------------------------------------------------------------
+
+    pub async fn offerings(&self, status: Option<OfferingStatus>) -> Result<Vec<OfferingView>, SessionError> {
+        Ok(self
+            .store
+            .read(move |txn| {
+                let sessions = SESSIONS.list(txn)?;
+                let mut out: Vec<OfferingView> = OFFERINGS
+                    .list(txn)?
+                    .into_iter()
+                    .filter(|(_, o)| status.is_none_or(|s| o.status == s))
+                    .map(|(_, o)| {
+                        let live = sessions.iter().filter(|(_, s)| s.offering_id == o.id && s.is_live()).count();
+                        OfferingView::new(&o, live as u64)
+                    })
+                    .collect();
+                out.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()).then(a.id.cmp(&b.id)));
+                Ok(out)
+            })
+            .await?)
+    }
+
+    pub async fn offering(&self, id: &str) -> Result<OfferingView, SessionError> {
+        let id = id.to_string();
+        self.store
+            .read(move |txn| {
+                let Some(o) = OFFERINGS.get(txn, &id)? else { return Ok(None) };
+                let live = SESSIONS.list(txn)?.iter().filter(|(_, s)| s.offering_id == o.id && s.is_live()).count();
+                Ok(Some(OfferingView::new(&o, live as u64)))
+            })
+            .await?
+            .ok_or_else(|| SessionError::NotFound("no such offering".into()))
+    }
+
+    pub async fn create_offering(&self, req: offerings::OfferingCreate) -> Result<OfferingView, SessionError> {
+        let (name, shape) = req.into_shape()?;
+        let now = self.clock.now_ms();
+        let record = OfferingRecord {
+            id: format!("off_{}", ulid::Ulid::new()),
+            name,
+            shape,
+            status: OfferingStatus::Active,
+            created_at: now,
+        };
+        let r = record.clone();
+        self.store
+            .write_with(move |txn| {
+                unique_name(txn, &r.name, &r.id)?;
+                OFFERINGS.put(txn, &r.id, &r)?;
+                Ok::<_, SessionError>(())
+            })
+            .await?;
+        Ok(OfferingView::new(&record, 0))
+    }
+
+    pub async fn patch_offering(
+        &self,
+        id: &str,
+        req: offerings::OfferingPatch,
+    ) -> Result<(OfferingView, Vec<&'static str>), SessionError> {
+        let id = id.to_string();
+        self.store
+            .write_with(move |txn| {
+                let old = OFFERINGS
+                    .get_in_write(txn, &id)?
+                    .ok_or_else(|| SessionError::NotFound("no such offering".into()))?;
+                let (new, fields) = req.apply(&old)?;
+                unique_name(txn, &new.name, &new.id)?;
+                OFFERINGS.put(txn, &id, &new)?;
+                let live =
+                    SESSIONS.list_in_write(txn)?.iter().filter(|(_, s)| s.offering_id == id && s.is_live()).count();
+                Ok((OfferingView::new(&new, live as u64), fields))
+            })
+            .await
+    }
+
+    /// Refused while any session (live or history) names it: deactivate it instead.
+    pub async fn delete_offering(&self, id: &str) -> Result<String, SessionError> {
+        let id = id.to_string();
+        self.store
+            .write_with(move |txn| {
+                let o = OFFERINGS
+                    .get_in_write(txn, &id)?
+                    .ok_or_else(|| SessionError::NotFound("no such offering".into()))?;
+                let used = SESSIONS.list_in_write(txn)?.iter().filter(|(_, s)| s.offering_id == id).count();
+                if used > 0 {
+                    return Err(conflict(
+                        "offering_in_use",
+                        format!("{used} sessions were created from this offering; deactivate it instead"),
+                        json!({ "sessions": used }),
+                    ));
+                }
+                OFFERINGS.delete(txn, &id)?;
+                Ok(o.name)
+            })
+            .await
+    }
+
+    // ---- sessions --------------------------------------------------------------------------
+
+    pub async fn list(&self, q: SessionQuery) -> Result<SessionPage, SessionError> {
+        Ok(self
+            .store
+            .read(move |txn| {
+                let mut rows: Vec<SessionRecord> = SESSIONS
+                    .list(txn)?
+                    .into_iter()
+                    .map(|(_, s)| s)
+                    .filter(|s| q.cluster_id.as_ref().is_none_or(|c| &s.cluster_id == c))
+                    .filter(|s| q.phase.is_none_or(|p| s.phase == p))
+                    .filter(|s| q.owner.as_ref().is_none_or(|o| &s.owner == o))
+                    .filter(|s| q.live.is_none_or(|l| s.is_live() == l))
+                    .collect();
+                // Newest first; ids are ULIDs, so equal times keep creation order.
+                rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+                let total = rows.len() as u64;
+                let start = ((q.page - 1).saturating_mul(q.size)).min(total) as usize;
+                let data = rows.iter().skip(start).take(q.size as usize).map(SessionView::from).collect();
+                Ok(SessionPage {
+                    data,
+                    pagination: crate::clusters::model::Pagination {
+                        page: q.page,
+                        size: q.size,
+                        total,
+                        total_pages: total.div_ceil(q.size),
+                    },
+                })
+            })
+            .await?)
+    }
+
+    pub async fn get(&self, id: &str) -> Result<SessionRecord, SessionError> {
+        let id = id.to_string();
+        self.store
+            .read(move |txn| SESSIONS.get(txn, &id))
+            .await?
+            .ok_or_else(|| SessionError::NotFound("no such session".into()))
+    }
+
+    /// Records the session, applies its CR, records the outcome.
+    pub async fn create(&self, req: CreateSession, default_owner: &str) -> Result<SessionRecord, SessionError> {
+        let owner = check_owner(req.owner.as_deref().unwrap_or(default_owner))?;
+        let name = match req.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+            Some(n) => Some(offerings::check_name(n)?),
+            None => None,
+        };
+        let image = req.image.as_deref().filter(|i| !i.trim().is_empty()).map(offerings::check_image).transpose()?;
+        let now = self.clock.now_ms();
+        let id = format!("ses_{}", ulid::Ulid::new());
+        let wanted = req.cluster_id.clone();
+        let offering_id = req.offering_id.clone();
+        let (sid, clusters) = (id.clone(), self.clusters.clone());
+        let record = self
+            .store
+            .write_with(move |txn| {
+                let o = OFFERINGS
+                    .get_in_write(txn, &offering_id)?
+                    .ok_or_else(|| SessionError::NotFound(format!("no offering {offering_id}")))?;
+                if o.status != OfferingStatus::Active {
+                    return Err(conflict(
+                        "offering_inactive",
+                        format!("offering {} is inactive", o.name),
+                        json!({ "offering_id": o.id }),
+                    ));
+                }
+                let cluster = pick_cluster(txn, wanted.as_deref(), &clusters)?;
+                let mut shape = o.shape.clone();
+                if let Some(i) = image {
+                    shape.image = i;
+                }
+                let s = SessionRecord {
+                    id: sid.clone(),
+                    cluster_id: cluster.id.clone(),
+                    cluster_name: cluster.name.clone(),
+                    owner,
+                    phase: Phase::Pending,
+                    created_at: now,
+                    last_report_at: None,
+                    name,
+                    offering_id: o.id.clone(),
+                    offering_name: o.name.clone(),
+                    shape,
+                    reason: None,
+                    message: None,
+                    bound_gpu_uuid: None,
+                    node_name: None,
+                    started_at: None,
+                    phase_changed_at: Some(now),
+                    ended_at: None,
+                    generation: None,
+                    resume_generation: None,
+                    resumed_at: None,
+                    paused: false,
+                    cr_applied: false,
+                };
+                put_session(txn, &s)?;
+                Ok(s)
+            })
+            .await?;
+
+        let applied = match self.cr_client(&record.cluster_id) {
+            Ok(c) => c.apply(&cr::build(&record, &self.config.sessions_namespace)).await,
+            Err(e) => Err(e),
+        };
+        match applied {
+            Ok(generation) => {
+                self.update(&id, move |s, _| {
+                    s.cr_applied = true;
+                    s.generation = generation.or(s.generation);
+                })
+                .await
+            }
+            Err(e) => {
+                let message = e.to_string();
+                tracing::warn!(session_id = %id, cluster_id = %record.cluster_id, error = %message, "GShareSession not applied");
+                self.update(&id, move |s, now| {
+                    s.reason = Some("apply_failed".into());
+                    s.message = Some(message);
+                    s.set_phase(Phase::Error, now);
+                })
+                .await?;
+                Err(SessionError::Cluster {
+                    code: "cluster_apply_failed",
+                    message: format!("session {id} was recorded but its GShareSession could not be applied"),
+                    source: e,
+                    session: Some(id),
+                })
+            }
+        }
+    }
+
+    /// Read-modify-write of one session in a transaction (operator reports may land in between).
+    async fn update(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut SessionRecord, i64) + Send + 'static,
+    ) -> Result<SessionRecord, SessionError> {
+        let (id, now) = (id.to_string(), self.clock.now_ms());
+        self.store
+            .write_with(move |txn| {
+                let mut s =
+                    SESSIONS.get_in_write(txn, &id)?.ok_or_else(|| SessionError::NotFound("no such session".into()))?;
+                f(&mut s, now);
+                // A cold pause and the end of a session give the GPU back.
+                if s.phase.is_final() || (s.phase == Phase::Paused && s.bound_gpu_uuid.is_none()) {
+                    status::release(txn, &s.id, now)?;
+                }
+                put_session(txn, &s)?;
+                Ok(s)
+            })
+            .await
+    }
+
+    fn not_allowed(s: &SessionRecord, action: &str) -> SessionError {
+        conflict(
+            "session_conflict",
+            format!("cannot {action} a session that is {}", s.phase.as_str()),
+            json!({ "phase": s.phase, "allowed": s.actions() }),
+        )
+    }
+
+    fn cluster_failed(&self, s: &SessionRecord, action: &str, e: CrError) -> SessionError {
+        let code = match e {
+            CrError::Refused { .. } => "cluster_apply_failed",
+            _ => "cluster_unreachable",
+        };
+        SessionError::Cluster {
+            code,
+            message: format!("cannot {action} session {} on cluster {}", s.id, s.cluster_name),
+            source: e,
+            session: Some(s.id.clone()),
+        }
+    }
+
+    pub async fn pause(&self, id: &str) -> Result<SessionRecord, SessionError> {
+        let s = self.get(id).await?;
+        if !s.actions().contains(&"pause") {
+            return Err(Self::not_allowed(&s, "pause"));
+        }
+        let generation = self
+            .cr_client(&s.cluster_id)
+            .map_err(|e| self.cluster_failed(&s, "pause", e))?
+            .pause(&s.cr_name())
+            .await
+            .map_err(|e| self.cluster_failed(&s, "pause", e))?;
+        self.update(id, move |s, now| {
+            if s.phase.is_final() {
+                return;
+            }
+            s.paused = true;
+            s.generation = generation.or(s.generation);
+            s.reason = Some("user_stopped".into());
+            s.message = None;
+            s.bound_gpu_uuid = None;
+            s.set_phase(Phase::Paused, now);
+        })
+        .await
+    }
+
+    pub async fn resume(&self, id: &str) -> Result<SessionRecord, SessionError> {
+        let s = self.get(id).await?;
+        if !s.actions().contains(&"resume") {
+            return Err(Self::not_allowed(&s, "resume"));
+        }
+        let now = self.clock.now_ms();
+        let generation = self
+            .cr_client(&s.cluster_id)
+            .map_err(|e| self.cluster_failed(&s, "resume", e))?
+            .resume(&s, now)
+            .await
+            .map_err(|e| self.cluster_failed(&s, "resume", e))?;
+        self.update(id, move |s, now| {
+            if s.phase != Phase::Paused {
+                return;
+            }
+            s.paused = false;
+            s.generation = generation.or(s.generation);
+            s.resume_generation = generation;
+            s.resumed_at = Some(now);
+            s.reason = None;
+            s.message = None;
+            s.set_phase(Phase::Pending, now);
+        })
+        .await
+    }
+
+    /// Deletes the CR and marks the session terminating (the operator's finalizer reports
+    /// Terminated); if no finalizer holds the CR, it is terminated at once. `force` skips the
+    /// cluster (for a cluster that is gone for good).
+    pub async fn delete(&self, id: &str, force: bool) -> Result<SessionRecord, SessionError> {
+        let s = self.get(id).await?;
+        if !s.is_live() {
+            return Err(Self::not_allowed(&s, "delete"));
+        }
+        if force {
+            return self
+                .update(id, |s, now| {
+                    if s.is_live() {
+                        s.reason = Some("deleted".into());
+                        s.message = Some("deleted without asking the cluster (force)".into());
+                        s.cr_applied = false;
+                        s.set_phase(Phase::Terminated, now);
+                    }
+                })
+                .await;
+        }
+        let client = self.cr_client(&s.cluster_id).map_err(|e| self.cluster_failed(&s, "delete", e))?;
+        let name = s.cr_name();
+        client.delete(&name).await.map_err(|e| self.cluster_failed(&s, "delete", e))?;
+        let gone = client.exists(&name).await.map(|e| !e).unwrap_or(false);
+        self.update(id, move |s, now| {
+            if !s.is_live() {
+                return;
+            }
+            s.reason = Some("deleted".into());
+            if gone {
+                // No finalizer held it: no operator will report Terminated.
+                s.cr_applied = false;
+                s.set_phase(Phase::Terminated, now);
+            } else {
+                s.set_phase(Phase::Terminating, now);
+            }
+        })
+        .await
+    }
+
+    /// Deletes the CR of a session that failed (upstream deletes it on `error`). Best effort:
+    /// the operator retries nothing here, so a failure is logged.
+    pub async fn delete_failed_cr(&self, session_id: &str) {
+        let Ok(s) = self.get(session_id).await else { return };
+        let result = match self.cr_client(&s.cluster_id) {
+            Ok(c) => c.delete(&s.cr_name()).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => {
+                let _ = self.update(session_id, |s, _| s.cr_applied = false).await;
+            }
+            Err(e) => tracing::warn!(session_id, error = %e, "could not delete the GShareSession of a failed session"),
+        }
+    }
+
+    /// The host sessions of this cluster are reached on.
+    pub fn session_domain(&self, cluster: &ClusterRecord) -> Option<String> {
+        cluster.session_domain.clone().or_else(|| self.config.session_domain.clone())
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+}
+
+fn unique_name(txn: &redb::WriteTransaction, name: &str, id: &str) -> Result<(), SessionError> {
+    let taken = OFFERINGS.list_in_write(txn)?.into_iter().find(|(k, o)| k != id && o.name.eq_ignore_ascii_case(name));
+    match taken {
+        Some((other, _)) => Err(conflict(
+            "conflict",
+            format!("an offering named {name} exists"),
+            json!({ "name": name, "offering_id": other }),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The cluster a new session goes to: the one asked for, or the first connected primary (then
+/// standby) cluster by name. It must be live, not unreachable, and have a kubeconfig loaded.
+fn pick_cluster(
+    txn: &redb::WriteTransaction,
+    wanted: Option<&str>,
+    clusters: &Clusters,
+) -> Result<ClusterRecord, SessionError> {
+    let has_client = |c: &ClusterRecord| ClusterId::parse(&c.id).ok().and_then(|id| clusters.conn(&id)).is_some();
+    if let Some(id) = wanted {
+        let c = CLUSTERS
+            .get_in_write(txn, id)?
+            .filter(ClusterRecord::is_live)
+            .ok_or_else(|| SessionError::NotFound(format!("no cluster {id}")))?;
+        if !placeable(&c) || !has_client(&c) {
+            let why = if has_client(&c) { c.status.as_str() } else { "without a usable kubeconfig" };
+            return Err(conflict(
+                "cluster_unavailable",
+                format!("cluster {} is {why}; sessions cannot be placed on it now", c.name),
+                json!({ "cluster_id": c.id, "status": c.status }),
+            ));
+        }
+        return Ok(c);
+    }
+    let mut candidates: Vec<ClusterRecord> = CLUSTERS
+        .list_in_write(txn)?
+        .into_iter()
+        .map(|(_, c)| c)
+        .filter(|c| c.is_live() && c.status == ClusterStatus::Connected && has_client(c))
+        .collect();
+    candidates.sort_by(|a, b| (a.role != Role::Primary, &a.name).cmp(&(b.role != Role::Primary, &b.name)));
+    candidates.into_iter().next().ok_or_else(|| {
+        conflict("no_cluster", "no connected cluster can take a session; register one or pick a cluster", json!({}))
+    })
 }

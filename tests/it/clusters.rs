@@ -457,19 +457,15 @@ async fn patch_edits_and_credential_rotation() {
 
 #[tokio::test]
 async fn delete_refused_while_sessions_live_then_accepted() {
+    use gshare::sessions::model::Phase;
     use gshare::sessions::{SESSIONS, SessionRecord};
     let s = TestServer::start().await;
     let c = fake().await;
     let a = register_ok(&s, "a", &c).await;
     let id = a["id"].as_str().unwrap().to_string();
     let session = SessionRecord {
-        id: "ses_01J0000000000000000000000A".into(),
-        cluster_id: id.clone(),
-        cluster_name: "a".into(),
-        owner: "alice".into(),
-        phase: "running".into(),
-        created_at: 0,
-        last_report_at: None,
+        phase: Phase::Running,
+        ..SessionRecord::new("ses_01J0000000000000000000000A", &id, "a", "alice", 0)
     };
     let stored = session.clone();
     s.app().store.write(move |txn| SESSIONS.put(txn, &stored.id, &stored)).await.unwrap();
@@ -479,7 +475,7 @@ async fn delete_refused_while_sessions_live_then_accepted() {
     assert!(s.data_dir().join("clusters").join(&id).exists());
 
     let mut done = session.clone();
-    done.phase = "terminated".into();
+    done.phase = Phase::Terminated;
     s.app().store.write(move |txn| SESSIONS.put(txn, &done.id, &done)).await.unwrap();
     assert_eq!(del().await.unwrap().status(), 204);
     assert!(!s.data_dir().join("clusters").join(&id).exists());

@@ -8,6 +8,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use gshare::clusters::model::{CLUSTERS, GPUS};
+use gshare::sessions::model::Phase;
 use gshare::sessions::{SESSIONS, SessionRecord};
 use gshare_fake_kube::{ClusterSpec, FakeCluster};
 use serde_json::{Value, json};
@@ -303,15 +304,7 @@ async fn another_clusters_payload_is_forbidden() {
 }
 
 fn session(id: &str, cluster: &str) -> SessionRecord {
-    SessionRecord {
-        id: id.into(),
-        cluster_id: cluster.into(),
-        cluster_name: "x".into(),
-        owner: "u".into(),
-        phase: "running".into(),
-        created_at: 0,
-        last_report_at: None,
-    }
+    SessionRecord { phase: Phase::Running, ..SessionRecord::new(id, cluster, "x", "u", 0) }
 }
 
 #[tokio::test]

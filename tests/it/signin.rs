@@ -30,7 +30,7 @@ pub async fn login(s: &TestServer, xff: Option<&str>) -> (String, String, String
         .get_all("set-cookie")
         .iter()
         .map(|v| v.to_str().unwrap().to_string())
-        .find(|c| c.starts_with("gshare_session="))
+        .find(|c| c.starts_with("gshare_console="))
         .expect("session cookie");
     let session = cookie.split(';').next().unwrap().to_string();
     let body: Value = res.json().await.unwrap();
@@ -65,7 +65,7 @@ async fn first_start_login_me_logout_with_cookie_and_csrf() {
     assert_eq!(res.headers()["cache-control"], "no-store");
     let cookies: Vec<String> =
         res.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect();
-    let session = cookies.iter().find(|c| c.starts_with("gshare_session=")).unwrap();
+    let session = cookies.iter().find(|c| c.starts_with("gshare_console=")).unwrap();
     assert!(session.contains("HttpOnly") && session.contains("SameSite=Strict") && session.contains("Path=/"));
     assert!(!session.contains("Secure"), "plain HTTP: no Secure flag: {session}");
     let csrf_cookie = cookies.iter().find(|c| c.starts_with("gshare_csrf=")).unwrap();
@@ -117,7 +117,7 @@ async fn first_start_login_me_logout_with_cookie_and_csrf() {
     assert_eq!(res.status(), 204);
     let cleared: Vec<String> =
         res.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect();
-    assert!(cleared.iter().any(|c| c.starts_with("gshare_session=;") && c.contains("Max-Age=0")), "{cleared:?}");
+    assert!(cleared.iter().any(|c| c.starts_with("gshare_console=;") && c.contains("Max-Age=0")), "{cleared:?}");
     // The token is dead both ways.
     let res = s.client.get(s.url("/api/v1/auth/me")).header("cookie", cookie).send().await.unwrap();
     expect_error(res, 401, "unauthenticated").await;
@@ -339,15 +339,15 @@ async fn expired_forged_and_foreign_tokens_and_cookies() {
         // Forged signature: 401 as bearer and as cookie.
         let res = s.client.get(s.url(path)).bearer_auth(&forged).send().await.unwrap();
         expect_error(res, 401, "unauthenticated").await;
-        let res = s.client.get(s.url(path)).header("cookie", format!("gshare_session={forged}")).send().await.unwrap();
+        let res = s.client.get(s.url(path)).header("cookie", format!("gshare_console={forged}")).send().await.unwrap();
         expect_error(res, 401, "unauthenticated").await;
-        let res = s.client.get(s.url(path)).header("cookie", "gshare_session=not-a-jwt").send().await.unwrap();
+        let res = s.client.get(s.url(path)).header("cookie", "gshare_console=not-a-jwt").send().await.unwrap();
         expect_error(res, 401, "unauthenticated").await;
         // An internal (operator) token: 403 either way.
         let res = s.client.get(s.url(path)).bearer_auth(&internal).send().await.unwrap();
         expect_error(res, 403, "forbidden").await;
         let res =
-            s.client.get(s.url(path)).header("cookie", format!("gshare_session={internal}")).send().await.unwrap();
+            s.client.get(s.url(path)).header("cookie", format!("gshare_console={internal}")).send().await.unwrap();
         expect_error(res, 403, "forbidden").await;
         // The good ones work.
         assert_eq!(s.client.get(s.url(path)).header("cookie", &cookie).send().await.unwrap().status(), 200);

@@ -230,6 +230,23 @@ impl Store {
         obj
     }
 
+    /// Waits until `done` holds, re-checking after every committed write (no polling); `false`
+    /// when `timeout` passes first.
+    pub async fn wait_until(&self, timeout: std::time::Duration, done: impl Fn(&Store) -> bool) -> bool {
+        let mut events = self.lock().events.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Err(_) => return done(self),
+                Ok(Err(broadcast::error::RecvError::Closed)) => return done(self),
+                Ok(_) => {}
+            }
+        }
+    }
+
     /// One object, or `None`. `namespace` is ignored for cluster-scoped resources.
     pub fn get(
         &self,

@@ -1,0 +1,314 @@
+//! Reaching a running session: one-time connection tokens (`cnx_<ULID>.<secret>`, stored hashed,
+//! 300 s, single use), the `gshare_session` cookie (HS256 `{sid, owner, exp}`), and the
+//! forward-auth decision behind `GET /internal/connect/verify` (contract §4).
+
+use std::path::Path;
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::model::{CONNECT_TOKENS, ConnectTokenRecord, Connection, Phase, SESSIONS, cr_name};
+use super::{SessionError, Sessions, conflict};
+use crate::clock::rfc3339_ms;
+use crate::clusters::model::CLUSTERS;
+use crate::store::StoreError;
+
+/// The data-plane cookie the ingress forwards back to verify.
+pub const COOKIE: &str = "gshare_session";
+pub const COOKIE_TTL_S: i64 = 3600;
+pub const TOKEN_TTL_MS: i64 = 300_000;
+const KEY_FILE: &str = "session-cookie.key";
+const KEY_BYTES: usize = 32;
+
+/// The HS256 secret of the `gshare_session` cookie: `<data_dir>/keys/session-cookie.key`
+/// (0600 in a 0700 directory), created on first start.
+pub struct ConnectKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+impl std::fmt::Debug for ConnectKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnectKeys(<redacted>)")
+    }
+}
+
+impl ConnectKeys {
+    pub fn open(keys_dir: &Path) -> Result<Self, String> {
+        let path = keys_dir.join(KEY_FILE);
+        let secret = match std::fs::read(&path) {
+            Ok(bytes) if bytes.len() >= KEY_BYTES => bytes,
+            Ok(_) => {
+                return Err(format!(
+                    "{} is shorter than {KEY_BYTES} bytes; delete it to have a new one made",
+                    path.display()
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                crate::auth::keys::create_private_dir(keys_dir).map_err(|e| e.to_string())?;
+                let mut bytes = vec![0u8; KEY_BYTES];
+                getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for {}: {e}", path.display()))?;
+                crate::auth::keys::write_private_file(&path, &bytes)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                bytes
+            }
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let bad = |e: jsonwebtoken::errors::Error| format!("{}: {e}", path.display());
+        Ok(Self {
+            encoding: EncodingKey::from_secret(&secret).map_err(bad)?,
+            decoding: DecodingKey::from_secret(&secret).map_err(bad)?,
+        })
+    }
+
+    fn sign(&self, c: &CookieClaims) -> Result<String, String> {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), c, &self.encoding).map_err(|e| e.to_string())
+    }
+
+    fn verify(&self, token: &str, now_s: i64) -> Option<CookieClaims> {
+        let mut v = Validation::new(Algorithm::HS256);
+        v.set_required_spec_claims(&["exp"]);
+        v.validate_exp = false; // checked below against the passed-in clock
+        v.leeway = 0;
+        let c = jsonwebtoken::decode::<CookieClaims>(token, &self.decoding, &v).ok()?.claims;
+        (c.exp > now_s).then_some(c)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CookieClaims {
+    sid: String,
+    owner: String,
+    exp: i64,
+}
+
+/// What the ingress sent to verify.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyRequest {
+    pub cookie: Option<String>,
+    /// `X-Original-URI` (or `X-Original-URL`).
+    pub original_uri: Option<String>,
+    /// `?token=` on the verify URL itself.
+    pub query_token: Option<String>,
+    /// `X-Gshare-Cnx`.
+    pub header_token: Option<String>,
+}
+
+/// A yes from verify.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub session_id: String,
+    /// Set when a token was redeemed (`X-GShare-User`).
+    pub owner: Option<String>,
+    /// A fresh cookie to set when a token was redeemed.
+    pub cookie: Option<String>,
+}
+
+/// Why verify said no (in the 401's details; never a secret).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    NoCredentials,
+    UnknownOrUsed,
+    Expired,
+    NotRunning,
+    OtherSession,
+}
+
+impl Denied {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoCredentials => "no_credentials",
+            Self::UnknownOrUsed => "token_unknown_or_used",
+            Self::Expired => "token_expired",
+            Self::NotRunning => "session_not_running",
+            Self::OtherSession => "other_session",
+        }
+    }
+}
+
+fn hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// `/proxy/<cr>/…` path and query of an original URI or URL.
+fn split_uri(uri: &str) -> (&str, &str) {
+    let rest = match uri.split_once("://") {
+        Some((_, after)) => after.find('/').map_or("/", |i| &after[i..]),
+        None => uri,
+    };
+    rest.split_once('?').unwrap_or((rest, ""))
+}
+
+/// The CR name a `/proxy/<cr>/…` path addresses.
+fn proxied_cr(path: &str) -> Option<&str> {
+    path.strip_prefix("/proxy/")?.split('/').next().filter(|s| !s.is_empty())
+}
+
+fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+}
+
+pub fn app_path(kind: &str) -> Option<&'static str> {
+    match kind {
+        "code" => Some("code/"),
+        "lab" => Some("lab"),
+        "terminal" => Some("terminal"),
+        _ => None,
+    }
+}
+
+impl Sessions {
+    /// Mints a one-time token and the URL that redeems it.
+    pub async fn connect(&self, id: &str, kind: &str) -> Result<Connection, SessionError> {
+        let path = app_path(kind).ok_or_else(|| SessionError::Invalid {
+            field: "kind",
+            message: "must be code, lab or terminal".into(),
+            kind: "enum",
+        })?;
+        let s = self.get(id).await?;
+        if s.phase != Phase::Running {
+            return Err(conflict(
+                "session_not_running",
+                format!("session {} is {}; only a running session can be opened", s.id, s.phase.as_str()),
+                json!({ "phase": s.phase }),
+            ));
+        }
+        let cid = s.cluster_id.clone();
+        let cluster = self.store().read(move |txn| CLUSTERS.get(txn, &cid)).await?;
+        let domain = cluster.as_ref().and_then(|c| self.session_domain(c)).ok_or_else(|| {
+            conflict(
+                "no_session_domain",
+                "no session domain is set for this cluster or the server (session_domain); set one on the cluster",
+                json!({ "cluster_id": s.cluster_id }),
+            )
+        })?;
+        let mut secret = [0u8; 24];
+        getrandom::fill(&mut secret).map_err(|e| StoreError::Join(format!("no randomness: {e}")))?;
+        let token = format!("cnx_{}.{}", ulid::Ulid::new(), hex::encode(secret));
+        let now = self.clock().now_ms();
+        let rec =
+            ConnectTokenRecord { session_id: s.id.clone(), owner: s.owner.clone(), expires_at: now + TOKEN_TTL_MS };
+        let key = hash(&token);
+        self.store()
+            .write(move |txn| {
+                // Expired tokens go whenever a new one is made, so the table stays small.
+                for (k, t) in CONNECT_TOKENS.list_in_write(txn)? {
+                    if t.expires_at <= now {
+                        CONNECT_TOKENS.delete(txn, &k)?;
+                    }
+                }
+                CONNECT_TOKENS.put(txn, &key, &rec)
+            })
+            .await?;
+        let scheme = &self.config().session_url_scheme;
+        Ok(Connection {
+            kind: kind.to_string(),
+            url: format!("{scheme}://{domain}/proxy/{}/{path}?gshare_cnx={token}", s.cr_name()),
+            token,
+            expires_at: rfc3339_ms(now + TOKEN_TTL_MS),
+        })
+    }
+
+    /// The forward-auth decision: a valid cookie for a running session, else a token redeemed once.
+    pub async fn verify(&self, req: VerifyRequest) -> Result<Result<Verified, Denied>, SessionError> {
+        let now = self.clock().now_ms();
+        let (path, query) = req.original_uri.as_deref().map(split_uri).unwrap_or(("", ""));
+        let target = proxied_cr(path).map(str::to_string);
+        if let Some(claims) = req.cookie.as_deref().and_then(|c| self.connect.verify(c, now.div_euclid(1000))) {
+            let fits = target.as_deref().is_none_or(|t| t == cr_name(&claims.sid));
+            let sid = claims.sid.clone();
+            let running =
+                self.store().read(move |txn| SESSIONS.get(txn, &sid)).await?.is_some_and(|s| s.phase == Phase::Running);
+            if fits && running {
+                return Ok(Ok(Verified { session_id: claims.sid, owner: None, cookie: None }));
+            }
+        }
+        let token = req
+            .query_token
+            .clone()
+            .filter(|t| !t.is_empty())
+            .or_else(|| query_param(query, "gshare_cnx").map(str::to_string))
+            .or_else(|| req.header_token.clone().filter(|t| !t.is_empty()));
+        let Some(token) = token else { return Ok(Err(Denied::NoCredentials)) };
+        let key = hash(&token);
+        let outcome = self
+            .store()
+            .write(move |txn| {
+                // Redeemed means gone, whatever happens next: a token never works twice.
+                let Some(t) = CONNECT_TOKENS.get_in_write(txn, &key)? else { return Ok(Err(Denied::UnknownOrUsed)) };
+                CONNECT_TOKENS.delete(txn, &key)?;
+                if t.expires_at <= now {
+                    return Ok(Err(Denied::Expired));
+                }
+                if target.as_deref().is_some_and(|cr| cr != cr_name(&t.session_id)) {
+                    return Ok(Err(Denied::OtherSession));
+                }
+                let running = SESSIONS.get_in_write(txn, &t.session_id)?.is_some_and(|s| s.phase == Phase::Running);
+                Ok(if running { Ok(t) } else { Err(Denied::NotRunning) })
+            })
+            .await?;
+        let t = match outcome {
+            Ok(t) => t,
+            Err(d) => return Ok(Err(d)),
+        };
+        let claims = CookieClaims {
+            sid: t.session_id.clone(),
+            owner: t.owner.clone(),
+            exp: now.div_euclid(1000) + COOKIE_TTL_S,
+        };
+        let jwt = self.connect.sign(&claims).map_err(StoreError::Join)?;
+        let secure = if self.config().session_url_scheme == "https" { "; Secure" } else { "" };
+        Ok(Ok(Verified {
+            session_id: t.session_id,
+            owner: Some(t.owner),
+            cookie: Some(format!("{COOKIE}={jwt}; Path=/; HttpOnly; SameSite=Lax; Max-Age={COOKIE_TTL_S}{secure}")),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_and_urls() {
+        assert_eq!(
+            split_uri("/proxy/ses-1/lab?gshare_cnx=cnx_A.b&x=1"),
+            ("/proxy/ses-1/lab", "gshare_cnx=cnx_A.b&x=1")
+        );
+        assert_eq!(split_uri("https://s.example.com/proxy/ses-1/code/"), ("/proxy/ses-1/code/", ""));
+        assert_eq!(split_uri("https://s.example.com"), ("/", ""));
+        assert_eq!(proxied_cr("/proxy/ses-1/code/x"), Some("ses-1"));
+        assert_eq!(proxied_cr("/proxy/"), None);
+        assert_eq!(proxied_cr("/api/v1"), None);
+        assert_eq!(query_param("a=1&gshare_cnx=t&b", "gshare_cnx"), Some("t"));
+        assert_eq!(query_param("gshare_cnx=", "gshare_cnx"), None);
+    }
+
+    #[test]
+    fn cookies_are_pinned_to_hs256_and_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = ConnectKeys::open(dir.path()).unwrap();
+        let c = CookieClaims { sid: "ses_1".into(), owner: "alice".into(), exp: 1000 };
+        let t = keys.sign(&c).unwrap();
+        assert_eq!(keys.verify(&t, 999).unwrap().sid, "ses_1");
+        assert!(keys.verify(&t, 1000).is_none(), "expired at exp");
+        // Same key re-read from disk; a different key refuses.
+        assert!(ConnectKeys::open(dir.path()).unwrap().verify(&t, 10).is_some());
+        let other = ConnectKeys::open(tempfile::tempdir().unwrap().path()).unwrap();
+        assert!(other.verify(&t, 10).is_none());
+        // alg=none and a tampered payload are refused.
+        let parts: Vec<&str> = t.split('.').collect();
+        assert!(keys.verify(&format!("eyJhbGciOiJub25lIn0.{}.", parts[1]), 10).is_none());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

@@ -1,0 +1,400 @@
+//! What the store keeps about offerings, sessions and GPU allocations, and the views the API returns.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::clock::rfc3339_ms;
+use crate::store::JsonTable;
+
+/// `off_…` -> offering (the catalogue sessions are created from).
+pub const OFFERINGS: JsonTable<OfferingRecord> = JsonTable::new("offerings");
+/// `ses_…` -> session.
+pub const SESSIONS: JsonTable<SessionRecord> = JsonTable::new("sessions");
+/// `alc_…` -> GPU allocation.
+pub const ALLOCATIONS: JsonTable<AllocationRecord> = JsonTable::new("allocations");
+/// SHA-256 of a connection token (hex) -> the session it opens, until redeemed or expired.
+pub const CONNECT_TOKENS: JsonTable<ConnectTokenRecord> = JsonTable::new("connect_tokens");
+
+/// Idle reaping default when an offering does not say (upstream's 1800 s).
+pub const DEFAULT_IDLE_TIMEOUT_SEC: i64 = 1800;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceClass {
+    Gpu,
+    Cpu,
+}
+
+impl ResourceClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gpu => "gpu",
+            Self::Cpu => "cpu",
+        }
+    }
+}
+
+/// The GPU shape of a GPU offering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuMode {
+    Fractional,
+    Exclusive,
+}
+
+impl GpuMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fractional => "fractional",
+            Self::Exclusive => "exclusive",
+        }
+    }
+}
+
+/// What a session runs and with how much: copied from the offering when the session is created,
+/// so later edits of the offering never change a running session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Shape {
+    pub resource_class: ResourceClass,
+    /// Container image, pulled verbatim.
+    pub image: String,
+    /// GPU offerings only.
+    pub mode: Option<GpuMode>,
+    pub gpu_model: Option<String>,
+    pub gpu_mem_mb: Option<i64>,
+    /// 0–100 (% of the card's cores).
+    pub gpu_cores: Option<i64>,
+    pub cpu: i64,
+    pub mem_gb: i64,
+    pub disk_gb: i64,
+    /// Idle reaping after this many seconds; 0 = never.
+    pub idle_timeout_sec: i64,
+    /// Hard cap on one run; 0 = none.
+    pub max_runtime_sec: i64,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Self {
+            resource_class: ResourceClass::Cpu,
+            image: String::new(),
+            mode: None,
+            gpu_model: None,
+            gpu_mem_mb: None,
+            gpu_cores: None,
+            cpu: 1,
+            mem_gb: 4,
+            disk_gb: 10,
+            idle_timeout_sec: DEFAULT_IDLE_TIMEOUT_SEC,
+            max_runtime_sec: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OfferingStatus {
+    Active,
+    Inactive,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OfferingRecord {
+    pub id: String,
+    pub name: String,
+    pub shape: Shape,
+    pub status: OfferingStatus,
+    pub created_at: i64,
+}
+
+/// An offering as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OfferingView {
+    pub id: String,
+    pub name: String,
+    #[serde(flatten)]
+    pub shape: Shape,
+    pub status: OfferingStatus,
+    pub created_at: String,
+    /// Live sessions created from it.
+    pub sessions: u64,
+}
+
+impl OfferingView {
+    pub fn new(r: &OfferingRecord, live_sessions: u64) -> Self {
+        Self {
+            id: r.id.clone(),
+            name: r.name.clone(),
+            shape: r.shape.clone(),
+            status: r.status,
+            created_at: rfc3339_ms(r.created_at),
+            sessions: live_sessions,
+        }
+    }
+}
+
+/// `GET /api/v1/offerings`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OfferingList {
+    pub data: Vec<OfferingView>,
+}
+
+/// A session's phase. `terminated` and `error` are final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Recorded; the CR is applied (or being applied) and the operator has not started a pod.
+    Pending,
+    Preparing,
+    Running,
+    Paused,
+    /// The CR is being deleted; the operator's finalizer reports `Terminated`.
+    Terminating,
+    Terminated,
+    Error,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Preparing => "preparing",
+            Self::Running => "running",
+            Self::Paused => "paused",
+            Self::Terminating => "terminating",
+            Self::Terminated => "terminated",
+            Self::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Terminated | Self::Error)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub cluster_id: String,
+    /// Kept so history shows the cluster after it is unregistered.
+    pub cluster_name: String,
+    pub owner: String,
+    pub phase: Phase,
+    pub created_at: i64,
+    #[serde(default)]
+    pub last_report_at: Option<i64>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub offering_id: String,
+    #[serde(default)]
+    pub offering_name: String,
+    #[serde(default)]
+    pub shape: Shape,
+    /// Why it paused or ended: idle, max_runtime, disk_exceeded, user_stopped, deleted,
+    /// apply_failed, crash_loop, evicted, error.
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub bound_gpu_uuid: Option<String>,
+    #[serde(default)]
+    pub node_name: Option<String>,
+    #[serde(default)]
+    pub started_at: Option<i64>,
+    #[serde(default)]
+    pub phase_changed_at: Option<i64>,
+    #[serde(default)]
+    pub ended_at: Option<i64>,
+    /// The CR's `metadata.generation` after the last change the control plane made.
+    #[serde(default)]
+    pub generation: Option<i64>,
+    /// The generation the last resume produced: older Paused or final reports are stale.
+    #[serde(default)]
+    pub resume_generation: Option<i64>,
+    #[serde(default)]
+    pub resumed_at: Option<i64>,
+    /// `spec.paused` as last written (by us on pause/resume, or by the reaper as reported).
+    #[serde(default)]
+    pub paused: bool,
+    /// The CR exists on the cluster (created and not yet deleted by us).
+    #[serde(default)]
+    pub cr_applied: bool,
+}
+
+impl SessionRecord {
+    /// A pending session with nothing applied or reported yet.
+    pub fn new(id: &str, cluster_id: &str, cluster_name: &str, owner: &str, now_ms: i64) -> Self {
+        Self {
+            id: id.to_string(),
+            cluster_id: cluster_id.to_string(),
+            cluster_name: cluster_name.to_string(),
+            owner: owner.to_string(),
+            phase: Phase::Pending,
+            created_at: now_ms,
+            last_report_at: None,
+            name: None,
+            offering_id: String::new(),
+            offering_name: String::new(),
+            shape: Shape::default(),
+            reason: None,
+            message: None,
+            bound_gpu_uuid: None,
+            node_name: None,
+            started_at: None,
+            phase_changed_at: Some(now_ms),
+            ended_at: None,
+            generation: None,
+            resume_generation: None,
+            resumed_at: None,
+            paused: false,
+            cr_applied: false,
+        }
+    }
+
+    /// Live sessions hold cluster resources; terminated and errored ones are history.
+    pub fn is_live(&self) -> bool {
+        !self.phase.is_final()
+    }
+
+    /// The GShareSession name: the id lower-cased with `_` -> `-` (contract §3).
+    pub fn cr_name(&self) -> String {
+        cr_name(&self.id)
+    }
+
+    /// Moves to `phase`, stamping when (and when it ended).
+    pub fn set_phase(&mut self, phase: Phase, now: i64) {
+        if self.phase != phase {
+            self.phase = phase;
+            self.phase_changed_at = Some(now);
+        }
+        if phase.is_final() && self.ended_at.is_none() {
+            self.ended_at = Some(now);
+        }
+    }
+
+    /// What an admin may do now.
+    pub fn actions(&self) -> Vec<&'static str> {
+        let mut a = Vec::new();
+        match self.phase {
+            Phase::Pending | Phase::Preparing | Phase::Running if !self.paused => a.push("pause"),
+            Phase::Paused => a.push("resume"),
+            _ => {}
+        }
+        if self.phase == Phase::Running {
+            a.push("connect");
+        }
+        if self.is_live() {
+            a.push("delete");
+        }
+        a
+    }
+}
+
+pub fn cr_name(session_id: &str) -> String {
+    session_id.to_lowercase().replace('_', "-")
+}
+
+/// A session as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SessionView {
+    pub id: String,
+    /// The GShareSession's name on the cluster.
+    pub cr_name: String,
+    pub name: Option<String>,
+    pub cluster_id: String,
+    pub cluster_name: String,
+    pub offering_id: String,
+    pub offering_name: String,
+    pub owner: String,
+    #[serde(flatten)]
+    pub shape: Shape,
+    pub phase: Phase,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub bound_gpu_uuid: Option<String>,
+    pub node_name: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub phase_changed_at: String,
+    pub ended_at: Option<String>,
+    pub last_report_at: Option<String>,
+    pub live: bool,
+    /// Allowed now: `pause`, `resume`, `connect`, `delete`.
+    pub actions: Vec<&'static str>,
+}
+
+impl From<&SessionRecord> for SessionView {
+    fn from(s: &SessionRecord) -> Self {
+        Self {
+            id: s.id.clone(),
+            cr_name: s.cr_name(),
+            name: s.name.clone(),
+            cluster_id: s.cluster_id.clone(),
+            cluster_name: s.cluster_name.clone(),
+            offering_id: s.offering_id.clone(),
+            offering_name: s.offering_name.clone(),
+            owner: s.owner.clone(),
+            shape: s.shape.clone(),
+            phase: s.phase,
+            reason: s.reason.clone(),
+            message: s.message.clone(),
+            bound_gpu_uuid: s.bound_gpu_uuid.clone(),
+            node_name: s.node_name.clone(),
+            created_at: rfc3339_ms(s.created_at),
+            started_at: s.started_at.map(rfc3339_ms),
+            phase_changed_at: rfc3339_ms(s.phase_changed_at.unwrap_or(s.created_at)),
+            ended_at: s.ended_at.map(rfc3339_ms),
+            last_report_at: s.last_report_at.map(rfc3339_ms),
+            live: s.is_live(),
+            actions: s.actions(),
+        }
+    }
+}
+
+/// `GET /api/v1/sessions`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SessionPage {
+    pub data: Vec<SessionView>,
+    pub pagination: crate::clusters::model::Pagination,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AllocationRecord {
+    pub id: String,
+    pub cluster_id: String,
+    pub session_id: String,
+    pub gpu_uuid: Option<String>,
+    pub created_at: i64,
+    pub released_at: Option<i64>,
+}
+
+impl AllocationRecord {
+    pub fn is_open(&self) -> bool {
+        self.released_at.is_none()
+    }
+}
+
+/// A one-time connection token, stored by its hash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnectTokenRecord {
+    pub session_id: String,
+    pub owner: String,
+    pub expires_at: i64,
+}
+
+/// `POST /api/v1/sessions/{id}/connect`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Connection {
+    pub kind: String,
+    /// Opens the app; the token in it works once, for 300 s.
+    pub url: String,
+    /// `cnx_<ULID>.<secret>`.
+    pub token: String,
+    pub expires_at: String,
+}

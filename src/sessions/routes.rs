@@ -1,0 +1,404 @@
+//! `/api/v1/offerings`, `/api/v1/sessions` and `GET /internal/connect/verify`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::connect::{Denied, VerifyRequest};
+use super::model::*;
+use super::offerings::{OfferingCreate, OfferingPatch};
+use super::{CreateSession, SessionError, SessionQuery};
+use crate::App;
+use crate::audit::{RequestMeta, record_change as audit};
+use crate::auth::guard::AdminCaller;
+use crate::auth::login::cookie;
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::{parse_json, query_number};
+use crate::http::idempotency;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_offerings, create_offering))
+        .routes(routes!(show_offering, patch_offering, delete_offering))
+        .routes(routes!(list_sessions, create_session))
+        .routes(routes!(show_session, delete_session))
+        .routes(routes!(pause_session))
+        .routes(routes!(resume_session))
+        .routes(routes!(connect_session))
+        .routes(routes!(connect_verify))
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::Invalid { field, message, kind } => ApiError::field(&["body", field], message, kind),
+            SessionError::NotFound(m) => ApiError::not_found(m),
+            SessionError::Conflict { code, message, details } => {
+                ApiError::new(StatusCode::CONFLICT, code, message).with_details(details)
+            }
+            SessionError::Cluster { code, message, source, session } => {
+                let mut details = serde_json::json!({ "cause": source.to_string() });
+                if let Some(s) = session {
+                    details["session_id"] = serde_json::json!(s);
+                }
+                if code == "cluster_unreachable" {
+                    details["hint"] = serde_json::json!(
+                        "check the cluster on the Clusters page; if it is gone for good, delete with ?force=true"
+                    );
+                }
+                ApiError::new(StatusCode::BAD_GATEWAY, code, message).with_details(details)
+            }
+            SessionError::Store(e) => ApiError::internal(e),
+        }
+    }
+}
+
+// ---- offerings ---------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct OfferingParams {
+    /// `active` or `inactive`.
+    status: Option<String>,
+}
+
+/// The offerings catalogue, by name.
+#[utoipa::path(get, path = "/api/v1/offerings", tag = "sessions", params(OfferingParams),
+    responses((status = 200, body = OfferingList), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn list_offerings(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Query(p): Query<OfferingParams>,
+) -> Result<axum::Json<OfferingList>, ApiError> {
+    let status = match p.status.as_deref() {
+        None | Some("") => None,
+        Some("active") => Some(OfferingStatus::Active),
+        Some("inactive") => Some(OfferingStatus::Inactive),
+        Some(_) => return Err(ApiError::field(&["query", "status"], "must be active or inactive", "enum")),
+    };
+    Ok(axum::Json(OfferingList { data: app.sessions.offerings(status).await? }))
+}
+
+/// Add an offering.
+#[utoipa::path(post, path = "/api/v1/offerings", tag = "sessions", request_body = OfferingCreate,
+    responses((status = 201, body = OfferingView), (status = 401, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the name is taken"), (status = 422, body = ErrorBody)))]
+async fn create_offering(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: OfferingCreate = parse_json(&body)?;
+    let name = req.name.clone();
+    let outcome = app.sessions.create_offering(req).await.map_err(ApiError::from);
+    let target = outcome.as_ref().map(|o| o.id.clone()).unwrap_or_default();
+    audit(&app, &meta, &admin, "offering.create", &target, serde_json::json!({ "name": name }), &outcome).await;
+    Ok((StatusCode::CREATED, axum::Json(outcome?)).into_response())
+}
+
+/// One offering.
+#[utoipa::path(get, path = "/api/v1/offerings/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "off_<ULID>")),
+    responses((status = 200, body = OfferingView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn show_offering(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<OfferingView>, ApiError> {
+    Ok(axum::Json(app.sessions.offering(&id).await?))
+}
+
+/// Edit an offering or (de)activate it; sessions keep the shape they were created with.
+#[utoipa::path(patch, path = "/api/v1/offerings/{id}", tag = "sessions", request_body = OfferingPatch,
+    params(("id" = String, Path, description = "off_<ULID>")),
+    responses((status = 200, body = OfferingView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn patch_offering(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<axum::Json<OfferingView>, ApiError> {
+    let req: OfferingPatch = parse_json(&body)?;
+    let outcome = app.sessions.patch_offering(&id, req).await.map_err(ApiError::from);
+    let fields = outcome.as_ref().map(|(_, f)| f.clone()).unwrap_or_default();
+    audit(&app, &meta, &admin, "offering.patch", &id, serde_json::json!({ "fields": fields }), &outcome).await;
+    Ok(axum::Json(outcome?.0))
+}
+
+/// Delete an offering no session was created from (otherwise 409 `offering_in_use`).
+#[utoipa::path(delete, path = "/api/v1/offerings/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "off_<ULID>")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "offering_in_use: details.sessions")))]
+async fn delete_offering(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let outcome = app.sessions.delete_offering(&id).await.map_err(ApiError::from);
+    let name = outcome.as_ref().cloned().unwrap_or_default();
+    audit(&app, &meta, &admin, "offering.delete", &id, serde_json::json!({ "name": name }), &outcome).await;
+    outcome?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+// ---- sessions ----------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct SessionParams {
+    cluster_id: Option<String>,
+    /// pending, preparing, running, paused, terminating, terminated or error.
+    phase: Option<String>,
+    owner: Option<String>,
+    /// `true`: live only; `false`: ended only.
+    live: Option<String>,
+    /// 1-based page (default 1).
+    page: Option<String>,
+    /// Page size 1–100 (default 20).
+    size: Option<String>,
+}
+
+/// Sessions, newest first.
+#[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions", params(SessionParams),
+    responses((status = 200, body = SessionPage), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn list_sessions(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Query(p): Query<SessionParams>,
+) -> Result<axum::Json<SessionPage>, ApiError> {
+    let phase = match p.phase.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(Phase::parse(s).ok_or_else(|| {
+            ApiError::field(
+                &["query", "phase"],
+                "must be pending, preparing, running, paused, terminating, terminated or error",
+                "enum",
+            )
+        })?),
+    };
+    let live = match p.live.as_deref() {
+        None | Some("") => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(_) => return Err(ApiError::field(&["query", "live"], "must be true or false", "bool_parsing")),
+    };
+    let q = SessionQuery {
+        cluster_id: p.cluster_id.filter(|c| !c.is_empty()),
+        phase,
+        owner: p.owner.filter(|o| !o.is_empty()),
+        live,
+        page: query_number("page", p.page, 1, u64::MAX / 1000)?,
+        size: query_number("size", p.size, 20, 100)?,
+    };
+    Ok(axum::Json(app.sessions.list(q).await?))
+}
+
+/// Start a session from an offering: the record is written, then its GShareSession is applied.
+#[utoipa::path(post, path = "/api/v1/sessions", tag = "sessions", request_body = CreateSession,
+    params(("Idempotency-Key" = Option<String>, Header, description = "replays the first answer for 24 h")),
+    responses(
+        (status = 201, body = SessionView),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such offering or cluster"),
+        (status = 409, body = ErrorBody, description = "offering_inactive, cluster_unavailable or no_cluster"),
+        (status = 422, body = ErrorBody),
+        (status = 502, body = ErrorBody, description = "cluster_apply_failed: recorded with phase error; details.session_id, details.cause"),
+    ))]
+async fn create_session(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let key = idempotency::key_from(&headers)?;
+    let req: CreateSession = parse_json(&body)?;
+    let raw: serde_json::Value = parse_json(&body)?;
+    let scope = admin.actor();
+    idempotency::run(&app.store, &app.clock, &app.idempotency, &scope, key, &raw, || async {
+        let offering = req.offering_id.clone();
+        let outcome = app.sessions.create(req, &admin.username).await.map_err(ApiError::from);
+        let target = match &outcome {
+            Ok(s) => s.id.clone(),
+            Err(e) => e.details.get("session_id").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+        };
+        let details = match &outcome {
+            Ok(s) => serde_json::json!({ "offering_id": offering, "cluster_id": s.cluster_id }),
+            Err(_) => serde_json::json!({ "offering_id": offering }),
+        };
+        audit(&app, &meta, &admin, "session.create", &target, details, &outcome).await;
+        let value = serde_json::to_value(SessionView::from(&outcome?)).map_err(ApiError::internal)?;
+        Ok((StatusCode::CREATED, value))
+    })
+    .await
+}
+
+/// One session.
+#[utoipa::path(get, path = "/api/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "ses_<ULID>")),
+    responses((status = 200, body = SessionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn show_session(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<SessionView>, ApiError> {
+    Ok(axum::Json(SessionView::from(&app.sessions.get(&id).await?)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DeleteParams {
+    /// `true`: mark it terminated without asking the cluster (for a cluster that is gone).
+    force: Option<String>,
+}
+
+/// End a session: its GShareSession is deleted; the operator's finalizer reports Terminated.
+#[utoipa::path(delete, path = "/api/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path), DeleteParams),
+    responses((status = 200, body = SessionView, description = "terminating (or terminated when nothing holds the CR)"),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "session_conflict: already ended"),
+        (status = 502, body = ErrorBody, description = "cluster_unreachable or cluster_apply_failed")))]
+async fn delete_session(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+    Query(p): Query<DeleteParams>,
+) -> Result<axum::Json<SessionView>, ApiError> {
+    let force = match p.force.as_deref() {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(ApiError::field(&["query", "force"], "must be true or false", "bool_parsing")),
+    };
+    let outcome = app.sessions.delete(&id, force).await.map_err(ApiError::from);
+    audit(&app, &meta, &admin, "session.delete", &id, serde_json::json!({ "force": force }), &outcome).await;
+    Ok(axum::Json(SessionView::from(&outcome?)))
+}
+
+/// Pause (cold): the pod goes, the CR and its volumes stay.
+#[utoipa::path(post, path = "/api/v1/sessions/{id}/pause", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = SessionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "session_conflict"), (status = 502, body = ErrorBody)))]
+async fn pause_session(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+) -> Result<axum::Json<SessionView>, ApiError> {
+    let outcome = app.sessions.pause(&id).await.map_err(ApiError::from);
+    audit(&app, &meta, &admin, "session.pause", &id, serde_json::json!({}), &outcome).await;
+    Ok(axum::Json(SessionView::from(&outcome?)))
+}
+
+/// Resume a paused session.
+#[utoipa::path(post, path = "/api/v1/sessions/{id}/resume", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = SessionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "session_conflict"), (status = 502, body = ErrorBody)))]
+async fn resume_session(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+) -> Result<axum::Json<SessionView>, ApiError> {
+    let outcome = app.sessions.resume(&id).await.map_err(ApiError::from);
+    audit(&app, &meta, &admin, "session.resume", &id, serde_json::json!({}), &outcome).await;
+    Ok(axum::Json(SessionView::from(&outcome?)))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectRequest {
+    /// `code`, `lab` or `terminal` (default `lab`).
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+/// A one-time URL (300 s) that opens a running session's app through the session domain.
+#[utoipa::path(post, path = "/api/v1/sessions/{id}/connect", tag = "sessions", params(("id" = String, Path)),
+    request_body = ConnectRequest,
+    responses((status = 200, body = Connection), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "session_not_running or no_session_domain"),
+        (status = 422, body = ErrorBody)))]
+async fn connect_session(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<axum::Json<Connection>, ApiError> {
+    let req: ConnectRequest = if body.is_empty() { ConnectRequest { kind: None } } else { parse_json(&body)? };
+    let kind = req.kind.unwrap_or_else(|| "lab".into());
+    let outcome = app.sessions.connect(&id, &kind).await.map_err(ApiError::from);
+    audit(&app, &meta, &admin, "session.connect", &id, serde_json::json!({ "kind": kind }), &outcome).await;
+    Ok(axum::Json(outcome?))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct VerifyParams {
+    /// A connection token (`cnx_…`), when the ingress passes it here.
+    token: Option<String>,
+}
+
+/// Forward-auth for session ingresses (no JWT): the `gshare_session` cookie, else a one-time
+/// token from `?token=`, `gshare_cnx` in `X-Original-URI`, or `X-Gshare-Cnx`.
+#[utoipa::path(get, path = "/internal/connect/verify", tag = "internal", params(VerifyParams),
+    responses(
+        (status = 200, description = "allowed: X-GShare-Session (and X-GShare-User + Set-Cookie when a token was redeemed)"),
+        (status = 401, body = ErrorBody, description = "unauthenticated: details.reason"),
+    ))]
+async fn connect_verify(
+    State(app): State<Arc<App>>,
+    Query(p): Query<VerifyParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let req = VerifyRequest {
+        cookie: cookie(&headers, super::connect::COOKIE).map(str::to_string),
+        original_uri: text("x-original-uri").or_else(|| text("x-original-url")),
+        query_token: p.token,
+        header_token: text("x-gshare-cnx"),
+    };
+    match app.sessions.verify(req).await? {
+        Ok(v) => {
+            let mut h = HeaderMap::new();
+            let put = |h: &mut HeaderMap, name: &'static str, value: &str| {
+                if let Ok(v) = HeaderValue::from_str(value) {
+                    h.insert(HeaderName::from_static(name), v);
+                }
+            };
+            put(&mut h, "x-gshare-session", &v.session_id);
+            if let Some(owner) = &v.owner {
+                put(&mut h, "x-gshare-user", owner);
+            }
+            if let Some(c) = v.cookie.as_deref().and_then(|c| HeaderValue::from_str(c).ok()) {
+                h.insert(header::SET_COOKIE, c);
+            }
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            Ok((StatusCode::OK, h).into_response())
+        }
+        Err(d) => Err(denied(d)),
+    }
+}
+
+fn denied(d: Denied) -> ApiError {
+    let message = match d {
+        Denied::NoCredentials => "no session cookie or connection token",
+        Denied::UnknownOrUsed => "the connection token is unknown or was already used",
+        Denied::Expired => "the connection token expired; open the session again from the console",
+        Denied::NotRunning => "the session is not running",
+        Denied::OtherSession => "the credentials are for another session",
+    };
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+        .with_details(serde_json::json!({ "reason": d.as_str() }))
+}

@@ -1,0 +1,697 @@
+//! Offerings and sessions end to end: the GShareSession lands on a fake cluster as the operator
+//! expects it (contract §3), operator reports drive the state machine (§2.1), connection tokens
+//! and the forward-auth verify (§4), and every bad input and cluster failure.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use gshare::sessions::{ALLOCATIONS, SESSIONS};
+use gshare_fake_kube::{ClusterSpec, FakeCluster};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, expect_error};
+
+const CRD: &str = include_str!("../../packaging/crds/gshare.io_gsharesessions.yaml");
+const NS: &str = "gshare-sessions";
+const WAIT: Duration = Duration::from_secs(10);
+
+fn admin(s: &TestServer) -> String {
+    s.app().auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
+}
+
+fn operator(s: &TestServer, id: &str) -> String {
+    s.app().auth.internal.mint(&format!("operator:{id}"), Duration::from_secs(3600)).unwrap()
+}
+
+async fn server() -> TestServer {
+    TestServer::start_with(&[("GSHARE_SESSION_DOMAIN", "sessions.lab.test"), ("GSHARE_SESSION_URL_SCHEME", "http")])
+        .await
+}
+
+async fn kube_client(c: &FakeCluster) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(&c.kubeconfig_yaml()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// A fake cluster with the product's CRD and the sessions namespace, as an attached cluster has.
+async fn cluster(name: &str) -> FakeCluster {
+    let c = FakeCluster::start(ClusterSpec { name: name.into(), ..ClusterSpec::default() }).await.unwrap();
+    let client = kube_client(&c).await;
+    let crd: CustomResourceDefinition = serde_yaml::from_str(CRD).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client).create(&PostParams::default(), &ns).await.unwrap();
+    c
+}
+
+async fn register(s: &TestServer, name: &str, c: &FakeCluster) -> String {
+    let body = json!({"name": name, "role": "primary", "kubeconfig_b64": STANDARD.encode(c.kubeconfig_yaml())});
+    let v = send(s, reqwest::Method::POST, "/api/v1/clusters", Some(body), 201).await;
+    v["id"].as_str().unwrap().to_string()
+}
+
+async fn post(s: &TestServer, path: &str, body: Value) -> reqwest::Response {
+    call(s, reqwest::Method::POST, path, Some(body)).await
+}
+
+async fn call(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) -> reqwest::Response {
+    let mut r = s.client.request(method, s.url(path)).bearer_auth(admin(s));
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    r.send().await.unwrap()
+}
+
+async fn send(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>, want: u16) -> Value {
+    let res = call(s, method, path, body).await;
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    assert_eq!(status, want, "{path}: {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+async fn offering(s: &TestServer, name: &str) -> String {
+    let body = json!({"name": name, "resource_class": "gpu", "image": "ghcr.io/lab/jupyter:4", "gpu_model": "A100",
+                      "gpu_mem_mb": 20480, "gpu_cores": 30, "cpu": 4, "mem_gb": 16, "max_runtime_sec": 7200});
+    send(s, reqwest::Method::POST, "/api/v1/offerings", Some(body), 201).await["id"].as_str().unwrap().to_string()
+}
+
+fn cr(c: &FakeCluster, name: &str) -> Option<Value> {
+    c.store().get("gshare.io", "v1", "gsharesessions", Some(NS), name)
+}
+
+async fn report(s: &TestServer, token: &str, cr: &str, body: Value) {
+    let res = s.client.post(s.url(&format!("/internal/sessions/{cr}/status"))).bearer_auth(token).json(&body).send();
+    let res = res.await.unwrap();
+    assert_eq!(res.status(), 202, "{}", res.text().await.unwrap());
+}
+
+fn ts(s: &TestServer) -> String {
+    gshare::clock::rfc3339_ms(s.clock.now_ms())
+}
+
+async fn session(s: &TestServer, id: &str) -> Value {
+    send(s, reqwest::Method::GET, &format!("/api/v1/sessions/{id}"), None, 200).await
+}
+
+async fn open_allocations(s: &TestServer, sid: &str) -> usize {
+    let sid = sid.to_string();
+    s.app()
+        .store
+        .read(move |txn| {
+            Ok(ALLOCATIONS.list(txn)?.into_iter().filter(|(_, a)| a.session_id == sid && a.is_open()).count())
+        })
+        .await
+        .unwrap()
+}
+
+async fn running_sessions(s: &TestServer, cluster: &str) -> u64 {
+    send(s, reqwest::Method::GET, &format!("/api/v1/clusters/{cluster}"), None, 200).await["running_sessions"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("running_sessions missing"))
+}
+
+async fn verify(s: &TestServer, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut r = s.client.get(s.url("/internal/connect/verify"));
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    r.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_session_lives_and_ends_on_its_cluster() {
+    let s = server().await;
+    let c = cluster("gpu-a").await;
+    let cid = register(&s, "gpu-a", &c).await;
+    let off = offering(&s, "A100 slice").await;
+    let op = operator(&s, &cid);
+
+    // Create (with an Idempotency-Key: a replay answers the same session, applies nothing new).
+    let key = "7d0c6c9e-1a0e-4b1c-9a53-0c1f1f1f1f1f";
+    let create = || {
+        s.client
+            .post(s.url("/api/v1/sessions"))
+            .bearer_auth(admin(&s))
+            .header("Idempotency-Key", key)
+            .json(&json!({"offering_id": off, "name": "thesis", "owner": "alice"}))
+            .send()
+    };
+    let first = create().await.unwrap();
+    assert_eq!(first.status(), 201);
+    let v: Value = first.json().await.unwrap();
+    let again: Value = create().await.unwrap().json().await.unwrap();
+    assert_eq!(again["id"], v["id"]);
+    let sid = v["id"].as_str().unwrap().to_string();
+    let name = v["cr_name"].as_str().unwrap().to_string();
+    assert_eq!(name, sid.to_lowercase().replace('_', "-"));
+    assert_eq!(v["phase"], "pending");
+    assert_eq!(v["cluster_id"], cid.as_str());
+    assert_eq!(v["owner"], "alice");
+    assert_eq!(v["actions"], json!(["pause", "delete"]));
+
+    // The CR is what the operator reads (contract §3).
+    let o = cr(&c, &name).expect("the GShareSession exists");
+    assert_eq!(o["metadata"]["labels"]["gshare.io/session"], name.as_str());
+    let a = &o["metadata"]["annotations"];
+    assert_eq!(a["gshare.io/idle-timeout-sec"], "1800");
+    assert_eq!(a["gshare.io/max-runtime-sec"], "7200");
+    assert!(a["gshare.io/traceparent"].as_str().unwrap().starts_with("00-"));
+    let spec = &o["spec"];
+    assert_eq!(
+        (&spec["clusterId"], &spec["offeringId"], &spec["owner"], &spec["resourceClass"], &spec["mode"]),
+        (&json!(cid), &json!(off), &json!("alice"), &json!("gpu"), &json!("fractional"))
+    );
+    assert_eq!(
+        (spec["gpuMemMb"].as_i64(), spec["gpuCores"].as_i64(), spec["cpu"].as_i64()),
+        (Some(20480), Some(30), Some(4))
+    );
+    assert_eq!(spec["image"], "ghcr.io/lab/jupyter:4");
+    assert_eq!(spec["paused"], false);
+    let list = send(&s, reqwest::Method::GET, "/api/v1/sessions", None, 200).await;
+    assert_eq!(list["pagination"]["total"], 1, "the replay made no second session");
+
+    // The operator starts it: Preparing, then Running with a card.
+    report(&s, &op, &name, json!({"phase": "Preparing", "ts": ts(&s), "cluster_id": cid})).await;
+    assert_eq!(session(&s, &sid).await["phase"], "preparing");
+    let gpu = "GPU-8f000000-0000-0000-0000-000000000001";
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": gpu, "node_name": "gpu-node-0",
+                                   "pod_ref": format!("{NS}/ses-{name}"), "restart_count": 0, "container_state": "Running", "generation": 1})).await;
+    let v = session(&s, &sid).await;
+    assert_eq!(
+        (&v["phase"], &v["bound_gpu_uuid"], &v["node_name"]),
+        (&json!("running"), &json!(gpu), &json!("gpu-node-0"))
+    );
+    assert!(v["started_at"].is_string() && v["last_report_at"].is_string());
+    assert_eq!(v["actions"], json!(["pause", "connect", "delete"]));
+    assert_eq!(open_allocations(&s, &sid).await, 1);
+    assert_eq!(running_sessions(&s, &cid).await, 1);
+
+    // The cluster cannot be unregistered under it.
+    let body = expect_error(
+        call(&s, reqwest::Method::DELETE, &format!("/api/v1/clusters/{cid}"), None).await,
+        409,
+        "cluster_in_use",
+    )
+    .await;
+    assert_eq!(body["error"]["details"]["sessions"], json!([sid]));
+    assert_eq!(body["error"]["details"]["allocations"].as_array().unwrap().len(), 1);
+
+    // Connect: a one-time URL on the session domain; verify redeems it once and sets the cookie.
+    let conn =
+        send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/connect"), Some(json!({"kind": "code"})), 200)
+            .await;
+    let url = conn["url"].as_str().unwrap();
+    let token = conn["token"].as_str().unwrap();
+    assert_eq!(url, format!("http://sessions.lab.test/proxy/{name}/code/?gshare_cnx={token}"));
+    assert!(token.starts_with("cnx_") && token.len() > 60, "{token}");
+    let uri = format!("/proxy/{name}/code/?gshare_cnx={token}");
+    let ok = verify(&s, &[("X-Original-URI", &uri)]).await;
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.headers()["x-gshare-session"], sid.as_str());
+    assert_eq!(ok.headers()["x-gshare-user"], "alice");
+    let set_cookie = ok.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        set_cookie.starts_with("gshare_session=")
+            && set_cookie.contains("HttpOnly")
+            && set_cookie.contains("SameSite=Lax")
+            && set_cookie.contains("Max-Age=3600"),
+        "{set_cookie}"
+    );
+    assert!(!set_cookie.contains("Secure"), "http session URLs: no Secure flag");
+    let body = expect_error(verify(&s, &[("X-Original-URI", &uri)]).await, 401, "unauthenticated").await;
+    assert_eq!(body["error"]["details"]["reason"], "token_unknown_or_used");
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+    let by_cookie = verify(&s, &[("Cookie", &cookie), ("X-Original-URI", &format!("/proxy/{name}/lab"))]).await;
+    assert_eq!(by_cookie.status(), 200);
+    assert_eq!(by_cookie.headers()["x-gshare-session"], sid.as_str());
+    // The same cookie does not open another session's path.
+    let other =
+        verify(&s, &[("Cookie", &cookie), ("X-Original-URI", "/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab")]).await;
+    assert_eq!(expect_error(other, 401, "unauthenticated").await["error"]["details"]["reason"], "no_credentials");
+    // The token also works from the header, and from ?token= (each once).
+    for how in ["header", "query"] {
+        let t = send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/connect"), None, 200).await;
+        let t = t["token"].as_str().unwrap().to_string();
+        let res = if how == "header" {
+            verify(&s, &[("X-Gshare-Cnx", &t)]).await
+        } else {
+            s.client.get(s.url(&format!("/internal/connect/verify?token={t}"))).send().await.unwrap()
+        };
+        assert_eq!(res.status(), 200, "{how}");
+    }
+
+    // Pause: spec.paused by JSON Patch; the GPU goes back; an older Paused report is harmless.
+    let v = send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/pause"), None, 200).await;
+    assert_eq!((&v["phase"], &v["reason"]), (&json!("paused"), &json!("user_stopped")));
+    assert_eq!(v["actions"], json!(["resume", "delete"]));
+    let o = cr(&c, &name).unwrap();
+    assert_eq!((&o["spec"]["paused"], &o["spec"]["pauseMode"]), (&json!(true), &json!("cold")));
+    let paused_generation = o["metadata"]["generation"].as_i64().unwrap();
+    assert!(paused_generation >= 2);
+    assert_eq!(open_allocations(&s, &sid).await, 0);
+    assert_eq!(running_sessions(&s, &cid).await, 0);
+    // A paused session's cookie no longer opens it.
+    assert_eq!(verify(&s, &[("Cookie", &cookie)]).await.status(), 401);
+    expect_error(
+        call(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/connect"), None).await,
+        409,
+        "session_not_running",
+    )
+    .await;
+    report(&s, &op, &name, json!({"phase": "Paused", "ts": ts(&s), "generation": paused_generation})).await;
+    assert_eq!(session(&s, &sid).await["reason"], "user_stopped");
+
+    // Resume: spec.paused=false with the run clock and annotations re-stamped.
+    let v = send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/resume"), None, 200).await;
+    assert_eq!(v["phase"], "pending");
+    let o = cr(&c, &name).unwrap();
+    assert_eq!(o["spec"]["paused"], false);
+    assert_eq!(o["spec"]["excludedNodes"], json!([]));
+    assert_eq!(o["metadata"]["annotations"]["gshare.io/pause-reason"], "");
+    let started = o["metadata"]["annotations"]["gshare.io/run-started-at"].as_str().unwrap();
+    assert!(started.len() == 20 && started.ends_with('Z'), "{started}");
+    let resumed_generation = o["metadata"]["generation"].as_i64().unwrap();
+    assert!(resumed_generation > paused_generation);
+    // Reports from before the resume are stale: a late Paused and a late Terminated change nothing.
+    report(
+        &s,
+        &op,
+        &name,
+        json!({"phase": "Paused", "ts": ts(&s), "message": "idle-reaped", "generation": paused_generation}),
+    )
+    .await;
+    report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s), "generation": paused_generation})).await;
+    assert_eq!(session(&s, &sid).await["phase"], "pending");
+    // A reason-less Paused within a minute of the resume is stale too (no generation sent).
+    report(&s, &op, &name, json!({"phase": "Paused", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, &sid).await["phase"], "pending");
+    // A heartbeat while pending applies the Running report that never came.
+    report(
+        &s,
+        &op,
+        &name,
+        json!({"phase": "Heartbeat", "ts": ts(&s), "bound_gpu_uuid": gpu, "generation": resumed_generation}),
+    )
+    .await;
+    assert_eq!(session(&s, &sid).await["phase"], "running");
+    assert_eq!(open_allocations(&s, &sid).await, 1);
+
+    // Delete: no finalizer holds the CR on this cluster (no operator), so it ends at once.
+    let v = send(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}"), None, 200).await;
+    assert_eq!((&v["phase"], &v["reason"], &v["live"]), (&json!("terminated"), &json!("deleted"), &json!(false)));
+    assert!(cr(&c, &name).is_none());
+    assert_eq!(open_allocations(&s, &sid).await, 0);
+    assert_eq!(running_sessions(&s, &cid).await, 0);
+    expect_error(
+        call(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}"), None).await,
+        409,
+        "session_conflict",
+    )
+    .await;
+    // Now the cluster can go; the session stays in history.
+    assert_eq!(call(&s, reqwest::Method::DELETE, &format!("/api/v1/clusters/{cid}"), None).await.status(), 204);
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["cluster_name"]), (&json!("terminated"), &json!("gpu-a")));
+
+    // Every change was audited.
+    let log = send(&s, reqwest::Method::GET, "/api/v1/audit?action=session.*&size=50", None, 200).await;
+    let actions: Vec<&str> = log["data"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+    for a in ["session.create", "session.connect", "session.pause", "session.resume", "session.delete"] {
+        assert!(actions.contains(&a), "{a} in {actions:?}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_operators_reports_drive_the_state_machine() {
+    let s = server().await;
+    let c = cluster("gpu-b").await;
+    let cid = register(&s, "gpu-b", &c).await;
+    let off = offering(&s, "slice").await;
+    let op = operator(&s, &cid);
+    let new = || async {
+        let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
+        (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string())
+    };
+
+    // Error: the session ends, its allocation is released, and its CR is deleted (after the answer).
+    let (sid, name) = new().await;
+    assert_eq!(session(&s, &sid).await["owner"], "admin", "owner defaults to the signed-in admin");
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": "GPU-1"})).await;
+    report(
+        &s,
+        &op,
+        &name,
+        json!({"phase": "Error", "ts": ts(&s), "message": "Evicted: ephemeral local storage usage exceeds the limit"}),
+    )
+    .await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["reason"]), (&json!("error"), &json!("disk_exceeded")));
+    assert_eq!(open_allocations(&s, &sid).await, 0);
+    let n = name.clone();
+    assert!(
+        c.store().wait_until(WAIT, move |st| st.get("gshare.io", "v1", "gsharesessions", Some(NS), &n).is_none()).await
+    );
+    // A final session ignores later reports.
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, &sid).await["phase"], "error");
+
+    // CrashLoopBackOff with 3 restarts ends it as crash_loop.
+    let (sid, name) = new().await;
+    report(
+        &s,
+        &op,
+        &name,
+        json!({"phase": "Running", "ts": ts(&s), "restart_count": 3, "container_state": "Waiting:CrashLoopBackOff"}),
+    )
+    .await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["reason"]), (&json!("error"), &json!("crash_loop")));
+
+    // The reaper: IdleWarning, then Terminating (idle-reaped), then the finalizer's Terminated.
+    let (sid, name) = new().await;
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": "GPU-2"})).await;
+    report(&s, &op, &name, json!({"phase": "IdleWarning", "ts": ts(&s), "message": "300"})).await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["message"]), (&json!("running"), &json!("idle: reaped in 300 s unless used")));
+    report(&s, &op, &name, json!({"phase": "Terminating", "ts": ts(&s), "message": "idle-reaped"})).await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["reason"]), (&json!("terminating"), &json!("idle")));
+    report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s)})).await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["reason"], &v["live"]), (&json!("terminated"), &json!("idle"), &json!(false)));
+    assert!(v["ended_at"].is_string());
+
+    // The reaper pauses a running session (max runtime): paused, GPU released.
+    let (sid, name) = new().await;
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": "GPU-3"})).await;
+    report(&s, &op, &name, json!({"phase": "Paused", "ts": ts(&s), "message": "max-runtime-exceeded"})).await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["reason"]), (&json!("paused"), &json!("max_runtime")));
+    assert_eq!(v["actions"], json!(["resume", "delete"]));
+    assert_eq!(open_allocations(&s, &sid).await, 0);
+    // A yielded pause keeps the card.
+    let (sid, name) = new().await;
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": "GPU-4"})).await;
+    report(&s, &op, &name, json!({"phase": "Paused", "ts": ts(&s), "yield_state": "Yielded", "message": "yield"}))
+        .await;
+    assert_eq!(open_allocations(&s, &sid).await, 1);
+
+    // With a finalizer (as the operator sets), delete leaves it terminating until Terminated.
+    let (sid, name) = new().await;
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(kube_client(&c).await, NS, &gshare::sessions::cr::api_resource());
+    let fin = json!({"metadata": {"finalizers": ["gshare.io/session-finalizer"]}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&fin)).await.unwrap();
+    let v = send(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}"), None, 200).await;
+    assert_eq!(v["phase"], "terminating");
+    assert!(cr(&c, &name).unwrap()["metadata"]["deletionTimestamp"].is_string());
+    report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, &sid).await["phase"], "terminated");
+
+    // Unknown sessions and phases are accepted no-ops; the counters stay exact throughout.
+    report(&s, &op, "ses-01jzzzzzzzzzzzzzzzzzzzzzzz", json!({"phase": "Running", "ts": ts(&s)})).await;
+    let (sid, name) = new().await;
+    report(&s, &op, &name, json!({"phase": "Pending", "ts": ts(&s)})).await;
+    report(&s, &op, &name, json!({"phase": "Hibernating", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, &sid).await["phase"], "pending");
+    let key = cid.clone();
+    let (_, _, _, running) = s.app().store.read(move |txn| gshare::inventory::apply::recount(txn, &key)).await.unwrap();
+    assert_eq!(running_sessions(&s, &cid).await, running);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_and_cluster_failures_lose_nothing() {
+    let s = server().await;
+
+    // Offerings: every bad field named; a duplicate name; unknown fields.
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"name": "x", "resource_class": "gpu", "image": "i", "gpu_cores": 10}), "gpu_mem_mb"),
+        (json!({"name": "x", "resource_class": "gpu", "image": "i", "gpu_mem_mb": 1, "gpu_cores": 101}), "gpu_cores"),
+        (json!({"name": "x", "resource_class": "cpu", "image": "i", "gpu_mem_mb": 1}), "resource_class"),
+        (json!({"name": "x", "resource_class": "tpu", "image": "i"}), "resource_class"),
+        (json!({"name": "", "resource_class": "cpu", "image": "i"}), "name"),
+        (json!({"name": "x", "resource_class": "cpu", "image": "has space"}), "image"),
+        (json!({"name": "x", "resource_class": "cpu", "image": "i", "mem_gb": 0}), "mem_gb"),
+        (json!({"name": "x", "resource_class": "cpu", "image": "i", "idle_timeout_sec": -5}), "idle_timeout_sec"),
+        (json!({"name": "x", "resource_class": "cpu", "image": "i", "price": 3}), "price"),
+        (json!({"name": "x", "resource_class": "cpu"}), "image"),
+    ];
+    for (body, field) in cases {
+        let e = expect_error(post(&s, "/api/v1/offerings", body.clone()).await, 422, "validation_failed").await;
+        assert!(e["error"]["details"].to_string().contains(field), "{body} -> {e}");
+    }
+    let res = s.client.post(s.url("/api/v1/offerings")).bearer_auth(admin(&s)).body("{not json").send().await.unwrap();
+    assert!(res.status() == 400 || res.status() == 422, "{}", res.status());
+    let off = offering(&s, "slice").await;
+    expect_error(
+        post(&s, "/api/v1/offerings", json!({"name": "SLICE", "resource_class": "cpu", "image": "i"})).await,
+        409,
+        "conflict",
+    )
+    .await;
+    expect_error(call(&s, reqwest::Method::GET, "/api/v1/offerings/off_nope", None).await, 404, "not_found").await;
+    expect_error(
+        call(&s, reqwest::Method::GET, "/api/v1/offerings?status=maybe", None).await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    expect_error(
+        call(&s, reqwest::Method::PATCH, &format!("/api/v1/offerings/{off}"), Some(json!({"gpu_cores": -1}))).await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    let unchanged = send(&s, reqwest::Method::GET, &format!("/api/v1/offerings/{off}"), None, 200).await;
+    assert_eq!(unchanged["gpu_cores"], 30, "a refused patch changes nothing");
+
+    // Sessions: no cluster yet.
+    expect_error(post(&s, "/api/v1/sessions", json!({"offering_id": off})).await, 409, "no_cluster").await;
+    let c = cluster("gpu-c").await;
+    let cid = register(&s, "gpu-c", &c).await;
+    expect_error(post(&s, "/api/v1/sessions", json!({"offering_id": "off_nope"})).await, 404, "not_found").await;
+    expect_error(
+        post(&s, "/api/v1/sessions", json!({"offering_id": off, "cluster_id": "clu_01JZZZZZZZZZZZZZZZZZZZZZZZ"})).await,
+        404,
+        "not_found",
+    )
+    .await;
+    let e = expect_error(
+        post(&s, "/api/v1/sessions", json!({"offering_id": off, "owner": "al ice"})).await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    assert!(e["error"]["details"].to_string().contains("owner"));
+    expect_error(post(&s, "/api/v1/sessions", json!({"offering_id": off, "gpus": 8})).await, 422, "validation_failed")
+        .await;
+    expect_error(
+        post(&s, "/api/v1/sessions", json!({"offering_id": off, "image": "a b"})).await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    expect_error(post(&s, "/api/v1/sessions", json!({})).await, 422, "validation_failed").await;
+    for q in ["phase=sleeping", "live=maybe", "size=0", "size=101", "page=0"] {
+        expect_error(
+            call(&s, reqwest::Method::GET, &format!("/api/v1/sessions?{q}"), None).await,
+            422,
+            "validation_failed",
+        )
+        .await;
+    }
+    assert_eq!(
+        send(&s, reqwest::Method::GET, "/api/v1/sessions", None, 200).await["pagination"]["total"],
+        0,
+        "nothing was recorded"
+    );
+
+    // Inactive offerings take no new sessions.
+    let other = offering(&s, "retired").await;
+    send(&s, reqwest::Method::PATCH, &format!("/api/v1/offerings/{other}"), Some(json!({"status": "inactive"})), 200)
+        .await;
+    expect_error(post(&s, "/api/v1/sessions", json!({"offering_id": other})).await, 409, "offering_inactive").await;
+    let active = send(&s, reqwest::Method::GET, "/api/v1/offerings?status=active", None, 200).await;
+    assert_eq!(active["data"].as_array().unwrap().len(), 1);
+    assert_eq!(call(&s, reqwest::Method::DELETE, &format!("/api/v1/offerings/{other}"), None).await.status(), 204);
+
+    // A cluster without the CRD refuses the CR: the session is recorded as an error, not lost.
+    let bare = FakeCluster::start(ClusterSpec { name: "bare".into(), ..ClusterSpec::default() }).await.unwrap();
+    let bare_id = register(&s, "bare", &bare).await;
+    let e = expect_error(
+        post(&s, "/api/v1/sessions", json!({"offering_id": off, "cluster_id": bare_id})).await,
+        502,
+        "cluster_apply_failed",
+    )
+    .await;
+    let failed = e["error"]["details"]["session_id"].as_str().unwrap().to_string();
+    assert!(e["error"]["details"]["cause"].as_str().unwrap().contains("404"), "{e}");
+    let v = session(&s, &failed).await;
+    assert_eq!((&v["phase"], &v["reason"], &v["live"]), (&json!("error"), &json!("apply_failed"), &json!(false)));
+
+    // An unreachable cluster: pause and delete answer 502 and change nothing; force deletes.
+    let v =
+        send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "cluster_id": cid})), 201)
+            .await;
+    let sid = v["id"].as_str().unwrap().to_string();
+    let name = v["cr_name"].as_str().unwrap().to_string();
+    expect_error(post(&s, &format!("/api/v1/sessions/{sid}/resume"), json!({})).await, 409, "session_conflict").await;
+    expect_error(
+        post(&s, &format!("/api/v1/sessions/{sid}/connect"), json!({"kind": "ssh"})).await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    expect_error(
+        post(&s, &format!("/api/v1/sessions/{sid}/connect"), json!({"kind": "lab"})).await,
+        409,
+        "session_not_running",
+    )
+    .await;
+    c.knobs().set_unreachable(true);
+    let e =
+        expect_error(post(&s, &format!("/api/v1/sessions/{sid}/pause"), json!({})).await, 502, "cluster_unreachable")
+            .await;
+    assert!(e["error"]["details"]["hint"].as_str().unwrap().contains("force"));
+    expect_error(
+        call(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}"), None).await,
+        502,
+        "cluster_unreachable",
+    )
+    .await;
+    assert_eq!(session(&s, &sid).await["phase"], "pending");
+    expect_error(
+        call(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}?force=yes"), None).await,
+        422,
+        "validation_failed",
+    )
+    .await;
+    let v = send(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}?force=true"), None, 200).await;
+    assert_eq!((&v["phase"], &v["reason"]), (&json!("terminated"), &json!("deleted")));
+    c.knobs().set_unreachable(false);
+    assert!(cr(&c, &name).is_some(), "force leaves the cluster alone");
+    expect_error(call(&s, reqwest::Method::GET, "/api/v1/sessions/ses_nope", None).await, 404, "not_found").await;
+    expect_error(post(&s, "/api/v1/sessions/ses_nope/pause", json!({})).await, 404, "not_found").await;
+
+    // An offering sessions were created from cannot be deleted (history names it).
+    let e = expect_error(
+        call(&s, reqwest::Method::DELETE, &format!("/api/v1/offerings/{off}"), None).await,
+        409,
+        "offering_in_use",
+    )
+    .await;
+    assert_eq!(e["error"]["details"]["sessions"], 2);
+
+    // No admin token: 401; the operator's token is not an admin's: 403.
+    let res = s.client.get(s.url("/api/v1/sessions")).send().await.unwrap();
+    expect_error(res, 401, "unauthenticated").await;
+    let res = s.client.get(s.url("/api/v1/offerings")).bearer_auth(operator(&s, &cid)).send().await.unwrap();
+    expect_error(res, 403, "forbidden").await;
+
+    // The store is consistent: every allocation belongs to a session; nothing is half-made.
+    let (sessions, allocations) =
+        s.app().store.read(|txn| Ok((SESSIONS.list(txn)?, ALLOCATIONS.list(txn)?))).await.unwrap();
+    assert_eq!(sessions.len(), 2);
+    assert!(allocations.iter().all(|(_, a)| sessions.iter().any(|(id, _)| id == &a.session_id)));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn verify_refuses_what_it_should() {
+    let s = server().await;
+    let c = cluster("gpu-d").await;
+    let cid = register(&s, "gpu-d", &c).await;
+    let off = offering(&s, "slice").await;
+    let op = operator(&s, &cid);
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
+        let (sid, name) = (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string());
+        report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s)})).await;
+        running.push((sid, name));
+    }
+    let connect = |sid: String| {
+        let s = &s;
+        async move {
+            let v = send(
+                s,
+                reqwest::Method::POST,
+                &format!("/api/v1/sessions/{sid}/connect"),
+                Some(json!({"kind": "lab"})),
+                200,
+            )
+            .await;
+            v["token"].as_str().unwrap().to_string()
+        }
+    };
+    let reason = |res: reqwest::Response| async move {
+        expect_error(res, 401, "unauthenticated").await["error"]["details"]["reason"].as_str().unwrap().to_string()
+    };
+
+    assert_eq!(reason(verify(&s, &[]).await).await, "no_credentials");
+    assert_eq!(
+        reason(verify(&s, &[("X-Gshare-Cnx", "cnx_01J00000000000000000000000.00")]).await).await,
+        "token_unknown_or_used"
+    );
+    // A token for session A does not open session B's path (and is spent by trying).
+    let t = connect(running[0].0.clone()).await;
+    let wrong = format!("/proxy/{}/lab?gshare_cnx={t}", running[1].1);
+    assert_eq!(reason(verify(&s, &[("X-Original-URI", &wrong)]).await).await, "other_session");
+    assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t)]).await).await, "token_unknown_or_used");
+    // X-Original-URL (a full URL) is read like X-Original-URI.
+    let t = connect(running[0].0.clone()).await;
+    let url = format!("http://sessions.lab.test/proxy/{}/lab?gshare_cnx={t}", running[0].1);
+    assert_eq!(verify(&s, &[("X-Original-URL", &url)]).await.status(), 200);
+    // Tokens expire after 300 s.
+    let t = connect(running[0].0.clone()).await;
+    s.clock.advance(Duration::from_secs(301));
+    assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t)]).await).await, "token_expired");
+    // A session that stopped running: its token is refused.
+    let t = connect(running[1].0.clone()).await;
+    report(&s, &op, &running[1].1, json!({"phase": "Preparing", "ts": ts(&s)})).await;
+    assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t)]).await).await, "session_not_running");
+    // Forged cookies: another key, alg=none, garbage.
+    let forged_payload = STANDARD.encode(format!(r#"{{"sid":"{}","owner":"x","exp":9999999999}}"#, running[0].0));
+    for cookie in [
+        format!("gshare_session=eyJhbGciOiJub25lIn0.{}.", forged_payload.trim_end_matches('=')),
+        "gshare_session=garbage".to_string(),
+        format!("gshare_session={}", s.app().auth.api.mint("admin:admin", Duration::from_secs(60)).unwrap()),
+    ] {
+        assert_eq!(reason(verify(&s, &[("Cookie", &cookie)]).await).await, "no_credentials", "{cookie}");
+    }
+    // A session page without a session domain: 409 no_session_domain.
+    let s2 = TestServer::start().await;
+    let c2 = cluster("gpu-e").await;
+    let cid2 = register(&s2, "gpu-e", &c2).await;
+    let off2 = offering(&s2, "slice").await;
+    let v = send(&s2, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off2})), 201).await;
+    report(&s2, &operator(&s2, &cid2), v["cr_name"].as_str().unwrap(), json!({"phase": "Running", "ts": ts(&s2)}))
+        .await;
+    let sid = v["id"].as_str().unwrap();
+    expect_error(
+        call(&s2, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/connect"), None).await,
+        409,
+        "no_session_domain",
+    )
+    .await;
+    // Setting the cluster's domain fixes it, with https by default.
+    send(
+        &s2,
+        reqwest::Method::PATCH,
+        &format!("/api/v1/clusters/{cid2}"),
+        Some(json!({"session_domain": "gpu-e.lab.test"})),
+        200,
+    )
+    .await;
+    let conn = send(&s2, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/connect"), None, 200).await;
+    assert!(conn["url"].as_str().unwrap().starts_with("https://gpu-e.lab.test/proxy/"), "{conn}");
+    s2.stop().await;
+    s.stop().await;
+}
