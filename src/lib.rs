@@ -278,6 +278,10 @@ fn spawn_cluster_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
                 }
                 Err(e) => tracing::error!(error = %e, "cannot list clusters for the background probe"),
             }
+            // Sessions recorded just before a crash, whose CR was never applied.
+            if let Err(e) = app.sessions.apply_unapplied(30_000).await {
+                tracing::warn!(error = %e, "cannot apply pending GShareSessions");
+            }
             if let Err(e) = http::idempotency::sweep(&app.store, &app.clock).await {
                 tracing::warn!(error = %e, "cannot expire idempotency keys");
             }

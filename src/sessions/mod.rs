@@ -496,6 +496,48 @@ impl Sessions {
         .await
     }
 
+    /// Applies the CRs of sessions that were recorded but never applied (the process stopped
+    /// between the two steps). Sessions younger than `min_age_ms` are left to the request that is
+    /// creating them. Returns how many were applied.
+    pub async fn apply_unapplied(&self, min_age_ms: i64) -> Result<usize, SessionError> {
+        let cutoff = self.clock.now_ms() - min_age_ms;
+        let todo: Vec<SessionRecord> = self
+            .store
+            .read(move |txn| {
+                Ok(SESSIONS
+                    .list(txn)?
+                    .into_iter()
+                    .map(|(_, s)| s)
+                    .filter(|s| s.phase == Phase::Pending && !s.cr_applied && !s.paused && s.created_at <= cutoff)
+                    .collect())
+            })
+            .await?;
+        let mut applied = 0;
+        for s in todo {
+            let result = match self.cr_client(&s.cluster_id) {
+                Ok(c) => c.apply(&cr::build(&s, &self.config.sessions_namespace)).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(generation) => {
+                    self.update(&s.id, move |s, _| {
+                        if s.is_live() {
+                            s.cr_applied = true;
+                            s.generation = generation.or(s.generation);
+                        }
+                    })
+                    .await?;
+                    tracing::info!(session_id = %s.id, "applied the GShareSession of a session recorded before a stop");
+                    applied += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(session_id = %s.id, error = %e, "GShareSession still not applied; retrying later")
+                }
+            }
+        }
+        Ok(applied)
+    }
+
     /// Deletes the CR of a session that failed (upstream deletes it on `error`). Best effort:
     /// the operator retries nothing here, so a failure is logged.
     pub async fn delete_failed_cr(&self, session_id: &str) {

@@ -695,3 +695,35 @@ async fn verify_refuses_what_it_should() {
     s2.stop().await;
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_session_recorded_before_a_crash_is_applied_later() {
+    let s = server().await;
+    let c = cluster("gpu-f").await;
+    let cid = register(&s, "gpu-f", &c).await;
+    // As if the process died between writing the record and applying its CR.
+    let sid = "ses_01JCRASHCRASHCRASHCRASHCR".to_string();
+    let mut rec = gshare::sessions::SessionRecord::new(&sid, &cid, "gpu-f", "alice", s.clock.now_ms());
+    rec.shape.image = "ghcr.io/lab/jupyter:4".into();
+    let stored = rec.clone();
+    s.app().store.write(move |txn| SESSIONS.put(txn, &stored.id, &stored)).await.unwrap();
+    // Too young: the request that made it may still be applying it.
+    assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 0);
+    assert!(cr(&c, "ses-01jcrashcrashcrashcrashcr").is_none());
+    s.clock.advance(Duration::from_secs(31));
+    assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 1);
+    let o = cr(&c, "ses-01jcrashcrashcrashcrashcr").expect("applied");
+    assert_eq!(o["spec"]["owner"], "alice");
+    // Applied once: the next pass has nothing to do.
+    assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 0);
+    // An unreachable cluster leaves it for a later pass, and the record as it was.
+    let sid2 = "ses_01JCRASHCRASHCRASHCRASHC2".to_string();
+    let stored = gshare::sessions::SessionRecord::new(&sid2, &cid, "gpu-f", "bob", s.clock.now_ms() - 60_000);
+    s.app().store.write(move |txn| SESSIONS.put(txn, &stored.id, &stored)).await.unwrap();
+    c.knobs().set_unreachable(true);
+    assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 0);
+    assert_eq!(session(&s, &sid2).await["phase"], "pending");
+    c.knobs().set_unreachable(false);
+    assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 1);
+    s.stop().await;
+}

@@ -20,8 +20,9 @@ pub struct ResourceType {
     pub create_only: bool,
     /// `metadata.generation` is kept and bumped on spec changes.
     pub has_generation: bool,
-    /// From a CRD's `additionalPrinterColumns`: (name, type, jsonPath).
-    pub printer_columns: Vec<(String, String, String)>,
+    /// From a CRD's `additionalPrinterColumns`: (name, type, jsonPath, priority). kubectl shows
+    /// priority-0 columns, and the others only with `-o wide`.
+    pub printer_columns: Vec<(String, String, String, i64)>,
 }
 
 impl ResourceType {
@@ -180,6 +181,7 @@ pub(crate) fn from_crd(crd: &Value) -> Vec<ResourceType> {
                                 c["name"].as_str()?.to_string(),
                                 c["type"].as_str().unwrap_or("string").to_string(),
                                 c["jsonPath"].as_str()?.to_string(),
+                                c["priority"].as_i64().unwrap_or(0),
                             ))
                         })
                         .collect()

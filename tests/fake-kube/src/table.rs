@@ -63,8 +63,10 @@ pub(crate) fn columns(rt: &ResourceType) -> Vec<Value> {
         ]),
         _ => {
             // A CRD's own columns replace the default Age column, as on a real server.
-            for (n, ty, _) in &rt.printer_columns {
-                cols.push(col(n, ty, "", ""));
+            for (n, ty, _, priority) in &rt.printer_columns {
+                let mut c = col(n, ty, "", "");
+                c["priority"] = json!(priority);
+                cols.push(c);
             }
             if rt.printer_columns.is_empty() {
                 cols.push(age_col());
@@ -130,7 +132,7 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
         ],
         _ => {
             let mut c = vec![name];
-            for (_, ty, path) in &rt.printer_columns {
+            for (_, ty, path, _) in &rt.printer_columns {
                 let v = json_path(o, path).cloned().unwrap_or(Value::Null);
                 // Date columns are shown as ages, like the real server's table convertor.
                 c.push(match (ty.as_str(), v.as_str()) {

@@ -253,3 +253,46 @@ async fn knobs_show_in_kubectl() {
     h.cluster.knobs().set_unreachable(false);
     h.kubectl_ok(&["get", "nodes"]).await;
 }
+
+/// The product's CRD (packaging/crds) and a GShareSession exactly as gshare builds it: kubectl
+/// applies the CRD, creates the object, prints the CRD's columns and reads it back unchanged.
+#[tokio::test]
+async fn product_crd_and_the_cr_gshare_builds() {
+    let h = Harness::default().await;
+    let crd = h.file("crd.yaml", include_str!("../../../packaging/crds/gshare.io_gsharesessions.yaml"));
+    let out = h.kubectl_ok(&["apply", "-f", crd.to_str().expect("path")]).await;
+    assert_eq!(out.trim(), "customresourcedefinition.apiextensions.k8s.io/gsharesessions.gshare.io created");
+    h.kubectl_ok(&["create", "namespace", "gshare-sessions"]).await;
+
+    let mut s = gshare::sessions::SessionRecord::new(
+        "ses_01JABCDEFGHJKMNPQRSTVWXYZ0",
+        "clu_01J0000000000000000000000A",
+        "gpu-a",
+        "alice",
+        0,
+    );
+    s.shape.image = "ghcr.io/lab/jupyter:4".into();
+    let obj = gshare::sessions::cr::build(&s, "gshare-sessions");
+    let file = h.file("session.json", &obj.to_string());
+    let out = h.kubectl_ok(&["create", "-f", file.to_str().expect("path")]).await;
+    assert_eq!(out.trim(), "gsharesession.gshare.io/ses-01jabcdefghjkmnpqrstvwxyz0 created");
+
+    let table = h.kubectl_ok(&["get", "gss", "-n", "gshare-sessions"]).await;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "OWNER", "CLASS", "PAUSED", "PHASE", "AGE"]);
+    let row: Vec<&str> = lines.next().expect("row").split_whitespace().collect();
+    assert_eq!(&row[..4], ["ses-01jabcdefghjkmnpqrstvwxyz0", "alice", "cpu", "false"]);
+
+    // Priority-1 columns only with -o wide, as on a real server.
+    let wide = h.kubectl_ok(&["get", "gss", "-n", "gshare-sessions", "-o", "wide"]).await;
+    let header: Vec<&str> = wide.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "OWNER", "CLASS", "PAUSED", "PHASE", "GPU", "AGE"]);
+
+    let back =
+        h.kubectl_json(&["get", "gss", "-n", "gshare-sessions", "ses-01jabcdefghjkmnpqrstvwxyz0", "-o", "json"]).await;
+    assert_eq!(back["spec"], obj["spec"]);
+    assert_eq!(back["metadata"]["labels"], obj["metadata"]["labels"]);
+    assert_eq!(back["metadata"]["annotations"], obj["metadata"]["annotations"]);
+    assert_eq!(back["metadata"]["generation"], 1);
+}
