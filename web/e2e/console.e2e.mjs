@@ -2,7 +2,9 @@
 // against the real `gshare` binary and the project's fake Kubernetes API servers.
 //
 //   GSHARE_BIN=…/gshare FAKE_CLUSTER_BIN=…/examples/fake-cluster node e2e/console.e2e.mjs
-// (web/e2e/run.sh builds both and sets these.) Screenshots and a JSON report go to e2e/artifacts/.
+// (web/e2e/run.sh builds both and sets these.) The session steps also need kubectl (or $KUBECTL) to
+// put the GShareSession CRD on a fake cluster; without it they are skipped with the reason.
+// Screenshots and a JSON report go to e2e/artifacts/.
 // Each step is reported as PASS, FAIL or SKIP (with the reason); the exit code is 1 if any failed.
 
 import { spawn } from "node:child_process";
@@ -19,6 +21,12 @@ const GSHARE_BIN = process.env.GSHARE_BIN;
 const FAKE_BIN = process.env.FAKE_CLUSTER_BIN;
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const PERF_BUDGET_MS = 1000;
+const KUBECTL = process.env.KUBECTL ?? "kubectl";
+// What the session steps create: an offering, a session from it, and the host sessions are reached on.
+const OFFERING = "e2e-slice";
+const SESSION = "e2e-lab";
+const SESSION_DOMAIN = "sessions.gpu-a.test";
+const SESSIONS_NAMESPACE = "gshare-sessions";
 
 if (!GSHARE_BIN || !FAKE_BIN) {
   console.error("set GSHARE_BIN and FAKE_CLUSTER_BIN (web/e2e/run.sh does)");
@@ -56,6 +64,19 @@ function start(name, cmd, args, env = {}) {
   return { child, output: () => out };
 }
 
+/** Runs a command to completion: { code, stdout, stderr } (rejects only if it cannot start). */
+function run(cmd, args, env = {}) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    p.stdout.on("data", (d) => (stdout += d));
+    p.stderr.on("data", (d) => (stderr += d));
+    p.on("error", reject);
+    p.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 async function waitFor(what, f, ms = 30000) {
   const until = Date.now() + ms;
   for (;;) {
@@ -66,8 +87,10 @@ async function waitFor(what, f, ms = 30000) {
   }
 }
 
+const kubeconfigPath = (name) => join(work, `${name}.kubeconfig`);
+
 async function fakeCluster(name, extra = []) {
-  const kubeconfig = join(work, `${name}.kubeconfig`);
+  const kubeconfig = kubeconfigPath(name);
   start(`fake-${name}`, FAKE_BIN, ["--nodes", "4", "--gpus-per-node", "8", "--name", name, "--kubeconfig-out", kubeconfig, ...extra]);
   await waitFor(`fake cluster ${name}`, () => existsSync(kubeconfig) && readFileSync(kubeconfig, "utf8").includes("server:"));
   return readFileSync(kubeconfig, "utf8");
@@ -115,6 +138,29 @@ try {
     { stage: "hami", name: "no-hami", kubeconfig: noHami },
   ];
 
+  // The fake has no operator: the GShareSession CRD and the sessions namespace are put on gpu-a with
+  // the real kubectl, so the server's apply / patch / delete of a session's CR go through as on a
+  // real cluster; the test then plays the operator (status reports with an operator token).
+  const kubectl = (...args) => run(KUBECTL, ["--kubeconfig", kubeconfigPath("gpu-a"), "--cache-dir", join(work, "kube-cache"), ...args]);
+  let sessionsBlocked = "";
+  try {
+    const crd = join(here, "..", "..", "packaging", "crds", "gshare.io_gsharesessions.yaml");
+    for (const args of [["apply", "-f", crd], ["create", "namespace", SESSIONS_NAMESPACE]]) {
+      const r = await kubectl(...args);
+      if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`);
+    }
+  } catch (e) {
+    sessionsBlocked = `the fake cluster could not be prepared for sessions (${e.message})`;
+    console.log(`note: ${sessionsBlocked}`);
+  }
+  /** The session's GShareSession on gpu-a, or null when there is none. */
+  const getCr = async (name) => {
+    const r = await kubectl("get", "gss", "-n", SESSIONS_NAMESPACE, name, "-o", "json");
+    if (r.code === 0) return JSON.parse(r.stdout);
+    if (/NotFound/.test(r.stderr)) return null;
+    throw new Error(`kubectl get gss ${name} exited ${r.code}: ${r.stderr.trim()}`);
+  };
+
   // --- the control plane
   const port = await freePort();
   const dataDir = join(work, "data");
@@ -122,11 +168,22 @@ try {
     GSHARE_CONFIG: "/dev/null",
     GSHARE_DATA_DIR: dataDir,
     GSHARE_LISTEN: `127.0.0.1:${port}`,
+    // The session domain is set on the cluster (edit step); plain http as on a lab ingress.
+    GSHARE_SESSION_URL_SCHEME: "http",
     RUST_LOG: "info",
   });
   const base = `http://127.0.0.1:${port}`;
   await waitFor("gshare serving", () => server.output().includes("gshare serving"));
   const password = readFileSync(join(dataDir, "initial-admin-password"), "utf8").trim();
+
+  // An operator token, minted offline by the CLI against the server's data dir (as an admin would).
+  let minted = "";
+  const operatorToken = async (clusterId) => {
+    if (minted) return minted;
+    const r = await run(GSHARE_BIN, ["token", "operator", "--cluster-id", clusterId], { GSHARE_CONFIG: "/dev/null", GSHARE_DATA_DIR: dataDir });
+    if (r.code !== 0) throw new Error(`gshare token operator exited ${r.code}: ${r.stderr.trim()}`);
+    return (minted = r.stdout.trim().split("\n").pop());
+  };
 
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -223,17 +280,9 @@ try {
 
   await step("an operator's inventory report shows as a heartbeat that ticks live", async () => {
     // The real operator path: an operator token minted by the CLI, then POST /internal/inventory/nodes.
-    const minted = await new Promise((resolve, reject) => {
-      const p = spawn(GSHARE_BIN, ["token", "operator", "--cluster-id", clusterId], {
-        env: { ...process.env, GSHARE_CONFIG: "/dev/null", GSHARE_DATA_DIR: dataDir },
-      });
-      let out = "";
-      p.stdout.on("data", (d) => (out += d));
-      p.on("exit", (code) => (code === 0 ? resolve(out.trim().split("\n").pop()) : reject(new Error(`gshare token operator exited ${code}`))));
-    });
     const res = await fetch(`${base}/internal/inventory/nodes`, {
       method: "POST",
-      headers: { Authorization: `Bearer ${minted}`, "Content-Type": "application/json" },
+      headers: { Authorization: `Bearer ${await operatorToken(clusterId)}`, "Content-Type": "application/json" },
       body: JSON.stringify({ node_id: "gpu-node-0", node_ready: true, cluster_id: clusterId }),
     });
     if (!res.ok) throw new Error(`inventory report: ${res.status} ${await res.text()}`);
@@ -278,7 +327,7 @@ try {
     await dialog.locator(".test-result .badge").waitFor({ timeout: 20000 });
     const tested = (await dialog.locator(".test-result").textContent()).replace(/\s+/g, " ");
     await dialog.getByLabel("Name").fill("gpu-a-renamed");
-    await dialog.getByLabel("Session domain").fill("sessions.gpu-a.test");
+    await dialog.getByLabel("Session domain").fill(SESSION_DOMAIN);
     await dialog.getByRole("note").waitFor();
     await shot("07-edit");
     await dialog.getByRole("button", { name: "Save" }).click();
@@ -288,44 +337,236 @@ try {
     return tested;
   }, { skipIf: clusterId ? undefined : "no cluster was registered" });
 
-  await step("unregister refused while in use (409 shown with sessions and allocations)", async () => {
-    // No API creates a live session before the sessions issue, so the server's 409 is stood in for
-    // by the browser, once, in the server's documented shape; the real refusal is covered by the
-    // clusters integration tests.
-    let served = false;
-    await page.route(`**/api/v1/clusters/${clusterId}`, async (route) => {
-      if (route.request().method() !== "DELETE" || served) return route.fallback();
-      served = true;
-      await route.fulfill({
-        status: 409,
-        contentType: "application/json",
-        body: JSON.stringify({ error: { code: "cluster_in_use", message: `cluster ${clusterId} still has 1 live sessions and 1 open allocations`, details: { sessions: ["ses_01JSTANDIN"], allocations: ["alc_01JSTANDIN"] } } }),
-      });
+  // --- offerings and sessions, against the real sessions API and the fake's GShareSession CRD
+  let offeringId = "";
+  let sessionId = "";
+  let crName = "";
+  const noCluster = !clusterId ? "no cluster was registered" : sessionsBlocked || undefined;
+  const sessionRow = () => page.locator(`tr.session-row[data-session-id="${sessionId}"]`);
+  const phaseOf = async () => (await sessionRow().locator(".badge.phase").textContent())?.trim();
+  const waitPhase = (phase, ms = 15000) => waitFor(`phase ${phase} in the session row`, async () => (await phaseOf()) === phase, ms);
+  /** The operator's status callback, as the operator sends it. */
+  const report = async (phase, extra = {}) => {
+    const res = await fetch(`${base}/internal/sessions/${crName}/status`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${await operatorToken(clusterId)}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ phase, ts: new Date().toISOString(), cluster_id: clusterId, ...extra }),
     });
+    if (res.status !== 202) throw new Error(`status report ${phase}: ${res.status} ${await res.text()}`);
+  };
+  const toPage = async (name) => {
+    await page.getByRole("link", { name, exact: true }).click();
+    await page.getByRole("heading", { name, exact: true }).waitFor();
+  };
+
+  await step("offerings page: a GPU offering without GPU memory is refused, the field marked", async () => {
+    await toPage("Offerings");
+    await page.getByText("No offering yet").waitFor();
+    await page.getByRole("button", { name: "New offering" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByLabel("Name", { exact: true }).fill(OFFERING);
+    await dialog.getByLabel("Image", { exact: true }).fill("registry.example.com/e2e/lab:1.0");
+    await dialog.getByLabel("GPU cores (%)").fill("30");
+    const answer = page.waitForResponse((r) => r.url().endsWith("/api/v1/offerings") && r.request().method() === "POST");
+    await dialog.getByRole("button", { name: "Create offering" }).click();
+    const res = await answer;
+    const body = await res.json();
+    if (res.status() !== 422 || body.error?.details?.errors?.[0]?.loc?.[1] !== "gpu_mem_mb") throw new Error(`expected 422 on gpu_mem_mb: ${res.status()} ${JSON.stringify(body)}`);
+    const alert = dialog.getByRole("alert");
+    await alert.waitFor();
+    await dialog.locator('input[name="gpu_mem_mb"][aria-invalid="true"]').waitFor();
+    const text = (await alert.textContent()).replace(/\s+/g, " ");
+    if (!/gpu_mem_mb/.test(text)) throw new Error(`the error does not name the field: ${text}`);
+    await shot("08-offering-invalid");
+    return text;
+  });
+
+  await step("offerings page: the offering is created and listed", async () => {
+    const dialog = page.getByRole("dialog");
+    await dialog.getByLabel("GPU memory (MiB)").fill("20480");
+    await dialog.getByRole("button", { name: "Create offering" }).click();
+    await dialog.waitFor({ state: "detached", timeout: 10000 });
+    const row = page.locator("tr.offering-row", { hasText: OFFERING });
+    await row.waitFor();
+    offeringId = await row.getAttribute("data-offering-id");
+    if (!/^off_[0-9A-HJKMNP-TV-Z]{26}$/.test(offeringId)) throw new Error(`id ${offeringId}`);
+    const text = (await row.textContent()).replace(/\s+/g, " ");
+    if (!/gpu/.test(text) || !/active/.test(text) || !/registry\.example\.com\/e2e\/lab:1\.0/.test(text)) throw new Error(`row: ${text}`);
+    await shot("09-offerings");
+    return text;
+  });
+
+  await step("sessions page: a new session from the offering; its row appears pending and its CR is on the cluster", async () => {
+    await toPage("Sessions");
+    await page.getByRole("button", { name: "New session" }).click();
+    const dialog = page.getByRole("dialog");
+    // The only active offering is chosen by itself; its shape is shown.
+    await dialog.locator('dl[aria-label="Shape of the chosen offering"]').waitFor();
+    const chosen = await dialog.getByRole("combobox", { name: "Offering" }).inputValue();
+    if (chosen !== offeringId) throw new Error(`offering chosen: ${chosen}`);
+    await dialog.getByRole("combobox", { name: "Cluster" }).selectOption(clusterId);
+    await dialog.locator('input[name="name"]').fill(SESSION);
+    await shot("10-new-session");
+    await dialog.getByRole("button", { name: "Start session" }).click();
+    await dialog.waitFor({ state: "detached", timeout: 20000 });
+    const row = page.locator("tr.session-row", { hasText: SESSION });
+    await row.waitFor();
+    sessionId = await row.getAttribute("data-session-id");
+    if (!/^ses_[0-9A-HJKMNP-TV-Z]{26}$/.test(sessionId)) throw new Error(`id ${sessionId}`);
+    crName = sessionId.toLowerCase().replace(/_/g, "-");
+    await waitPhase("pending", 5000);
+    const cr = await getCr(crName);
+    if (!cr) throw new Error(`no GShareSession ${crName} on the cluster`);
+    const spec = cr.spec ?? {};
+    if (spec.offeringId !== offeringId || spec.clusterId !== clusterId || spec.gpuMemMb !== 20480 || spec.gpuCores !== 30 || spec.paused !== false)
+      throw new Error(`CR spec: ${JSON.stringify(spec)}`);
+    await shot("11-session-pending");
+    return `${sessionId} → CR ${SESSIONS_NAMESPACE}/${crName}`;
+  }, { skipIf: noCluster ?? (!offeringId ? "no offering was created" : undefined) });
+
+  const noSession = noCluster ?? (!sessionId ? "no session was started" : undefined);
+  let gpuUuid = "";
+  await step("the operator reports Preparing then Running: the phase badge follows live, no reload", async () => {
+    // A marker in the page: a reload would drop it.
+    await page.evaluate(() => (window.__e2eNoReload = true));
+    await report("Preparing");
+    await waitPhase("preparing");
+    await shot("12-session-preparing");
+    const nodes = await page.evaluate(async (id) => (await fetch(`/api/v1/clusters/${id}/nodes`)).json(), clusterId);
+    gpuUuid = nodes.find?.((n) => n.name === "gpu-node-0")?.gpus?.[0]?.uuid ?? "GPU-00000000-0000-0000-0000-0000000000e2";
+    await report("Running", { bound_gpu_uuid: gpuUuid, node_name: "gpu-node-0", pod_ref: `${SESSIONS_NAMESPACE}/${crName}` });
+    await waitPhase("running");
+    if (!(await page.evaluate(() => window.__e2eNoReload))) throw new Error("the page was reloaded");
+    const node = (await sessionRow().locator("td").nth(6).textContent()).replace(/\s+/g, " ");
+    if (!/gpu-node-0/.test(node)) throw new Error(`node cell: ${node}`);
+    const open = sessionRow().getByRole("button", { name: `Open lab of ${SESSION}` });
+    await waitFor("Open lab enabled", () => open.isEnabled(), 5000);
+    await shot("13-session-running");
+    return node;
+  }, { skipIf: noSession });
+
+  await step("connect: Open lab opens the one-time URL; the ingress check accepts it once", async () => {
+    // The session domain does not resolve: the new tab's request is answered by a stand-in for the
+    // session ingress, and the URL it was sent to is what is checked.
+    const ingress = `http://${SESSION_DOMAIN}/**`;
+    await page.context().route(ingress, (route) => route.fulfill({ contentType: "text/html", body: "<!doctype html><title>lab</title><p>stand-in for the session ingress</p>" }));
+    try {
+      const opened = page.context().waitForEvent("page", { timeout: 10000 });
+      await sessionRow().getByRole("button", { name: `Open lab of ${SESSION}` }).click();
+      const tab = await opened;
+      await tab.waitForURL(/gshare_cnx=/, { timeout: 10000 });
+      const url = tab.url();
+      await shot("14-session-connect");
+      await tab.close();
+      const want = new RegExp(`^http://${SESSION_DOMAIN.replace(/\./g, "\\.")}/proxy/${crName}/lab\\?gshare_cnx=cnx_[0-9A-HJKMNP-TV-Z]{26}\\.[0-9a-f]+$`);
+      if (!want.test(url)) throw new Error(`the tab went to ${url}`);
+      const u = new URL(url);
+      const verify = () => fetch(`${base}/internal/connect/verify`, { headers: { "X-Original-URI": u.pathname + u.search } });
+      const first = await verify();
+      if (first.status !== 200) throw new Error(`verify: ${first.status} ${await first.text()}`);
+      if (first.headers.get("x-gshare-session") !== sessionId) throw new Error(`X-GShare-Session: ${first.headers.get("x-gshare-session")}`);
+      if (!/^gshare_session=/.test(first.headers.get("set-cookie") ?? "")) throw new Error(`no session cookie: ${first.headers.get("set-cookie")}`);
+      const again = await verify();
+      if (again.status !== 401) throw new Error(`a used token answered ${again.status}`);
+      return `${u.origin}${u.pathname}?gshare_cnx=cnx_…; verify 200 (X-GShare-Session ${sessionId}), then 401 on reuse`;
+    } finally {
+      await page.context().unroute(ingress);
+    }
+  }, { skipIf: noSession });
+
+  await step("unregister refused while in use (the server's 409 lists the session and its allocation)", async () => {
+    await toPage("Clusters");
+    await page.getByRole("button", { name: "Edit gpu-a-renamed" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByRole("button", { name: "Unregister…" }).click();
+    const answer = page.waitForResponse((r) => r.url().endsWith(`/api/v1/clusters/${clusterId}`) && r.request().method() === "DELETE");
+    await dialog.getByRole("button", { name: "Unregister gpu-a-renamed" }).click();
+    const res = await answer;
+    const body = await res.json();
+    const d = body.error?.details ?? {};
+    if (res.status() !== 409 || body.error?.code !== "cluster_in_use") throw new Error(`expected 409 cluster_in_use: ${res.status()} ${JSON.stringify(body)}`);
+    if (JSON.stringify(d.sessions) !== JSON.stringify([sessionId]) || d.allocations?.length !== 1 || !/^alc_/.test(d.allocations[0]))
+      throw new Error(`details: ${JSON.stringify(d)}`);
+    await dialog.getByText("Refused: the cluster is still in use.").waitFor();
+    await dialog.getByText(sessionId).waitFor();
+    await dialog.getByText(d.allocations[0]).waitFor();
+    await shot("15-unregister-refused");
+    await dialog.getByRole("button", { name: "Close" }).click();
+    await dialog.waitFor({ state: "detached" });
+    return `409 cluster_in_use: ${sessionId}, ${d.allocations[0]}`;
+  }, { skipIf: noSession });
+
+  await step("pause: the row shows paused and the CR has spec.paused=true", async () => {
+    await toPage("Sessions");
+    await sessionRow().getByRole("button", { name: `Pause ${SESSION}` }).click();
+    await waitPhase("paused");
+    const cr = await getCr(crName);
+    if (cr?.spec?.paused !== true || cr.spec.pauseMode !== "cold") throw new Error(`CR spec: ${JSON.stringify(cr?.spec)}`);
+    const resume = sessionRow().getByRole("button", { name: `Resume ${SESSION}` });
+    await waitFor("Resume enabled", () => resume.isEnabled(), 5000);
+    await shot("16-session-paused");
+    return (await sessionRow().locator("td").nth(4).textContent()).replace(/\s+/g, " ");
+  }, { skipIf: noSession });
+
+  await step("resume: the row goes back to pending and the CR has spec.paused=false", async () => {
+    await sessionRow().getByRole("button", { name: `Resume ${SESSION}` }).click();
+    await waitPhase("pending");
+    const cr = await getCr(crName);
+    if (cr?.spec?.paused !== false) throw new Error(`CR spec: ${JSON.stringify(cr?.spec)}`);
+    await shot("17-session-resumed");
+  }, { skipIf: noSession });
+
+  await step("delete: the CR goes (no finalizer on the fake) and the session ends terminated", async () => {
+    await sessionRow().getByRole("button", { name: `Delete ${SESSION}` }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByText(sessionId).waitFor();
+    await dialog.getByRole("button", { name: "Delete session" }).click();
+    await dialog.waitFor({ state: "detached", timeout: 15000 });
+    // Live only (the default) hides it; the history shows it terminated.
+    await sessionRow().waitFor({ state: "detached", timeout: 10000 });
+    await page.getByLabel("Live only").uncheck();
+    await sessionRow().waitFor();
+    await waitPhase("terminated", 5000);
+    if (await getCr(crName)) throw new Error(`the GShareSession ${crName} is still on the cluster`);
+    await shot("18-session-terminated");
+    return (await sessionRow().locator("td").nth(4).textContent()).replace(/\s+/g, " ");
+  }, { skipIf: noSession });
+
+  await step("offering in use: delete refused (409 offering_in_use), Deactivate instead works", async () => {
+    await toPage("Offerings");
+    const row = page.locator(`tr.offering-row[data-offering-id="${offeringId}"]`);
+    await row.getByRole("button", { name: `Delete ${OFFERING}` }).click();
+    const dialog = page.getByRole("dialog");
+    const answer = page.waitForResponse((r) => r.url().endsWith(`/api/v1/offerings/${offeringId}`) && r.request().method() === "DELETE");
+    await dialog.getByRole("button", { name: "Delete offering" }).click();
+    const res = await answer;
+    const body = await res.json();
+    if (res.status() !== 409 || body.error?.code !== "offering_in_use") throw new Error(`expected 409 offering_in_use: ${res.status()} ${JSON.stringify(body)}`);
+    await dialog.getByText("Refused: the offering is in use").waitFor();
+    await shot("19-offering-in-use");
+    await dialog.getByRole("button", { name: "Deactivate instead" }).click();
+    await dialog.waitFor({ state: "detached", timeout: 10000 });
+    await waitFor("offering inactive", async () => (await row.locator(".badge").textContent()).trim() === "inactive", 10000);
+    await shot("20-offering-deactivated");
+    return body.error.message;
+  }, { skipIf: noCluster ?? (!offeringId ? "no offering was created" : !sessionId ? "no session was started from it" : undefined) });
+
+  await step("unregister accepted: the row goes away", async () => {
+    await toPage("Clusters");
     await page.getByRole("button", { name: "Edit gpu-a-renamed" }).click();
     const dialog = page.getByRole("dialog");
     await dialog.getByRole("button", { name: "Unregister…" }).click();
     await dialog.getByRole("button", { name: "Unregister gpu-a-renamed" }).click();
-    await dialog.getByText("Refused: the cluster is still in use.").waitFor();
-    await dialog.getByText("ses_01JSTANDIN").waitFor();
-    await shot("08-unregister-refused");
-    await page.unroute(`**/api/v1/clusters/${clusterId}`);
-    return "409 stood in by the browser (no way to create a live session yet)";
-  }, { skipIf: clusterId ? undefined : "no cluster was registered" });
-
-  await step("unregister accepted: the row goes away", async () => {
-    const dialog = page.getByRole("dialog");
-    await dialog.getByRole("button", { name: "Unregister gpu-a-renamed" }).click();
     await dialog.waitFor({ state: "detached", timeout: 15000 });
     await page.locator(`[data-cluster-id="${clusterId}"]`).waitFor({ state: "detached", timeout: 10000 });
-    await shot("09-unregistered");
+    await shot("21-unregistered");
   }, { skipIf: clusterId ? undefined : "no cluster was registered" });
 
   await step("sessions page", async () => {
     await page.getByRole("link", { name: "Sessions" }).click();
     await page.getByRole("heading", { name: "Sessions" }).waitFor();
     await page.locator(".not-yet, table, .muted").first().waitFor();
-    await shot("10-sessions");
+    await shot("22-sessions");
     return (await page.locator("main").textContent()).replace(/\s+/g, " ").slice(0, 120);
   });
 
@@ -334,8 +575,11 @@ try {
     await page.getByRole("heading", { name: "Audit log" }).waitFor();
     await page.locator("table.audit tbody tr").first().waitFor({ timeout: 10000 });
     const text = await page.locator("table.audit").textContent();
-    await shot("11-audit");
+    await shot("23-audit");
     if (!/login/.test(text)) throw new Error("no login entry in the audit log");
+    if (sessionId)
+      for (const action of ["offering.create", "session.create", "session.connect", "session.pause", "session.resume", "session.delete", "offering.patch"])
+        if (!text.includes(action)) throw new Error(`no ${action} entry in the audit log`);
     return `${await page.locator("table.audit tbody tr").count()} entries`;
   });
 
@@ -431,7 +675,7 @@ try {
         ),
       );
     }
-    await shot("12-clusters-200");
+    await shot("24-clusters-200");
     await page.unroute(listRoute);
     const med = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     const summary = {

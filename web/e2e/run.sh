@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The console's end-to-end tests: builds the gshare binary and the fake-cluster example, then drives
 # Debian's Chromium (playwright-core) through sign-in, registration (success and each probe
-# failure), nodes, edit, unregister, the other pages and the 200-cluster render budget.
+# failure), nodes, edit, offerings and a session's life (kubectl puts the GShareSession CRD on a
+# fake cluster; the test plays the operator), unregister, the other pages and the 200-cluster
+# render budget.
 # Screenshots, logs and results.json land in web/e2e/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
