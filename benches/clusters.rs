@@ -141,6 +141,7 @@ async fn seed_large(app: &gshare::App) {
                         api_server: format!("https://10.0.{}.{}:6443", c / 250, c % 250),
                         api_server_override: false,
                         session_domain: None,
+                        session_ingress: None,
                         status: ClusterStatus::Connected,
                         checks: Vec::new(),
                         last_error: None,

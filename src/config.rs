@@ -222,8 +222,11 @@ impl Config {
             Some(r) => Some(hostname(&r.key, &r.value)?),
             None => None,
         };
-        let session_ingress =
-            layer.pick("session_ingress", f.session_ingress).map(|r| r.value).filter(|v| !v.is_empty());
+        let session_ingress = match layer.pick("session_ingress", f.session_ingress) {
+            Some(r) if r.value.is_empty() => None,
+            Some(r) => Some(validate_ingress(&r.value).map_err(|m| ConfigError::invalid(&r.key, m))?),
+            None => None,
+        };
 
         let sessions_namespace = match layer.pick("sessions_namespace", f.sessions_namespace) {
             Some(r) => {
@@ -579,6 +582,19 @@ fn non_empty_path(key: &str, p: &Path) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid(key, "must not be empty"));
     }
     Ok(())
+}
+
+/// `host:port` of a session ingress (the relay target): a DNS name or IP address and a port.
+pub fn validate_ingress(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    let bad = || format!("`{v}` is not host:port, such as gpu-node-1:30080 or 10.0.0.5:30080");
+    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.parse::<std::net::IpAddr>().is_err() && hostname("session_ingress", host).is_err() {
+        return Err(bad());
+    }
+    Ok(if host.contains(':') { format!("[{host}]:{port}") } else { format!("{}:{port}", host.to_ascii_lowercase()) })
 }
 
 /// A DNS host name (session domains), lower-cased.

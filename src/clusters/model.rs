@@ -74,6 +74,10 @@ pub struct ClusterRecord {
     #[serde(default)]
     pub api_server_override: bool,
     pub session_domain: Option<String>,
+    /// `host:port` of this cluster's session ingress: `/proxy/` requests for its sessions are
+    /// relayed there (else to the server-wide `session_ingress`; else not relayed).
+    #[serde(default)]
+    pub session_ingress: Option<String>,
     pub status: ClusterStatus,
     pub checks: Vec<Check>,
     pub last_error: Option<ProbeError>,
@@ -101,6 +105,7 @@ impl ClusterRecord {
             api_server,
             api_server_override: false,
             session_domain: None,
+            session_ingress: None,
             status: ClusterStatus::Pending,
             checks: Vec::new(),
             last_error: None,
@@ -174,6 +179,10 @@ pub struct ClusterView {
     pub session_domain: Option<String>,
     /// What session URLs use: the cluster's domain, else the server-wide default.
     pub effective_session_domain: Option<String>,
+    /// The cluster's own session ingress (`host:port`) for the `/proxy/` relay, if set.
+    pub session_ingress: Option<String>,
+    /// Where `/proxy/` is relayed for this cluster: its ingress, else the server-wide one.
+    pub effective_session_ingress: Option<String>,
     pub status: ClusterStatus,
     pub last_error: Option<ProbeError>,
     pub node_count: u64,

@@ -84,6 +84,8 @@ pub struct PatchRequest {
     pub api_server: Option<String>,
     /// `""` clears the cluster's own domain.
     pub session_domain: Option<String>,
+    /// `host:port` of the cluster's session ingress for the `/proxy/` relay; `""` clears it.
+    pub session_ingress: Option<String>,
     /// New credentials for the same cluster (same kube-system UID, probe passes).
     pub kubeconfig_b64: Option<String>,
 }
@@ -360,6 +362,8 @@ impl Clusters {
             api_server: r.api_server.clone(),
             session_domain: r.session_domain.clone(),
             effective_session_domain: r.session_domain.clone().or_else(|| self.config.session_domain.clone()),
+            session_ingress: r.session_ingress.clone(),
+            effective_session_ingress: r.session_ingress.clone().or_else(|| self.config.session_ingress.clone()),
             status: r.status,
             last_error: r.last_error.clone(),
             node_count: r.node_count,
@@ -472,6 +476,15 @@ impl Clusters {
         let current = self.live_record(id).await?;
         let name = req.name.as_deref().map(check_name).transpose()?;
         let session_domain = req.session_domain.as_deref().map(|d| check_domain(Some(d))).transpose()?;
+        let session_ingress = match req.session_ingress.as_deref().map(str::trim) {
+            None => None,
+            Some("") => Some(None),
+            Some(v) => Some(Some(crate::config::validate_ingress(v).map_err(|message| ClusterError::Invalid {
+                field: "session_ingress",
+                message,
+                kind: "value_error",
+            })?)),
+        };
         let api_override = match req.api_server.as_deref() {
             Some(s) => Some(check_api_server(Some(s))?),
             None => None,
@@ -548,6 +561,9 @@ impl Clusters {
                 }
                 if let Some(d) = session_domain {
                     r.session_domain = d;
+                }
+                if let Some(i) = session_ingress {
+                    r.session_ingress = i;
                 }
                 if let Some((server, is_override)) = new_api_server {
                     r.api_server = server;

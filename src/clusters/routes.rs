@@ -204,6 +204,7 @@ async fn patch(
         ("role", req.role.is_some()),
         ("api_server", req.api_server.is_some()),
         ("session_domain", req.session_domain.is_some()),
+        ("session_ingress", req.session_ingress.is_some()),
         ("kubeconfig", req.kubeconfig_b64.is_some()),
     ]
     .into_iter()

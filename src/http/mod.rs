@@ -57,6 +57,8 @@ pub fn router(app: Arc<App>) -> Router {
     let (api, _) = api_routes();
     api.route("/api/openapi.json", get(system::openapi_json))
         .route("/api/docs", get(system::reference_page))
+        // Session apps through this server, for installs whose session domain points here.
+        .route("/proxy/{*rest}", axum::routing::any(crate::sessions::relay::relay))
         // The console SPA; it answers the API prefixes with the same JSON 404 as before.
         .fallback(crate::console::serve)
         // Counts operator callbacks by route and status for /metrics (needs the matched route).

@@ -8,6 +8,7 @@ pub mod connect;
 pub mod cr;
 pub mod model;
 pub mod offerings;
+pub mod relay;
 pub mod routes;
 pub mod status;
 

@@ -727,3 +727,139 @@ async fn a_session_recorded_before_a_crash_is_applied_later() {
     assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 1);
     s.stop().await;
 }
+
+/// A stand-in for a cluster's ingress controller: answers each request with what it received
+/// (head and body length), and turns an upgrade into a byte echo (like a WebSocket terminal).
+async fn fake_ingress() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let mut r = BufReader::new(stream);
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                    head.push_str(&line);
+                }
+                let lower = head.to_ascii_lowercase();
+                if lower.contains("\nupgrade: websocket") {
+                    let mut s = r.into_inner();
+                    s.write_all(
+                        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+                    )
+                    .await
+                    .unwrap();
+                    let (mut rd, mut wr) = s.split();
+                    let _ = tokio::io::copy(&mut rd, &mut wr).await;
+                    return;
+                }
+                let len = lower
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).await.unwrap();
+                let answer = json!({"head": head, "body_len": len}).to_string();
+                let mut s = r.into_inner();
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Ingress: yes\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+                s.write_all(reply.as_bytes()).await.unwrap();
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = server().await;
+    let c = cluster("gpu-g").await;
+    let cid = register(&s, "gpu-g", &c).await;
+    let off = offering(&s, "slice").await;
+    let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
+    let (sid, name) = (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string());
+    report(&s, &operator(&s, &cid), &name, json!({"phase": "Running", "ts": ts(&s)})).await;
+
+    // Not relayed until an ingress is known; unknown sessions are 404.
+    let e = expect_error(s.get(&format!("/proxy/{name}/lab")).await, 404, "no_session_ingress").await;
+    assert!(e["error"]["message"].as_str().unwrap().contains("gpu-g"));
+    expect_error(s.get("/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await, 404, "not_found").await;
+    let cluster_path = format!("/api/v1/clusters/{cid}");
+    let patch = |v: Value| call(&s, reqwest::Method::PATCH, &cluster_path, Some(json!({"session_ingress": v})));
+    for bad in ["gpu-node-1", "gpu node:30080", "host:0", "host:99999"] {
+        let e = expect_error(patch(json!(bad)).await, 422, "validation_failed").await;
+        assert!(e["error"]["details"].to_string().contains("session_ingress"), "{bad}: {e}");
+    }
+    let (ingress, task) = fake_ingress().await;
+    let body: Value = patch(json!(ingress.to_string())).await.json().await.unwrap();
+    assert_eq!(body["effective_session_ingress"], ingress.to_string());
+
+    // A request passes with its path, query and Host; the console's cookies never do.
+    let res = s
+        .client
+        .post(s.url(&format!("/proxy/{name}/lab/api/contents?type=file")))
+        .header("Host", "sessions.lab.test")
+        .header("Cookie", "gshare_console=ADMIN-TOKEN; gshare_session=SESSION-COOKIE; gshare_csrf=CSRF; _xsrf=lab")
+        .body(vec![b'x'; 3 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["x-ingress"], "yes");
+    let seen: Value = res.json().await.unwrap();
+    let head = seen["head"].as_str().unwrap();
+    assert!(head.starts_with(&format!("POST /proxy/{name}/lab/api/contents?type=file HTTP/1.1\r\n")), "{head}");
+    assert!(head.to_ascii_lowercase().contains("host: sessions.lab.test\r\n"), "{head}");
+    assert!(head.contains("gshare_session=SESSION-COOKIE; _xsrf=lab"), "{head}");
+    assert!(!head.contains("ADMIN-TOKEN") && !head.contains("CSRF"), "console cookies leaked: {head}");
+    assert!(head.contains("x-forwarded-for: 127.0.0.1") && head.contains("x-forwarded-proto: http"), "{head}");
+    assert_eq!(seen["body_len"], 3 * 1024 * 1024, "bodies stream past the API's JSON limit");
+
+    // An upgrade (a terminal's WebSocket) is relayed both ways.
+    let mut ws = tokio::net::TcpStream::connect(s.app_addr()).await.unwrap();
+    let hello = format!(
+        "GET /proxy/{name}/terminal/ws HTTP/1.1\r\nHost: sessions.lab.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    ws.write_all(hello.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        assert_eq!(ws.read(&mut b).await.unwrap(), 1, "connection closed during the handshake");
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("upgrade: websocket"), "{head}");
+    for msg in [&b"ls -la\n"[..], &[0x81, 0x02, 0x68, 0x69][..]] {
+        ws.write_all(msg).await.unwrap();
+        let mut back = vec![0u8; msg.len()];
+        ws.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, msg);
+    }
+    drop(ws);
+
+    // The ingress gone: 502 with the target named; an ended session is not relayed.
+    task.abort();
+    let _ = task.await;
+    let e = expect_error(s.get(&format!("/proxy/{name}/lab")).await, 502, "ingress_unreachable").await;
+    assert_eq!(e["error"]["details"]["target"], ingress.to_string());
+    send(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}"), None, 200).await;
+    expect_error(s.get(&format!("/proxy/{name}/lab")).await, 404, "not_found").await;
+    // Clearing the cluster's ingress falls back to the server-wide one (none here).
+    let body: Value = patch(json!("")).await.json().await.unwrap();
+    assert!(body["session_ingress"].is_null() && body["effective_session_ingress"].is_null(), "{body}");
+    s.stop().await;
+}

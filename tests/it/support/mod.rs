@@ -45,6 +45,11 @@ impl TestServer {
         &self.server.as_ref().expect("running").app
     }
 
+    /// The address the server listens on (for raw TCP clients).
+    pub fn app_addr(&self) -> std::net::SocketAddr {
+        self.server.as_ref().expect("running").addr
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }

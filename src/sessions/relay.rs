@@ -1,0 +1,273 @@
+//! The `/proxy/<cr>/…` relay: for installs whose session domain points at this server, requests
+//! for a session's apps are passed to its cluster's ingress (`host:port`), WebSockets included.
+//! The ingress itself authenticates every request against `GET /internal/connect/verify`, so the
+//! relay adds no authentication — but it never passes on the console's own cookies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+
+use super::model::{Phase, SESSIONS, SessionRecord, cr_name};
+use crate::App;
+use crate::auth::login::{CONSOLE_COOKIE, CSRF_COOKIE};
+use crate::clusters::model::CLUSTERS;
+use crate::http::error::ApiError;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time for the ingress to answer with its response head (bodies and WebSockets may last).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded, except what an upgrade needs.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The CR name a `/proxy/<cr>/…` path names.
+fn cr_of(path: &str) -> Option<&str> {
+    path.strip_prefix("/proxy/")?.split('/').next().filter(|s| !s.is_empty())
+}
+
+/// The session a CR name stands for (`ses-01j…` is `ses_01J…`).
+fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<SessionRecord>, crate::store::StoreError> {
+    if let Some(rest) = name.strip_prefix("ses-")
+        && let Some(s) = SESSIONS.get(txn, &format!("ses_{}", rest.to_uppercase()))?
+        && cr_name(&s.id) == name
+    {
+        return Ok(Some(s));
+    }
+    Ok(SESSIONS.list(txn)?.into_iter().map(|(_, s)| s).find(|s| cr_name(&s.id) == name))
+}
+
+/// Drops the console's cookies (an admin's token must never reach a session's app).
+fn without_console_cookies(v: &HeaderValue) -> Option<HeaderValue> {
+    let kept: Vec<&str> = v
+        .to_str()
+        .ok()?
+        .split(';')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .filter(|c| {
+            let name = c.split('=').next().unwrap_or("");
+            name != CONSOLE_COOKIE && name != CSRF_COOKIE
+        })
+        .collect();
+    if kept.is_empty() { None } else { HeaderValue::from_str(&kept.join("; ")).ok() }
+}
+
+fn is_upgrade(h: &HeaderMap) -> bool {
+    h.get(header::CONNECTION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
+        && h.contains_key(header::UPGRADE)
+}
+
+fn forward_headers(from: &HeaderMap, upgrade: bool) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in from {
+        if HOP_BY_HOP.contains(&name.as_str()) {
+            continue;
+        }
+        if name == header::COOKIE {
+            if let Some(v) = without_console_cookies(value) {
+                out.append(header::COOKIE, v);
+            }
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    if upgrade {
+        out.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        if let Some(u) = from.get(header::UPGRADE) {
+            out.insert(header::UPGRADE, u.clone());
+        }
+    }
+    out
+}
+
+fn relay_error(status: StatusCode, code: &'static str, message: String) -> Response {
+    ApiError::new(status, code, message).into_response()
+}
+
+/// `ANY /proxy/{cr}/…`.
+pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    let Some(name) = cr_of(&path).map(str::to_string) else {
+        return relay_error(StatusCode::NOT_FOUND, "not_found", "no session in this path".into());
+    };
+    let looked_up = app
+        .store
+        .read(move |txn| {
+            let Some(s) = find(txn, &name)? else { return Ok(None) };
+            let c = CLUSTERS.get(txn, &s.cluster_id)?;
+            Ok(Some((s, c)))
+        })
+        .await;
+    let (session, cluster) = match looked_up {
+        Ok(Some(found)) => found,
+        Ok(None) => return relay_error(StatusCode::NOT_FOUND, "not_found", "no such session".into()),
+        Err(e) => return ApiError::internal(e).into_response(),
+    };
+    if session.phase.is_final() {
+        return relay_error(StatusCode::NOT_FOUND, "not_found", format!("session {} has ended", session.id));
+    }
+    let target =
+        cluster.as_ref().and_then(|c| c.session_ingress.clone()).or_else(|| app.config.session_ingress.clone());
+    let Some(target) = target else {
+        return relay_error(
+            StatusCode::NOT_FOUND,
+            "no_session_ingress",
+            format!(
+                "this server does not relay /proxy/ for cluster {}: set the cluster's session ingress (host:port of its ingress controller) or point the session domain at the cluster",
+                session.cluster_name
+            ),
+        );
+    };
+    if session.phase != Phase::Running {
+        tracing::debug!(session_id = %session.id, phase = session.phase.as_str(), "relaying to a session that is not running");
+    }
+
+    let upgrade = is_upgrade(req.headers());
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let trust = crate::http::client_addr::ProxyTrust::from_config(&app.config);
+    let client_ip = crate::http::client_addr::resolve(trust, peer, req.headers());
+    let scheme = if app.tls.is_some() { "https" } else { "http" };
+    let (parts, body) = req.into_parts();
+    let mut headers = forward_headers(&parts.headers, upgrade);
+    let xff = match parts.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(prior) if app.config.trusted_proxy_hops > 0 => format!("{prior}, {client_ip}"),
+        _ => client_ip.to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert(HeaderName::from_static("x-forwarded-for"), v);
+    }
+    headers.insert(HeaderName::from_static("x-forwarded-proto"), HeaderValue::from_static(scheme));
+    if let Some(host) = parts.headers.get(header::HOST) {
+        headers.insert(HeaderName::from_static("x-forwarded-host"), host.clone());
+    }
+    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or(path);
+    let Ok(uri) = path_and_query.parse::<Uri>() else {
+        return relay_error(StatusCode::BAD_REQUEST, "bad_request", "unusable request target".into());
+    };
+    let mut out = hyper::Request::new(body);
+    *out.method_mut() = parts.method;
+    *out.uri_mut() = uri;
+    *out.headers_mut() = headers;
+
+    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&target)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return unreachable(&target, &e.to_string()),
+        Err(_) => return unreachable(&target, "no connection within 10 s"),
+    };
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+        Ok(pair) => pair,
+        Err(e) => return unreachable(&target, &e.to_string()),
+    };
+    let conn_task = tokio::spawn(conn.with_upgrades());
+    let mut resp = match tokio::time::timeout(HEAD_TIMEOUT, sender.send_request(out)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            conn_task.abort();
+            return unreachable(&target, &e.to_string());
+        }
+        Err(_) => {
+            conn_task.abort();
+            return unreachable(&target, "no response within 60 s");
+        }
+    };
+
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let Some(client_upgrade) = client_upgrade else {
+            return relay_error(
+                StatusCode::BAD_GATEWAY,
+                "relay_failed",
+                "the ingress switched protocols unasked".into(),
+            );
+        };
+        let upstream_upgrade = hyper::upgrade::on(&mut resp);
+        let sid = session.id.clone();
+        tokio::spawn(async move {
+            match tokio::try_join!(client_upgrade, upstream_upgrade) {
+                Ok((client, upstream)) => {
+                    let (mut a, mut b) = (TokioIo::new(client), TokioIo::new(upstream));
+                    if let Err(e) = tokio::io::copy_bidirectional(&mut a, &mut b).await {
+                        tracing::debug!(session_id = %sid, error = %e, "relayed WebSocket closed");
+                    }
+                }
+                Err(e) => tracing::debug!(session_id = %sid, error = %e, "WebSocket upgrade not completed"),
+            }
+        });
+        let (parts, _) = resp.into_parts();
+        let mut r = Response::from_parts(parts, Body::empty());
+        keep_upgrade_headers(r.headers_mut());
+        return r;
+    }
+
+    let (mut parts, incoming) = resp.into_parts();
+    for h in HOP_BY_HOP {
+        parts.headers.remove(*h);
+    }
+    Response::from_parts(parts, Body::new(incoming))
+}
+
+fn keep_upgrade_headers(h: &mut HeaderMap) {
+    for name in HOP_BY_HOP.iter().filter(|n| !matches!(**n, "connection" | "upgrade")) {
+        h.remove(*name);
+    }
+}
+
+fn unreachable(target: &str, cause: &str) -> Response {
+    tracing::warn!(target, cause, "session relay: the ingress did not answer");
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "ingress_unreachable",
+        format!("the session ingress {target} did not answer"),
+    )
+    .with_details(serde_json::json!({ "target": target, "cause": cause }))
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn console_cookies_never_leave() {
+        let v = HeaderValue::from_static("gshare_console=adm; gshare_session=s; gshare_csrf=c; _xsrf=j");
+        assert_eq!(without_console_cookies(&v).unwrap(), "gshare_session=s; _xsrf=j");
+        assert!(without_console_cookies(&HeaderValue::from_static("gshare_console=adm")).is_none());
+    }
+
+    #[test]
+    fn upgrades_and_paths() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, Upgrade"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        assert!(is_upgrade(&h));
+        let f = forward_headers(&h, true);
+        assert_eq!(f[header::CONNECTION], "upgrade");
+        assert_eq!(f[header::UPGRADE], "websocket");
+        assert!(forward_headers(&h, false).get(header::UPGRADE).is_none());
+        assert_eq!(cr_of("/proxy/ses-1/terminal/ws"), Some("ses-1"));
+        assert_eq!(cr_of("/proxy//x"), None);
+    }
+}
