@@ -31,7 +31,7 @@ pub enum ClusterError {
     Conflict { field: &'static str, value: String, existing: String },
     #[error("no cluster {0}")]
     NotFound(String),
-    #[error("cluster {id} still has {} live sessions and {} open allocations", sessions.len(), allocations.len())]
+    #[error("cluster {id} still has {} and {}", crate::http::error::plural(sessions.len(), "live session", "live sessions"), crate::http::error::plural(allocations.len(), "open allocation", "open allocations"))]
     InUse { id: String, sessions: Vec<String>, allocations: Vec<String> },
     #[error("{0}")]
     OtherCluster(String),

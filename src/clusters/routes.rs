@@ -34,7 +34,11 @@ impl From<ClusterError> for ApiError {
         match e {
             ClusterError::Invalid { field, message, kind } => ApiError::field(&["body", field], message, kind),
             ClusterError::ProbeFailed(outcome) => {
-                let failure = outcome.failure.clone().unwrap_or(ProbeError { stage: "unknown".into(), cause: String::new(), hint: String::new() });
+                let failure = outcome.failure.clone().unwrap_or(ProbeError {
+                    stage: "unknown".into(),
+                    cause: String::new(),
+                    hint: String::new(),
+                });
                 let reason = match failure.stage.as_str() {
                     "kubeconfig" => "kubeconfig_invalid",
                     "connect" | "auth" | "version" => "cluster_unreachable",
@@ -63,9 +67,9 @@ impl From<ClusterError> for ApiError {
                 StatusCode::CONFLICT,
                 "cluster_in_use",
                 format!(
-                    "cluster {id} still has {} live sessions and {} open GPU allocations; end them before unregistering",
-                    sessions.len(),
-                    allocations.len()
+                    "cluster {id} still has {} and {}; end them before unregistering",
+                    crate::http::error::plural(sessions.len(), "live session", "live sessions"),
+                    crate::http::error::plural(allocations.len(), "open GPU allocation", "open GPU allocations"),
                 ),
             )
             .with_details(serde_json::json!({ "sessions": sessions, "allocations": allocations })),

@@ -17,6 +17,11 @@ pub fn current_request_id() -> String {
     REQUEST_ID.try_with(Clone::clone).unwrap_or_default()
 }
 
+/// `1 session`, `2 sessions`: counts in messages people read.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// The JSON body of every error answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {

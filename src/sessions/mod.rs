@@ -219,7 +219,10 @@ impl Sessions {
                 if used > 0 {
                     return Err(conflict(
                         "offering_in_use",
-                        format!("{used} sessions were created from this offering; deactivate it instead"),
+                        format!(
+                            "{} created from this offering (ended ones count: their history names it); deactivate it instead",
+                            crate::http::error::plural(used, "session was", "sessions were")
+                        ),
                         json!({ "sessions": used }),
                     ));
                 }

@@ -25,6 +25,9 @@ export interface Cluster {
   api_server: string;
   session_domain?: string | null;
   effective_session_domain?: string | null;
+  /** host:port of the cluster's ingress controller that /proxy/ is relayed to. */
+  session_ingress?: string | null;
+  effective_session_ingress?: string | null;
   session_domain_effective?: string | null;
   status: ClusterStatus;
   last_error?: ProbeError | null;
@@ -121,7 +124,7 @@ export interface RegisterBody {
 export const registerCluster = (body: RegisterBody, idempotencyKey: string) =>
   request<Cluster>("POST", "/api/v1/clusters", { body, headers: { "Idempotency-Key": idempotencyKey } });
 
-export type ClusterPatch = Partial<Pick<Cluster, "name" | "role" | "api_server" | "session_domain">>;
+export type ClusterPatch = Partial<Pick<Cluster, "name" | "role" | "api_server" | "session_domain" | "session_ingress">>;
 
 export const patchCluster = (id: string, patch: ClusterPatch) =>
   request<Cluster>("PATCH", `/api/v1/clusters/${encodeURIComponent(id)}`, { body: patch });

@@ -1,6 +1,11 @@
 // Small display helpers shared by the pages.
 
 /** "42s", "5m 03s", "3h 12m", "4d 2h"; "—" when unknown. */
+/** "1 session", "2 sessions": `many` defaults to `one` + "s". */
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 export function formatAge(seconds: number | null | undefined): string {
   if (seconds == null || !Number.isFinite(seconds)) return "—";
   const s = Math.max(0, Math.floor(seconds));

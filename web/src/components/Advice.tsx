@@ -2,6 +2,7 @@
 // shown inside the ErrorBox that carries the server's message.
 
 import { ApiError } from "../api";
+import { plural } from "../format";
 
 export function Advice(props: { error: unknown }) {
   const e = props.error;
@@ -57,8 +58,8 @@ export function Advice(props: { error: unknown }) {
     case "offering_in_use":
       return (
         <p class="hint">
-          {str("sessions") ? `${str("sessions")} sessions still use it. ` : ""}Deactivate it instead: its sessions keep it, and no new
-          session can pick it.
+          {str("sessions") ? `${plural(Number(str("sessions")), "session was", "sessions were")} created from it (ended ones count: their history names it). ` : ""}
+          Deactivate it instead: its sessions keep it, and no new session can pick it.
         </p>
       );
     default:

@@ -88,6 +88,22 @@ describe("EditDialog", () => {
     expect(calls[0].body).toEqual({ role: "standby", session_domain: "" });
   });
 
+  it("sets and clears the session ingress", async () => {
+    const calls = stubFetch({ "PATCH /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA": () => ({ body: cluster() }) });
+    const onClose = vi.fn();
+    const { unmount } = render(<EditDialog cluster={cluster() as never} onClose={onClose} onChanged={() => {}} />);
+    fireEvent.input(screen.getByLabelText("Session ingress"), { target: { value: " gpu-node-1:30080 " } });
+    fireEvent.click(screen.getByRole("button", { name: "Save" }));
+    await waitFor(() => expect(onClose).toHaveBeenCalledTimes(1));
+    expect(calls[0].body).toEqual({ session_ingress: "gpu-node-1:30080" });
+    unmount();
+    render(<EditDialog cluster={{ ...cluster(), session_ingress: "gpu-node-1:30080" } as never} onClose={onClose} onChanged={() => {}} />);
+    fireEvent.input(screen.getByLabelText("Session ingress"), { target: { value: "" } });
+    fireEvent.click(screen.getByRole("button", { name: "Save" }));
+    await waitFor(() => expect(onClose).toHaveBeenCalledTimes(2));
+    expect(calls[1].body).toEqual({ session_ingress: "" });
+  });
+
   it("tests the connection", async () => {
     stubFetch({
       "POST /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA/connection-test": () => ({
@@ -116,7 +132,8 @@ describe("EditDialog", () => {
     await screen.findByText("Refused: the cluster is still in use.");
     expect(screen.getByText("ses_2")).toBeTruthy();
     expect(document.body.textContent).toContain("2 live sessions");
-    expect(document.body.textContent).toContain("1 allocations");
+    expect(document.body.textContent).toContain("1 open GPU allocation");
+    expect(document.body.textContent).not.toContain("1 open GPU allocations");
     live = false;
     fireEvent.click(screen.getByRole("button", { name: "Unregister gpu-a" }));
     await waitFor(() => expect(onClose).toHaveBeenCalled());

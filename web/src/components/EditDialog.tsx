@@ -11,19 +11,17 @@ import {
   type ClusterPatch,
   type ConnectionTest,
 } from "../clusters";
-import { formatTime } from "../format";
+import { formatTime, plural } from "../format";
 import { Dialog } from "./Dialog";
 import { Checks, ErrorBox } from "./Errors";
 
 function Blockers(props: { details: Record<string, unknown> }) {
-  const show = (label: string, v: unknown) => {
+  const show = (one: string, many: string, v: unknown) => {
     if (v == null) return null;
     if (Array.isArray(v))
       return (
         <div>
-          <strong>
-            {v.length} {label}
-          </strong>
+          <strong>{plural(v.length, one, many)}</strong>
           <ul>
             {v.map((x, i) => (
               <li key={i}>
@@ -35,16 +33,14 @@ function Blockers(props: { details: Record<string, unknown> }) {
       );
     return (
       <div>
-        <strong>
-          {String(v)} {label}
-        </strong>
+        <strong>{typeof v === "number" ? plural(v, one, many) : `${String(v)} ${many}`}</strong>
       </div>
     );
   };
   return (
     <div class="blockers">
-      {show("live sessions", props.details.sessions)}
-      {show("allocations", props.details.allocations)}
+      {show("live session", "live sessions", props.details.sessions)}
+      {show("open GPU allocation", "open GPU allocations", props.details.allocations)}
     </div>
   );
 }
@@ -55,6 +51,7 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   const [role, setRole] = useState(c.role);
   const [apiServer, setApiServer] = useState(c.api_server);
   const [domain, setDomain] = useState(c.session_domain ?? "");
+  const [ingress, setIngress] = useState(c.session_ingress ?? "");
   const [busy, setBusy] = useState<"" | "save" | "test" | "delete">("");
   const [error, setError] = useState<unknown>(null);
   const [saved, setSaved] = useState(false);
@@ -68,6 +65,7 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   if (role !== c.role) patch.role = role;
   if (apiServer.trim() !== c.api_server) patch.api_server = apiServer.trim();
   if (domain.trim() !== (c.session_domain ?? "")) patch.session_domain = domain.trim();
+  if (ingress.trim() !== (c.session_ingress ?? "")) patch.session_ingress = ingress.trim();
   const dirty = Object.keys(patch).length > 0;
 
   const save = async (e: Event) => {
@@ -153,6 +151,20 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
             Existing sessions keep their ingress host; only new sessions use the new domain.
           </p>
         )}
+        <label>
+          Session ingress
+          <input
+            name="session_ingress"
+            placeholder={c.effective_session_ingress && !c.session_ingress ? `empty: the server's ${c.effective_session_ingress}` : "host:port, e.g. gpu-node-1:30080"}
+            value={ingress}
+            onInput={(e) => setIngress((e.target as HTMLInputElement).value)}
+            aria-describedby="ingress-help"
+          />
+        </label>
+        <p id="ingress-help" class="muted small">
+          Where this server relays <code>/proxy/</code> requests for the cluster's sessions (its ingress controller's
+          address), for when the session domain points here. Empty: not relayed.
+        </p>
         <ErrorBox error={error} />
         {saved && <p class="ok">Saved.</p>}
         <footer class="dialog-foot">
