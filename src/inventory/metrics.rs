@@ -112,5 +112,35 @@ pub async fn render(app: &App) -> String {
     for (status, n) in by_status {
         let _ = writeln!(out, "gshare_clusters{{status=\"{status}\"}} {n}");
     }
+
+    use crate::sessions::model::{ALLOCATIONS, Phase, SESSIONS};
+    let live = [Phase::Pending, Phase::Preparing, Phase::Running, Phase::Paused, Phase::Terminating];
+    let mut by_phase: BTreeMap<&'static str, u64> = live.iter().map(|p| (p.as_str(), 0)).collect();
+    let mut open_allocations = 0u64;
+    let counted = app
+        .store
+        .read(|txn| {
+            let sessions: Vec<Phase> = SESSIONS.list(txn)?.into_iter().map(|(_, s)| s.phase).collect();
+            let open = ALLOCATIONS.list(txn)?.iter().filter(|(_, a)| a.is_open()).count() as u64;
+            Ok((sessions, open))
+        })
+        .await;
+    match counted {
+        Ok((phases, open)) => {
+            for p in phases.into_iter().filter(|p| !p.is_final()) {
+                *by_phase.entry(p.as_str()).or_default() += 1;
+            }
+            open_allocations = open;
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics: cannot read sessions"),
+    }
+    let _ = writeln!(out, "# HELP gshare_sessions Live sessions by phase.");
+    let _ = writeln!(out, "# TYPE gshare_sessions gauge");
+    for (phase, n) in by_phase {
+        let _ = writeln!(out, "gshare_sessions{{phase=\"{phase}\"}} {n}");
+    }
+    let _ = writeln!(out, "# HELP gshare_gpu_allocations_open GPU allocations held by sessions.");
+    let _ = writeln!(out, "# TYPE gshare_gpu_allocations_open gauge");
+    let _ = writeln!(out, "gshare_gpu_allocations_open {open_allocations}");
     out
 }

@@ -190,6 +190,10 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     assert_eq!(v["actions"], json!(["pause", "connect", "delete"]));
     assert_eq!(open_allocations(&s, &sid).await, 1);
     assert_eq!(running_sessions(&s, &cid).await, 1);
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    assert!(metrics.contains("gshare_sessions{phase=\"running\"} 1\n"), "{metrics}");
+    assert!(metrics.contains("gshare_sessions{phase=\"pending\"} 0\n"), "{metrics}");
+    assert!(metrics.contains("gshare_gpu_allocations_open 1\n"), "{metrics}");
 
     // The cluster cannot be unregistered under it.
     let body = expect_error(

@@ -9,7 +9,7 @@ import { EditDialog } from "../components/EditDialog";
 import { NodesPanel } from "../components/NodesPanel";
 import { RegisterDialog } from "../components/RegisterDialog";
 import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
-import { formatAge } from "../format";
+import { formatAge, plural } from "../format";
 import { usePoll } from "../hooks";
 import { useTick } from "../tick";
 
@@ -166,7 +166,8 @@ export function ClustersPage() {
         <h1 id="clusters-title">Clusters</h1>
         {polled.data && (
           <span class="muted summary">
-            {clusters.length} clusters · {totals.nodes} nodes · {totals.gpus} GPUs · {totals.sessions} running sessions
+            {plural(clusters.length, "cluster")} · {plural(totals.nodes, "node")} · {plural(totals.gpus, "GPU")} ·{" "}
+            {plural(totals.sessions, "running session")}
           </span>
         )}
         <span class="grow" />

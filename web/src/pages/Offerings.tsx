@@ -1,6 +1,7 @@
 // Offerings: what sessions can be started as. List, create, edit (incl. activate / deactivate) and
 // delete; an offering that sessions still use cannot be deleted, only deactivated.
 
+import { plural } from "../format";
 import { useState } from "preact/hooks";
 import { ApiError, isMissingRoute } from "../api";
 import { Advice } from "../components/Advice";
@@ -84,7 +85,7 @@ export function OfferingsPage() {
         <h1 id="offerings-title">Offerings</h1>
         {polled.data && (
           <span class="muted summary">
-            {offerings.length} offerings · {active} active
+            {plural(offerings.length, "offering")} · {active} active
           </span>
         )}
         <span class="grow" />

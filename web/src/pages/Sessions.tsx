@@ -11,7 +11,7 @@ import { ErrorBox } from "../components/Errors";
 import { NewSessionDialog } from "../components/NewSessionDialog";
 import { NotYet } from "../components/NotYet";
 import { listClusters } from "../clusters";
-import { formatAge, formatMib, formatTime, secondsSince } from "../format";
+import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
 import { usePoll } from "../hooks";
 import {
   CONNECT_KINDS,
@@ -322,7 +322,7 @@ export function SessionsPage() {
         <h1 id="sessions-title">Sessions</h1>
         {p && (
           <span class="muted summary">
-            {p.total} {liveOnly ? "live " : ""}sessions
+            {liveOnly ? plural(p.total, "live session", "live sessions") : plural(p.total, "session")}
           </span>
         )}
         <span class="grow" />
