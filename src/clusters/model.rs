@@ -225,7 +225,24 @@ pub struct GpuView {
     pub model: String,
     pub mode: String,
     pub memory_mb: u64,
+    /// Booked by running sessions' allocations (the control plane's count).
+    pub used_mem_mb: u64,
+    pub used_cores: u64,
     pub status: String,
+}
+
+impl From<GpuRecord> for GpuView {
+    fn from(g: GpuRecord) -> Self {
+        Self {
+            uuid: g.uuid,
+            model: g.model,
+            mode: g.mode,
+            memory_mb: g.total_mem_mb,
+            used_mem_mb: g.used_mem_mb,
+            used_cores: g.used_cores,
+            status: g.status,
+        }
+    }
 }
 
 /// A row of `GET /api/v1/clusters/{id}/nodes`.

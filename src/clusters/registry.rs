@@ -442,13 +442,7 @@ impl Clusters {
             self.store.read(move |txn| Ok((NODES.list_prefix(txn, &prefix)?, GPUS.list_prefix(txn, &prefix)?))).await?;
         let mut by_node: HashMap<String, Vec<GpuView>> = HashMap::new();
         for (_, g) in gpus {
-            by_node.entry(g.node.clone()).or_default().push(GpuView {
-                uuid: g.uuid,
-                model: g.model,
-                mode: g.mode,
-                memory_mb: g.total_mem_mb,
-                status: g.status,
-            });
+            by_node.entry(g.node.clone()).or_default().push(GpuView::from(g));
         }
         Ok(nodes
             .into_iter()

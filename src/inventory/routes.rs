@@ -294,17 +294,7 @@ async fn node_view(app: &App, r: NodeRecord) -> Result<NodeView, ApiError> {
     let prefix = format!("{}/", r.cluster_id);
     let gpus = app.store.read(move |txn| GPUS.list_prefix(txn, &prefix)).await?;
     Ok(NodeView {
-        gpus: gpus
-            .into_iter()
-            .filter(|(_, g)| g.node == r.name)
-            .map(|(_, g)| GpuView {
-                uuid: g.uuid,
-                model: g.model,
-                mode: g.mode,
-                memory_mb: g.total_mem_mb,
-                status: g.status,
-            })
-            .collect(),
+        gpus: gpus.into_iter().filter(|(_, g)| g.node == r.name).map(|(_, g)| GpuView::from(g)).collect(),
         name: r.name,
         ready: r.ready,
         schedulable: r.schedulable,

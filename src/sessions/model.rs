@@ -372,6 +372,11 @@ pub struct AllocationRecord {
     pub gpu_uuid: Option<String>,
     pub created_at: i64,
     pub released_at: Option<i64>,
+    /// What this allocation added to the card's `used_*` (given back on release).
+    #[serde(default)]
+    pub gpu_mem_mb: u64,
+    #[serde(default)]
+    pub gpu_cores: u64,
 }
 
 impl AllocationRecord {

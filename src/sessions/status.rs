@@ -5,7 +5,8 @@
 
 use redb::WriteTransaction;
 
-use super::model::{ALLOCATIONS, AllocationRecord, Phase, SessionRecord};
+use super::model::{ALLOCATIONS, AllocationRecord, GpuMode, Phase, SessionRecord};
+use crate::clusters::model::GPUS;
 use crate::inventory::model::{StatusReport, parse_ts};
 use crate::store::StoreError;
 
@@ -175,30 +176,54 @@ fn end(txn: &WriteTransaction, s: &mut SessionRecord, phase: Phase, now: i64) ->
     Ok(())
 }
 
-/// Opens the session's GPU allocation unless one is open.
+/// Opens the session's GPU allocation unless one is open, and books its slice on the card: the
+/// control plane owns the cards' `used_*` fields (the operator always reports 0).
 fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> Result<(), StoreError> {
     let open = ALLOCATIONS.list_in_write(txn)?.into_iter().any(|(_, a)| a.session_id == s.id && a.is_open());
-    if !open {
-        let id = format!("alc_{}", ulid::Ulid::new());
-        let a = AllocationRecord {
-            id: id.clone(),
-            cluster_id: s.cluster_id.clone(),
-            session_id: s.id.clone(),
-            gpu_uuid: s.bound_gpu_uuid.clone(),
-            created_at: now,
-            released_at: None,
-        };
-        ALLOCATIONS.put(txn, &id, &a)?;
+    if open {
+        return Ok(());
     }
-    Ok(())
+    let (mut mem, mut cores) = (0, 0);
+    if let Some(uuid) = &s.bound_gpu_uuid {
+        let key = format!("{}/{uuid}", s.cluster_id);
+        if let Some(mut g) = GPUS.get_in_write(txn, &key)? {
+            (mem, cores) = match s.shape.mode {
+                Some(GpuMode::Exclusive) => (g.total_mem_mb, g.total_cores),
+                _ => (s.shape.gpu_mem_mb.unwrap_or(0).max(0) as u64, s.shape.gpu_cores.unwrap_or(0).max(0) as u64),
+            };
+            g.used_mem_mb = g.used_mem_mb.saturating_add(mem);
+            g.used_cores = g.used_cores.saturating_add(cores);
+            GPUS.put(txn, &key, &g)?;
+        }
+    }
+    let id = format!("alc_{}", ulid::Ulid::new());
+    let a = AllocationRecord {
+        id: id.clone(),
+        cluster_id: s.cluster_id.clone(),
+        session_id: s.id.clone(),
+        gpu_uuid: s.bound_gpu_uuid.clone(),
+        created_at: now,
+        released_at: None,
+        gpu_mem_mb: mem,
+        gpu_cores: cores,
+    };
+    ALLOCATIONS.put(txn, &id, &a)
 }
 
-/// Releases the session's open allocations.
+/// Releases the session's open allocations and gives their slices back to the cards.
 pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(), StoreError> {
     for (id, mut a) in ALLOCATIONS.list_in_write(txn)? {
         if a.session_id == session_id && a.is_open() {
             a.released_at = Some(now);
             ALLOCATIONS.put(txn, &id, &a)?;
+            if let Some(uuid) = &a.gpu_uuid {
+                let key = format!("{}/{uuid}", a.cluster_id);
+                if let Some(mut g) = GPUS.get_in_write(txn, &key)? {
+                    g.used_mem_mb = g.used_mem_mb.saturating_sub(a.gpu_mem_mb);
+                    g.used_cores = g.used_cores.saturating_sub(a.gpu_cores);
+                    GPUS.put(txn, &key, &g)?;
+                }
+            }
         }
     }
     Ok(())

@@ -109,6 +109,11 @@ async fn open_allocations(s: &TestServer, sid: &str) -> usize {
         .unwrap()
 }
 
+async fn card_record(s: &TestServer, key: &str) -> gshare::clusters::model::GpuRecord {
+    let key = key.to_string();
+    s.app().store.read(move |txn| gshare::clusters::model::GPUS.get(txn, &key)).await.unwrap().unwrap()
+}
+
 async fn running_sessions(s: &TestServer, cluster: &str) -> u64 {
     send(s, reqwest::Method::GET, &format!("/api/v1/clusters/{cluster}"), None, 200).await["running_sessions"]
         .as_u64()
@@ -178,7 +183,8 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     // The operator starts it: Preparing, then Running with a card.
     report(&s, &op, &name, json!({"phase": "Preparing", "ts": ts(&s), "cluster_id": cid})).await;
     assert_eq!(session(&s, &sid).await["phase"], "preparing");
-    let gpu = "GPU-8f000000-0000-0000-0000-000000000001";
+    // A card the registration seeded from the cluster's HAMi annotations.
+    let gpu = &gshare_fake_kube::gpu_uuid(&c.kube_system_uid(), "gpu-node-0", 1);
     report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": gpu, "node_name": "gpu-node-0",
                                    "pod_ref": format!("{NS}/ses-{name}"), "restart_count": 0, "container_state": "Running", "generation": 1})).await;
     let v = session(&s, &sid).await;
@@ -190,6 +196,19 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     assert_eq!(v["actions"], json!(["pause", "connect", "delete"]));
     assert_eq!(open_allocations(&s, &sid).await, 1);
     assert_eq!(running_sessions(&s, &cid).await, 1);
+    // The slice is booked on the card (the control plane owns the used_* counts).
+    let card = |nodes: Value| {
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|n| n["gpus"].as_array().unwrap().clone())
+            .find(|g| g["uuid"] == gpu.as_str())
+            .unwrap()
+    };
+    let nodes_path = format!("/api/v1/clusters/{cid}/nodes");
+    let g = card(send(&s, reqwest::Method::GET, &nodes_path, None, 200).await);
+    assert_eq!((g["used_mem_mb"].as_u64(), g["used_cores"].as_u64()), (Some(20480), Some(30)), "{g}");
     let metrics = s.get("/metrics").await.text().await.unwrap();
     assert!(metrics.contains("gshare_sessions{phase=\"running\"} 1\n"), "{metrics}");
     assert!(metrics.contains("gshare_sessions{phase=\"pending\"} 0\n"), "{metrics}");
@@ -259,6 +278,8 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     assert!(paused_generation >= 2);
     assert_eq!(open_allocations(&s, &sid).await, 0);
     assert_eq!(running_sessions(&s, &cid).await, 0);
+    let g = card(send(&s, reqwest::Method::GET, &nodes_path, None, 200).await);
+    assert_eq!((g["used_mem_mb"].as_u64(), g["used_cores"].as_u64()), (Some(0), Some(0)), "given back on pause: {g}");
     // A paused session's cookie no longer opens it.
     assert_eq!(verify(&s, &[("Cookie", &cookie)]).await.status(), 401);
     expect_error(
@@ -417,6 +438,22 @@ async fn the_operators_reports_drive_the_state_machine() {
     assert!(cr(&c, &name).unwrap()["metadata"]["deletionTimestamp"].is_string());
     report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s)})).await;
     assert_eq!(session(&s, &sid).await["phase"], "terminated");
+
+    // An exclusive session books the whole card; its end gives it back.
+    let body = json!({"name": "whole card", "resource_class": "gpu", "mode": "exclusive", "image": "ghcr.io/lab/x:1", "gpu_mem_mb": 1});
+    let excl = send(&s, reqwest::Method::POST, "/api/v1/offerings", Some(body), 201).await;
+    assert_eq!(excl["gpu_cores"], 100, "exclusive defaults to all cores");
+    let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": excl["id"]})), 201).await;
+    let (sid, name) = (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string());
+    let uuid = gshare_fake_kube::gpu_uuid(&c.kube_system_uid(), "gpu-node-1", 0);
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": uuid})).await;
+    let key = format!("{cid}/{uuid}");
+    let g = card_record(&s, &key).await;
+    assert_eq!((g.used_mem_mb, g.used_cores), (g.total_mem_mb, 100));
+    report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, &sid).await["phase"], "terminated");
+    let g = card_record(&s, &key).await;
+    assert_eq!((g.used_mem_mb, g.used_cores), (0, 0));
 
     // Unknown sessions and phases are accepted no-ops; the counters stay exact throughout.
     report(&s, &op, "ses-01jzzzzzzzzzzzzzzzzzzzzzzz", json!({"phase": "Running", "ts": ts(&s)})).await;

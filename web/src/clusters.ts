@@ -53,6 +53,9 @@ export interface Gpu {
   memory_mb?: number;
   total_mem_mb?: number;
   vram_mb?: number;
+  /** Booked by running sessions. */
+  used_mem_mb?: number;
+  used_cores?: number;
 }
 
 export interface ClusterNode {

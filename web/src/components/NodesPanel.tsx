@@ -13,7 +13,10 @@ function gpuSummary(gpus: Gpu[]): string {
     const key = `${g.model ?? "GPU"} · ${formatMib(gpuMemMb(g))}`;
     groups.set(key, (groups.get(key) ?? 0) + 1);
   }
-  return Array.from(groups, ([k, n]) => `${n} × ${k}`).join(", ");
+  const used = gpus.reduce((sum, g) => sum + (g.used_mem_mb ?? 0), 0);
+  const busy = gpus.filter((g) => (g.used_mem_mb ?? 0) > 0 || (g.used_cores ?? 0) > 0).length;
+  const summary = Array.from(groups, ([k, n]) => `${n} × ${k}`).join(", ");
+  return busy ? `${summary} · ${formatMib(used)} booked on ${busy} of ${gpus.length}` : summary;
 }
 
 function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () => void }) {

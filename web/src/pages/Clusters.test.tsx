@@ -68,7 +68,7 @@ describe("ClustersPage", () => {
             cordoned,
             gpus: [
               { uuid: "GPU-1", model: "NVIDIA A100", memory_mb: 81920 },
-              { uuid: "GPU-2", model: "NVIDIA A100", memory_mb: 81920 },
+              { uuid: "GPU-2", model: "NVIDIA A100", memory_mb: 81920, used_mem_mb: 20480, used_cores: 30 },
             ],
             last_seen: new Date().toISOString(),
           },
@@ -83,7 +83,7 @@ describe("ClustersPage", () => {
     const toggle = await screen.findByRole("button", { name: "Show nodes of gpu-a" });
     fireEvent.click(toggle);
     await screen.findByText("gpu-node-0");
-    expect(screen.getByText("2 × NVIDIA A100 · 80 GiB")).toBeTruthy();
+    expect(screen.getByText("2 × NVIDIA A100 · 80 GiB · 20 GiB booked on 1 of 2")).toBeTruthy();
     expect(screen.getByRole("button", { name: "Hide nodes of gpu-a" }).getAttribute("aria-expanded")).toBe("true");
     fireEvent.click(screen.getByRole("button", { name: "Cordon gpu-node-0" }));
     await screen.findByRole("button", { name: "Uncordon gpu-node-0" });
