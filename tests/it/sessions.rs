@@ -904,3 +904,36 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     assert!(body["session_ingress"].is_null() && body["effective_session_ingress"].is_null(), "{body}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_openapi_document_covers_offerings_sessions_and_verify() {
+    let s = TestServer::start().await;
+    let doc: Value = s.get("/api/openapi.json").await.json().await.unwrap();
+    for (path, method, codes) in [
+        ("/api/v1/offerings", "get", &["200", "401", "422"][..]),
+        ("/api/v1/offerings", "post", &["201", "409", "422"]),
+        ("/api/v1/offerings/{id}", "patch", &["200", "404", "422"]),
+        ("/api/v1/offerings/{id}", "delete", &["204", "409"]),
+        ("/api/v1/sessions", "get", &["200", "422"]),
+        ("/api/v1/sessions", "post", &["201", "404", "409", "422", "502"]),
+        ("/api/v1/sessions/{id}", "get", &["200", "404"]),
+        ("/api/v1/sessions/{id}", "delete", &["200", "409", "502"]),
+        ("/api/v1/sessions/{id}/pause", "post", &["200", "409", "502"]),
+        ("/api/v1/sessions/{id}/resume", "post", &["200", "409", "502"]),
+        ("/api/v1/sessions/{id}/connect", "post", &["200", "409"]),
+        ("/internal/connect/verify", "get", &["200", "401"]),
+    ] {
+        let op = &doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} not documented");
+        for code in codes {
+            assert!(op["responses"][code].is_object(), "{method} {path} does not document {code}");
+        }
+    }
+    for schema in ["SessionView", "OfferingView", "Connection", "CreateSession", "OfferingCreate"] {
+        assert!(doc["components"]["schemas"][schema].is_object(), "{schema} missing");
+    }
+    // The session view documents its phase values.
+    let phase = doc["components"]["schemas"]["Phase"]["enum"].as_array().expect("Phase enum");
+    assert_eq!(phase.len(), 7);
+    s.stop().await;
+}
