@@ -7,6 +7,7 @@ mod clusters;
 mod fake_kube;
 mod foundation;
 mod inventory;
+mod packaging;
 mod sessions;
 mod signin;
 mod support;

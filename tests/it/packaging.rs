@@ -1,0 +1,133 @@
+//! The packaging files agree with the binary and with each other: the systemd unit is hardened,
+//! verifies with `systemd-analyze`, starts the binary the way the binary accepts, and runs it as
+//! the account and in the directories the package creates; the packaged config is the documented
+//! example with only `data_dir` changed, and it loads.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{gshare, stderr, stdout};
+
+const UNIT: &str = include_str!("../../packaging/systemd/gshare.service");
+const SYSUSERS: &str = include_str!("../../packaging/sysusers.d/gshare.conf");
+const PACKAGED_CONFIG: &str = include_str!("../../packaging/config.toml");
+const EXAMPLE_CONFIG: &str = include_str!("../../config.example.toml");
+const CARGO_TOML: &str = include_str!("../../Cargo.toml");
+
+/// `Key=value` lines of the unit (repeated keys kept in order).
+fn unit_values(key: &str) -> Vec<&'static str> {
+    UNIT.lines().filter_map(|l| l.strip_prefix(key)?.strip_prefix('=')).collect()
+}
+
+#[test]
+fn the_unit_is_hardened_as_the_style_guide_asks() {
+    for (key, want) in [
+        ("Type", "notify"),
+        ("User", "gshare"),
+        ("StateDirectory", "gshare"),
+        ("StateDirectoryMode", "0700"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("NoNewPrivileges", "yes"),
+        ("RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
+        ("UMask", "0077"),
+        ("CapabilityBoundingSet", ""),
+        ("MemoryDenyWriteExecute", "yes"),
+    ] {
+        assert_eq!(unit_values(key), [want], "{key}");
+    }
+    assert_eq!(unit_values("SystemCallFilter"), ["@system-service", "~@privileged @resources"]);
+    // The account the unit runs as is the one the package creates.
+    let user = SYSUSERS.lines().find(|l| l.starts_with("u ")).expect("a u line");
+    let fields: Vec<&str> = user.split_whitespace().collect();
+    assert_eq!((fields[1], fields.last().copied()), ("gshare", Some("/usr/sbin/nologin")));
+    assert!(user.contains("/var/lib/gshare"));
+}
+
+#[test]
+fn the_packaged_config_is_the_example_with_the_state_directory_set() {
+    let body: String = PACKAGED_CONFIG
+        .lines()
+        .skip_while(|l| !l.starts_with("# gShare Edge configuration."))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let expected = EXAMPLE_CONFIG.replace("# data_dir = \"gshare-data\"\n", "data_dir = \"/var/lib/gshare\"\n");
+    assert_ne!(expected, EXAMPLE_CONFIG, "the example names data_dir");
+    assert_eq!(body, expected, "packaging/config.toml drifted from config.example.toml");
+    // The state directory the unit creates is the config's data_dir.
+    assert_eq!(unit_values("StateDirectory"), ["gshare"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, PACKAGED_CONFIG).unwrap();
+    // As the service runs it: no GSHARE_* variables, the file alone.
+    let out = Command::new(env!("CARGO_BIN_EXE_gshare"))
+        .args(["--config", config.to_str().unwrap(), "config", "check"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("data_dir = \"/var/lib/gshare\""), "{}", stdout(&out));
+}
+
+#[test]
+fn the_unit_starts_the_binary_the_way_it_accepts() {
+    let exec = unit_values("ExecStart");
+    assert_eq!(exec.len(), 1);
+    let args: Vec<&str> = exec[0].split_whitespace().collect();
+    assert_eq!(args[0], "/usr/bin/gshare");
+    assert_eq!(&args[1..], ["serve", "--config", "/etc/gshare/config.toml"]);
+    // `serve --config FILE` parses (checked with --help, which stops after parsing).
+    let dir = tempfile::tempdir().unwrap();
+    let out = gshare(dir.path(), &["serve", "--config", "/etc/gshare/config.toml", "--help"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Every file the package metadata names exists.
+    for source in [
+        "packaging/config.toml",
+        "packaging/systemd/",
+        "packaging/sysusers.d/gshare.conf",
+        "packaging/crds/gshare.io_gsharesessions.yaml",
+        "packaging/deb/",
+        "packaging/rpm/pre-install.sh",
+        "packaging/rpm/post-install.sh",
+        "packaging/rpm/pre-uninstall.sh",
+        "packaging/rpm/post-uninstall.sh",
+    ] {
+        assert!(CARGO_TOML.contains(&format!("\"{source}\"")), "{source} is not in the package metadata");
+        assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join(source).exists(), "{source} missing");
+    }
+    for script in ["packaging/deb/postinst", "packaging/deb/postrm"] {
+        let out =
+            Command::new("sh").arg("-n").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script)).output().unwrap();
+        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+#[test]
+fn systemd_analyze_verifies_the_unit() {
+    // The unit names /usr/bin/gshare; verify a copy pointing at the binary under test.
+    let dir = tempfile::tempdir().unwrap();
+    let unit = dir.path().join("gshare.service");
+    std::fs::write(&unit, UNIT.replace("/usr/bin/gshare", env!("CARGO_BIN_EXE_gshare"))).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze (apt-get install systemd)");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && !text.contains("gshare.service:"), "systemd-analyze verify: {text}");
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--threshold=20"])
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let score: f64 = text
+        .lines()
+        .find_map(|l| l.split("Overall exposure level for gshare.service: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in: {text}"));
+    assert!(score <= 2.0, "exposure {score} (systemd-analyze security): {text}");
+}
