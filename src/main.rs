@@ -131,7 +131,9 @@ fn init_logging(config: &Config) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| config.log_level.clone());
     let filter =
         tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a person at a terminal; journald and log files get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match config.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.init(),

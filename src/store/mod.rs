@@ -155,6 +155,12 @@ impl Store {
             redb::DatabaseError::Storage(s) => StoreError::Corrupt { path: path.to_path_buf(), message: s.to_string() },
             other => err_open(other.to_string()),
         })?;
+        // Password hashes and session state live here: owner-only, whatever the umask was.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| err_open(format!("cannot make it owner-only (0600): {e}")))?;
+        }
         let store = Self {
             db: Arc::new(db),
             path: Arc::new(path.to_path_buf()),
@@ -476,6 +482,20 @@ mod tests {
         let e = Store::open(&path).unwrap_err();
         assert!(matches!(e, StoreError::AlreadyOpen { .. }), "{e}");
         assert!(e.to_string().contains("gshare.redb"));
+    }
+
+    #[test]
+    fn the_state_file_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gshare.redb");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        drop(Store::open(&path).unwrap());
+        assert_eq!(mode(&path), 0o600);
+        // A file left world-readable (an old copy, a restore by hand) is tightened on open.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(Store::open(&path).unwrap());
+        assert_eq!(mode(&path), 0o600);
     }
 
     #[test]

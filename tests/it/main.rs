@@ -4,6 +4,7 @@
 
 mod audit;
 mod clusters;
+mod crash;
 mod fake_kube;
 mod foundation;
 mod inventory;

@@ -38,7 +38,7 @@ async fn kube_client(c: &FakeCluster) -> kube::Client {
 }
 
 /// A fake cluster with the product's CRD and the sessions namespace, as an attached cluster has.
-async fn cluster(name: &str) -> FakeCluster {
+pub(crate) async fn cluster(name: &str) -> FakeCluster {
     let c = FakeCluster::start(ClusterSpec { name: name.into(), ..ClusterSpec::default() }).await.unwrap();
     let client = kube_client(&c).await;
     let crd: CustomResourceDefinition = serde_yaml::from_str(CRD).unwrap();

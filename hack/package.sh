@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the deb and rpm packages of gshare from a release build:
+#   ./hack/package.sh            -> $CARGO_TARGET_DIR/packages/gshare_<v>_<arch>.deb and gshare-<v>.<arch>.rpm
+# Installs cargo-deb and cargo-generate-rpm (crates.io) when missing. The release build (fat LTO)
+# takes several minutes on a small machine. Then lists what each package installs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
+out="$CARGO_TARGET_DIR/packages"
+mkdir -p "$out"
+
+command -v cargo-deb >/dev/null || cargo install --locked cargo-deb
+command -v cargo-generate-rpm >/dev/null || cargo install --locked cargo-generate-rpm
+
+cargo build --release --locked -p gshare --bin gshare
+# Both tools read target/release/gshare from $CARGO_TARGET_DIR.
+
+cargo deb --no-build --locked -p gshare -o "$out"
+cargo generate-rpm -p . -o "$out"
+
+for deb in "$out"/*.deb; do
+    echo "== $deb"
+    dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
+    dpkg-deb --contents "$deb"
+done
+ls -l "$out"
