@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::clusters::model::{
     CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS, ProbeError,
 };
-use crate::sessions::model::Phase;
+use crate::sessions::model::{LIVE_SESSIONS, Phase};
 use crate::sessions::{ALLOCATIONS, SESSIONS, SessionRecord};
 use crate::store::{Outcome, StoreError};
 
@@ -714,6 +714,11 @@ pub fn put_session(txn: &WriteTransaction, session: &SessionRecord) -> Result<()
     {
         c.running_sessions = if is_running { c.running_sessions + 1 } else { c.running_sessions.saturating_sub(1) };
         CLUSTERS.put(txn, &session.cluster_id, &c)?;
+    }
+    if session.is_live() {
+        LIVE_SESSIONS.put(txn, &session.id, &session.cluster_id)?;
+    } else {
+        LIVE_SESSIONS.delete(txn, &session.id)?;
     }
     SESSIONS.put(txn, &session.id, session)
 }

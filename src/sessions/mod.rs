@@ -137,13 +137,13 @@ impl Sessions {
         Ok(self
             .store
             .read(move |txn| {
-                let sessions = SESSIONS.list(txn)?;
+                let live_sessions = live_sessions(txn)?;
                 let mut out: Vec<OfferingView> = OFFERINGS
                     .list(txn)?
                     .into_iter()
                     .filter(|(_, o)| status.is_none_or(|s| o.status == s))
                     .map(|(_, o)| {
-                        let live = sessions.iter().filter(|(_, s)| s.offering_id == o.id && s.is_live()).count();
+                        let live = live_sessions.iter().filter(|s| s.offering_id == o.id).count();
                         OfferingView::new(&o, live as u64)
                     })
                     .collect();
@@ -158,7 +158,7 @@ impl Sessions {
         self.store
             .read(move |txn| {
                 let Some(o) = OFFERINGS.get(txn, &id)? else { return Ok(None) };
-                let live = SESSIONS.list(txn)?.iter().filter(|(_, s)| s.offering_id == o.id && s.is_live()).count();
+                let live = live_sessions(txn)?.iter().filter(|s| s.offering_id == o.id).count();
                 Ok(Some(OfferingView::new(&o, live as u64)))
             })
             .await?
@@ -238,20 +238,32 @@ impl Sessions {
         Ok(self
             .store
             .read(move |txn| {
-                let mut rows: Vec<SessionRecord> = SESSIONS
-                    .list(txn)?
-                    .into_iter()
-                    .map(|(_, s)| s)
-                    .filter(|s| q.cluster_id.as_ref().is_none_or(|c| &s.cluster_id == c))
-                    .filter(|s| q.phase.is_none_or(|p| s.phase == p))
-                    .filter(|s| q.owner.as_ref().is_none_or(|o| &s.owner == o))
-                    .filter(|s| q.live.is_none_or(|l| s.is_live() == l))
-                    .collect();
-                // Newest first; ids are ULIDs, so equal times keep creation order.
-                rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
-                let total = rows.len() as u64;
-                let start = ((q.page - 1).saturating_mul(q.size)).min(total) as usize;
-                let data = rows.iter().skip(start).take(q.size as usize).map(SessionView::from).collect();
+                let start = (q.page - 1).saturating_mul(q.size);
+                let unfiltered = q.cluster_id.is_none() && q.phase.is_none() && q.owner.is_none() && q.live.is_none();
+                // Newest first: ids are `ses_<ULID>`, and ULIDs sort by creation time.
+                let (total, data) = if unfiltered {
+                    // The whole history, one page decoded.
+                    let skip = usize::try_from(start).unwrap_or(usize::MAX);
+                    let page = SESSIONS.page_rev(txn, skip, q.size as usize)?;
+                    (SESSIONS.len(txn)?, page.iter().map(|(_, s)| SessionView::from(s)).collect())
+                } else {
+                    let candidates = if q.live == Some(true) {
+                        live_sessions(txn)?
+                    } else {
+                        SESSIONS.list(txn)?.into_iter().map(|(_, s)| s).collect()
+                    };
+                    let mut rows: Vec<SessionRecord> = candidates
+                        .into_iter()
+                        .filter(|s| q.cluster_id.as_ref().is_none_or(|c| &s.cluster_id == c))
+                        .filter(|s| q.phase.is_none_or(|p| s.phase == p))
+                        .filter(|s| q.owner.as_ref().is_none_or(|o| &s.owner == o))
+                        .filter(|s| q.live.is_none_or(|l| s.is_live() == l))
+                        .collect();
+                    rows.sort_by(|a, b| b.id.cmp(&a.id));
+                    let total = rows.len() as u64;
+                    let skip = usize::try_from(start.min(total)).unwrap_or(usize::MAX);
+                    (total, rows.iter().skip(skip).take(q.size as usize).map(SessionView::from).collect())
+                };
                 Ok(SessionPage {
                     data,
                     pagination: crate::clusters::model::Pagination {

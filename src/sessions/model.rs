@@ -12,6 +12,9 @@ pub const OFFERINGS: JsonTable<OfferingRecord> = JsonTable::new("offerings");
 pub const SESSIONS: JsonTable<SessionRecord> = JsonTable::new("sessions");
 /// `alc_…` -> GPU allocation.
 pub const ALLOCATIONS: JsonTable<AllocationRecord> = JsonTable::new("allocations");
+/// Live session id -> its cluster id: an index kept by `inventory::apply::put_session`, so the
+/// live list, offering counts and metrics never decode the whole history.
+pub const LIVE_SESSIONS: JsonTable<String> = JsonTable::new("live_sessions");
 /// SHA-256 of a connection token (hex) -> the session it opens, until redeemed or expired.
 pub const CONNECT_TOKENS: JsonTable<ConnectTokenRecord> = JsonTable::new("connect_tokens");
 
@@ -294,6 +297,30 @@ impl SessionRecord {
         }
         a
     }
+}
+
+/// Rebuilds [`LIVE_SESSIONS`] from the sessions (schema migration, and a repair); returns its size.
+pub fn rebuild_live_index(txn: &redb::WriteTransaction) -> Result<usize, crate::store::StoreError> {
+    LIVE_SESSIONS.delete_prefix(txn, "")?;
+    let mut n = 0;
+    for (id, s) in SESSIONS.list_in_write(txn)? {
+        if s.is_live() {
+            LIVE_SESSIONS.put(txn, &id, &s.cluster_id)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// The live sessions, from the index.
+pub fn live_sessions(txn: &redb::ReadTransaction) -> Result<Vec<SessionRecord>, crate::store::StoreError> {
+    let mut out = Vec::new();
+    for (id, _) in LIVE_SESSIONS.list(txn)? {
+        if let Some(s) = SESSIONS.get(txn, &id)? {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }
 
 pub fn cr_name(session_id: &str) -> String {

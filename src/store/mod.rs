@@ -14,23 +14,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+    WriteTransaction,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// The schema this build writes. Bump it and append to [`MIGRATIONS`] when tables change shape.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const SCHEMA_KEY: &str = "schema_version";
 
 /// Migration `i` (0-based) takes the store from schema `i` to `i + 1`.
 type Migration = fn(&WriteTransaction) -> Result<(), StoreError>;
-const MIGRATIONS: &[Migration] = &[migrate_0_to_1];
+const MIGRATIONS: &[Migration] = &[migrate_0_to_1, migrate_1_to_2];
 
 fn migrate_0_to_1(_txn: &WriteTransaction) -> Result<(), StoreError> {
     // Schema 1 is the first: tables are created on first use, nothing to convert.
     Ok(())
+}
+
+fn migrate_1_to_2(txn: &WriteTransaction) -> Result<(), StoreError> {
+    // Schema 2 indexes live sessions, so lists stay fast however long the history grows.
+    crate::sessions::model::rebuild_live_index(txn).map(|_| ())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -376,6 +384,30 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
         }
     }
 
+    /// How many records (nothing is decoded).
+    pub fn len(&self, txn: &ReadTransaction) -> Result<u64, StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => Ok(t.len()?),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Up to `take` records after skipping `skip`, in descending key order; only those are decoded.
+    pub fn page_rev(&self, txn: &ReadTransaction, skip: usize, take: usize) -> Result<Vec<(String, T)>, StoreError> {
+        let table = match txn.open_table(self.def()) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::with_capacity(take);
+        for item in table.range::<&str>(..)?.rev().skip(skip).take(take) {
+            let (k, v) = item?;
+            out.push((k.value().to_string(), self.decode(k.value(), v.value())?));
+        }
+        Ok(out)
+    }
+
     /// All records in key order.
     pub fn list(&self, txn: &ReadTransaction) -> Result<Vec<(String, T)>, StoreError> {
         self.read_table(txn, "")
@@ -482,6 +514,51 @@ mod tests {
         let e = Store::open(&path).unwrap_err();
         assert!(matches!(e, StoreError::AlreadyOpen { .. }), "{e}");
         assert!(e.to_string().contains("gshare.redb"));
+    }
+
+    #[tokio::test]
+    async fn len_and_pages_newest_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        assert_eq!(store.read(|txn| THINGS.len(txn)).await.unwrap(), 0);
+        assert!(store.read(|txn| THINGS.page_rev(txn, 0, 5)).await.unwrap().is_empty());
+        store
+            .write(|txn| {
+                for i in 0..7 {
+                    THINGS.put(txn, &format!("k{i}"), &serde_json::json!(i))?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(store.read(|txn| THINGS.len(txn)).await.unwrap(), 7);
+        let keys = |v: Vec<(String, serde_json::Value)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(store.read(|txn| THINGS.page_rev(txn, 0, 3)).await.unwrap()), ["k6", "k5", "k4"]);
+        assert_eq!(keys(store.read(|txn| THINGS.page_rev(txn, 6, 3)).await.unwrap()), ["k0"]);
+        assert!(store.read(|txn| THINGS.page_rev(txn, 9, 3)).await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn schema_1_files_get_the_live_session_index() {
+        use crate::sessions::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord};
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        {
+            // A schema-1 file: sessions written without the index.
+            let store = Store::open(&path).unwrap();
+            let txn = store.db.begin_write().unwrap();
+            txn.open_table(META).unwrap().insert(SCHEMA_KEY, 1).unwrap();
+            SESSIONS.put(&txn, "ses_A", &SessionRecord::new("ses_A", "clu_1", "c", "u", 0)).unwrap();
+            let done = SessionRecord { phase: Phase::Terminated, ..SessionRecord::new("ses_B", "clu_1", "c", "u", 0) };
+            SESSIONS.put(&txn, "ses_B", &done).unwrap();
+            LIVE_SESSIONS.delete_prefix(&txn, "").unwrap();
+            txn.commit().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 2);
+        let txn = store.db.begin_read().unwrap();
+        let live: Vec<(String, String)> = LIVE_SESSIONS.list(&txn).unwrap();
+        assert_eq!(live, [("ses_A".to_string(), "clu_1".to_string())]);
     }
 
     #[test]

@@ -464,6 +464,43 @@ async fn the_operators_reports_drive_the_state_machine() {
     let key = cid.clone();
     let (_, _, _, running) = s.app().store.read(move |txn| gshare::inventory::apply::recount(txn, &key)).await.unwrap();
     assert_eq!(running_sessions(&s, &cid).await, running);
+
+    // Lists are newest first, the fast paths agree with the filtered one, and the live index is
+    // exactly the live sessions.
+    let all = send(&s, reqwest::Method::GET, "/api/v1/sessions?size=100", None, 200).await;
+    let ids: Vec<String> =
+        all["data"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(ids, sorted, "newest first");
+    assert_eq!(ids.len(), 8, "eight sessions were made above");
+    assert_eq!(all["pagination"]["total"].as_u64().unwrap() as usize, ids.len());
+    let second = send(&s, reqwest::Method::GET, "/api/v1/sessions?size=2&page=2", None, 200).await;
+    let second: Vec<&str> = second["data"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert_eq!(second, ids[2..4].iter().map(String::as_str).collect::<Vec<_>>());
+    let live = send(&s, reqwest::Method::GET, "/api/v1/sessions?live=true&size=100", None, 200).await;
+    let live_ids: Vec<String> =
+        live["data"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
+    let by_filter: Vec<String> = all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["live"] == true)
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!live_ids.is_empty());
+    assert_eq!(live_ids, by_filter);
+    let indexed: Vec<String> = s
+        .app()
+        .store
+        .read(|txn| gshare::sessions::model::LIVE_SESSIONS.list(txn))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .rev()
+        .collect();
+    assert_eq!(indexed, live_ids, "the live index holds exactly the live sessions");
     s.stop().await;
 }
 

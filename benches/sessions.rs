@@ -1,0 +1,173 @@
+//! Session benchmarks (release build, in-process server on loopback, wrk as the client):
+//! 1. `GET /internal/connect/verify` with the `gshare_session` cookie: the forward-auth every
+//!    proxied request of a session pays, against `GET /healthz` in the same run;
+//! 2. the `/proxy/<cr>/…` relay to a stand-in ingress, against hitting that ingress directly;
+//! 3. `GET /api/v1/sessions?live=true` with 10,000 ended sessions in the history and 100 live.
+//!
+//! Run: `cargo bench --bench sessions` (needs `wrk`: apt-get install wrk).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use base64::Engine;
+use gshare::RunningServer;
+use gshare::clock::Clock;
+use gshare::config::Config;
+use gshare::sessions::model::{Phase, SessionRecord};
+use gshare_fake_kube::{ClusterSpec, FakeCluster};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+const CRD: &str = include_str!("../packaging/crds/gshare.io_gsharesessions.yaml");
+
+async fn wrk(label: &str, url: &str, headers: &[String]) {
+    let mut cmd = tokio::process::Command::new("wrk");
+    cmd.args(["-t2", "-c16", "-d10s", "--latency"]);
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    let out = cmd.arg(url).output().await.expect("wrk (apt-get install wrk)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pick = |prefix: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or("?")
+            .to_string()
+    };
+    let rps = text.lines().find(|l| l.starts_with("Requests/sec")).and_then(|l| l.split_whitespace().nth(1));
+    let non2xx = text.lines().find(|l| l.contains("Non-2xx")).unwrap_or("").trim().to_string();
+    println!("  {label:<44} p50 {:>8}  p99 {:>8}  {:>9} req/s {non2xx}", pick("50%"), pick("99%"), rps.unwrap_or("?"));
+}
+
+/// A stand-in for a cluster's ingress controller: 200 "ok" to everything.
+async fn ingress() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|| async { "ok" });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+async fn run() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::for_data_dir(
+        &dir.path().join("data"),
+        &[
+            ("GSHARE_LISTEN", "127.0.0.1:0"),
+            ("GSHARE_SESSION_DOMAIN", "s.bench.test"),
+            ("GSHARE_SESSION_URL_SCHEME", "http"),
+        ],
+    )
+    .unwrap();
+    let server = RunningServer::start(config, Clock::system()).await.unwrap();
+    let app = server.app.clone();
+    let base = server.base_url();
+    let http = reqwest::Client::new();
+    let admin = app.auth.api.mint("admin:bench", Duration::from_secs(3600)).unwrap();
+
+    // A cluster with the CRD, an offering, a running session.
+    let c = FakeCluster::start(ClusterSpec { name: "bench".into(), ..ClusterSpec::default() }).await.unwrap();
+    let kc = kube::config::Kubeconfig::from_yaml(&c.kubeconfig_yaml()).unwrap();
+    let client =
+        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
+    let crd: CustomResourceDefinition = serde_yaml::from_str(CRD).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
+    let ns = serde_json::from_value(json!({"metadata": {"name": "gshare-sessions"}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client).create(&PostParams::default(), &ns).await.unwrap();
+    let post = |path: &str, body: Value| http.post(format!("{base}{path}")).bearer_auth(&admin).json(&body).send();
+    let kc_b64 = base64::engine::general_purpose::STANDARD.encode(c.kubeconfig_yaml());
+    let v: Value = post("/api/v1/clusters", json!({"name": "bench", "role": "primary", "kubeconfig_b64": kc_b64}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cid = v["id"].as_str().unwrap().to_string();
+    let v: Value = post(
+        "/api/v1/offerings",
+        json!({"name": "slice", "resource_class": "gpu", "image": "x/y:1", "gpu_mem_mb": 1024, "gpu_cores": 10}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let off = v["id"].as_str().unwrap().to_string();
+    let v: Value = post("/api/v1/sessions", json!({"offering_id": off})).await.unwrap().json().await.unwrap();
+    let (sid, cr) = (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string());
+    let op = app.auth.internal.mint(&format!("operator:{cid}"), Duration::from_secs(3600)).unwrap();
+    let res = http
+        .post(format!("{base}/internal/sessions/{cr}/status"))
+        .bearer_auth(&op)
+        .json(&json!({"phase": "Running", "ts": gshare::clock::rfc3339_ms(app.clock.now_ms())}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let conn: Value =
+        post(&format!("/api/v1/sessions/{sid}/connect"), json!({"kind": "lab"})).await.unwrap().json().await.unwrap();
+    let token = conn["token"].as_str().unwrap();
+    let res = http.get(format!("{base}/internal/connect/verify")).header("X-Gshare-Cnx", token).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+
+    println!("16 connections, wrk -t2 -c16 -d10s (separate process, same 2 cores):");
+    wrk("GET /healthz (baseline)", &format!("{base}/healthz"), &[]).await;
+    wrk(
+        "GET /internal/connect/verify (cookie)",
+        &format!("{base}/internal/connect/verify"),
+        &[format!("Cookie: {cookie}"), format!("X-Original-URI: /proxy/{cr}/lab/api/kernels")],
+    )
+    .await;
+
+    // The relay: through gshare to the stand-in ingress, and the ingress directly.
+    let ing = ingress().await;
+    let res = http
+        .patch(format!("{base}/api/v1/clusters/{cid}"))
+        .bearer_auth(&admin)
+        .json(&json!({"session_ingress": ing.to_string()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    wrk("GET ingress directly (baseline)", &format!("http://{ing}/proxy/{cr}/lab/api/kernels"), &[]).await;
+    wrk("GET /proxy/<cr>/lab/… through the relay", &format!("{base}/proxy/{cr}/lab/api/kernels"), &[]).await;
+
+    // History: 10,000 ended sessions and 100 live ones on the same cluster.
+    let (cid2, now) = (cid.clone(), app.clock.now_ms());
+    app.store
+        .write(move |txn| {
+            for i in 0..10_100u32 {
+                let created = now - 60_000 - i64::from(i) * 1000;
+                let id = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(i)));
+                let mut s = SessionRecord::new(&id, &cid2, "bench", "alice", created);
+                s.phase = if i % 101 == 0 { Phase::Pending } else { Phase::Terminated };
+                gshare::inventory::apply::put_session(txn, &s)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let auth = format!("Authorization: Bearer {admin}");
+    wrk(
+        "GET /api/v1/sessions?live=true (10k history)",
+        &format!("{base}/api/v1/sessions?live=true"),
+        std::slice::from_ref(&auth),
+    )
+    .await;
+    wrk("GET /api/v1/sessions (all, page 1 of 506)", &format!("{base}/api/v1/sessions"), &[auth]).await;
+    server.stop().await;
+}
+
+fn main() {
+    // `cargo test --benches` runs benches with --bench absent: do nothing then.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(run());
+}
