@@ -106,6 +106,8 @@ pub struct Sessions {
     config: Arc<Config>,
     clusters: Arc<Clusters>,
     pub connect: connect::ConnectKeys,
+    /// Pooled connections for the `/proxy/` relay.
+    pub relay: relay::RelayClient,
 }
 
 impl Sessions {
@@ -116,7 +118,7 @@ impl Sessions {
         clusters: Arc<Clusters>,
         connect: connect::ConnectKeys,
     ) -> Self {
-        Self { store, clock, config, clusters, connect }
+        Self { store, clock, config, clusters, connect, relay: relay::RelayClient::new() }
     }
 
     fn cr_client(&self, cluster_id: &str) -> Result<CrClient, CrError> {

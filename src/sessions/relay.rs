@@ -11,7 +11,9 @@ use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::model::{Phase, SESSIONS, SessionRecord, cr_name};
 use crate::App;
@@ -172,6 +174,25 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     *out.uri_mut() = uri;
     *out.headers_mut() = headers;
 
+    if !upgrade {
+        // Plain requests share pooled keep-alive connections to the ingress.
+        let Ok(absolute) = format!("http://{target}{path_and_query}").parse::<Uri>() else {
+            return relay_error(StatusCode::BAD_REQUEST, "bad_request", "unusable request target".into());
+        };
+        *out.uri_mut() = absolute;
+        let resp = match tokio::time::timeout(HEAD_TIMEOUT, app.sessions.relay.0.request(out)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return unreachable(&target, &error_chain(&e)),
+            Err(_) => return unreachable(&target, "no response within 60 s"),
+        };
+        let (mut parts, incoming) = resp.into_parts();
+        for h in HOP_BY_HOP {
+            parts.headers.remove(*h);
+        }
+        return Response::from_parts(parts, Body::new(incoming));
+    }
+
+    // An upgrade gets a connection of its own, handed over to the two ends after the 101.
     let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&target)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return unreachable(&target, &e.to_string()),
@@ -222,11 +243,51 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         return r;
     }
 
-    let (mut parts, incoming) = resp.into_parts();
-    for h in HOP_BY_HOP {
-        parts.headers.remove(*h);
+    relay_error(
+        StatusCode::BAD_GATEWAY,
+        "relay_failed",
+        format!("the ingress answered an upgrade with {}", resp.status()),
+    )
+}
+
+/// The pooled HTTP/1 client plain relayed requests use (keep-alive to each ingress).
+pub struct RelayClient(pub Client<HttpConnector, Body>);
+
+impl RelayClient {
+    pub fn new() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(64)
+            .build(connector);
+        Self(client)
     }
-    Response::from_parts(parts, Body::new(incoming))
+}
+
+impl Default for RelayClient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for RelayClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RelayClient")
+    }
+}
+
+/// An error with its causes (the legacy client's own message is only "client error (Connect)").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cur = c.source();
+    }
+    out
 }
 
 fn keep_upgrade_headers(h: &mut HeaderMap) {
