@@ -17,6 +17,8 @@ use gshare::clusters::model::*;
 use gshare::config::Config;
 use gshare_fake_kube::{ClusterSpec, FakeCluster};
 
+mod common;
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[idx]
@@ -235,30 +237,15 @@ async fn list_at_scale() {
         l100r
     );
     // The same with wrk, a separate and much lighter client process (when installed).
-    if std::process::Command::new("wrk").arg("--version").output().is_ok() {
+    if common::have_wrk() {
         println!("16 connections, wrk -t2 -c16 -d10s (separate process, same 2 cores):");
-        for (label, path, auth) in [
-            ("GET /healthz (baseline)       ", "/healthz", false),
-            ("GET /api/v1/clusters?size=20  ", "/api/v1/clusters?size=20", true),
-            ("GET /api/v1/clusters?size=100 ", "/api/v1/clusters?size=100", true),
+        let auth = [format!("Authorization: Bearer {token}")];
+        for (label, path, headers) in [
+            ("GET /healthz (baseline)", "/healthz", &[][..]),
+            ("GET /api/v1/clusters?size=20", "/api/v1/clusters?size=20", &auth[..]),
+            ("GET /api/v1/clusters?size=100", "/api/v1/clusters?size=100", &auth[..]),
         ] {
-            let mut cmd = tokio::process::Command::new("wrk");
-            cmd.args(["-t2", "-c16", "-d10s", "--latency"]);
-            if auth {
-                cmd.args(["-H", &format!("Authorization: Bearer {token}")]);
-            }
-            let out = cmd.arg(format!("{base}{path}")).output().await.unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            let pick = |prefix: &str| {
-                text.lines()
-                    .find(|l| l.trim_start().starts_with(prefix))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .unwrap_or("?")
-                    .to_string()
-            };
-            let rps = text.lines().find(|l| l.starts_with("Requests/sec")).and_then(|l| l.split_whitespace().nth(1));
-            let non2xx = text.lines().find(|l| l.contains("Non-2xx")).unwrap_or("").trim().to_string();
-            println!("  {label} p50 {}  p99 {}  {} req/s {non2xx}", pick("50%"), pick("99%"), rps.unwrap_or("?"));
+            common::wrk(label, &format!("{base}{path}"), headers).await;
         }
     }
     server.stop().await;

@@ -20,27 +20,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-const CRD: &str = include_str!("../packaging/crds/gshare.io_gsharesessions.yaml");
+mod common;
+use common::wrk;
 
-async fn wrk(label: &str, url: &str, headers: &[String]) {
-    let mut cmd = tokio::process::Command::new("wrk");
-    cmd.args(["-t2", "-c16", "-d10s", "--latency"]);
-    for h in headers {
-        cmd.args(["-H", h]);
-    }
-    let out = cmd.arg(url).output().await.expect("wrk (apt-get install wrk)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let pick = |prefix: &str| {
-        text.lines()
-            .find(|l| l.trim_start().starts_with(prefix))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .unwrap_or("?")
-            .to_string()
-    };
-    let rps = text.lines().find(|l| l.starts_with("Requests/sec")).and_then(|l| l.split_whitespace().nth(1));
-    let non2xx = text.lines().find(|l| l.contains("Non-2xx")).unwrap_or("").trim().to_string();
-    println!("  {label:<44} p50 {:>8}  p99 {:>8}  {:>9} req/s {non2xx}", pick("50%"), pick("99%"), rps.unwrap_or("?"));
-}
+const CRD: &str = include_str!("../packaging/crds/gshare.io_gsharesessions.yaml");
 
 /// A stand-in for a cluster's ingress controller: 200 "ok" to everything.
 async fn ingress() -> std::net::SocketAddr {
