@@ -327,6 +327,8 @@ fn serve(config: Config) -> Result<()> {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let server = gshare::RunningServer::start(config.clone(), Clock::system()).await?;
+        // Handlers first: a SIGTERM right after "serving" (or READY=1) must stop gracefully, not kill.
+        let signals = Signals::install();
         tracing::info!(
             addr = %server.addr,
             data_dir = %config.data_dir.display(),
@@ -341,7 +343,7 @@ fn serve(config: Config) -> Result<()> {
         }
         let stopper = server.stopper();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            signals.wait().await;
             tracing::info!("shutting down: finishing in-flight requests");
             if std::env::var_os("NOTIFY_SOCKET").is_some() {
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
@@ -354,15 +356,28 @@ fn serve(config: Config) -> Result<()> {
     })
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        // Without signal handlers we can only run until killed.
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, caught from the moment of `install`.
+struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl Signals {
+    fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(term), Ok(int)) => Self(Some((term, int))),
+            _ => {
+                tracing::warn!("cannot install SIGTERM/SIGINT handlers; the server stops only when killed");
+                Self(None)
+            }
+        }
+    }
+
+    async fn wait(self) {
+        let Some((mut term, mut int)) = self.0 else {
+            return std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
     }
 }

@@ -519,7 +519,14 @@ pub fn find_session(txn: &WriteTransaction, name: &str) -> Result<Option<Session
             return Ok(Some(s));
         }
     }
-    Ok(SESSIONS.list_in_write(txn)?.into_iter().map(|(_, s)| s).find(|s| s.id.to_lowercase().replace('_', "-") == name))
+    // Other id shapes: only live sessions (the index holds ids), so an unknown name never makes the
+    // writer read the whole history; reports about ended sessions change nothing anyway.
+    for (id, _) in LIVE_SESSIONS.list_in_write(txn)? {
+        if crate::sessions::model::cr_name(&id) == name {
+            return SESSIONS.get_in_write(txn, &id);
+        }
+    }
+    Ok(None)
 }
 
 /// What a status report did to a known session.

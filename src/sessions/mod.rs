@@ -202,8 +202,10 @@ impl Sessions {
                 let (new, fields) = req.apply(&old)?;
                 unique_name(txn, &new.name, &new.id)?;
                 OFFERINGS.put(txn, &id, &new)?;
-                let live =
-                    SESSIONS.list_in_write(txn)?.iter().filter(|(_, s)| s.offering_id == id && s.is_live()).count();
+                let mut live = 0;
+                for (sid, _) in LIVE_SESSIONS.list_in_write(txn)? {
+                    live += usize::from(SESSIONS.get_in_write(txn, &sid)?.is_some_and(|s| s.offering_id == id));
+                }
                 Ok((OfferingView::new(&new, live as u64), fields))
             })
             .await
@@ -522,10 +524,8 @@ impl Sessions {
         let todo: Vec<SessionRecord> = self
             .store
             .read(move |txn| {
-                Ok(SESSIONS
-                    .list(txn)?
+                Ok(live_sessions(txn)?
                     .into_iter()
-                    .map(|(_, s)| s)
                     .filter(|s| s.phase == Phase::Pending && !s.cr_applied && !s.paused && s.created_at <= cutoff)
                     .collect())
             })

@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::model::{Phase, SESSIONS, SessionRecord, cr_name};
+use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, cr_name};
 use crate::App;
 use crate::auth::login::{CONSOLE_COOKIE, CSRF_COOKIE};
 use crate::clusters::model::CLUSTERS;
@@ -51,7 +51,14 @@ fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<SessionRecord>
     {
         return Ok(Some(s));
     }
-    Ok(SESSIONS.list(txn)?.into_iter().map(|(_, s)| s).find(|s| cr_name(&s.id) == name))
+    // Other id shapes: only live sessions are looked through (their index holds ids, not records),
+    // so a made-up path never makes the server read the whole history.
+    for (id, _) in LIVE_SESSIONS.list(txn)? {
+        if cr_name(&id) == name {
+            return SESSIONS.get(txn, &id);
+        }
+    }
+    Ok(None)
 }
 
 /// Drops the console's cookies (an admin's token must never reach a session's app).

@@ -784,7 +784,7 @@ async fn a_session_recorded_before_a_crash_is_applied_later() {
     let mut rec = gshare::sessions::SessionRecord::new(&sid, &cid, "gpu-f", "alice", s.clock.now_ms());
     rec.shape.image = "ghcr.io/lab/jupyter:4".into();
     let stored = rec.clone();
-    s.app().store.write(move |txn| SESSIONS.put(txn, &stored.id, &stored)).await.unwrap();
+    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &stored)).await.unwrap();
     // Too young: the request that made it may still be applying it.
     assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 0);
     assert!(cr(&c, "ses-01jcrashcrashcrashcrashcr").is_none());
@@ -797,7 +797,7 @@ async fn a_session_recorded_before_a_crash_is_applied_later() {
     // An unreachable cluster leaves it for a later pass, and the record as it was.
     let sid2 = "ses_01JCRASHCRASHCRASHCRASHC2".to_string();
     let stored = gshare::sessions::SessionRecord::new(&sid2, &cid, "gpu-f", "bob", s.clock.now_ms() - 60_000);
-    s.app().store.write(move |txn| SESSIONS.put(txn, &stored.id, &stored)).await.unwrap();
+    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &stored)).await.unwrap();
     c.knobs().set_unreachable(true);
     assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 0);
     assert_eq!(session(&s, &sid2).await["phase"], "pending");
@@ -972,5 +972,26 @@ async fn the_openapi_document_covers_offerings_sessions_and_verify() {
     // The session view documents its phase values.
     let phase = doc["components"]["schemas"]["Phase"]["enum"].as_array().expect("Phase enum");
     assert_eq!(phase.len(), 7);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn cr_names_of_other_id_shapes_are_found_among_live_sessions() {
+    let s = server().await;
+    let c = cluster("gpu-h").await;
+    let cid = register(&s, "gpu-h", &c).await;
+    // An id that is not `ses_<ULID>`: its CR name is still lower(replace(id, '_', '-')).
+    let rec = gshare::sessions::SessionRecord::new("ses_Lab_1", &cid, "gpu-h", "alice", s.clock.now_ms());
+    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &rec)).await.unwrap();
+    report(&s, &operator(&s, &cid), "ses-lab-1", json!({"phase": "Running", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, "ses_Lab_1").await["phase"], "running");
+    // The relay finds it too (and says it has no ingress), while a made-up name is unknown.
+    expect_error(s.get("/proxy/ses-lab-1/lab").await, 404, "no_session_ingress").await;
+    expect_error(s.get("/proxy/ses-lab-2/lab").await, 404, "not_found").await;
+    // Ended, it is history: reports about it are accepted and change nothing.
+    report(&s, &operator(&s, &cid), "ses-lab-1", json!({"phase": "Terminated", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, "ses_Lab_1").await["phase"], "terminated");
+    report(&s, &operator(&s, &cid), "ses-lab-1", json!({"phase": "Running", "ts": ts(&s)})).await;
+    assert_eq!(session(&s, "ses_Lab_1").await["phase"], "terminated");
     s.stop().await;
 }
