@@ -237,7 +237,16 @@ impl Sessions {
             .or_else(|| query_param(query, "gshare_cnx").map(str::to_string))
             .or_else(|| req.header_token.clone().filter(|t| !t.is_empty()));
         let Some(token) = token else { return Ok(Err(Denied::NoCredentials)) };
+        // This endpoint has no other authentication: junk never reaches the store, and an unknown
+        // token costs a read, not a durable write.
+        if !token.starts_with("cnx_") || token.len() > 128 {
+            return Ok(Err(Denied::UnknownOrUsed));
+        }
         let key = hash(&token);
+        let probe = key.clone();
+        if self.store().read(move |txn| CONNECT_TOKENS.get(txn, &probe)).await?.is_none() {
+            return Ok(Err(Denied::UnknownOrUsed));
+        }
         let outcome = self
             .store()
             .write(move |txn| {

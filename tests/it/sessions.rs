@@ -714,6 +714,15 @@ async fn verify_refuses_what_it_should() {
     };
 
     assert_eq!(reason(verify(&s, &[]).await).await, "no_credentials");
+    // Unknown or malformed tokens cost no durable write (this endpoint has no other authentication).
+    s.app().audit.flush().await;
+    let before = s.app().store.generation();
+    for junk in ["garbage", "cnx_01J00000000000000000000000.00", &format!("cnx_{}", "a".repeat(500))] {
+        for _ in 0..20 {
+            assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", junk)]).await).await, "token_unknown_or_used");
+        }
+    }
+    assert_eq!(s.app().store.generation(), before, "unknown tokens committed writes");
     assert_eq!(
         reason(verify(&s, &[("X-Gshare-Cnx", "cnx_01J00000000000000000000000.00")]).await).await,
         "token_unknown_or_used"
