@@ -766,7 +766,7 @@ impl Clusters {
                     .list_in_write(txn)?
                     .into_iter()
                     .filter(|(_, a)| a.cluster_id == key && a.is_open())
-                    .map(|(k, _)| k)
+                    .map(|(_, a)| a.id)
                     .collect();
                 if !sessions.is_empty() || !allocations.is_empty() {
                     return Ok(Err(ClusterError::InUse { id: key, sessions, allocations }));

@@ -443,7 +443,7 @@ pub fn node_action(
                             && a.is_open()
                             && a.gpu_uuid.as_ref().is_some_and(|u| gpus.contains(u))
                     })
-                    .map(|(k, _)| k)
+                    .map(|(_, a)| a.id)
                     .collect();
                 if !open.is_empty() {
                     return Ok(Outcome::Unchanged(Err(Refusal::Conflict {
@@ -512,21 +512,11 @@ pub fn find_session(txn: &WriteTransaction, name: &str) -> Result<Option<Session
     if let Some(s) = SESSIONS.get_in_write(txn, name)? {
         return Ok(Some(s));
     }
-    // `ses-01j…` is the CR name of `ses_01J…` (ULIDs are upper-case): try that key first.
-    if let Some(rest) = name.strip_prefix("ses-") {
-        let guess = format!("ses_{}", rest.to_uppercase());
-        if let Some(s) = SESSIONS.get_in_write(txn, &guess)? {
-            return Ok(Some(s));
-        }
-    }
-    // Other id shapes: only live sessions (the index holds ids), so an unknown name never makes the
-    // writer read the whole history; reports about ended sessions change nothing anyway.
-    for (id, _) in LIVE_SESSIONS.list_in_write(txn)? {
-        if crate::sessions::model::cr_name(&id) == name {
-            return SESSIONS.get_in_write(txn, &id);
-        }
-    }
-    Ok(None)
+    crate::sessions::model::find_by_cr_name(
+        name,
+        |id| SESSIONS.get_in_write(txn, id),
+        || Ok(LIVE_SESSIONS.list_in_write(txn)?.into_iter().map(|(id, _)| id).collect()),
+    )
 }
 
 /// What a status report did to a known session.

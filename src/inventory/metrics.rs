@@ -113,16 +113,24 @@ pub async fn render(app: &App) -> String {
         let _ = writeln!(out, "gshare_clusters{{status=\"{status}\"}} {n}");
     }
 
-    use crate::sessions::model::{ALLOCATIONS, Phase, live_sessions};
+    use crate::sessions::model::{ALLOCATIONS, Phase, allocation_prefix, live_sessions};
     let live = [Phase::Pending, Phase::Preparing, Phase::Running, Phase::Paused, Phase::Terminating];
     let mut by_phase: BTreeMap<&'static str, u64> = live.iter().map(|p| (p.as_str(), 0)).collect();
     let mut open_allocations = 0u64;
     let counted = app
         .store
         .read(|txn| {
-            let sessions: Vec<Phase> = live_sessions(txn)?.into_iter().map(|s| s.phase).collect();
-            let open = ALLOCATIONS.list(txn)?.iter().filter(|(_, a)| a.is_open()).count() as u64;
-            Ok((sessions, open))
+            // Open allocations belong to live sessions: read only theirs.
+            let live = live_sessions(txn)?;
+            let mut open = 0u64;
+            for s in &live {
+                open += ALLOCATIONS
+                    .list_prefix(txn, &allocation_prefix(&s.id))?
+                    .iter()
+                    .filter(|(_, a)| a.is_open())
+                    .count() as u64;
+            }
+            Ok((live.into_iter().map(|s| s.phase).collect::<Vec<Phase>>(), open))
         })
         .await;
     match counted {

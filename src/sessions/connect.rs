@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::model::{CONNECT_TOKENS, ConnectTokenRecord, Connection, Phase, SESSIONS, cr_name};
+use super::model::{CONNECT_TOKENS, ConnectTokenRecord, Connection, Phase, SESSIONS, cr_name, proxied_cr};
 use super::{SessionError, Sessions, conflict};
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::CLUSTERS;
@@ -139,11 +139,6 @@ fn split_uri(uri: &str) -> (&str, &str) {
         None => uri,
     };
     rest.split_once('?').unwrap_or((rest, ""))
-}
-
-/// The CR name a `/proxy/<cr>/…` path addresses.
-fn proxied_cr(path: &str) -> Option<&str> {
-    path.strip_prefix("/proxy/")?.split('/').next().filter(|s| !s.is_empty())
 }
 
 fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {

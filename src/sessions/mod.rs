@@ -133,6 +133,11 @@ impl Sessions {
         Ok(CrClient::new(conn.client, &self.config.sessions_namespace, self.config.probe_timeout * 2))
     }
 
+    /// Creates (or merges over) the session's GShareSession; returns its generation.
+    async fn apply_cr(&self, s: &SessionRecord) -> Result<Option<i64>, CrError> {
+        self.cr_client(&s.cluster_id)?.apply(&cr::build(s, &self.config.sessions_namespace)).await
+    }
+
     // ---- offerings -------------------------------------------------------------------------
 
     pub async fn offerings(&self, status: Option<OfferingStatus>) -> Result<Vec<OfferingView>, SessionError> {
@@ -350,10 +355,7 @@ impl Sessions {
             })
             .await?;
 
-        let applied = match self.cr_client(&record.cluster_id) {
-            Ok(c) => c.apply(&cr::build(&record, &self.config.sessions_namespace)).await,
-            Err(e) => Err(e),
-        };
+        let applied = self.apply_cr(&record).await;
         match applied {
             Ok(generation) => {
                 self.update(&id, move |s, _| {
@@ -532,10 +534,7 @@ impl Sessions {
             .await?;
         let mut applied = 0;
         for s in todo {
-            let result = match self.cr_client(&s.cluster_id) {
-                Ok(c) => c.apply(&cr::build(&s, &self.config.sessions_namespace)).await,
-                Err(e) => Err(e),
-            };
+            let result = self.apply_cr(&s).await;
             match result {
                 Ok(generation) => {
                     self.update(&s.id, move |s, _| {
@@ -560,10 +559,7 @@ impl Sessions {
     /// the operator retries nothing here, so a failure is logged.
     pub async fn delete_failed_cr(&self, session_id: &str) {
         let Ok(s) = self.get(session_id).await else { return };
-        let result = match self.cr_client(&s.cluster_id) {
-            Ok(c) => c.delete(&s.cr_name()).await,
-            Err(e) => Err(e),
-        };
+        let result = async { self.cr_client(&s.cluster_id)?.delete(&s.cr_name()).await }.await;
         match result {
             Ok(()) => {
                 let _ = self.update(session_id, |s, _| s.cr_applied = false).await;

@@ -10,8 +10,17 @@ use crate::store::JsonTable;
 pub const OFFERINGS: JsonTable<OfferingRecord> = JsonTable::new("offerings");
 /// `ses_…` -> session.
 pub const SESSIONS: JsonTable<SessionRecord> = JsonTable::new("sessions");
-/// `alc_…` -> GPU allocation.
+/// `<session id>/<alc_…>` -> GPU allocation (keyed by session: a session's allocations are one
+/// range read, however long the history).
 pub const ALLOCATIONS: JsonTable<AllocationRecord> = JsonTable::new("allocations");
+
+pub fn allocation_prefix(session_id: &str) -> String {
+    format!("{session_id}/")
+}
+
+pub fn allocation_key(session_id: &str, allocation_id: &str) -> String {
+    format!("{session_id}/{allocation_id}")
+}
 /// Live session id -> its cluster id: an index kept by `inventory::apply::put_session`, so the
 /// live list, offering counts and metrics never decode the whole history.
 pub const LIVE_SESSIONS: JsonTable<String> = JsonTable::new("live_sessions");
@@ -299,6 +308,19 @@ impl SessionRecord {
     }
 }
 
+/// Schema 1 -> 2: the live-session index, and allocations keyed by their session.
+pub fn migrate_to_schema_2(txn: &redb::WriteTransaction) -> Result<(), crate::store::StoreError> {
+    rebuild_live_index(txn)?;
+    for (key, a) in ALLOCATIONS.list_in_write(txn)? {
+        let wanted = allocation_key(&a.session_id, &a.id);
+        if key != wanted {
+            ALLOCATIONS.delete(txn, &key)?;
+            ALLOCATIONS.put(txn, &wanted, &a)?;
+        }
+    }
+    Ok(())
+}
+
 /// Rebuilds [`LIVE_SESSIONS`] from the sessions (schema migration, and a repair); returns its size.
 pub fn rebuild_live_index(txn: &redb::WriteTransaction) -> Result<usize, crate::store::StoreError> {
     LIVE_SESSIONS.delete_prefix(txn, "")?;
@@ -321,6 +343,32 @@ pub fn live_sessions(txn: &redb::ReadTransaction) -> Result<Vec<SessionRecord>, 
         }
     }
     Ok(out)
+}
+
+/// The session a GShareSession name stands for (its id is `lower(replace(id, '_', '-'))` of it):
+/// `ses-01j…` is tried as `ses_01J…` (ULIDs are upper-case), then the live index is looked
+/// through (ids only), so an unknown name never reads the whole history. `get` reads one session
+/// and `live_ids` the index, from whichever transaction the caller holds.
+pub fn find_by_cr_name(
+    name: &str,
+    mut get: impl FnMut(&str) -> Result<Option<SessionRecord>, crate::store::StoreError>,
+    live_ids: impl FnOnce() -> Result<Vec<String>, crate::store::StoreError>,
+) -> Result<Option<SessionRecord>, crate::store::StoreError> {
+    if let Some(rest) = name.strip_prefix("ses-")
+        && let Some(s) = get(&format!("ses_{}", rest.to_uppercase()))?
+        && cr_name(&s.id) == name
+    {
+        return Ok(Some(s));
+    }
+    match live_ids()?.into_iter().find(|id| cr_name(id) == name) {
+        Some(id) => get(&id),
+        None => Ok(None),
+    }
+}
+
+/// The CR name a `/proxy/<cr>/…` path addresses.
+pub fn proxied_cr(path: &str) -> Option<&str> {
+    path.strip_prefix("/proxy/")?.split('/').next().filter(|s| !s.is_empty())
 }
 
 pub fn cr_name(session_id: &str) -> String {

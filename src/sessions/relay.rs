@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, cr_name};
+use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, find_by_cr_name, proxied_cr};
 use crate::App;
 use crate::auth::login::{CONSOLE_COOKIE, CSRF_COOKIE};
 use crate::clusters::model::CLUSTERS;
@@ -38,27 +38,13 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// The CR name a `/proxy/<cr>/…` path names.
-fn cr_of(path: &str) -> Option<&str> {
-    path.strip_prefix("/proxy/")?.split('/').next().filter(|s| !s.is_empty())
-}
-
-/// The session a CR name stands for (`ses-01j…` is `ses_01J…`).
+/// The session a CR name stands for.
 fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<SessionRecord>, crate::store::StoreError> {
-    if let Some(rest) = name.strip_prefix("ses-")
-        && let Some(s) = SESSIONS.get(txn, &format!("ses_{}", rest.to_uppercase()))?
-        && cr_name(&s.id) == name
-    {
-        return Ok(Some(s));
-    }
-    // Other id shapes: only live sessions are looked through (their index holds ids, not records),
-    // so a made-up path never makes the server read the whole history.
-    for (id, _) in LIVE_SESSIONS.list(txn)? {
-        if cr_name(&id) == name {
-            return SESSIONS.get(txn, &id);
-        }
-    }
-    Ok(None)
+    find_by_cr_name(
+        name,
+        |id| SESSIONS.get(txn, id),
+        || Ok(LIVE_SESSIONS.list(txn)?.into_iter().map(|(id, _)| id).collect()),
+    )
 }
 
 /// Drops the console's cookies (an admin's token must never reach a session's app).
@@ -114,7 +100,7 @@ fn relay_error(status: StatusCode, code: &'static str, message: String) -> Respo
 /// `ANY /proxy/{cr}/…`.
 pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     let path = req.uri().path().to_string();
-    let Some(name) = cr_of(&path).map(str::to_string) else {
+    let Some(name) = proxied_cr(&path).map(str::to_string) else {
         return relay_error(StatusCode::NOT_FOUND, "not_found", "no session in this path".into());
     };
     let looked_up = app
@@ -335,7 +321,7 @@ mod tests {
         assert_eq!(f[header::CONNECTION], "upgrade");
         assert_eq!(f[header::UPGRADE], "websocket");
         assert!(forward_headers(&h, false).get(header::UPGRADE).is_none());
-        assert_eq!(cr_of("/proxy/ses-1/terminal/ws"), Some("ses-1"));
-        assert_eq!(cr_of("/proxy//x"), None);
+        assert_eq!(proxied_cr("/proxy/ses-1/terminal/ws"), Some("ses-1"));
+        assert_eq!(proxied_cr("/proxy//x"), None);
     }
 }

@@ -5,7 +5,7 @@
 
 use redb::WriteTransaction;
 
-use super::model::{ALLOCATIONS, AllocationRecord, GpuMode, Phase, SessionRecord};
+use super::model::{ALLOCATIONS, AllocationRecord, GpuMode, Phase, SessionRecord, allocation_key, allocation_prefix};
 use crate::clusters::model::GPUS;
 use crate::inventory::model::{StatusReport, parse_ts};
 use crate::store::StoreError;
@@ -179,7 +179,7 @@ fn end(txn: &WriteTransaction, s: &mut SessionRecord, phase: Phase, now: i64) ->
 /// Opens the session's GPU allocation unless one is open, and books its slice on the card: the
 /// control plane owns the cards' `used_*` fields (the operator always reports 0).
 fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> Result<(), StoreError> {
-    let open = ALLOCATIONS.list_in_write(txn)?.into_iter().any(|(_, a)| a.session_id == s.id && a.is_open());
+    let open = ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(&s.id))?.into_iter().any(|(_, a)| a.is_open());
     if open {
         return Ok(());
     }
@@ -207,15 +207,15 @@ fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> Result<(), S
         gpu_mem_mb: mem,
         gpu_cores: cores,
     };
-    ALLOCATIONS.put(txn, &id, &a)
+    ALLOCATIONS.put(txn, &allocation_key(&s.id, &id), &a)
 }
 
 /// Releases the session's open allocations and gives their slices back to the cards.
 pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(), StoreError> {
-    for (id, mut a) in ALLOCATIONS.list_in_write(txn)? {
-        if a.session_id == session_id && a.is_open() {
+    for (key, mut a) in ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(session_id))? {
+        if a.is_open() {
             a.released_at = Some(now);
-            ALLOCATIONS.put(txn, &id, &a)?;
+            ALLOCATIONS.put(txn, &key, &a)?;
             if let Some(uuid) = &a.gpu_uuid {
                 let key = format!("{}/{uuid}", a.cluster_id);
                 if let Some(mut g) = GPUS.get_in_write(txn, &key)? {

@@ -37,8 +37,9 @@ fn migrate_0_to_1(_txn: &WriteTransaction) -> Result<(), StoreError> {
 }
 
 fn migrate_1_to_2(txn: &WriteTransaction) -> Result<(), StoreError> {
-    // Schema 2 indexes live sessions, so lists stay fast however long the history grows.
-    crate::sessions::model::rebuild_live_index(txn).map(|_| ())
+    // Schema 2 indexes live sessions and keys allocations by session, so lists and reports stay
+    // fast however long the history grows.
+    crate::sessions::model::migrate_to_schema_2(txn)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -540,7 +541,7 @@ mod tests {
 
     #[test]
     fn schema_1_files_get_the_live_session_index() {
-        use crate::sessions::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord};
+        use crate::sessions::model::{ALLOCATIONS, AllocationRecord, LIVE_SESSIONS, Phase, SESSIONS, SessionRecord};
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("gshare.redb");
         {
@@ -552,6 +553,18 @@ mod tests {
             let done = SessionRecord { phase: Phase::Terminated, ..SessionRecord::new("ses_B", "clu_1", "c", "u", 0) };
             SESSIONS.put(&txn, "ses_B", &done).unwrap();
             LIVE_SESSIONS.delete_prefix(&txn, "").unwrap();
+            // Schema 1 keyed allocations by their own id.
+            let alloc = AllocationRecord {
+                id: "alc_1".into(),
+                cluster_id: "clu_1".into(),
+                session_id: "ses_A".into(),
+                gpu_uuid: None,
+                created_at: 0,
+                released_at: None,
+                gpu_mem_mb: 0,
+                gpu_cores: 0,
+            };
+            ALLOCATIONS.put(&txn, "alc_1", &alloc).unwrap();
             txn.commit().unwrap();
         }
         let store = Store::open(&path).unwrap();
@@ -559,6 +572,8 @@ mod tests {
         let txn = store.db.begin_read().unwrap();
         let live: Vec<(String, String)> = LIVE_SESSIONS.list(&txn).unwrap();
         assert_eq!(live, [("ses_A".to_string(), "clu_1".to_string())]);
+        let keys: Vec<String> = ALLOCATIONS.list(&txn).unwrap().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["ses_A/alc_1"]);
     }
 
     #[test]
