@@ -6,6 +6,7 @@ import { ErrorBox } from "../components/Errors";
 import { NotYet } from "../components/NotYet";
 import { formatTime } from "../format";
 import { usePoll } from "../hooks";
+import { Pager } from "../components/Pager";
 
 interface AuditEntry {
   at: string;
@@ -112,19 +113,7 @@ export function AuditPage() {
           </tbody>
         </table>
       )}
-      {p && p.total_pages > 1 && (
-        <nav class="pager" aria-label="Audit pages">
-          <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>
-            Newer
-          </button>
-          <span>
-            page {p.page} of {p.total_pages}
-          </span>
-          <button type="button" disabled={page >= p.total_pages} onClick={() => setPage(page + 1)}>
-            Older
-          </button>
-        </nav>
-      )}
+      {p && <Pager label="Audit pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
     </section>
   );
 }

@@ -28,6 +28,7 @@ import {
   type Session,
 } from "../sessions";
 import { useTick } from "../tick";
+import { Pager } from "../components/Pager";
 
 export const POLL_MS = 5000;
 export const PAGE_SIZE = 50;
@@ -395,19 +396,7 @@ export function SessionsPage() {
           </tbody>
         </table>
       )}
-      {p && p.total_pages > 1 && (
-        <nav class="pager" aria-label="Session pages">
-          <button type="button" disabled={page <= 1} onClick={() => setPage(page - 1)}>
-            Newer
-          </button>
-          <span>
-            page {p.page} of {p.total_pages}
-          </span>
-          <button type="button" disabled={page >= p.total_pages} onClick={() => setPage(page + 1)}>
-            Older
-          </button>
-        </nav>
-      )}
+      {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
       {dialog?.kind === "new" && <NewSessionDialog onClose={() => setDialog(null)} onCreated={() => polled.reload()} onChanged={() => polled.reload()} />}
       {dialog?.kind === "delete" && <DeleteDialog session={dialog.session} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />}
     </section>
