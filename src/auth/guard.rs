@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use subtle::ConstantTimeEq;
 
-use super::login::{CONSOLE_COOKIE, CSRF_HEADER, cookie, csrf_token_for};
+use super::cookies::{CONSOLE_COOKIE, CSRF_HEADER, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
 use crate::clusters::ClusterId;

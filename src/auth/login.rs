@@ -9,18 +9,16 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::accounts::{self, MAX_PASSWORD_LEN, MAX_USERNAME_LEN};
+use super::cookies::{CONSOLE_COOKIE, CSRF_COOKIE, csrf_token_for};
 use super::guard::{ADMIN_PREFIX, AdminCaller, AuthVia};
 use super::throttle::LoginThrottle;
 use crate::App;
@@ -31,12 +29,6 @@ use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::store::{Store, StoreError};
 
-/// The console's session cookie: the access token itself, `HttpOnly`.
-pub const CONSOLE_COOKIE: &str = "gshare_console";
-/// A readable copy of the session's CSRF token, for the console to echo (double submit).
-pub const CSRF_COOKIE: &str = "gshare_csrf";
-/// The header cookie-authenticated state-changing requests must carry.
-pub const CSRF_HEADER: &str = "x-csrf-token";
 /// Password checks running at once; more wait (argon2id takes ~19 MiB and tens of ms each).
 const CONCURRENT_HASHES: usize = 4;
 
@@ -163,26 +155,6 @@ fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 }
 fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The CSRF token bound to a session: derived from the token's `jti`, which only the holder of
-/// the (HttpOnly) cookie can read, so another site can neither read nor forge it.
-pub fn csrf_token_for(jti: &str) -> String {
-    let digest = Sha256::digest(format!("gshare-csrf\0{jti}").as_bytes());
-    URL_SAFE_NO_PAD.encode(&digest[..24])
-}
-
-/// A cookie's value from all `Cookie` header lines; the first occurrence wins.
-pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim().trim_matches('"'))
-        .filter(|v| !v.is_empty())
 }
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -406,27 +378,4 @@ async fn me(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axum::Js
             AuthVia::Bearer => None,
         },
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use super::*;
-
-    #[test]
-    fn cookies_across_lines() {
-        let mut h = HeaderMap::new();
-        h.append(header::COOKIE, "a=1; gshare_console=tok".parse().unwrap());
-        h.append(header::COOKIE, "gshare_console=second".parse().unwrap());
-        assert_eq!(cookie(&h, CONSOLE_COOKIE), Some("tok"));
-        assert_eq!(cookie(&h, "a"), Some("1"));
-        assert_eq!(cookie(&h, "missing"), None);
-    }
-
-    #[test]
-    fn csrf_is_bound_to_the_session() {
-        assert_ne!(csrf_token_for("a"), csrf_token_for("b"));
-        assert_eq!(csrf_token_for("a"), csrf_token_for("a"));
-    }
 }

@@ -2,6 +2,7 @@
 //! `/api/v1`, the key rings behind both, and the JWKS that publishes the internal keys.
 
 pub mod accounts;
+pub mod cookies;
 pub mod guard;
 pub mod keys;
 pub mod login;

@@ -17,7 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, find_by_cr_name, proxied_cr};
 use crate::App;
-use crate::auth::login::{CONSOLE_COOKIE, CSRF_COOKIE};
+use crate::auth::cookies::{CONSOLE_COOKIE, CSRF_COOKIE};
 use crate::clusters::model::CLUSTERS;
 use crate::http::error::ApiError;
 

@@ -1,0 +1,58 @@
+//! The console's cookies and the CSRF token bound to them: the names and the derivation that both
+//! the sign-in routes (`login`, which sets them) and the request guard (`guard`, which reads them)
+//! use. It depends on neither, so neither depends on the other through it.
+
+use axum::http::{HeaderMap, header};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
+
+/// The console's session cookie: the access token itself, `HttpOnly`.
+pub const CONSOLE_COOKIE: &str = "gshare_console";
+/// A readable copy of the session's CSRF token, for the console to echo (double submit).
+pub const CSRF_COOKIE: &str = "gshare_csrf";
+/// The header cookie-authenticated state-changing requests must carry.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// The CSRF token bound to a session: derived from the token's `jti`, which only the holder of
+/// the (HttpOnly) cookie can read, so another site can neither read nor forge it.
+pub fn csrf_token_for(jti: &str) -> String {
+    let digest = Sha256::digest(format!("gshare-csrf\0{jti}").as_bytes());
+    URL_SAFE_NO_PAD.encode(&digest[..24])
+}
+
+/// A cookie's value from all `Cookie` header lines; the first occurrence wins.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim().trim_matches('"'))
+        .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn cookies_across_lines() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, "a=1; gshare_console=tok".parse().unwrap());
+        h.append(header::COOKIE, "gshare_console=second".parse().unwrap());
+        assert_eq!(cookie(&h, CONSOLE_COOKIE), Some("tok"));
+        assert_eq!(cookie(&h, "a"), Some("1"));
+        assert_eq!(cookie(&h, "missing"), None);
+    }
+
+    #[test]
+    fn csrf_is_bound_to_the_session() {
+        assert_ne!(csrf_token_for("a"), csrf_token_for("b"));
+        assert_eq!(csrf_token_for("a"), csrf_token_for("a"));
+    }
+}
