@@ -4,7 +4,6 @@
 //! offline while a server holds the state file open; the server notices changes and reloads.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
@@ -16,7 +15,7 @@ use rsa::traits::PublicKeyParts;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::Secret;
+use crate::config::secret::Secret;
 
 // PEM labels, split so that secret scanners looking for committed keys don't flag this file.
 const PEM_PKCS8: &str = concat!("-----BEGIN ", "PRIVATE KEY-----");
@@ -369,35 +368,10 @@ impl KeyRingDir {
 
 /// Creates `dir` (and parents) with mode 0700 for the leaf, and tightens an existing leaf to 0700.
 pub fn create_private_dir(dir: &Path) -> Result<(), KeyError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    if !dir.exists() {
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_err(dir))?;
-    }
-    let meta = fs::metadata(dir).map_err(io_err(dir))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io_err(dir))?;
-    }
-    Ok(())
+    crate::config::secret::create_private_dir(dir).map_err(io_err(dir))
 }
 
-/// Writes a secret file atomically: a 0600 temp file in the same directory, fsync, rename, fsync dir.
-pub fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp-{}", ulid::Ulid::new()));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
+pub use crate::config::secret::write_private_file;
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,6 @@
 //! secrets never print (`Debug` and `config check` redact them).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,6 +10,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::auth::keys::SigningKey;
+
+pub mod secret;
+pub use secret::Secret;
 
 /// Where the file layer comes from when `--config` and `GSHARE_CONFIG` are both absent.
 pub const SYSTEM_CONFIG: &str = "/etc/gshare/config.toml";
@@ -29,31 +31,6 @@ pub enum ConfigError {
 impl ConfigError {
     fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Invalid { key: key.into(), message: message.into() }
-    }
-}
-
-/// A value that must never reach logs: `Debug` and `Display` print `<redacted>`.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Secret)
     }
 }
 
@@ -724,10 +701,10 @@ mod tests {
     fn bad_private_keys_are_refused_by_name() {
         let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", "not a pem")]).unwrap_err().to_string();
         assert!(e.starts_with("GSHARE_INTERNAL_JWT_PRIVATE_KEY"), "{e}");
-        let ec = include_str!("../tests/testdata/ec-pkcs8.pem");
+        let ec = include_str!("../../tests/testdata/ec-pkcs8.pem");
         let e = from("", &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", ec)]).unwrap_err().to_string();
         assert!(e.contains("RSA"), "{e}");
-        let small = include_str!("../tests/testdata/rsa1024.pem");
+        let small = include_str!("../../tests/testdata/rsa1024.pem");
         let e = from(&format!("internal_jwt_private_key = \"\"\"\n{small}\"\"\"\n"), &[]).unwrap_err().to_string();
         assert!(e.starts_with("internal_jwt_private_key") && e.contains("1024"), "{e}");
     }
