@@ -129,7 +129,7 @@ async fn run() {
                 let id = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(i)));
                 let mut s = SessionRecord::new(&id, &cid2, "bench", "alice", created);
                 s.phase = if i % 101 == 0 { Phase::Pending } else { Phase::Terminated };
-                gshare::inventory::apply::put_session(txn, &s)?;
+                gshare::sessions::model::put_session(txn, &s)?;
             }
             Ok(())
         })

@@ -26,6 +26,11 @@ use clock::Clock;
 use config::Config;
 use store::Store;
 
+/// The state file's schema, in order: each domain declares the steps for its own tables, and
+/// this list is the only place that knows them all (the store knows no domain).
+pub const MIGRATIONS: &[store::Migration] =
+    &[store::FIRST_SCHEMA, sessions::model::INDEX_LIVE_SESSIONS, inventory::gpu_booking::KEY_BY_SESSION];
+
 /// Everything a request handler can reach, shared as `Arc<App>` through axum's state.
 #[derive(Debug)]
 pub struct App {
@@ -72,7 +77,7 @@ impl App {
             let config = config.clone();
             let clock = clock.clone();
             tokio::task::spawn_blocking(move || -> Result<_, StartError> {
-                let store = Store::open(&config.state_file())?;
+                let store = Store::open(&config.state_file(), MIGRATIONS)?;
                 let (auth, generated) = Authorities::open(&config, clock)?;
                 for kid in generated {
                     tracing::info!(%kid, dir = %config.keys_dir().display(), "generated a new JWT signing key");

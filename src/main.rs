@@ -199,7 +199,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Keys(cmd) => keys(&config, cmd),
         Command::Admin(cmd) => admin_accounts(&config, cmd),
         Command::Audit(AuditCommand::Tail { lines }) => offline_runtime()?.block_on(async {
-            let store = gshare::auth::offline::open_store(&config)?;
+            let store = gshare::auth::offline::open_store(&config, gshare::MIGRATIONS)?;
             for rec in gshare::auth::offline::audit_tail(&store, lines.clamp(1, 10_000)).await? {
                 println!("{}", gshare::audit::format_line(&rec));
             }
@@ -267,7 +267,7 @@ fn admin_accounts(config: &Config, cmd: AdminCommand) -> Result<()> {
     use gshare::auth::offline;
     let clock = Clock::system();
     offline_runtime()?.block_on(async {
-        let store = offline::open_store(config)?;
+        let store = offline::open_store(config, gshare::MIGRATIONS)?;
         offline::ensure_initial(&store, config, &clock).await?;
         match cmd {
             AdminCommand::Token { .. } => bail!("`admin token` needs no state file"),

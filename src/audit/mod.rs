@@ -417,7 +417,7 @@ mod tests {
     #[tokio::test]
     async fn batched_records_list_newest_first_with_filters() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), crate::MIGRATIONS).unwrap();
         let clock = Clock::system();
         let log = AuditLog::start(store.clone(), clock.clone());
         for i in 0..30 {

@@ -7,7 +7,7 @@ use crate::audit::{self, AuditEntry, AuditRecord, AuditResult};
 use crate::auth::accounts::{self, AccountError, AccountSummary, Username};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::store::{Store, StoreError};
+use crate::store::{Migration, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
@@ -24,8 +24,9 @@ console, or read the audit log with `curl -H \"Authorization: Bearer $(gshare ad
 }
 
 /// Opens the state file for a CLI command, explaining what to do when a server holds it.
-pub fn open_store(config: &Config) -> Result<Store, OfflineError> {
-    match Store::open(&config.state_file()) {
+/// `migrations` is the composition root's list (`gshare::MIGRATIONS`).
+pub fn open_store(config: &Config, migrations: &[Migration]) -> Result<Store, OfflineError> {
+    match Store::open(&config.state_file(), migrations) {
         Ok(s) => Ok(s),
         Err(StoreError::AlreadyOpen { path }) => {
             Err(OfflineError::ServerRunning { path: path.display().to_string(), url: config.public_url.clone() })

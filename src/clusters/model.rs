@@ -54,10 +54,85 @@ pub struct Check {
     pub detail: String,
 }
 
+/// A stage of the cluster probe (and `heartbeat`, the operator's silence); the wire names are
+/// upstream's and do not change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Kubeconfig,
+    Connect,
+    Auth,
+    Version,
+    RuntimeClass,
+    Hami,
+    /// Not a probe stage: the sweep's mark on a cluster whose operator fell silent.
+    Heartbeat,
+    /// A failure without a recorded stage.
+    Unknown,
+}
+
+impl Stage {
+    /// The probe's stages, in the order they run.
+    pub const PROBE: [Stage; 6] =
+        [Stage::Kubeconfig, Stage::Connect, Stage::Auth, Stage::Version, Stage::RuntimeClass, Stage::Hami];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kubeconfig => "kubeconfig",
+            Self::Connect => "connect",
+            Self::Auth => "auth",
+            Self::Version => "version",
+            Self::RuntimeClass => "runtime_class",
+            Self::Hami => "hami",
+            Self::Heartbeat => "heartbeat",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// A failure at this stage means the API server could not be reached or trusted.
+    pub fn is_reachability(self) -> bool {
+        matches!(self, Self::Connect | Self::Auth | Self::Version)
+    }
+
+    /// Why a registration failing at this stage failed (`details.reason` of `probe_failed`).
+    pub fn failure_reason(self) -> FailureReason {
+        match self {
+            Self::Kubeconfig => FailureReason::KubeconfigInvalid,
+            s if s.is_reachability() => FailureReason::ClusterUnreachable,
+            _ => FailureReason::RuntimeValidationFailed,
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a probe failed, as the API reports it (`details.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureReason {
+    KubeconfigInvalid,
+    ClusterUnreachable,
+    RuntimeValidationFailed,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::KubeconfigInvalid => "kubeconfig_invalid",
+            Self::ClusterUnreachable => "cluster_unreachable",
+            Self::RuntimeValidationFailed => "runtime_validation_failed",
+        }
+    }
+}
+
 /// The failing stage and cause of the last probe.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ProbeError {
-    pub stage: String,
+    pub stage: Stage,
     pub cause: String,
     #[serde(default)]
     pub hint: String,

@@ -13,9 +13,10 @@ use kube::api::ListParams;
 use serde::Deserialize;
 
 use super::kubeconfig::ServerAddr;
-use super::model::{Check, ClusterStatus, ProbeError};
+use super::model::{Check, ClusterStatus, ProbeError, Stage};
 
-pub const STAGES: [&str; 6] = ["kubeconfig", "connect", "auth", "version", "runtime_class", "hami"];
+/// The probe's stages in order (see [`Stage::PROBE`]).
+pub const STAGES: [Stage; 6] = Stage::PROBE;
 pub const MISSING_RUNTIME_CLASS: &str = "runtime_class_nvidia";
 pub const MISSING_HAMI: &str = "hami_device_plugin";
 
@@ -57,7 +58,7 @@ pub struct ProbeOutcome {
 
 impl ProbeOutcome {
     /// A probe that failed before talking to the cluster (bad kubeconfig, missing file).
-    pub fn failed_early(stage: &str, cause: String, hint: String, status: ClusterStatus) -> Self {
+    pub fn failed_early(stage: Stage, cause: String, hint: String, status: ClusterStatus) -> Self {
         // Stages before the failing one passed; the ones after it never ran.
         let failed_at = STAGES.iter().position(|s| *s == stage).unwrap_or(0);
         let checks = STAGES
@@ -69,12 +70,12 @@ impl ProbeOutcome {
                     std::cmp::Ordering::Equal => (false, cause.clone()),
                     std::cmp::Ordering::Greater => (false, "not run".to_string()),
                 };
-                Check { name: (*s).into(), ok, detail }
+                Check { name: s.as_str().into(), ok, detail }
             })
             .collect();
         Self {
             checks,
-            failure: Some(ProbeError { stage: stage.into(), cause, hint }),
+            failure: Some(ProbeError { stage, cause, hint }),
             missing: Vec::new(),
             status,
             kube_system_uid: None,
@@ -91,7 +92,7 @@ impl ProbeOutcome {
 }
 
 struct Failure {
-    stage: &'static str,
+    stage: Stage,
     cause: String,
     hint: String,
 }
@@ -100,8 +101,11 @@ struct Failure {
 pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration) -> ProbeOutcome {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut checks =
-        vec![Check { name: "kubeconfig".into(), ok: true, detail: "parsed; credentials supported".into() }];
+    let mut checks = vec![Check {
+        name: Stage::Kubeconfig.as_str().into(),
+        ok: true,
+        detail: "parsed; credentials supported".into(),
+    }];
     let mut missing = Vec::new();
     let mut failure: Option<Failure> = None;
     let mut uid = None;
@@ -124,14 +128,14 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     }
 
     // connect: DNS and TCP ourselves, so the cause is precise; TLS shows up on the first request.
-    let connect = within!("connect", tcp_connect(server));
+    let connect = within!(Stage::Connect, tcp_connect(server));
     match connect {
-        Ok(Ok(detail)) => checks.push(Check { name: "connect".into(), ok: true, detail }),
+        Ok(Ok(detail)) => checks.push(Check { name: Stage::Connect.as_str().into(), ok: true, detail }),
         Ok(Err((cause, mut hint))) => {
             if server.is_loopback() {
                 hint = loopback_hint(server);
             }
-            failure = Some(Failure { stage: "connect", cause, hint });
+            failure = Some(Failure { stage: Stage::Connect, cause, hint });
         }
         Err(f) => failure = Some(f),
     }
@@ -139,17 +143,21 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     // auth: an authenticated read that also gives the cluster's identity.
     if failure.is_none() {
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        match within!("auth", namespaces.get("kube-system")) {
+        match within!(Stage::Auth, namespaces.get("kube-system")) {
             Ok(Ok(ns)) => {
                 uid = ns.metadata.uid.clone();
-                checks.push(Check { name: "auth".into(), ok: true, detail: "credentials accepted".into() });
+                checks.push(Check {
+                    name: Stage::Auth.as_str().into(),
+                    ok: true,
+                    detail: "credentials accepted".into(),
+                });
             }
-            Ok(Err(e)) => failure = Some(classify("auth", &e, server)),
+            Ok(Err(e)) => failure = Some(classify(Stage::Auth, &e, server)),
             Err(f) => failure = Some(f),
         }
         if failure.is_none() && uid.is_none() {
             failure = Some(Failure {
-                stage: "auth",
+                stage: Stage::Auth,
                 cause: "namespace kube-system has no uid".into(),
                 hint: "this does not look like a Kubernetes API server".into(),
             });
@@ -158,17 +166,17 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
 
     if failure.is_none() {
         let t = Instant::now();
-        match within!("version", client.apiserver_version()) {
+        match within!(Stage::Version, client.apiserver_version()) {
             Ok(Ok(info)) => {
                 let ms = t.elapsed().as_millis();
                 checks.push(Check {
-                    name: "version".into(),
+                    name: Stage::Version.as_str().into(),
                     ok: true,
                     detail: format!("{} ({ms} ms)", info.git_version),
                 });
                 version = Some(info.git_version);
             }
-            Ok(Err(e)) => failure = Some(classify("version", &e, server)),
+            Ok(Err(e)) => failure = Some(classify(Stage::Version, &e, server)),
             Err(f) => failure = Some(f),
         }
     }
@@ -176,45 +184,45 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     // runtime_class and hami both run, so `missing` lists everything a GPU cluster lacks at once.
     if failure.is_none() {
         let rcs: Api<RuntimeClass> = Api::all(client.clone());
-        match within!("runtime_class", rcs.get_opt("nvidia")) {
+        match within!(Stage::RuntimeClass, rcs.get_opt("nvidia")) {
             Ok(Ok(Some(rc))) => checks.push(Check {
-                name: "runtime_class".into(),
+                name: Stage::RuntimeClass.as_str().into(),
                 ok: true,
                 detail: format!("RuntimeClass nvidia (handler {})", rc.handler),
             }),
             Ok(Ok(None)) => {
                 missing.push(MISSING_RUNTIME_CLASS.to_string());
                 checks.push(Check {
-                    name: "runtime_class".into(),
+                    name: Stage::RuntimeClass.as_str().into(),
                     ok: false,
                     detail: "RuntimeClass nvidia not found".into(),
                 });
             }
             Ok(Err(e)) => {
-                let f = classify("runtime_class", &e, server);
-                checks.push(Check { name: "runtime_class".into(), ok: false, detail: f.cause.clone() });
+                let f = classify(Stage::RuntimeClass, &e, server);
+                checks.push(Check { name: Stage::RuntimeClass.as_str().into(), ok: false, detail: f.cause.clone() });
                 failure = Some(f);
             }
             Err(f) => failure = Some(f),
         }
     }
-    if uid.is_some() && failure.as_ref().is_none_or(|f| f.stage == "runtime_class") {
+    if uid.is_some() && failure.as_ref().is_none_or(|f| f.stage == Stage::RuntimeClass) {
         let api: Api<Node> = Api::all(client.clone());
-        match within!("hami", api.list(&ListParams::default())) {
+        match within!(Stage::Hami, api.list(&ListParams::default())) {
             Ok(Ok(list)) => {
                 let parsed: Vec<ProbedNode> = list.items.iter().map(read_node).collect();
                 let hami_nodes = list.items.iter().filter(|n| has_hami(n)).count();
                 if hami_nodes > 0 {
                     let gpus: usize = parsed.iter().map(|n| n.gpus.len()).sum();
                     checks.push(Check {
-                        name: "hami".into(),
+                        name: Stage::Hami.as_str().into(),
                         ok: true,
                         detail: format!("{hami_nodes} of {} nodes run HAMi; {gpus} GPUs", parsed.len()),
                     });
                 } else {
                     missing.push(MISSING_HAMI.to_string());
                     checks.push(Check {
-                        name: "hami".into(),
+                        name: Stage::Hami.as_str().into(),
                         ok: false,
                         detail: format!("no node of {} advertises HAMi (hami.io/node-nvidia-register)", parsed.len()),
                     });
@@ -222,8 +230,8 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
                 nodes = Some(parsed);
             }
             Ok(Err(e)) => {
-                let f = classify("hami", &e, server);
-                checks.push(Check { name: "hami".into(), ok: false, detail: f.cause.clone() });
+                let f = classify(Stage::Hami, &e, server);
+                checks.push(Check { name: Stage::Hami.as_str().into(), ok: false, detail: f.cause.clone() });
                 failure.get_or_insert(f);
             }
             Err(f) => {
@@ -232,7 +240,7 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
         }
     }
     if failure.is_none() && !missing.is_empty() {
-        let first = if missing.iter().any(|m| m == MISSING_RUNTIME_CLASS) { "runtime_class" } else { "hami" };
+        let first = if missing.iter().any(|m| m == MISSING_RUNTIME_CLASS) { Stage::RuntimeClass } else { Stage::Hami };
         failure = Some(Failure {
             stage: first,
             cause: format!("runtime validation failed: missing {}", missing.join(", ")),
@@ -241,24 +249,24 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     }
     if let Some(f) = &failure {
         // Record the failing stage and mark the rest as not run.
-        if !checks.iter().any(|c| c.name == f.stage) {
-            checks.push(Check { name: f.stage.into(), ok: false, detail: f.cause.clone() });
+        if !checks.iter().any(|c| c.name == f.stage.as_str()) {
+            checks.push(Check { name: f.stage.as_str().into(), ok: false, detail: f.cause.clone() });
         }
     }
     for stage in STAGES {
-        if !checks.iter().any(|c| c.name == stage) {
-            checks.push(Check { name: stage.into(), ok: false, detail: "not run".into() });
+        if !checks.iter().any(|c| c.name == stage.as_str()) {
+            checks.push(Check { name: stage.as_str().into(), ok: false, detail: "not run".into() });
         }
     }
     let status = match &failure {
-        Some(f) if matches!(f.stage, "connect" | "auth" | "version") => ClusterStatus::Unreachable,
+        Some(f) if f.stage.is_reachability() => ClusterStatus::Unreachable,
         Some(_) => ClusterStatus::Degraded,
         None if nodes.as_ref().is_some_and(|n| n.iter().any(|n| !n.ready)) => ClusterStatus::Degraded,
         None => ClusterStatus::Connected,
     };
     ProbeOutcome {
         checks,
-        failure: failure.map(|f| ProbeError { stage: f.stage.into(), cause: f.cause, hint: f.hint }),
+        failure: failure.map(|f| ProbeError { stage: f.stage, cause: f.cause, hint: f.hint }),
         missing,
         status,
         kube_system_uid: uid,
@@ -304,16 +312,16 @@ async fn tcp_connect(server: &ServerAddr) -> Result<String, (String, String)> {
 }
 
 /// Maps a client error to the stage that failed and a cause a person understands.
-fn classify(stage: &'static str, e: &kube::Error, server: &ServerAddr) -> Failure {
+fn classify(stage: Stage, e: &kube::Error, server: &ServerAddr) -> Failure {
     if let kube::Error::Api(status) = e {
         return match status.code {
             401 => Failure {
-                stage: "auth",
+                stage: Stage::Auth,
                 cause: "the API server rejected the credentials (401 Unauthorized)".into(),
                 hint: "the token or client certificate is wrong or expired; export a fresh kubeconfig".into(),
             },
             403 => Failure {
-                stage: if stage == "auth" { "auth" } else { stage },
+                stage,
                 cause: format!("forbidden (403): {}", status.message),
                 hint: "the user needs get on namespaces, nodes and runtimeclasses (cluster-admin or gShare's control-plane role)"
                     .into(),
@@ -336,7 +344,7 @@ fn classify(stage: &'static str, e: &kube::Error, server: &ServerAddr) -> Failur
     if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake") || lower.contains("issuer")
     {
         return Failure {
-            stage: "connect",
+            stage: Stage::Connect,
             cause: format!("TLS with {} failed: {}", server.host, shorten(&text)),
             hint: "certificate-authority-data must be the CA that signed the API server's certificate, and the server name must be in it".into(),
         };
@@ -346,7 +354,7 @@ fn classify(stage: &'static str, e: &kube::Error, server: &ServerAddr) -> Failur
     } else {
         "check that the API server is up and reachable from this host".into()
     };
-    Failure { stage: "connect", cause: format!("cannot talk to the API server: {}", shorten(&text)), hint }
+    Failure { stage: Stage::Connect, cause: format!("cannot talk to the API server: {}", shorten(&text)), hint }
 }
 
 fn shorten(s: &str) -> String {

@@ -15,7 +15,7 @@ use super::model::*;
 use super::probe::{self, ProbeOutcome, ProbedNode};
 use crate::clock::{Clock, rfc3339_ms};
 use crate::config::Config;
-use crate::sessions::{ALLOCATIONS, SESSIONS};
+use crate::sessions::SESSIONS;
 use crate::store::{Store, StoreError};
 
 /// Longest cluster name.
@@ -166,7 +166,7 @@ fn check_api_server(v: Option<&str>) -> Result<Option<String>, ClusterError> {
 
 fn kubeconfig_failure(p: KubeconfigProblem) -> ClusterError {
     ClusterError::ProbeFailed(Box::new(ProbeOutcome::failed_early(
-        "kubeconfig",
+        Stage::Kubeconfig,
         p.cause,
         p.hint,
         ClusterStatus::Unreachable,
@@ -330,13 +330,19 @@ impl Clusters {
         let server = match kubeconfig::parse_server(&server_url) {
             Ok(s) => s,
             Err(p) => {
-                return (ProbeOutcome::failed_early("kubeconfig", p.cause, p.hint, ClusterStatus::Unreachable), None);
+                return (
+                    ProbeOutcome::failed_early(Stage::Kubeconfig, p.cause, p.hint, ClusterStatus::Unreachable),
+                    None,
+                );
             }
         };
         let client = match kubeconfig::client_for(kc, api_server, self.config.probe_timeout).await {
             Ok(c) => c,
             Err(p) => {
-                return (ProbeOutcome::failed_early("kubeconfig", p.cause, p.hint, ClusterStatus::Unreachable), None);
+                return (
+                    ProbeOutcome::failed_early(Stage::Kubeconfig, p.cause, p.hint, ClusterStatus::Unreachable),
+                    None,
+                );
             }
         };
         let outcome = probe::probe(&client, &server, self.config.probe_timeout).await;
@@ -603,7 +609,7 @@ impl Clusters {
                 {
                     outcome.status = ClusterStatus::Unreachable;
                     outcome.failure = Some(ProbeError {
-                        stage: "auth".into(),
+                        stage: Stage::Auth,
                         cause: format!(
                             "the kubeconfig now reaches a different cluster (kube-system UID {uid}, registered {})",
                             record.kube_system_uid
@@ -621,7 +627,7 @@ impl Clusters {
                     tracing::warn!(cluster_id = %record.id, "kubeconfig missing; cluster marked unreachable");
                     newly_missing = true;
                 }
-                ProbeOutcome::failed_early("kubeconfig", p.cause, p.hint, ClusterStatus::Unreachable)
+                ProbeOutcome::failed_early(Stage::Kubeconfig, p.cause, p.hint, ClusterStatus::Unreachable)
             }
         };
         self.record_probe(&record.id, &outcome).await?;
@@ -762,12 +768,7 @@ impl Clusters {
                     .filter(|(_, s)| s.cluster_id == key && s.is_live())
                     .map(|(k, _)| k)
                     .collect();
-                let allocations: Vec<String> = ALLOCATIONS
-                    .list_in_write(txn)?
-                    .into_iter()
-                    .filter(|(_, a)| a.cluster_id == key && a.is_open())
-                    .map(|(_, a)| a.id)
-                    .collect();
+                let allocations = crate::inventory::gpu_booking::open_on_cluster(txn, &key)?;
                 if !sessions.is_empty() || !allocations.is_empty() {
                     return Ok(Err(ClusterError::InUse { id: key, sessions, allocations }));
                 }

@@ -35,15 +35,11 @@ impl From<ClusterError> for ApiError {
             ClusterError::Invalid { field, message, kind } => ApiError::field(&["body", field], message, kind),
             ClusterError::ProbeFailed(outcome) => {
                 let failure = outcome.failure.clone().unwrap_or(ProbeError {
-                    stage: "unknown".into(),
+                    stage: Stage::Unknown,
                     cause: String::new(),
                     hint: String::new(),
                 });
-                let reason = match failure.stage.as_str() {
-                    "kubeconfig" => "kubeconfig_invalid",
-                    "connect" | "auth" | "version" => "cluster_unreachable",
-                    _ => "runtime_validation_failed",
-                };
+                let reason = failure.stage.failure_reason();
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "probe_failed",
@@ -53,7 +49,7 @@ impl From<ClusterError> for ApiError {
                     "stage": failure.stage,
                     "cause": failure.cause,
                     "hint": failure.hint,
-                    "reason": reason,
+                    "reason": reason.as_str(),
                     "checks": outcome.checks,
                     "missing": outcome.missing,
                 }))

@@ -49,6 +49,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::clusters::routes::routes())
         .merge(crate::inventory::routes::routes())
         .merge(crate::sessions::routes::routes())
+        .merge(crate::sessions::reports::routes())
         .split_for_parts()
 }
 

@@ -4,21 +4,20 @@
 
 use redb::WriteTransaction;
 
+use super::gpu_booking::ALLOCATIONS;
 use super::model::*;
 use crate::audit::{AuditEntry, AuditResult};
 use crate::clock::Clock;
 use crate::clusters::model::{
-    CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS, ProbeError,
+    CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS, ProbeError, Stage,
 };
-use crate::sessions::model::{LIVE_SESSIONS, Phase};
-use crate::sessions::{ALLOCATIONS, SESSIONS, SessionRecord};
 use crate::store::{Outcome, StoreError};
 
 /// Liveness timestamps (`heartbeat_at`, `last_seen`) are rewritten at most this often: a report
 /// that changes nothing else costs no write in between. Far below the 90 s / 120 s thresholds.
 pub const LIVENESS_EVERY_MS: i64 = 5_000;
 /// `last_error.stage` of a cluster the sweep marked degraded because its operator fell silent.
-pub const SILENT_STAGE: &str = "heartbeat";
+pub const SILENT_STAGE: Stage = Stage::Heartbeat;
 
 /// A refusal decided from stored data (the write itself succeeded: nothing was written).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +34,7 @@ pub enum Refusal {
     },
 }
 
-fn outcome<T>(wrote: bool, v: T) -> Outcome<T> {
+pub(crate) fn outcome<T>(wrote: bool, v: T) -> Outcome<T> {
     if wrote { Outcome::Wrote(v) } else { Outcome::Unchanged(v) }
 }
 
@@ -507,62 +506,6 @@ pub fn record_health_event(
     Ok(Outcome::Wrote(true))
 }
 
-/// The session a CR name (or a session id) stands for: exactly, or as `lower(replace(id,'_','-'))`.
-pub fn find_session(txn: &WriteTransaction, name: &str) -> Result<Option<SessionRecord>, StoreError> {
-    if let Some(s) = SESSIONS.get_in_write(txn, name)? {
-        return Ok(Some(s));
-    }
-    crate::sessions::model::find_by_cr_name(
-        name,
-        |id| SESSIONS.get_in_write(txn, id),
-        || Ok(LIVE_SESSIONS.list_in_write(txn)?.into_iter().map(|(id, _)| id).collect()),
-    )
-}
-
-/// What a status report did to a known session.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StatusApplied {
-    pub session_id: Option<String>,
-    /// The session failed and its CR should be deleted (after the commit).
-    pub delete_cr: bool,
-    /// The report was stale (from before the last resume) and changed nothing.
-    pub stale: bool,
-}
-
-/// `POST /internal/sessions/{id}/status`: the last report is kept, and the session state
-/// machine (`sessions::status`) applies it.
-pub fn record_status(
-    txn: &WriteTransaction,
-    cluster_id: &str,
-    name: &str,
-    r: &StatusReport,
-    now: i64,
-) -> Result<Outcome<Result<StatusApplied, Refusal>>, StoreError> {
-    if live_cluster(txn, cluster_id)?.is_none() {
-        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
-    }
-    let Some(mut session) = find_session(txn, name)? else {
-        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
-    };
-    if session.cluster_id != cluster_id {
-        return Ok(Outcome::Unchanged(Err(Refusal::OtherCluster { cluster_id: session.cluster_id })));
-    }
-    let mut wrote = false;
-    if SESSION_REPORTS.get_in_write(txn, &session.id)?.as_ref() != Some(r) {
-        SESSION_REPORTS.put(txn, &session.id, r)?;
-        wrote = true;
-    }
-    let applied = crate::sessions::status::apply(txn, &mut session, r, now)?;
-    if applied.wrote {
-        put_session(txn, &session)?;
-        wrote = true;
-    }
-    Ok(outcome(
-        wrote,
-        Ok(StatusApplied { session_id: Some(session.id), delete_cr: applied.delete_cr, stale: applied.stale }),
-    ))
-}
-
 /// `POST /internal/volumes/sync`: records PVCs, pools and session disks; answers a directive per
 /// PVC. No quota change and no reclaim unless a volume is known deleted.
 pub fn volume_sync(
@@ -648,89 +591,6 @@ pub fn volume_sync(
     Ok(outcome(wrote, VolumeSyncAnswer { volumes: out, orphans }))
 }
 
-/// `POST /internal/metrics/session-samples`: keeps the latest sample per session of this
-/// cluster; samples for unknown sessions (or another cluster's) are counted and dropped.
-pub fn record_samples(
-    txn: &WriteTransaction,
-    cluster_id: &str,
-    r: &AgentReport,
-) -> Result<Outcome<SamplesAccepted>, StoreError> {
-    if r.samples.is_empty() {
-        return Ok(Outcome::Unchanged(SamplesAccepted { accepted: 0, unknown: None }));
-    }
-    let live = live_cluster(txn, cluster_id)?.is_some();
-    let mut latest: std::collections::BTreeMap<String, &AgentSample> = Default::default();
-    let mut unknown = 0;
-    let mut accepted = 0;
-    let mut resolved: std::collections::HashMap<&str, Option<String>> = Default::default();
-    for s in &r.samples {
-        let id = match resolved.get(s.session.as_str()) {
-            Some(id) => id.clone(),
-            None => {
-                let id = if live {
-                    find_session(txn, &s.session)?.filter(|x| x.cluster_id == cluster_id && x.is_live()).map(|x| x.id)
-                } else {
-                    None
-                };
-                resolved.insert(&s.session, id.clone());
-                id
-            }
-        };
-        match id {
-            Some(id) => {
-                accepted += 1;
-                let e = latest.entry(id).or_insert(s);
-                if s.at >= e.at {
-                    *e = s;
-                }
-            }
-            None => unknown += 1,
-        }
-    }
-    let wrote = !latest.is_empty();
-    for (id, s) in latest {
-        let rec = SessionSampleRecord {
-            session_id: id.clone(),
-            node: r.node.clone(),
-            at: s.at,
-            cpu_cores: s.cpu_cores,
-            mem_bytes: s.mem_bytes,
-        };
-        SESSION_SAMPLES.put(txn, &id, &rec)?;
-    }
-    Ok(outcome(wrote, SamplesAccepted { accepted, unknown: Some(unknown) }))
-}
-
-/// Writes a session row and keeps its cluster's `running_sessions` exact in the same
-/// transaction (for the session state machine: every phase change goes through here).
-pub fn put_session(txn: &WriteTransaction, session: &SessionRecord) -> Result<(), StoreError> {
-    let was_running = SESSIONS.get_in_write(txn, &session.id)?.is_some_and(|s| s.phase == Phase::Running);
-    let is_running = session.phase == Phase::Running;
-    if was_running != is_running
-        && let Some(mut c) = CLUSTERS.get_in_write(txn, &session.cluster_id)?
-    {
-        c.running_sessions = if is_running { c.running_sessions + 1 } else { c.running_sessions.saturating_sub(1) };
-        CLUSTERS.put(txn, &session.cluster_id, &c)?;
-    }
-    if session.is_live() {
-        LIVE_SESSIONS.put(txn, &session.id, &session.cluster_id)?;
-    } else {
-        LIVE_SESSIONS.delete(txn, &session.id)?;
-    }
-    SESSIONS.put(txn, &session.id, session)
-}
-
-/// Recomputes a cluster's counters from its rows (tests compare it with the running counts).
-pub fn recount(txn: &redb::ReadTransaction, cluster_id: &str) -> Result<(u64, u64, u64, u64), StoreError> {
-    let prefix = format!("{cluster_id}/");
-    let nodes = NODES.list_prefix(txn, &prefix)?.len() as u64;
-    let gpus = GPUS.list_prefix(txn, &prefix)?;
-    let running =
-        SESSIONS.list(txn)?.iter().filter(|(_, s)| s.cluster_id == cluster_id && s.phase == Phase::Running).count()
-            as u64;
-    Ok((nodes, gpus.len() as u64, gpus.iter().map(|(_, g)| g.total_mem_mb).sum(), running))
-}
-
 /// The sweep: nodes not seen for `node_stale_after` go offline; a cluster whose operator has
 /// been silent for `heartbeat_stale_after` is degraded. Only clusters whose operator has ever
 /// reported are judged (without an operator there is nothing to hear from).
@@ -763,7 +623,7 @@ pub fn sweep(
 
 pub fn silent_error(for_s: i64) -> ProbeError {
     ProbeError {
-        stage: SILENT_STAGE.into(),
+        stage: SILENT_STAGE,
         cause: format!("the gShare operator has not reported inventory for {for_s} s"),
         hint: "check the gshare-operator pod in gshare-system (kubectl -n gshare-system logs deploy/gshare-operator) and its token".into(),
     }

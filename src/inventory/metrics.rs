@@ -113,7 +113,7 @@ pub async fn render(app: &App) -> String {
         let _ = writeln!(out, "gshare_clusters{{status=\"{status}\"}} {n}");
     }
 
-    use crate::sessions::model::{ALLOCATIONS, Phase, allocation_prefix, live_sessions};
+    use crate::sessions::model::{Phase, live_sessions};
     let live = [Phase::Pending, Phase::Preparing, Phase::Running, Phase::Paused, Phase::Terminating];
     let mut by_phase: BTreeMap<&'static str, u64> = live.iter().map(|p| (p.as_str(), 0)).collect();
     let mut open_allocations = 0u64;
@@ -124,11 +124,7 @@ pub async fn render(app: &App) -> String {
             let live = live_sessions(txn)?;
             let mut open = 0u64;
             for s in &live {
-                open += ALLOCATIONS
-                    .list_prefix(txn, &allocation_prefix(&s.id))?
-                    .iter()
-                    .filter(|(_, a)| a.is_open())
-                    .count() as u64;
+                open += super::gpu_booking::open_of_session(txn, &s.id)?;
             }
             Ok((live.into_iter().map(|s| s.phase).collect::<Vec<Phase>>(), open))
         })

@@ -7,6 +7,7 @@
 //! costs no transaction; everything else goes through the store's group commit.
 
 pub mod apply;
+pub mod gpu_booking;
 pub mod metrics;
 pub mod model;
 pub mod routes;
@@ -198,17 +199,6 @@ impl Inventory {
             .await
     }
 
-    pub async fn session_status(
-        &self,
-        cluster: &ClusterId,
-        name: String,
-        r: StatusReport,
-    ) -> Result<Result<apply::StatusApplied, Refusal>, StoreError> {
-        let now = self.clock.now_ms();
-        let id = cluster.to_string();
-        self.store.write_batched(move |txn| apply::record_status(txn, &id, &name, &r, now)).await
-    }
-
     pub async fn volume_sync(&self, cluster: &ClusterId, r: VolumeSync) -> Result<VolumeSyncAnswer, StoreError> {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
@@ -217,11 +207,6 @@ impl Inventory {
             tracing::warn!(cluster_id = %cluster, orphans = answer.orphans, "volume sync: PVCs without a volume id; left untouched");
         }
         Ok(answer)
-    }
-
-    pub async fn session_samples(&self, cluster: &ClusterId, r: AgentReport) -> Result<SamplesAccepted, StoreError> {
-        let id = cluster.to_string();
-        self.store.write_batched(move |txn| apply::record_samples(txn, &id, &r)).await
     }
 
     /// Cordon, uncordon or decommission a node (admin), audited in the same transaction.

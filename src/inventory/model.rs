@@ -15,11 +15,6 @@ pub const HEALTH_EVENTS: JsonTable<HealthEventRecord> = JsonTable::new("node_hea
 pub const VOLUMES: JsonTable<VolumeRecord> = JsonTable::new("volumes");
 /// `<cluster_id>/<CR name>` -> a session pod's scratch-disk usage.
 pub const SESSION_DISKS: JsonTable<SessionDiskRecord> = JsonTable::new("session_disks");
-/// `<session id>` -> the latest agent sample.
-pub const SESSION_SAMPLES: JsonTable<SessionSampleRecord> = JsonTable::new("session_samples");
-/// `<session id>` -> the latest status report of its operator.
-pub const SESSION_REPORTS: JsonTable<StatusReport> = JsonTable::new("session_status_reports");
-
 /// Kubernetes' limit on a node name (a DNS subdomain).
 pub const MAX_NODE_NAME: usize = 253;
 /// A GPU uuid: `GPU-<36>`, `MIG-…`, or `<node>-gpu-<i>` (a node name plus a suffix).
@@ -34,7 +29,7 @@ pub const MAX_SAMPLES: usize = 500;
 pub struct Problems(pub Vec<FieldError>);
 
 impl Problems {
-    fn push(&mut self, loc: &[&str], msg: impl Into<String>, kind: &str) {
+    pub fn push(&mut self, loc: &[&str], msg: impl Into<String>, kind: &str) {
         let mut full = vec!["body"];
         full.extend_from_slice(loc);
         self.0.push(FieldError::new(&full, msg, kind));
@@ -335,70 +330,6 @@ impl OperatorAudit {
     }
 }
 
-/// `POST /internal/sessions/{id}/status` (§2.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct StatusReport {
-    /// `Pending|Preparing|Running|Paused|Terminated|Error|Heartbeat|IdleWarning|Terminating`
-    /// (any case; unknown phases are accepted and ignored).
-    pub phase: String,
-    /// RFC 3339 UTC event time.
-    pub ts: String,
-    #[serde(default)]
-    pub bound_gpu_uuid: Option<String>,
-    #[serde(default)]
-    pub node_name: Option<String>,
-    /// `namespace/name`.
-    #[serde(default)]
-    pub pod_ref: Option<String>,
-    /// `Yielded` after an in-place yield.
-    #[serde(default)]
-    pub yield_state: Option<String>,
-    /// Reported, unused.
-    #[serde(default)]
-    pub used_mem_mb: Option<i64>,
-    #[serde(default)]
-    pub message: Option<String>,
-    #[serde(default)]
-    pub trace_id: Option<String>,
-    #[serde(default)]
-    pub cluster_id: Option<String>,
-    /// The CR generation the report describes.
-    #[serde(default)]
-    pub generation: Option<i64>,
-    #[serde(default)]
-    pub restart_count: Option<i64>,
-    /// `Running`, `Waiting:<reason>` or `Terminated:<reason>`.
-    #[serde(default)]
-    pub container_state: Option<String>,
-}
-
-impl StatusReport {
-    pub fn check(&self) -> Result<(), Vec<FieldError>> {
-        let mut p = Problems::default();
-        p.timestamp(&["ts"], &self.ts);
-        if let Some(u) = &self.bound_gpu_uuid {
-            p.uuid(&["bound_gpu_uuid"], u);
-        }
-        if let Some(n) = &self.node_name {
-            p.node_name(&["node_name"], n);
-        }
-        p.non_negative(&["used_mem_mb"], self.used_mem_mb);
-        p.non_negative(&["generation"], self.generation);
-        p.non_negative(&["restart_count"], self.restart_count);
-        for (name, v) in [
-            ("phase", Some(self.phase.as_str())),
-            ("pod_ref", self.pod_ref.as_deref()),
-            ("yield_state", self.yield_state.as_deref()),
-            ("message", self.message.as_deref()),
-            ("trace_id", self.trace_id.as_deref()),
-            ("container_state", self.container_state.as_deref()),
-        ] {
-            p.text(&[name], v);
-        }
-        p.into_result()
-    }
-}
-
 /// One PVC the operator sees (§2.8).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct VolumeObserved {
@@ -516,56 +447,6 @@ pub struct PoolRecord {
     pub capacity_source: String,
 }
 
-/// One agent sample (§2.10).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct AgentSample {
-    /// The session's CR name.
-    pub session: String,
-    /// Unix seconds, fractional.
-    pub at: f64,
-    pub cpu_cores: f64,
-    pub mem_bytes: i64,
-}
-
-/// `POST /internal/metrics/session-samples`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-pub struct AgentReport {
-    pub node: String,
-    #[serde(default)]
-    pub samples: Vec<AgentSample>,
-}
-
-impl AgentReport {
-    pub fn check(&self) -> Result<(), Vec<FieldError>> {
-        let mut p = Problems::default();
-        p.node_name(&["node"], &self.node);
-        if self.samples.len() > MAX_SAMPLES {
-            p.push(&["samples"], format!("at most {MAX_SAMPLES} samples per batch"), "too_long");
-        }
-        for (i, s) in self.samples.iter().enumerate().take(MAX_SAMPLES) {
-            let i = i.to_string();
-            if !(s.cpu_cores >= 0.0 && s.cpu_cores.is_finite()) {
-                p.push(&["samples", &i, "cpu_cores"], "must be greater than or equal to 0", "greater_than_equal");
-            }
-            p.non_negative(&["samples", &i, "mem_bytes"], Some(s.mem_bytes));
-            p.text(&["samples", &i, "session"], Some(&s.session));
-            if !s.at.is_finite() {
-                p.push(&["samples", &i, "at"], "must be a number of seconds", "float_parsing");
-            }
-        }
-        p.into_result()
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SessionSampleRecord {
-    pub session_id: String,
-    pub node: String,
-    pub at: f64,
-    pub cpu_cores: f64,
-    pub mem_bytes: i64,
-}
-
 /// `{"accepted":true}` (202), upstream's answer to most callbacks.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Accepted {
@@ -576,14 +457,6 @@ pub struct Accepted {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Hostnames {
     pub hostnames: Vec<String>,
-}
-
-/// `{"accepted":n,"unknown":m}`: samples kept and samples for sessions not known here.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct SamplesAccepted {
-    pub accepted: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unknown: Option<u64>,
 }
 
 #[cfg(test)]

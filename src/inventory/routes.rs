@@ -35,24 +35,22 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(health_events))
         .routes(routes!(audit_operator))
         .routes(routes!(volumes_sync))
-        .routes(routes!(session_samples))
-        .routes(routes!(session_status))
         .routes(routes!(cordon))
         .routes(routes!(uncordon))
         .routes(routes!(decommission))
         .routes(routes!(metrics))
 }
 
-fn accepted() -> Response {
+pub(crate) fn accepted() -> Response {
     (StatusCode::ACCEPTED, Json(Accepted { accepted: true })).into_response()
 }
 
-fn checked(r: Result<(), Vec<FieldError>>) -> Result<(), ApiError> {
+pub(crate) fn checked(r: Result<(), Vec<FieldError>>) -> Result<(), ApiError> {
     r.map_err(ApiError::validation)
 }
 
 /// A payload naming another cluster is refused, not believed; absent or null passes.
-fn scope(caller: &OperatorCaller, claimed: Option<&str>) -> Result<(), ApiError> {
+pub(crate) fn scope(caller: &OperatorCaller, claimed: Option<&str>) -> Result<(), ApiError> {
     match claimed {
         Some(c) if c != caller.cluster_id.as_str() => Err(other_cluster(caller, c)),
         _ => Ok(()),
@@ -76,7 +74,7 @@ fn parse_object<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiErr
     parse_json(body)
 }
 
-fn refusal(caller: Option<&OperatorCaller>, r: Refusal) -> ApiError {
+pub(crate) fn refusal(caller: Option<&OperatorCaller>, r: Refusal) -> ApiError {
     match r {
         Refusal::OtherCluster { cluster_id } => match caller {
             Some(c) => other_cluster(c, &cluster_id),
@@ -239,55 +237,6 @@ async fn volumes_sync(
     checked(r.check())?;
     scope(&caller, r.cluster_id.as_deref())?;
     Ok(Json(app.inventory.volume_sync(&caller.cluster_id, r).await?))
-}
-
-/// The node agent's session samples; the latest per session is kept.
-#[utoipa::path(post, path = "/internal/metrics/session-samples", tag = "internal",
-    request_body = AgentReport,
-    responses((status = 200, body = SamplesAccepted), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
-async fn session_samples(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-    body: Bytes,
-) -> Result<Json<SamplesAccepted>, ApiError> {
-    let r: AgentReport = parse_json(&body)?;
-    checked(r.check())?;
-    Ok(Json(app.inventory.session_samples(&caller.cluster_id, r).await?))
-}
-
-/// A session's phase report; `{id}` is the CR name (or the session id).
-#[utoipa::path(post, path = "/internal/sessions/{id}/status", tag = "internal",
-    params(("id" = String, Path, description = "the GShareSession CR name, e.g. ses-01j…")),
-    request_body = StatusReport,
-    responses(
-        (status = 202, body = Accepted, description = "recorded; an unknown session is a no-op"),
-        (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody, description = "cluster_id or the session belongs to another cluster"),
-        (status = 422, body = ErrorBody),
-    ))]
-async fn session_status(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let r: StatusReport = parse_json(&body)?;
-    let mut p = Problems::default();
-    if id.len() > MAX_NODE_NAME {
-        p.node_name(&["id"], &id);
-    }
-    checked(r.check().and(p.into_result()))?;
-    scope(&caller, r.cluster_id.as_deref())?;
-    let applied =
-        app.inventory.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
-    if applied.delete_cr
-        && let Some(sid) = applied.session_id
-    {
-        // Upstream deletes the CR of a failed session; the report is answered first.
-        let sessions = app.sessions.clone();
-        tokio::spawn(async move { sessions.delete_failed_cr(&sid).await });
-    }
-    Ok(accepted())
 }
 
 async fn node_view(app: &App, r: NodeRecord) -> Result<NodeView, ApiError> {

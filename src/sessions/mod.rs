@@ -9,6 +9,7 @@ pub mod cr;
 pub mod model;
 pub mod offerings;
 pub mod relay;
+pub mod reports;
 pub mod routes;
 pub mod status;
 
@@ -19,13 +20,13 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use model::*;
-pub use model::{ALLOCATIONS, AllocationRecord, SESSIONS, SessionRecord};
+pub use model::{SESSIONS, SessionRecord};
 
+use self::model::put_session;
 use crate::clock::Clock;
 use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, Role};
 use crate::clusters::{ClusterId, Clusters};
 use crate::config::Config;
-use crate::inventory::apply::put_session;
 use crate::store::{Store, StoreError};
 use cr::{CrClient, CrError};
 

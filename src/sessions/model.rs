@@ -1,27 +1,18 @@
-//! What the store keeps about offerings, sessions and GPU allocations, and the views the API returns.
+//! What the store keeps about offerings and sessions, and the views the API returns. GPU
+//! allocations belong to inventory (`inventory::gpu_booking`).
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::clock::rfc3339_ms;
-use crate::store::JsonTable;
+use crate::clusters::model::{CLUSTERS, GPUS, NODES};
+use crate::store::{JsonTable, Migration};
 
 /// `off_…` -> offering (the catalogue sessions are created from).
 pub const OFFERINGS: JsonTable<OfferingRecord> = JsonTable::new("offerings");
 /// `ses_…` -> session.
 pub const SESSIONS: JsonTable<SessionRecord> = JsonTable::new("sessions");
-/// `<session id>/<alc_…>` -> GPU allocation (keyed by session: a session's allocations are one
-/// range read, however long the history).
-pub const ALLOCATIONS: JsonTable<AllocationRecord> = JsonTable::new("allocations");
-
-pub fn allocation_prefix(session_id: &str) -> String {
-    format!("{session_id}/")
-}
-
-pub fn allocation_key(session_id: &str, allocation_id: &str) -> String {
-    format!("{session_id}/{allocation_id}")
-}
-/// Live session id -> its cluster id: an index kept by `inventory::apply::put_session`, so the
+/// Live session id -> its cluster id: an index kept by [`put_session`], so the
 /// live list, offering counts and metrics never decode the whole history.
 pub const LIVE_SESSIONS: JsonTable<String> = JsonTable::new("live_sessions");
 /// SHA-256 of a connection token (hex) -> the session it opens, until redeemed or expired.
@@ -308,18 +299,9 @@ impl SessionRecord {
     }
 }
 
-/// Schema 1 -> 2: the live-session index, and allocations keyed by their session.
-pub fn migrate_to_schema_2(txn: &redb::WriteTransaction) -> Result<(), crate::store::StoreError> {
-    rebuild_live_index(txn)?;
-    for (key, a) in ALLOCATIONS.list_in_write(txn)? {
-        let wanted = allocation_key(&a.session_id, &a.id);
-        if key != wanted {
-            ALLOCATIONS.delete(txn, &key)?;
-            ALLOCATIONS.put(txn, &wanted, &a)?;
-        }
-    }
-    Ok(())
-}
+/// Schema 2: the live-session index (built from the sessions).
+pub const INDEX_LIVE_SESSIONS: Migration =
+    Migration { to: 2, what: "the live-session index", run: |txn| rebuild_live_index(txn).map(drop) };
 
 /// Rebuilds [`LIVE_SESSIONS`] from the sessions (schema migration, and a repair); returns its size.
 pub fn rebuild_live_index(txn: &redb::WriteTransaction) -> Result<usize, crate::store::StoreError> {
@@ -439,27 +421,6 @@ pub struct SessionPage {
     pub pagination: crate::clusters::model::Pagination,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AllocationRecord {
-    pub id: String,
-    pub cluster_id: String,
-    pub session_id: String,
-    pub gpu_uuid: Option<String>,
-    pub created_at: i64,
-    pub released_at: Option<i64>,
-    /// What this allocation added to the card's `used_*` (given back on release).
-    #[serde(default)]
-    pub gpu_mem_mb: u64,
-    #[serde(default)]
-    pub gpu_cores: u64,
-}
-
-impl AllocationRecord {
-    pub fn is_open(&self) -> bool {
-        self.released_at.is_none()
-    }
-}
-
 /// A one-time connection token, stored by its hash.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConnectTokenRecord {
@@ -477,4 +438,146 @@ pub struct Connection {
     /// `cnx_<ULID>.<secret>`.
     pub token: String,
     pub expires_at: String,
+}
+
+/// Writes a session row and keeps its cluster's `running_sessions` exact in the same
+/// transaction (for the session state machine: every phase change goes through here).
+pub fn put_session(txn: &redb::WriteTransaction, session: &SessionRecord) -> Result<(), crate::store::StoreError> {
+    let was_running = SESSIONS.get_in_write(txn, &session.id)?.is_some_and(|s| s.phase == Phase::Running);
+    let is_running = session.phase == Phase::Running;
+    if was_running != is_running
+        && let Some(mut c) = CLUSTERS.get_in_write(txn, &session.cluster_id)?
+    {
+        c.running_sessions = if is_running { c.running_sessions + 1 } else { c.running_sessions.saturating_sub(1) };
+        CLUSTERS.put(txn, &session.cluster_id, &c)?;
+    }
+    if session.is_live() {
+        LIVE_SESSIONS.put(txn, &session.id, &session.cluster_id)?;
+    } else {
+        LIVE_SESSIONS.delete(txn, &session.id)?;
+    }
+    SESSIONS.put(txn, &session.id, session)
+}
+
+/// The session a CR name (or a session id) stands for: exactly, or as `lower(replace(id,'_','-'))`.
+pub fn find_session(
+    txn: &redb::WriteTransaction,
+    name: &str,
+) -> Result<Option<SessionRecord>, crate::store::StoreError> {
+    if let Some(s) = SESSIONS.get_in_write(txn, name)? {
+        return Ok(Some(s));
+    }
+    find_by_cr_name(
+        name,
+        |id| SESSIONS.get_in_write(txn, id),
+        || Ok(LIVE_SESSIONS.list_in_write(txn)?.into_iter().map(|(id, _)| id).collect()),
+    )
+}
+
+/// Recomputes a cluster's counters (nodes, GPUs, VRAM, running sessions) from its rows (tests compare it with the running counts).
+pub fn recount(
+    txn: &redb::ReadTransaction,
+    cluster_id: &str,
+) -> Result<(u64, u64, u64, u64), crate::store::StoreError> {
+    let prefix = format!("{cluster_id}/");
+    let nodes = NODES.list_prefix(txn, &prefix)?.len() as u64;
+    let gpus = GPUS.list_prefix(txn, &prefix)?;
+    let running =
+        SESSIONS.list(txn)?.iter().filter(|(_, s)| s.cluster_id == cluster_id && s.phase == Phase::Running).count()
+            as u64;
+    Ok((nodes, gpus.len() as u64, gpus.iter().map(|(_, g)| g.total_mem_mb).sum(), running))
+}
+
+/// `POST /internal/sessions/{id}/status` (§2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StatusReport {
+    /// `Pending|Preparing|Running|Paused|Terminated|Error|Heartbeat|IdleWarning|Terminating`
+    /// (any case; unknown phases are accepted and ignored).
+    pub phase: String,
+    /// RFC 3339 UTC event time.
+    pub ts: String,
+    #[serde(default)]
+    pub bound_gpu_uuid: Option<String>,
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// `namespace/name`.
+    #[serde(default)]
+    pub pod_ref: Option<String>,
+    /// `Yielded` after an in-place yield.
+    #[serde(default)]
+    pub yield_state: Option<String>,
+    /// Reported, unused.
+    #[serde(default)]
+    pub used_mem_mb: Option<i64>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub trace_id: Option<String>,
+    #[serde(default)]
+    pub cluster_id: Option<String>,
+    /// The CR generation the report describes.
+    #[serde(default)]
+    pub generation: Option<i64>,
+    #[serde(default)]
+    pub restart_count: Option<i64>,
+    /// `Running`, `Waiting:<reason>` or `Terminated:<reason>`.
+    #[serde(default)]
+    pub container_state: Option<String>,
+}
+
+impl StatusReport {
+    pub fn check(&self) -> Result<(), Vec<crate::http::error::FieldError>> {
+        let mut p = crate::inventory::model::Problems::default();
+        p.timestamp(&["ts"], &self.ts);
+        if let Some(u) = &self.bound_gpu_uuid {
+            p.uuid(&["bound_gpu_uuid"], u);
+        }
+        if let Some(n) = &self.node_name {
+            p.node_name(&["node_name"], n);
+        }
+        p.non_negative(&["used_mem_mb"], self.used_mem_mb);
+        p.non_negative(&["generation"], self.generation);
+        p.non_negative(&["restart_count"], self.restart_count);
+        for (name, v) in [
+            ("phase", Some(self.phase.as_str())),
+            ("pod_ref", self.pod_ref.as_deref()),
+            ("yield_state", self.yield_state.as_deref()),
+            ("message", self.message.as_deref()),
+            ("trace_id", self.trace_id.as_deref()),
+            ("container_state", self.container_state.as_deref()),
+        ] {
+            p.text(&[name], v);
+        }
+        p.into_result()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[tokio::test]
+    async fn schema_1_files_get_the_live_session_index() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        {
+            // A schema-1 file (the steps up to 1 only): sessions written without the index.
+            let store = Store::open(&path, &crate::MIGRATIONS[..1]).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 1);
+            store
+                .write(|txn| {
+                    SESSIONS.put(txn, "ses_A", &SessionRecord::new("ses_A", "clu_1", "c", "u", 0))?;
+                    let done =
+                        SessionRecord { phase: Phase::Terminated, ..SessionRecord::new("ses_B", "clu_1", "c", "u", 0) };
+                    SESSIONS.put(txn, "ses_B", &done)
+                })
+                .await
+                .unwrap();
+        }
+        let store = Store::open(&path, crate::MIGRATIONS).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 2);
+        let live: Vec<(String, String)> = store.read(|txn| LIVE_SESSIONS.list(txn)).await.unwrap();
+        assert_eq!(live, [("ses_A".to_string(), "clu_1".to_string())]);
+    }
 }

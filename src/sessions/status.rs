@@ -5,9 +5,9 @@
 
 use redb::WriteTransaction;
 
-use super::model::{ALLOCATIONS, AllocationRecord, GpuMode, Phase, SessionRecord, allocation_key, allocation_prefix};
-use crate::clusters::model::GPUS;
-use crate::inventory::model::{StatusReport, parse_ts};
+use super::model::{GpuMode, Phase, SessionRecord, StatusReport};
+use crate::inventory::gpu_booking::{self, Booking, Share};
+use crate::inventory::model::parse_ts;
 use crate::store::StoreError;
 
 /// A reason-less Paused report this soon after a resume describes the run before it.
@@ -26,38 +26,102 @@ pub struct Applied {
     pub delete_cr: bool,
 }
 
-/// The reason a message names (contract: keywords decide).
+/// Why a session paused or ended (`reason` on the wire; stored as its string).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    DiskExceeded,
+    MaxRuntime,
+    Idle,
+    Evicted,
+    CrashLoop,
+    Paused,
+    Error,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DiskExceeded => "disk_exceeded",
+            Self::MaxRuntime => "max_runtime",
+            Self::Idle => "idle",
+            Self::Evicted => "evicted",
+            Self::CrashLoop => "crash_loop",
+            Self::Paused => "paused",
+            Self::Error => "error",
+        }
+    }
+
+    /// The reason a message names (contract: keywords decide).
+    pub fn from_message(message: Option<&str>) -> Option<Self> {
+        let m = message?.to_ascii_lowercase();
+        if m.contains("evicted") && (m.contains("ephemeral") || m.contains("storage")) {
+            Some(Self::DiskExceeded)
+        } else if m.contains("max-runtime") || m.contains("max_runtime") {
+            Some(Self::MaxRuntime)
+        } else if m.contains("idle") {
+            Some(Self::Idle)
+        } else if m.contains("evicted") {
+            Some(Self::Evicted)
+        } else {
+            None
+        }
+    }
+}
+
+/// The reason a message names, as its wire string (see [`Reason::from_message`]).
 pub fn reason_from(message: Option<&str>) -> Option<&'static str> {
-    let m = message?.to_ascii_lowercase();
-    if m.contains("evicted") && (m.contains("ephemeral") || m.contains("storage")) {
-        Some("disk_exceeded")
-    } else if m.contains("max-runtime") || m.contains("max_runtime") {
-        Some("max_runtime")
-    } else if m.contains("idle") {
-        Some("idle")
-    } else if m.contains("evicted") {
-        Some("evicted")
-    } else {
-        None
+    Reason::from_message(message).map(Reason::as_str)
+}
+
+/// The phase an operator report names (any case); unknown phases change nothing (contract §2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportedPhase {
+    Pending,
+    Preparing,
+    Running,
+    Paused,
+    Terminating,
+    Terminated,
+    Error,
+    Heartbeat,
+    IdleWarning,
+    Unknown,
+}
+
+impl ReportedPhase {
+    pub fn parse(phase: &str) -> Self {
+        match phase.to_ascii_lowercase().as_str() {
+            "pending" => Self::Pending,
+            "preparing" => Self::Preparing,
+            "running" => Self::Running,
+            "paused" => Self::Paused,
+            "terminating" => Self::Terminating,
+            "terminated" => Self::Terminated,
+            "error" => Self::Error,
+            "heartbeat" => Self::Heartbeat,
+            "idlewarning" => Self::IdleWarning,
+            _ => Self::Unknown,
+        }
     }
 }
 
 /// Applies one report to `s` (already known to belong to the reporting cluster). The caller
-/// stores `s` through `inventory::apply::put_session` when `wrote` is set.
+/// stores `s` through `model::put_session` when `wrote` is set.
 pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, now: i64) -> Result<Applied, StoreError> {
     let mut out = Applied::default();
-    let phase = r.phase.to_ascii_lowercase();
+    let phase = ReportedPhase::parse(&r.phase);
     let message = r.message.as_deref().map(str::trim).filter(|m| !m.is_empty());
 
     // Liveness: a heartbeat, or any report that describes a pod.
-    if phase == "heartbeat" || r.restart_count.is_some() {
+    if phase == ReportedPhase::Heartbeat || r.restart_count.is_some() {
         s.last_report_at = Some(now);
         out.wrote = true;
     }
     if s.phase.is_final() {
         return Ok(out);
     }
-    if is_stale(s, r, &phase, message, now) {
+    if is_stale(s, r, phase, message, now) {
         out.stale = true;
         return Ok(out);
     }
@@ -65,7 +129,7 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
     if r.restart_count.is_some_and(|n| n >= CRASH_LOOP_RESTARTS)
         && r.container_state.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("Waiting:CrashLoopBackOff"))
     {
-        s.reason = Some("crash_loop".into());
+        s.reason = Some(Reason::CrashLoop.as_str().into());
         s.message = Some(format!("container restarted {} times (CrashLoopBackOff)", r.restart_count.unwrap_or(0)));
         end(txn, s, Phase::Error, now)?;
         out.wrote = true;
@@ -74,23 +138,26 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
     }
 
     let startable = !s.paused && matches!(s.phase, Phase::Pending | Phase::Preparing | Phase::Running);
-    match phase.as_str() {
-        "preparing" if startable => {
+    match phase {
+        ReportedPhase::Preparing if startable => {
             s.set_phase(Phase::Preparing, now);
             out.wrote = true;
         }
-        "running" if startable => {
+        ReportedPhase::Running if startable => {
             run(txn, s, r, now)?;
             out.wrote = true;
         }
         // A heartbeat while pending or preparing means the Running report was missed.
-        "heartbeat" if startable && s.phase != Phase::Running => {
+        ReportedPhase::Heartbeat if startable && s.phase != Phase::Running => {
             run(txn, s, r, now)?;
             out.wrote = true;
         }
-        "paused" => {
+        ReportedPhase::Paused => {
             s.paused = true;
-            s.reason = reason_from(message).map(str::to_string).or_else(|| s.reason.clone()).or(Some("paused".into()));
+            s.reason = reason_from(message)
+                .map(str::to_string)
+                .or_else(|| s.reason.clone())
+                .or(Some(Reason::Paused.as_str().into()));
             s.message = message.map(str::to_string);
             if !r.yield_state.as_deref().is_some_and(|y| y.eq_ignore_ascii_case("Yielded")) {
                 release(txn, &s.id, now)?;
@@ -99,17 +166,17 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
             s.set_phase(Phase::Paused, now);
             out.wrote = true;
         }
-        "idlewarning" => {
+        ReportedPhase::IdleWarning => {
             s.message = message.map(|secs| format!("idle: reaped in {secs} s unless used"));
             out.wrote = true;
         }
-        "terminating" => {
+        ReportedPhase::Terminating => {
             s.reason = reason_from(message).map(str::to_string).or_else(|| s.reason.clone());
             s.message = message.map(str::to_string);
             s.set_phase(Phase::Terminating, now);
             out.wrote = true;
         }
-        "terminated" => {
+        ReportedPhase::Terminated => {
             if s.reason.is_none() {
                 s.reason = reason_from(message).map(str::to_string);
             }
@@ -120,8 +187,8 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
             s.cr_applied = false;
             out.wrote = true;
         }
-        "error" => {
-            s.reason = Some(reason_from(message).unwrap_or("error").to_string());
+        ReportedPhase::Error => {
+            s.reason = Some(Reason::from_message(message).unwrap_or(Reason::Error).as_str().to_string());
             s.message = message.map(str::to_string);
             end(txn, s, Phase::Error, now)?;
             out.wrote = true;
@@ -134,8 +201,8 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
 }
 
 /// Paused and final reports from before the last resume describe the previous run.
-fn is_stale(s: &SessionRecord, r: &StatusReport, phase: &str, message: Option<&str>, now: i64) -> bool {
-    if !matches!(phase, "paused" | "terminated" | "error") {
+fn is_stale(s: &SessionRecord, r: &StatusReport, phase: ReportedPhase, message: Option<&str>, now: i64) -> bool {
+    if !matches!(phase, ReportedPhase::Paused | ReportedPhase::Terminated | ReportedPhase::Error) {
         return false;
     }
     if let (Some(g), Some(resumed)) = (r.generation, s.resume_generation) {
@@ -147,7 +214,7 @@ fn is_stale(s: &SessionRecord, r: &StatusReport, phase: &str, message: Option<&s
     {
         return true;
     }
-    phase == "paused" && message.is_none() && s.resumed_at.is_some_and(|t| now - t < RESUME_GRACE_MS)
+    phase == ReportedPhase::Paused && message.is_none() && s.resumed_at.is_some_and(|t| now - t < RESUME_GRACE_MS)
 }
 
 fn run(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, now: i64) -> Result<(), StoreError> {
@@ -176,57 +243,23 @@ fn end(txn: &WriteTransaction, s: &mut SessionRecord, phase: Phase, now: i64) ->
     Ok(())
 }
 
-/// Opens the session's GPU allocation unless one is open, and books its slice on the card: the
-/// control plane owns the cards' `used_*` fields (the operator always reports 0).
+/// Books the session's GPU share (once: an open allocation stays as it is).
 fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> Result<(), StoreError> {
-    let open = ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(&s.id))?.into_iter().any(|(_, a)| a.is_open());
-    if open {
-        return Ok(());
-    }
-    let (mut mem, mut cores) = (0, 0);
-    if let Some(uuid) = &s.bound_gpu_uuid {
-        let key = format!("{}/{uuid}", s.cluster_id);
-        if let Some(mut g) = GPUS.get_in_write(txn, &key)? {
-            (mem, cores) = match s.shape.mode {
-                Some(GpuMode::Exclusive) => (g.total_mem_mb, g.total_cores),
-                _ => (s.shape.gpu_mem_mb.unwrap_or(0).max(0) as u64, s.shape.gpu_cores.unwrap_or(0).max(0) as u64),
-            };
-            g.used_mem_mb = g.used_mem_mb.saturating_add(mem);
-            g.used_cores = g.used_cores.saturating_add(cores);
-            GPUS.put(txn, &key, &g)?;
-        }
-    }
-    let id = format!("alc_{}", ulid::Ulid::new());
-    let a = AllocationRecord {
-        id: id.clone(),
-        cluster_id: s.cluster_id.clone(),
-        session_id: s.id.clone(),
-        gpu_uuid: s.bound_gpu_uuid.clone(),
-        created_at: now,
-        released_at: None,
-        gpu_mem_mb: mem,
-        gpu_cores: cores,
+    let share = match s.shape.mode {
+        Some(GpuMode::Exclusive) => Share::Exclusive,
+        _ => Share::Slice {
+            mem_mb: s.shape.gpu_mem_mb.unwrap_or(0).max(0) as u64,
+            cores: s.shape.gpu_cores.unwrap_or(0).max(0) as u64,
+        },
     };
-    ALLOCATIONS.put(txn, &allocation_key(&s.id, &id), &a)
+    let booking =
+        Booking { cluster_id: &s.cluster_id, session_id: &s.id, gpu_uuid: s.bound_gpu_uuid.as_deref(), share };
+    gpu_booking::book(txn, &booking, now)
 }
 
 /// Releases the session's open allocations and gives their slices back to the cards.
 pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(), StoreError> {
-    for (key, mut a) in ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(session_id))? {
-        if a.is_open() {
-            a.released_at = Some(now);
-            ALLOCATIONS.put(txn, &key, &a)?;
-            if let Some(uuid) = &a.gpu_uuid {
-                let key = format!("{}/{uuid}", a.cluster_id);
-                if let Some(mut g) = GPUS.get_in_write(txn, &key)? {
-                    g.used_mem_mb = g.used_mem_mb.saturating_sub(a.gpu_mem_mb);
-                    g.used_cores = g.used_cores.saturating_sub(a.gpu_cores);
-                    GPUS.put(txn, &key, &g)?;
-                }
-            }
-        }
-    }
-    Ok(())
+    gpu_booking::release(txn, session_id, now)
 }
 
 #[cfg(test)]

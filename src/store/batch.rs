@@ -224,7 +224,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_writes_share_commits_and_a_failure_stays_alone() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), &[crate::store::FIRST_SCHEMA]).unwrap();
         let mut tasks = Vec::new();
         for i in 0..200u32 {
             let store = store.clone();
@@ -264,7 +264,7 @@ mod tests {
     #[tokio::test]
     async fn unchanged_batches_are_not_committed() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), &[crate::store::FIRST_SCHEMA]).unwrap();
         let g0 = store.generation();
         let v = store
             .write_batched(|txn| Ok::<_, StoreError>(Outcome::Unchanged(T.get_in_write(txn, "x")?.is_none())))
@@ -284,10 +284,10 @@ mod tests {
     async fn dropping_the_store_closes_the_file() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("gshare.redb");
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, &[crate::store::FIRST_SCHEMA]).unwrap();
         store.write_batched(|txn| T.put(txn, "x", &serde_json::json!(1)).map(Outcome::Wrote)).await.unwrap();
         drop(store);
-        let again = Store::open(&path).unwrap();
+        let again = Store::open(&path, &[crate::store::FIRST_SCHEMA]).unwrap();
         assert!(again.read(|txn| T.get(txn, "x")).await.unwrap().is_some());
     }
 }

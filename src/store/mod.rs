@@ -21,25 +21,34 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// The schema this build writes. Bump it and append to [`MIGRATIONS`] when tables change shape.
-pub const SCHEMA_VERSION: u64 = 2;
-
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const SCHEMA_KEY: &str = "schema_version";
 
-/// Migration `i` (0-based) takes the store from schema `i` to `i + 1`.
-type Migration = fn(&WriteTransaction) -> Result<(), StoreError>;
-const MIGRATIONS: &[Migration] = &[migrate_0_to_1, migrate_1_to_2];
-
-fn migrate_0_to_1(_txn: &WriteTransaction) -> Result<(), StoreError> {
-    // Schema 1 is the first: tables are created on first use, nothing to convert.
-    Ok(())
+/// One step of a domain's schema. The store knows no domain: each domain declares its tables and
+/// the steps that convert them, and the composition root (`lib.rs`) hands [`Store::open`] the
+/// whole list, ordered by `to`. A file at schema `n` runs every step with `to > n`, all in one
+/// transaction; the schema a build writes is the largest `to`.
+#[derive(Clone, Copy)]
+pub struct Migration {
+    /// The schema version this step brings the file to.
+    pub to: u64,
+    /// What it does, for the log.
+    pub what: &'static str,
+    pub run: fn(&WriteTransaction) -> Result<(), StoreError>,
 }
 
-fn migrate_1_to_2(txn: &WriteTransaction) -> Result<(), StoreError> {
-    // Schema 2 indexes live sessions and keys allocations by session, so lists and reports stay
-    // fast however long the history grows.
-    crate::sessions::model::migrate_to_schema_2(txn)
+impl std::fmt::Debug for Migration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Migration").field("to", &self.to).field("what", &self.what).finish()
+    }
+}
+
+/// Schema 1 is the first: tables are created on first use, nothing to convert.
+pub const FIRST_SCHEMA: Migration = Migration { to: 1, what: "the first schema", run: |_| Ok(()) };
+
+/// The schema the `migrations` given to [`Store::open`] write.
+pub fn schema_of(migrations: &[Migration]) -> u64 {
+    migrations.iter().map(|m| m.to).max().unwrap_or(0)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,8 +59,8 @@ pub enum StoreError {
         "{path} is damaged or not a gshare state file ({message}); restore it from a backup or move it away to start empty"
     )]
     Corrupt { path: PathBuf, message: String },
-    #[error("{path} was written by a newer gshare (schema {found}, this build knows {SCHEMA_VERSION}); upgrade gshare")]
-    TooNew { path: PathBuf, found: u64 },
+    #[error("{path} was written by a newer gshare (schema {found}, this build knows {known}); upgrade gshare")]
+    TooNew { path: PathBuf, found: u64, known: u64 },
     #[error("cannot open the state file {path}: {message}")]
     Open { path: PathBuf, message: String },
     #[error("state store: {0}")]
@@ -152,11 +161,12 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens (creating if absent) the state file and brings its schema up to date. Blocking.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    /// Opens (creating if absent) the state file and brings its schema up to date with
+    /// `migrations` (ordered by `to`; see [`Migration`]). Blocking.
+    pub fn open(path: &Path, migrations: &[Migration]) -> Result<Self, StoreError> {
         let err_open = |message: String| StoreError::Open { path: path.to_path_buf(), message };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::auth::keys::create_private_dir(dir).map_err(|e| err_open(e.to_string()))?;
+            crate::config::secret::create_private_dir(dir).map_err(|e| err_open(format!("{}: {e}", dir.display())))?;
         }
         let db = Database::create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen { path: path.to_path_buf() },
@@ -176,7 +186,7 @@ impl Store {
             stats: Arc::default(),
             batcher: Arc::default(),
         };
-        store.migrate()?;
+        store.migrate(migrations)?;
         Ok(store)
     }
 
@@ -184,7 +194,9 @@ impl Store {
         &self.path
     }
 
-    fn migrate(&self) -> Result<(), StoreError> {
+    fn migrate(&self, migrations: &[Migration]) -> Result<(), StoreError> {
+        debug_assert!(migrations.windows(2).all(|w| w[0].to <= w[1].to), "migrations out of order");
+        let schema = schema_of(migrations);
         let corrupt =
             |e: &dyn std::fmt::Display| StoreError::Corrupt { path: self.path.to_path_buf(), message: e.to_string() };
         let txn = self.db.begin_write().map_err(|e| corrupt(&e))?;
@@ -193,16 +205,16 @@ impl Store {
             let v = meta.get(SCHEMA_KEY).map_err(|e| corrupt(&e))?.map(|g| g.value());
             v.unwrap_or(0)
         };
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::TooNew { path: self.path.to_path_buf(), found });
+        if found > schema {
+            return Err(StoreError::TooNew { path: self.path.to_path_buf(), found, known: schema });
         }
-        for (from, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            step(&txn)?;
-            tracing::info!(from, to = from + 1, "state schema migrated");
+        for step in migrations.iter().filter(|m| m.to > found) {
+            (step.run)(&txn)?;
+            tracing::info!(from = step.to - 1, to = step.to, what = step.what, "state schema migrated");
         }
         {
             let mut meta = txn.open_table(META)?;
-            meta.insert(SCHEMA_KEY, SCHEMA_VERSION)?;
+            meta.insert(SCHEMA_KEY, schema)?;
         }
         txn.commit()?;
         Ok(())
@@ -477,11 +489,14 @@ mod tests {
     use super::*;
 
     const THINGS: JsonTable<serde_json::Value> = JsonTable::new("things");
+    /// The store's own tests run with its first schema only (domains test their steps).
+    const MIGRATIONS: &[Migration] = &[FIRST_SCHEMA];
+    const SCHEMA_VERSION: u64 = 1;
 
     #[tokio::test]
     async fn typed_round_trip_and_prefix_ops() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), MIGRATIONS).unwrap();
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
         store
             .write(|txn| {
@@ -511,8 +526,8 @@ mod tests {
     fn second_open_is_refused_clearly() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("gshare.redb");
-        let _first = Store::open(&path).unwrap();
-        let e = Store::open(&path).unwrap_err();
+        let _first = Store::open(&path, MIGRATIONS).unwrap();
+        let e = Store::open(&path, MIGRATIONS).unwrap_err();
         assert!(matches!(e, StoreError::AlreadyOpen { .. }), "{e}");
         assert!(e.to_string().contains("gshare.redb"));
     }
@@ -520,7 +535,7 @@ mod tests {
     #[tokio::test]
     async fn len_and_pages_newest_first() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("gshare.redb")).unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), MIGRATIONS).unwrap();
         assert_eq!(store.read(|txn| THINGS.len(txn)).await.unwrap(), 0);
         assert!(store.read(|txn| THINGS.page_rev(txn, 0, 5)).await.unwrap().is_empty());
         store
@@ -540,53 +555,16 @@ mod tests {
     }
 
     #[test]
-    fn schema_1_files_get_the_live_session_index() {
-        use crate::sessions::model::{ALLOCATIONS, AllocationRecord, LIVE_SESSIONS, Phase, SESSIONS, SessionRecord};
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("gshare.redb");
-        {
-            // A schema-1 file: sessions written without the index.
-            let store = Store::open(&path).unwrap();
-            let txn = store.db.begin_write().unwrap();
-            txn.open_table(META).unwrap().insert(SCHEMA_KEY, 1).unwrap();
-            SESSIONS.put(&txn, "ses_A", &SessionRecord::new("ses_A", "clu_1", "c", "u", 0)).unwrap();
-            let done = SessionRecord { phase: Phase::Terminated, ..SessionRecord::new("ses_B", "clu_1", "c", "u", 0) };
-            SESSIONS.put(&txn, "ses_B", &done).unwrap();
-            LIVE_SESSIONS.delete_prefix(&txn, "").unwrap();
-            // Schema 1 keyed allocations by their own id.
-            let alloc = AllocationRecord {
-                id: "alc_1".into(),
-                cluster_id: "clu_1".into(),
-                session_id: "ses_A".into(),
-                gpu_uuid: None,
-                created_at: 0,
-                released_at: None,
-                gpu_mem_mb: 0,
-                gpu_cores: 0,
-            };
-            ALLOCATIONS.put(&txn, "alc_1", &alloc).unwrap();
-            txn.commit().unwrap();
-        }
-        let store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
-        let txn = store.db.begin_read().unwrap();
-        let live: Vec<(String, String)> = LIVE_SESSIONS.list(&txn).unwrap();
-        assert_eq!(live, [("ses_A".to_string(), "clu_1".to_string())]);
-        let keys: Vec<String> = ALLOCATIONS.list(&txn).unwrap().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(keys, ["ses_A/alc_1"]);
-    }
-
-    #[test]
     fn the_state_file_is_owner_only() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gshare.redb");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        drop(Store::open(&path).unwrap());
+        drop(Store::open(&path, MIGRATIONS).unwrap());
         assert_eq!(mode(&path), 0o600);
         // A file left world-readable (an old copy, a restore by hand) is tightened on open.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        drop(Store::open(&path).unwrap());
+        drop(Store::open(&path, MIGRATIONS).unwrap());
         assert_eq!(mode(&path), 0o600);
     }
 
@@ -594,16 +572,16 @@ mod tests {
     fn truncated_file_is_named_not_panicked() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("gshare.redb");
-        drop(Store::open(&path).unwrap());
+        drop(Store::open(&path, MIGRATIONS).unwrap());
         let len = std::fs::metadata(&path).unwrap().len();
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         f.set_len(len / 3).unwrap();
         drop(f);
-        let e = Store::open(&path).unwrap_err().to_string();
+        let e = Store::open(&path, MIGRATIONS).unwrap_err().to_string();
         assert!(e.contains("gshare.redb"), "{e}");
         // Garbage instead of a database.
         std::fs::write(&path, b"this is not a database at all, just some text that is long enough").unwrap();
-        let e = Store::open(&path).unwrap_err().to_string();
+        let e = Store::open(&path, MIGRATIONS).unwrap_err().to_string();
         assert!(e.contains("gshare.redb"), "{e}");
     }
 
@@ -612,11 +590,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("gshare.redb");
         {
-            let s = Store::open(&path).unwrap();
+            let s = Store::open(&path, MIGRATIONS).unwrap();
             let txn = s.db.begin_write().unwrap();
             txn.open_table(META).unwrap().insert(SCHEMA_KEY, SCHEMA_VERSION + 1).unwrap();
             txn.commit().unwrap();
         }
-        assert!(matches!(Store::open(&path), Err(StoreError::TooNew { .. })));
+        assert!(matches!(Store::open(&path, MIGRATIONS), Err(StoreError::TooNew { .. })));
     }
 }

@@ -81,7 +81,7 @@ async fn assert_counters(s: &TestServer, id: &str) -> (u64, u64, u64) {
     let (rec, recount) = s
         .app()
         .store
-        .read(move |txn| Ok((CLUSTERS.get(txn, &key)?.unwrap(), gshare::inventory::apply::recount(txn, &key)?)))
+        .read(move |txn| Ok((CLUSTERS.get(txn, &key)?.unwrap(), gshare::sessions::model::recount(txn, &key)?)))
         .await
         .unwrap();
     assert_eq!((rec.node_count, rec.gpu_count, rec.vram_total_mb, rec.running_sessions), recount, "{id}");
@@ -682,7 +682,7 @@ async fn volumes_status_samples_health_and_operator_audit() {
     assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": true}));
     let sid = "ses_01JBBBBBBBBBBBBBBBBBBBBBBB";
     let cid = id.clone();
-    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &session(sid, &cid))).await.unwrap();
+    s.app().store.write(move |txn| gshare::sessions::model::put_session(txn, &session(sid, &cid))).await.unwrap();
     assert_counters(&s, &id).await;
     assert_eq!(admin_get(&s, &format!("/api/v1/clusters/{id}")).await["running_sessions"], 1);
     for _ in 0..2 {
@@ -691,7 +691,7 @@ async fn volumes_status_samples_health_and_operator_audit() {
     let rec = s.app().store.read(move |txn| SESSIONS.get(txn, sid)).await.unwrap().unwrap();
     assert!(rec.last_report_at.is_some());
     let report =
-        s.app().store.read(move |txn| gshare::inventory::model::SESSION_REPORTS.get(txn, sid)).await.unwrap().unwrap();
+        s.app().store.read(move |txn| gshare::sessions::reports::SESSION_REPORTS.get(txn, sid)).await.unwrap().unwrap();
     assert_eq!(report.container_state.as_deref(), Some("Running"));
 
     // Samples: the latest per known session; unknown ones counted.
@@ -704,7 +704,7 @@ async fn volumes_status_samples_health_and_operator_audit() {
     assert_eq!(res.status(), 200);
     assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": 2, "unknown": 1}));
     let latest =
-        s.app().store.read(move |txn| gshare::inventory::model::SESSION_SAMPLES.get(txn, sid)).await.unwrap().unwrap();
+        s.app().store.read(move |txn| gshare::sessions::reports::SESSION_SAMPLES.get(txn, sid)).await.unwrap().unwrap();
     assert_eq!(latest.mem_bytes, 200);
     let res = call(&s, &tok, "/internal/metrics/session-samples", &json!({"node": "gpu-node-0"})).await;
     assert_eq!(res.json::<Value>().await.unwrap(), json!({"accepted": 0}));

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use gshare::sessions::{ALLOCATIONS, SESSIONS};
+use gshare::inventory::gpu_booking::ALLOCATIONS;
+use gshare::sessions::SESSIONS;
 use gshare_fake_kube::{ClusterSpec, FakeCluster};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -462,7 +463,7 @@ async fn the_operators_reports_drive_the_state_machine() {
     report(&s, &op, &name, json!({"phase": "Hibernating", "ts": ts(&s)})).await;
     assert_eq!(session(&s, &sid).await["phase"], "pending");
     let key = cid.clone();
-    let (_, _, _, running) = s.app().store.read(move |txn| gshare::inventory::apply::recount(txn, &key)).await.unwrap();
+    let (_, _, _, running) = s.app().store.read(move |txn| gshare::sessions::model::recount(txn, &key)).await.unwrap();
     assert_eq!(running_sessions(&s, &cid).await, running);
 
     // Lists are newest first, the fast paths agree with the filtered one, and the live index is
@@ -793,7 +794,7 @@ async fn a_session_recorded_before_a_crash_is_applied_later() {
     let mut rec = gshare::sessions::SessionRecord::new(&sid, &cid, "gpu-f", "alice", s.clock.now_ms());
     rec.shape.image = "ghcr.io/lab/jupyter:4".into();
     let stored = rec.clone();
-    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &stored)).await.unwrap();
+    s.app().store.write(move |txn| gshare::sessions::model::put_session(txn, &stored)).await.unwrap();
     // Too young: the request that made it may still be applying it.
     assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 0);
     assert!(cr(&c, "ses-01jcrashcrashcrashcrashcr").is_none());
@@ -806,7 +807,7 @@ async fn a_session_recorded_before_a_crash_is_applied_later() {
     // An unreachable cluster leaves it for a later pass, and the record as it was.
     let sid2 = "ses_01JCRASHCRASHCRASHCRASHC2".to_string();
     let stored = gshare::sessions::SessionRecord::new(&sid2, &cid, "gpu-f", "bob", s.clock.now_ms() - 60_000);
-    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &stored)).await.unwrap();
+    s.app().store.write(move |txn| gshare::sessions::model::put_session(txn, &stored)).await.unwrap();
     c.knobs().set_unreachable(true);
     assert_eq!(s.app().sessions.apply_unapplied(30_000).await.unwrap(), 0);
     assert_eq!(session(&s, &sid2).await["phase"], "pending");
@@ -991,7 +992,7 @@ async fn cr_names_of_other_id_shapes_are_found_among_live_sessions() {
     let cid = register(&s, "gpu-h", &c).await;
     // An id that is not `ses_<ULID>`: its CR name is still lower(replace(id, '_', '-')).
     let rec = gshare::sessions::SessionRecord::new("ses_Lab_1", &cid, "gpu-h", "alice", s.clock.now_ms());
-    s.app().store.write(move |txn| gshare::inventory::apply::put_session(txn, &rec)).await.unwrap();
+    s.app().store.write(move |txn| gshare::sessions::model::put_session(txn, &rec)).await.unwrap();
     report(&s, &operator(&s, &cid), "ses-lab-1", json!({"phase": "Running", "ts": ts(&s)})).await;
     assert_eq!(session(&s, "ses_Lab_1").await["phase"], "running");
     // The relay finds it too (and says it has no ingress), while a made-up name is unknown.
