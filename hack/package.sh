@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the deb and rpm packages of gshare from a release build:
+# Builds the deb and rpm packages of gshare from a `dist` build (Cargo.toml: release + fat LTO):
 #   ./hack/package.sh            -> $CARGO_TARGET_DIR/packages/gshare_<v>_<arch>.deb and gshare-<v>.<arch>.rpm
-# Installs cargo-deb and cargo-generate-rpm (crates.io) when missing. The release build (fat LTO)
-# takes several minutes on a small machine. Then lists what each package installs.
+# Installs cargo-deb and cargo-generate-rpm (crates.io) when missing. The dist build (fat LTO, one
+# codegen unit) takes several minutes on a small machine. Then lists what each package installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
@@ -12,11 +12,11 @@ mkdir -p "$out"
 command -v cargo-deb >/dev/null || cargo install --locked cargo-deb
 command -v cargo-generate-rpm >/dev/null || cargo install --locked cargo-generate-rpm
 
-cargo build --release --locked -p gshare --bin gshare
-# Both tools read target/release/gshare from $CARGO_TARGET_DIR.
+cargo build --profile dist --locked -p gshare --bin gshare
+# Both tools read the asset target/dist/gshare from $CARGO_TARGET_DIR/dist/.
 
-cargo deb --no-build --locked -p gshare -o "$out"
-cargo generate-rpm -p . -o "$out"
+cargo deb --no-build --locked --profile dist -p gshare -o "$out"
+cargo generate-rpm --profile dist -p . -o "$out"
 
 for deb in "$out"/*.deb; do
     echo "== $deb"
