@@ -139,14 +139,16 @@ pub fn check_name(name: &str) -> Result<String, ClusterError> {
     Ok(name.to_string())
 }
 
-fn check_domain(v: Option<&str>) -> Result<Option<String>, ClusterError> {
+/// A session domain: a DNS name, and not the console's own host (`public_url`).
+fn check_domain(v: Option<&str>, public_url: &str) -> Result<Option<String>, ClusterError> {
+    let invalid = |message| ClusterError::Invalid { field: "session_domain", message, kind: "value_error" };
     match v.map(str::trim) {
         None | Some("") => Ok(None),
-        Some(d) => crate::config::validate_hostname(d).map(Some).map_err(|message| ClusterError::Invalid {
-            field: "session_domain",
-            message,
-            kind: "value_error",
-        }),
+        Some(d) => {
+            let d = crate::config::validate_hostname(d).map_err(invalid)?;
+            crate::config::check_session_domain_apart(&d, public_url).map_err(invalid)?;
+            Ok(Some(d))
+        }
     }
 }
 
@@ -214,7 +216,7 @@ impl Clusters {
 
     pub async fn register(&self, req: RegisterRequest) -> Result<ClusterDetail, ClusterError> {
         let name = check_name(&req.name)?;
-        let session_domain = check_domain(req.session_domain.as_deref())?;
+        let session_domain = check_domain(req.session_domain.as_deref(), &self.config.public_url)?;
         let api_override = check_api_server(req.api_server.as_deref())?;
         // Cheap conflicts first, as upstream does: a taken name needs no probe.
         self.ensure_unique(&name, None, None, None).await?;
@@ -475,7 +477,8 @@ impl Clusters {
     pub async fn patch(&self, id: &ClusterId, req: PatchRequest) -> Result<ClusterDetail, ClusterError> {
         let current = self.live_record(id).await?;
         let name = req.name.as_deref().map(check_name).transpose()?;
-        let session_domain = req.session_domain.as_deref().map(|d| check_domain(Some(d))).transpose()?;
+        let session_domain =
+            req.session_domain.as_deref().map(|d| check_domain(Some(d), &self.config.public_url)).transpose()?;
         let session_ingress = match req.session_ingress.as_deref().map(str::trim) {
             None => None,
             Some("") => Some(None),

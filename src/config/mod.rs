@@ -356,6 +356,9 @@ impl Config {
         }
         let public_url =
             if public_url_defaulted && tls_cert.is_some() { format!("https://{listen}") } else { public_url };
+        if let Some(d) = &session_domain {
+            check_session_domain_apart(d, &public_url).map_err(|m| ConfigError::invalid("session_domain", m))?;
+        }
         let tls_redirect_listen = match layer.pick("tls_redirect_listen", f.tls_redirect_listen) {
             Some(r) if r.value.is_empty() => None,
             Some(r) => {
@@ -592,6 +595,30 @@ fn hostname(key: &str, v: &str) -> Result<String, ConfigError> {
     Ok(v)
 }
 
+/// The host of an `http(s)://` URL (no port, lower-case, IPv6 without brackets).
+pub fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match hostport.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => hostport.split(':').next()?,
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    (!host.is_empty()).then_some(host)
+}
+
+/// A session domain must not be the console's own host: session apps would then share the
+/// console's origin (its cookies, its CSRF protection) and `/proxy/` would be served beside `/api/`.
+pub fn check_session_domain_apart(domain: &str, public_url: &str) -> Result<(), String> {
+    match url_host(public_url) {
+        Some(h) if h == domain.trim_end_matches('.').to_ascii_lowercase() => Err(format!(
+            "`{domain}` is the console's own host (public_url {public_url}); session apps need a domain of their own"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Exposed for the clusters API, which validates session domains the same way.
 pub fn validate_hostname(v: &str) -> Result<String, String> {
     hostname("session_domain", v).map_err(|e| match e {
@@ -637,6 +664,20 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:9100");
         assert_eq!(c.trusted_proxy_hops, 2);
         assert_eq!(c.session_domain.as_deref(), Some("s.example.com"));
+    }
+
+    #[test]
+    fn a_session_domain_is_not_the_consoles_host() {
+        for url in ["https://GShare.Lab.test", "https://gshare.lab.test:8443/console", "http://u@gshare.lab.test./"] {
+            let e = from(&format!("public_url = \"{url}\"\nsession_domain = \"gshare.lab.test\"\n"), &[]);
+            let e = e.unwrap_err().to_string();
+            assert!(e.starts_with("session_domain") && e.contains("console's own host"), "{url}: {e}");
+        }
+        let c = from("public_url = \"https://gshare.lab.test\"\nsession_domain = \"s.gshare.lab.test\"\n", &[]);
+        assert_eq!(c.unwrap().session_domain.as_deref(), Some("s.gshare.lab.test"));
+        assert_eq!(url_host("http://[::1]:8080/x").as_deref(), Some("::1"));
+        assert_eq!(url_host("https://h?x").as_deref(), Some("h"));
+        assert_eq!(url_host("nothing"), None);
     }
 
     #[test]

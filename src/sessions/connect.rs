@@ -1,6 +1,11 @@
 //! Reaching a running session: one-time connection tokens (`cnx_<ULID>.<secret>`, stored hashed,
 //! 300 s, single use), the `gshare_session` cookie (HS256 `{sid, owner, exp}`), and the
 //! forward-auth decision behind `GET /internal/connect/verify` (contract §4).
+//!
+//! A credential opens exactly one session: the one the original request routes to, decided by
+//! [`super::proxy_path::route`] the way the ingress routes it (and refused when that is not
+//! certain). The cookie is scoped to its session's `/proxy/<cr>/` path, so a browser holds one per
+//! session and sends each only there; when several arrive, the one for the routed session counts.
 
 use std::path::Path;
 
@@ -9,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::model::{CONNECT_TOKENS, ConnectTokenRecord, Connection, Phase, SESSIONS, cr_name, proxied_cr};
+use super::model::{CONNECT_TOKENS, ConnectTokenRecord, Connection, Phase, SESSIONS, cr_name};
+use super::proxy_path::{Refusal, Routed, route};
 use super::{SessionError, Sessions, conflict};
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::CLUSTERS;
@@ -87,9 +93,12 @@ struct CookieClaims {
 /// What the ingress sent to verify.
 #[derive(Debug, Clone, Default)]
 pub struct VerifyRequest {
-    pub cookie: Option<String>,
-    /// `X-Original-URI` (or `X-Original-URL`).
-    pub original_uri: Option<String>,
+    /// Every `gshare_session` cookie value sent (a browser sends one per open session path).
+    pub cookies: Vec<String>,
+    /// Every `X-Original-URI` header (plain nginx `auth_request` setups send `$request_uri`).
+    pub original_uri: Vec<String>,
+    /// Every `X-Original-URL` header (ingress-nginx sends `$scheme://$http_host$request_uri`).
+    pub original_url: Vec<String>,
     /// `?token=` on the verify URL itself.
     pub query_token: Option<String>,
     /// `X-Gshare-Cnx`.
@@ -114,6 +123,13 @@ pub enum Denied {
     Expired,
     NotRunning,
     OtherSession,
+    /// No `X-Original-URL` or `X-Original-URI`: which session is asked for is unknown.
+    MissingUri,
+    /// A header repeated, or `X-Original-URL` and `X-Original-URI` naming different targets (a
+    /// client can send either; ingress-nginx sets only the URL).
+    ConflictingUri,
+    /// The original URI does not route to one certain session.
+    Uri(Refusal),
 }
 
 impl Denied {
@@ -124,21 +140,42 @@ impl Denied {
             Self::Expired => "token_expired",
             Self::NotRunning => "session_not_running",
             Self::OtherSession => "other_session",
+            Self::MissingUri => "uri_missing",
+            Self::ConflictingUri => "uri_conflict",
+            Self::Uri(r) => r.as_str(),
         }
     }
 }
 
-fn hash(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
+/// The target the ingress asks about, from its `X-Original-URL` / `X-Original-URI` headers: each at
+/// most once, and the same target when both are sent.
+pub fn original_target(uri: &[String], url: &[String]) -> Result<Routed, Denied> {
+    if uri.len() > 1 || url.len() > 1 {
+        return Err(Denied::ConflictingUri);
+    }
+    let parse = |v: &String| route(v).map_err(Denied::Uri);
+    match (url.first().map(parse).transpose()?, uri.first().map(parse).transpose()?) {
+        (None, None) => Err(Denied::MissingUri),
+        (Some(a), Some(b)) if a != b => Err(Denied::ConflictingUri),
+        (Some(r), _) | (None, Some(r)) => Ok(r),
+    }
 }
 
-/// `/proxy/<cr>/…` path and query of an original URI or URL.
-fn split_uri(uri: &str) -> (&str, &str) {
-    let rest = match uri.split_once("://") {
-        Some((_, after)) => after.find('/').map_or("/", |i| &after[i..]),
-        None => uri,
-    };
-    rest.split_once('?').unwrap_or((rest, ""))
+/// Every value of the `gshare_session` cookie in a request's `Cookie` headers, in order.
+pub fn session_cookies(headers: &axum::http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .filter(|(k, v)| *k == COOKIE && !v.is_empty())
+        .map(|(_, v)| v.to_string())
+        .collect()
+}
+
+fn hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
@@ -211,17 +248,28 @@ impl Sessions {
         })
     }
 
-    /// The forward-auth decision: a valid cookie for a running session, else a token redeemed once.
+    /// The sid of a valid (signed, unexpired) `gshare_session` cookie.
+    pub fn cookie_session(&self, cookie: &str) -> Option<String> {
+        self.connect.verify(cookie, self.clock().now_ms().div_euclid(1000)).map(|c| c.sid)
+    }
+
+    /// The forward-auth decision for the session the original URI routes to: a valid cookie for
+    /// that session while it runs, else a token for that session, redeemed once.
     pub async fn verify(&self, req: VerifyRequest) -> Result<Result<Verified, Denied>, SessionError> {
         let now = self.clock().now_ms();
-        let (path, query) = req.original_uri.as_deref().map(split_uri).unwrap_or(("", ""));
-        let target = proxied_cr(path).map(str::to_string);
-        if let Some(claims) = req.cookie.as_deref().and_then(|c| self.connect.verify(c, now.div_euclid(1000))) {
-            let fits = target.as_deref().is_none_or(|t| t == cr_name(&claims.sid));
+        let routed = match original_target(&req.original_uri, &req.original_url) {
+            Ok(r) => r,
+            Err(d) => return Ok(Err(d)),
+        };
+        let mut other_session = false;
+        for claims in req.cookies.iter().filter_map(|c| self.connect.verify(c, now.div_euclid(1000))) {
+            if cr_name(&claims.sid) != routed.cr {
+                other_session = true;
+                continue;
+            }
             let sid = claims.sid.clone();
-            let running =
-                self.store().read(move |txn| SESSIONS.get(txn, &sid)).await?.is_some_and(|s| s.phase == Phase::Running);
-            if fits && running {
+            let current = self.store().read(move |txn| SESSIONS.get(txn, &sid)).await?;
+            if current.is_some_and(|s| s.phase == Phase::Running && s.owner == claims.owner) {
                 return Ok(Ok(Verified { session_id: claims.sid, owner: None, cookie: None }));
             }
         }
@@ -229,9 +277,11 @@ impl Sessions {
             .query_token
             .clone()
             .filter(|t| !t.is_empty())
-            .or_else(|| query_param(query, "gshare_cnx").map(str::to_string))
+            .or_else(|| query_param(routed.query.as_deref().unwrap_or(""), "gshare_cnx").map(str::to_string))
             .or_else(|| req.header_token.clone().filter(|t| !t.is_empty()));
-        let Some(token) = token else { return Ok(Err(Denied::NoCredentials)) };
+        let Some(token) = token else {
+            return Ok(Err(if other_session { Denied::OtherSession } else { Denied::NoCredentials }));
+        };
         // This endpoint has no other authentication: junk never reaches the store, and an unknown
         // token costs a read, not a durable write.
         if !token.starts_with("cnx_") || token.len() > 128 {
@@ -239,6 +289,7 @@ impl Sessions {
         }
         let key = hash(&token);
         let probe = key.clone();
+        let routed_cr = routed.cr.clone();
         if self.store().read(move |txn| CONNECT_TOKENS.get(txn, &probe)).await?.is_none() {
             return Ok(Err(Denied::UnknownOrUsed));
         }
@@ -251,7 +302,7 @@ impl Sessions {
                 if t.expires_at <= now {
                     return Ok(Err(Denied::Expired));
                 }
-                if target.as_deref().is_some_and(|cr| cr != cr_name(&t.session_id)) {
+                if cr_name(&t.session_id) != routed_cr {
                     return Ok(Err(Denied::OtherSession));
                 }
                 let running = SESSIONS.get_in_write(txn, &t.session_id)?.is_some_and(|s| s.phase == Phase::Running);
@@ -272,7 +323,12 @@ impl Sessions {
         Ok(Ok(Verified {
             session_id: t.session_id,
             owner: Some(t.owner),
-            cookie: Some(format!("{COOKIE}={jwt}; Path=/; HttpOnly; SameSite=Lax; Max-Age={COOKIE_TTL_S}{secure}")),
+            // One cookie per session: scoped to its own path, a second session's cookie lives
+            // beside it instead of replacing it.
+            cookie: Some(format!(
+                "{COOKIE}={jwt}; Path=/proxy/{}/; HttpOnly; SameSite=Lax; Max-Age={COOKIE_TTL_S}{secure}",
+                routed.cr
+            )),
         }))
     }
 }
@@ -282,16 +338,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn uris_and_urls() {
+    fn original_targets() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let cr = |uri: &[&str], url: &[&str]| original_target(&v(uri), &v(url)).map(|r| r.cr);
+        assert_eq!(cr(&["/proxy/ses-1/lab?gshare_cnx=cnx_A.b"], &[]), Ok("ses-1".into()));
+        assert_eq!(cr(&[], &["https://s.example.com/proxy/ses-1/code/"]), Ok("ses-1".into()));
+        // Both sent: they must name the same target (as normalised).
+        assert_eq!(cr(&["/proxy/ses-1/lab"], &["https://s/proxy//ses-1/lab"]), Ok("ses-1".into()));
+        assert_eq!(cr(&["/proxy/ses-1/lab"], &["https://s/proxy/ses-2/lab"]), Err(Denied::ConflictingUri));
+        assert_eq!(cr(&["/proxy/ses-1/lab?a"], &["https://s/proxy/ses-1/lab?b"]), Err(Denied::ConflictingUri));
+        // A header twice, none at all, or one that does not route: refused.
+        assert_eq!(cr(&["/proxy/ses-1/lab", "/proxy/ses-1/lab"], &[]), Err(Denied::ConflictingUri));
+        assert_eq!(cr(&[], &["https://s/proxy/ses-1/lab", "https://s/proxy/ses-2/lab"]), Err(Denied::ConflictingUri));
+        assert_eq!(cr(&[], &[]), Err(Denied::MissingUri));
         assert_eq!(
-            split_uri("/proxy/ses-1/lab?gshare_cnx=cnx_A.b&x=1"),
-            ("/proxy/ses-1/lab", "gshare_cnx=cnx_A.b&x=1")
+            cr(&["/proxy/ses-1/lab"], &["https://s/proxy/ses-1/../ses-2/lab"]),
+            Err(Denied::Uri(Refusal::DotSegment))
         );
-        assert_eq!(split_uri("https://s.example.com/proxy/ses-1/code/"), ("/proxy/ses-1/code/", ""));
-        assert_eq!(split_uri("https://s.example.com"), ("/", ""));
-        assert_eq!(proxied_cr("/proxy/ses-1/code/x"), Some("ses-1"));
-        assert_eq!(proxied_cr("/proxy/"), None);
-        assert_eq!(proxied_cr("/api/v1"), None);
+        assert_eq!(Denied::Uri(Refusal::EncodedSlash).as_str(), "uri_encoded_slash");
+        let mut h = axum::http::HeaderMap::new();
+        h.append("cookie", "a=1; gshare_session=one; gshare_session=".parse().unwrap());
+        h.append("cookie", "gshare_session=two".parse().unwrap());
+        assert_eq!(session_cookies(&h), ["one", "two"]);
         assert_eq!(query_param("a=1&gshare_cnx=t&b", "gshare_cnx"), Some("t"));
         assert_eq!(query_param("gshare_cnx=", "gshare_cnx"), None);
     }

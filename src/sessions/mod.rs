@@ -8,6 +8,7 @@ pub mod connect;
 pub mod cr;
 pub mod model;
 pub mod offerings;
+pub mod proxy_path;
 pub mod relay;
 pub mod reports;
 pub mod routes;

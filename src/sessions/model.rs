@@ -348,11 +348,6 @@ pub fn find_by_cr_name(
     }
 }
 
-/// The CR name a `/proxy/<cr>/…` path addresses.
-pub fn proxied_cr(path: &str) -> Option<&str> {
-    path.strip_prefix("/proxy/")?.split('/').next().filter(|s| !s.is_empty())
-}
-
 pub fn cr_name(session_id: &str) -> String {
     session_id.to_lowercase().replace('_', "-")
 }

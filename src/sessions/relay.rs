@@ -1,7 +1,13 @@
 //! The `/proxy/<cr>/…` relay: for installs whose session domain points at this server, requests
 //! for a session's apps are passed to its cluster's ingress (`host:port`), WebSockets included.
 //! The ingress itself authenticates every request against `GET /internal/connect/verify`, so the
-//! relay adds no authentication — but it never passes on the console's own cookies.
+//! relay adds no authentication, but it decides the session exactly as verify does
+//! ([`super::proxy_path::route`]: ambiguous paths are refused with 400) and forwards the normalised
+//! path it routed, never the raw one. Credentials and identity do not cross it: the request loses
+//! `Authorization`, the console's cookies, other sessions' `gshare_session` cookies, any client-sent
+//! `X-GShare-*`, `X-Original-*` and `X-Forwarded-*`; it gains `X-GShare-Session`/`X-GShare-User` from
+//! the session record and the session's own `Host`. The response loses any `Set-Cookie` for the
+//! console's cookies or for another session's path.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +21,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, find_by_cr_name, proxied_cr};
+use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, cr_name, find_by_cr_name};
+use super::proxy_path::{Refusal, route};
 use crate::App;
 use crate::auth::cookies::{CONSOLE_COOKIE, CSRF_COOKIE};
 use crate::clusters::model::CLUSTERS;
@@ -47,8 +54,9 @@ fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<SessionRecord>
     )
 }
 
-/// Drops the console's cookies (an admin's token must never reach a session's app).
-fn without_console_cookies(v: &HeaderValue) -> Option<HeaderValue> {
+/// Drops the console's cookies (an admin's token must never reach a session's app) and every
+/// `gshare_session` cookie `keep_session` refuses (those of other sessions).
+fn filter_cookies(v: &HeaderValue, keep_session: &dyn Fn(&str) -> bool) -> Option<HeaderValue> {
     let kept: Vec<&str> = v
         .to_str()
         .ok()?
@@ -56,11 +64,54 @@ fn without_console_cookies(v: &HeaderValue) -> Option<HeaderValue> {
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .filter(|c| {
-            let name = c.split('=').next().unwrap_or("");
+            let (name, value) = c.split_once('=').unwrap_or((c, ""));
+            if name == super::connect::COOKIE {
+                return keep_session(value);
+            }
             name != CONSOLE_COOKIE && name != CSRF_COOKIE
         })
         .collect();
     if kept.is_empty() { None } else { HeaderValue::from_str(&kept.join("; ")).ok() }
+}
+
+/// Request headers a client must not set on a relayed request: credentials for this server, and
+/// identity or routing headers only the relay (or the ingress) may assert.
+fn is_client_forbidden(name: &str) -> bool {
+    matches!(name, "authorization" | "host" | "forwarded" | "x-real-ip" | "x-gshare-cnx")
+        || name.starts_with("x-gshare-")
+        || name.starts_with("x-original-")
+        || name.starts_with("x-forwarded-")
+        || name.starts_with("x-auth-request-")
+}
+
+/// Drops an app's `Set-Cookie` for the console's cookies, and for `gshare_session` unless it is
+/// scoped to this session's own path (the one verify sets, passed back by the ingress).
+fn filter_set_cookies(h: &mut HeaderMap, cr: &str) {
+    let own_path = format!("/proxy/{cr}/");
+    let kept: Vec<HeaderValue> = h
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter(|v| {
+            let Ok(text) = v.to_str() else { return false };
+            let mut parts = text.split(';').map(str::trim);
+            let name = parts.next().and_then(|c| c.split_once('=')).map_or("", |(n, _)| n.trim());
+            if name == CONSOLE_COOKIE || name == CSRF_COOKIE {
+                return false;
+            }
+            if name == super::connect::COOKIE {
+                return parts.any(|a| {
+                    a.split_once('=')
+                        .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("path") && v.trim() == own_path)
+                });
+            }
+            true
+        })
+        .cloned()
+        .collect();
+    h.remove(header::SET_COOKIE);
+    for v in kept {
+        h.append(header::SET_COOKIE, v);
+    }
 }
 
 fn is_upgrade(h: &HeaderMap) -> bool {
@@ -70,14 +121,14 @@ fn is_upgrade(h: &HeaderMap) -> bool {
         && h.contains_key(header::UPGRADE)
 }
 
-fn forward_headers(from: &HeaderMap, upgrade: bool) -> HeaderMap {
+fn forward_headers(from: &HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in from {
-        if HOP_BY_HOP.contains(&name.as_str()) {
+        if HOP_BY_HOP.contains(&name.as_str()) || is_client_forbidden(name.as_str()) {
             continue;
         }
         if name == header::COOKIE {
-            if let Some(v) = without_console_cookies(value) {
+            if let Some(v) = filter_cookies(value, keep_session) {
                 out.append(header::COOKIE, v);
             }
             continue;
@@ -99,10 +150,19 @@ fn relay_error(status: StatusCode, code: &'static str, message: String) -> Respo
 
 /// `ANY /proxy/{cr}/…`.
 pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
-    let path = req.uri().path().to_string();
-    let Some(name) = proxied_cr(&path).map(str::to_string) else {
-        return relay_error(StatusCode::NOT_FOUND, "not_found", "no session in this path".into());
+    let raw = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    let routed = match route(&raw) {
+        Ok(r) => r,
+        Err(Refusal::NotProxied) => {
+            return relay_error(StatusCode::NOT_FOUND, "not_found", "no session in this path".into());
+        }
+        Err(r) => {
+            return ApiError::new(StatusCode::BAD_REQUEST, "bad_request", r.message())
+                .with_details(serde_json::json!({ "reason": r.as_str() }))
+                .into_response();
+        }
     };
+    let name = routed.cr.clone();
     let looked_up = app
         .store
         .read(move |txn| {
@@ -146,7 +206,21 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     let client_ip = crate::http::client_addr::resolve(trust, peer, req.headers());
     let scheme = if app.tls.is_some() { "https" } else { "http" };
     let (parts, body) = req.into_parts();
-    let mut headers = forward_headers(&parts.headers, upgrade);
+    // Only this session's cookie goes on (verify needs it); other sessions' stay with the browser.
+    let keep_session = |c: &str| app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
+    let mut headers = forward_headers(&parts.headers, upgrade, &keep_session);
+    // The ingress routes by Host: always the session's own domain, whatever the client sent.
+    let host = cluster.as_ref().and_then(|c| app.sessions.session_domain(c)).unwrap_or_else(|| target.clone());
+    let Ok(host) = HeaderValue::from_str(&host) else {
+        return relay_error(StatusCode::BAD_GATEWAY, "relay_failed", "the session domain is not a header value".into());
+    };
+    headers.insert(header::HOST, host.clone());
+    headers.insert(HeaderName::from_static("x-forwarded-host"), host);
+    for (name, value) in [("x-gshare-session", &session.id), ("x-gshare-user", &session.owner)] {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(HeaderName::from_static(name), v);
+        }
+    }
     let xff = match parts.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
         Some(prior) if app.config.trusted_proxy_hops > 0 => format!("{prior}, {client_ip}"),
         _ => client_ip.to_string(),
@@ -155,10 +229,8 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         headers.insert(HeaderName::from_static("x-forwarded-for"), v);
     }
     headers.insert(HeaderName::from_static("x-forwarded-proto"), HeaderValue::from_static(scheme));
-    if let Some(host) = parts.headers.get(header::HOST) {
-        headers.insert(HeaderName::from_static("x-forwarded-host"), host.clone());
-    }
-    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or(path);
+    // The normalised path verify will route, never the raw one.
+    let path_and_query = routed.path_and_query();
     let Ok(uri) = path_and_query.parse::<Uri>() else {
         return relay_error(StatusCode::BAD_REQUEST, "bad_request", "unusable request target".into());
     };
@@ -182,6 +254,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         for h in HOP_BY_HOP {
             parts.headers.remove(*h);
         }
+        filter_set_cookies(&mut parts.headers, &routed.cr);
         return Response::from_parts(parts, Body::new(incoming));
     }
 
@@ -233,6 +306,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         let (parts, _) = resp.into_parts();
         let mut r = Response::from_parts(parts, Body::empty());
         keep_upgrade_headers(r.headers_mut());
+        filter_set_cookies(r.headers_mut(), &routed.cr);
         return r;
     }
 
@@ -306,9 +380,50 @@ mod tests {
 
     #[test]
     fn console_cookies_never_leave() {
-        let v = HeaderValue::from_static("gshare_console=adm; gshare_session=s; gshare_csrf=c; _xsrf=j");
-        assert_eq!(without_console_cookies(&v).unwrap(), "gshare_session=s; _xsrf=j");
-        assert!(without_console_cookies(&HeaderValue::from_static("gshare_console=adm")).is_none());
+        let v = HeaderValue::from_static(
+            "gshare_console=adm; gshare_session=mine; gshare_csrf=c; gshare_session=other; _xsrf=j",
+        );
+        let mine = |c: &str| c == "mine";
+        assert_eq!(filter_cookies(&v, &mine).unwrap(), "gshare_session=mine; _xsrf=j");
+        assert!(filter_cookies(&HeaderValue::from_static("gshare_console=adm"), &mine).is_none());
+    }
+
+    #[test]
+    fn credentials_and_identity_do_not_cross() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("authorization", "Bearer admin"),
+            ("proxy-authorization", "Basic x"),
+            ("host", "console.lab.test"),
+            ("x-gshare-user", "root"),
+            ("x-gshare-session", "ses_OTHER"),
+            ("x-gshare-cnx", "cnx_x.y"),
+            ("x-original-uri", "/proxy/other/lab"),
+            ("x-original-url", "http://s/proxy/other/lab"),
+            ("x-forwarded-host", "evil"),
+            ("x-auth-request-redirect", "/x"),
+            ("forwarded", "for=1.2.3.4"),
+            ("accept", "text/html"),
+        ] {
+            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        let f = forward_headers(&h, false, &|_| true);
+        assert_eq!(f.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
+
+        let mut r = HeaderMap::new();
+        for v in [
+            "gshare_console=x; Path=/",
+            "gshare_csrf=x; Path=/",
+            "gshare_session=x; Path=/",
+            "gshare_session=x; Path=/proxy/ses-2/",
+            "gshare_session=ok; Path=/proxy/ses-1/; HttpOnly",
+            "_xsrf=lab; Path=/proxy/ses-1/lab",
+        ] {
+            r.append(header::SET_COOKIE, HeaderValue::from_static(v));
+        }
+        filter_set_cookies(&mut r, "ses-1");
+        let kept: Vec<_> = r.get_all(header::SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_string()).collect();
+        assert_eq!(kept, ["gshare_session=ok; Path=/proxy/ses-1/; HttpOnly", "_xsrf=lab; Path=/proxy/ses-1/lab"]);
     }
 
     #[test]
@@ -317,11 +432,9 @@ mod tests {
         h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, Upgrade"));
         h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
         assert!(is_upgrade(&h));
-        let f = forward_headers(&h, true);
+        let f = forward_headers(&h, true, &|_| true);
         assert_eq!(f[header::CONNECTION], "upgrade");
         assert_eq!(f[header::UPGRADE], "websocket");
-        assert!(forward_headers(&h, false).get(header::UPGRADE).is_none());
-        assert_eq!(proxied_cr("/proxy/ses-1/terminal/ws"), Some("ses-1"));
-        assert_eq!(proxied_cr("/proxy//x"), None);
+        assert!(forward_headers(&h, false, &|_| true).get(header::UPGRADE).is_none());
     }
 }

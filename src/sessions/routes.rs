@@ -350,8 +350,12 @@ struct VerifyParams {
     token: Option<String>,
 }
 
-/// Forward-auth for session ingresses (no JWT): the `gshare_session` cookie, else a one-time
-/// token from `?token=`, `gshare_cnx` in `X-Original-URI`, or `X-Gshare-Cnx`.
+/// Forward-auth for session ingresses (no JWT). The session is the one `X-Original-URL` (or
+/// `X-Original-URI`; both must agree when both are sent) routes to; an ambiguous target (dot-segments,
+/// escaped slashes, control characters, repeated headers, none at all…) is refused. Credentials for
+/// that session only: its `gshare_session` cookie, else a one-time token from `?token=`,
+/// `gshare_cnx` in the original URI, or `X-Gshare-Cnx`. Every refusal is a 401 (an nginx
+/// `auth_request` turns any other status into a 500) naming the reason.
 #[utoipa::path(get, path = "/internal/connect/verify", tag = "internal", params(VerifyParams),
     responses(
         (status = 200, description = "allowed: X-GShare-Session (and X-GShare-User + Set-Cookie when a token was redeemed)"),
@@ -363,9 +367,13 @@ async fn connect_verify(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    // Every value, lossily: a repeated header is refused, a non-ASCII byte is refused by the parser.
+    let all =
+        |name: &str| headers.get_all(name).iter().map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).collect();
     let req = VerifyRequest {
-        cookie: cookie(&headers, super::connect::COOKIE).map(str::to_string),
-        original_uri: text("x-original-uri").or_else(|| text("x-original-url")),
+        cookies: super::connect::session_cookies(&headers),
+        original_uri: all("x-original-uri"),
+        original_url: all("x-original-url"),
         query_token: p.token,
         header_token: text("x-gshare-cnx"),
     };
@@ -398,6 +406,9 @@ fn denied(d: Denied) -> ApiError {
         Denied::Expired => "the connection token expired; open the session again from the console",
         Denied::NotRunning => "the session is not running",
         Denied::OtherSession => "the credentials are for another session",
+        Denied::MissingUri => "no X-Original-URL or X-Original-URI: the session asked for is unknown",
+        Denied::ConflictingUri => "X-Original-URL / X-Original-URI repeated or naming different targets",
+        Denied::Uri(r) => r.message(),
     };
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
         .with_details(serde_json::json!({ "reason": d.as_str() }))

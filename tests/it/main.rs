@@ -6,6 +6,7 @@ mod audit;
 mod clusters;
 mod crash;
 mod fake_kube;
+mod forward_auth;
 mod foundation;
 mod inventory;
 mod packaging;

@@ -19,15 +19,15 @@ const CRD: &str = include_str!("../../packaging/crds/gshare.io_gsharesessions.ya
 const NS: &str = "gshare-sessions";
 const WAIT: Duration = Duration::from_secs(10);
 
-fn admin(s: &TestServer) -> String {
+pub(crate) fn admin(s: &TestServer) -> String {
     s.app().auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
 }
 
-fn operator(s: &TestServer, id: &str) -> String {
+pub(crate) fn operator(s: &TestServer, id: &str) -> String {
     s.app().auth.internal.mint(&format!("operator:{id}"), Duration::from_secs(3600)).unwrap()
 }
 
-async fn server() -> TestServer {
+pub(crate) async fn server() -> TestServer {
     TestServer::start_with(&[("GSHARE_SESSION_DOMAIN", "sessions.lab.test"), ("GSHARE_SESSION_URL_SCHEME", "http")])
         .await
 }
@@ -49,7 +49,7 @@ pub(crate) async fn cluster(name: &str) -> FakeCluster {
     c
 }
 
-async fn register(s: &TestServer, name: &str, c: &FakeCluster) -> String {
+pub(crate) async fn register(s: &TestServer, name: &str, c: &FakeCluster) -> String {
     let body = json!({"name": name, "role": "primary", "kubeconfig_b64": STANDARD.encode(c.kubeconfig_yaml())});
     let v = send(s, reqwest::Method::POST, "/api/v1/clusters", Some(body), 201).await;
     v["id"].as_str().unwrap().to_string()
@@ -59,7 +59,12 @@ async fn post(s: &TestServer, path: &str, body: Value) -> reqwest::Response {
     call(s, reqwest::Method::POST, path, Some(body)).await
 }
 
-async fn call(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) -> reqwest::Response {
+pub(crate) async fn call(
+    s: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::Response {
     let mut r = s.client.request(method, s.url(path)).bearer_auth(admin(s));
     if let Some(b) = body {
         r = r.json(&b);
@@ -67,7 +72,7 @@ async fn call(s: &TestServer, method: reqwest::Method, path: &str, body: Option<
     r.send().await.unwrap()
 }
 
-async fn send(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>, want: u16) -> Value {
+pub(crate) async fn send(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>, want: u16) -> Value {
     let res = call(s, method, path, body).await;
     let status = res.status().as_u16();
     let text = res.text().await.unwrap();
@@ -75,7 +80,7 @@ async fn send(s: &TestServer, method: reqwest::Method, path: &str, body: Option<
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
-async fn offering(s: &TestServer, name: &str) -> String {
+pub(crate) async fn offering(s: &TestServer, name: &str) -> String {
     let body = json!({"name": name, "resource_class": "gpu", "image": "ghcr.io/lab/jupyter:4", "gpu_model": "A100",
                       "gpu_mem_mb": 20480, "gpu_cores": 30, "cpu": 4, "mem_gb": 16, "max_runtime_sec": 7200});
     send(s, reqwest::Method::POST, "/api/v1/offerings", Some(body), 201).await["id"].as_str().unwrap().to_string()
@@ -85,13 +90,13 @@ fn cr(c: &FakeCluster, name: &str) -> Option<Value> {
     c.store().get("gshare.io", "v1", "gsharesessions", Some(NS), name)
 }
 
-async fn report(s: &TestServer, token: &str, cr: &str, body: Value) {
+pub(crate) async fn report(s: &TestServer, token: &str, cr: &str, body: Value) {
     let res = s.client.post(s.url(&format!("/internal/sessions/{cr}/status"))).bearer_auth(token).json(&body).send();
     let res = res.await.unwrap();
     assert_eq!(res.status(), 202, "{}", res.text().await.unwrap());
 }
 
-fn ts(s: &TestServer) -> String {
+pub(crate) fn ts(s: &TestServer) -> String {
     gshare::clock::rfc3339_ms(s.clock.now_ms())
 }
 
@@ -121,7 +126,7 @@ async fn running_sessions(s: &TestServer, cluster: &str) -> u64 {
         .unwrap_or_else(|| panic!("running_sessions missing"))
 }
 
-async fn verify(s: &TestServer, headers: &[(&str, &str)]) -> reqwest::Response {
+pub(crate) async fn verify(s: &TestServer, headers: &[(&str, &str)]) -> reqwest::Response {
     let mut r = s.client.get(s.url("/internal/connect/verify"));
     for (k, v) in headers {
         r = r.header(*k, *v);
@@ -241,6 +246,7 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     let set_cookie = ok.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(
         set_cookie.starts_with("gshare_session=")
+            && set_cookie.contains(&format!("; Path=/proxy/{name}/;"))
             && set_cookie.contains("HttpOnly")
             && set_cookie.contains("SameSite=Lax")
             && set_cookie.contains("Max-Age=3600"),
@@ -256,15 +262,17 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     // The same cookie does not open another session's path.
     let other =
         verify(&s, &[("Cookie", &cookie), ("X-Original-URI", "/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab")]).await;
-    assert_eq!(expect_error(other, 401, "unauthenticated").await["error"]["details"]["reason"], "no_credentials");
-    // The token also works from the header, and from ?token= (each once).
+    assert_eq!(expect_error(other, 401, "unauthenticated").await["error"]["details"]["reason"], "other_session");
+    // The token also works from the header, and from ?token= (each once), for its session's URI.
     for how in ["header", "query"] {
         let t = send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/connect"), None, 200).await;
         let t = t["token"].as_str().unwrap().to_string();
+        let lab = format!("/proxy/{name}/lab");
         let res = if how == "header" {
-            verify(&s, &[("X-Gshare-Cnx", &t)]).await
+            verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab)]).await
         } else {
-            s.client.get(s.url(&format!("/internal/connect/verify?token={t}"))).send().await.unwrap()
+            let req = s.client.get(s.url(&format!("/internal/connect/verify?token={t}")));
+            req.header("X-Original-URI", &lab).send().await.unwrap()
         };
         assert_eq!(res.status(), 200, "{how}");
     }
@@ -282,7 +290,8 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     let g = card(send(&s, reqwest::Method::GET, &nodes_path, None, 200).await);
     assert_eq!((g["used_mem_mb"].as_u64(), g["used_cores"].as_u64()), (Some(0), Some(0)), "given back on pause: {g}");
     // A paused session's cookie no longer opens it.
-    assert_eq!(verify(&s, &[("Cookie", &cookie)]).await.status(), 401);
+    let paused = verify(&s, &[("Cookie", &cookie), ("X-Original-URI", &format!("/proxy/{name}/lab"))]).await;
+    assert_eq!(paused.status(), 401);
     expect_error(
         call(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/connect"), None).await,
         409,
@@ -714,25 +723,35 @@ async fn verify_refuses_what_it_should() {
         expect_error(res, 401, "unauthenticated").await["error"]["details"]["reason"].as_str().unwrap().to_string()
     };
 
-    assert_eq!(reason(verify(&s, &[]).await).await, "no_credentials");
+    assert_eq!(reason(verify(&s, &[]).await).await, "uri_missing");
+    let lab0 = format!("/proxy/{}/lab", running[0].1);
+    let lab1 = format!("/proxy/{}/lab", running[1].1);
+    assert_eq!(reason(verify(&s, &[("X-Original-URI", &lab0)]).await).await, "no_credentials");
     // Unknown or malformed tokens cost no durable write (this endpoint has no other authentication).
     s.app().audit.flush().await;
     let before = s.app().store.generation();
     for junk in ["garbage", "cnx_01J00000000000000000000000.00", &format!("cnx_{}", "a".repeat(500))] {
         for _ in 0..20 {
-            assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", junk)]).await).await, "token_unknown_or_used");
+            assert_eq!(
+                reason(verify(&s, &[("X-Gshare-Cnx", junk), ("X-Original-URI", &lab0)]).await).await,
+                "token_unknown_or_used"
+            );
         }
     }
     assert_eq!(s.app().store.generation(), before, "unknown tokens committed writes");
     assert_eq!(
-        reason(verify(&s, &[("X-Gshare-Cnx", "cnx_01J00000000000000000000000.00")]).await).await,
+        reason(verify(&s, &[("X-Gshare-Cnx", "cnx_01J00000000000000000000000.00"), ("X-Original-URI", &lab0)]).await)
+            .await,
         "token_unknown_or_used"
     );
     // A token for session A does not open session B's path (and is spent by trying).
     let t = connect(running[0].0.clone()).await;
     let wrong = format!("/proxy/{}/lab?gshare_cnx={t}", running[1].1);
     assert_eq!(reason(verify(&s, &[("X-Original-URI", &wrong)]).await).await, "other_session");
-    assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t)]).await).await, "token_unknown_or_used");
+    assert_eq!(
+        reason(verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab0)]).await).await,
+        "token_unknown_or_used"
+    );
     // X-Original-URL (a full URL) is read like X-Original-URI.
     let t = connect(running[0].0.clone()).await;
     let url = format!("http://sessions.lab.test/proxy/{}/lab?gshare_cnx={t}", running[0].1);
@@ -740,11 +759,14 @@ async fn verify_refuses_what_it_should() {
     // Tokens expire after 300 s.
     let t = connect(running[0].0.clone()).await;
     s.clock.advance(Duration::from_secs(301));
-    assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t)]).await).await, "token_expired");
+    assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab0)]).await).await, "token_expired");
     // A session that stopped running: its token is refused.
     let t = connect(running[1].0.clone()).await;
     report(&s, &op, &running[1].1, json!({"phase": "Preparing", "ts": ts(&s)})).await;
-    assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t)]).await).await, "session_not_running");
+    assert_eq!(
+        reason(verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab1)]).await).await,
+        "session_not_running"
+    );
     // Forged cookies: another key, alg=none, garbage.
     let forged_payload = STANDARD.encode(format!(r#"{{"sid":"{}","owner":"x","exp":9999999999}}"#, running[0].0));
     for cookie in [
@@ -752,7 +774,11 @@ async fn verify_refuses_what_it_should() {
         "gshare_session=garbage".to_string(),
         format!("gshare_session={}", s.app().auth.api.mint("admin:admin", Duration::from_secs(60)).unwrap()),
     ] {
-        assert_eq!(reason(verify(&s, &[("Cookie", &cookie)]).await).await, "no_credentials", "{cookie}");
+        assert_eq!(
+            reason(verify(&s, &[("Cookie", &cookie), ("X-Original-URI", &lab0)]).await).await,
+            "no_credentials",
+            "{cookie}"
+        );
     }
     // A session page without a session domain: 409 no_session_domain.
     let s2 = TestServer::start().await;
@@ -911,7 +937,8 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     let head = seen["head"].as_str().unwrap();
     assert!(head.starts_with(&format!("POST /proxy/{name}/lab/api/contents?type=file HTTP/1.1\r\n")), "{head}");
     assert!(head.to_ascii_lowercase().contains("host: sessions.lab.test\r\n"), "{head}");
-    assert!(head.contains("gshare_session=SESSION-COOKIE; _xsrf=lab"), "{head}");
+    // A gshare_session cookie that is not this session's (here: not valid at all) stays behind too.
+    assert!(head.contains("cookie: _xsrf=lab\r\n"), "{head}");
     assert!(!head.contains("ADMIN-TOKEN") && !head.contains("CSRF"), "console cookies leaked: {head}");
     assert!(head.contains("x-forwarded-for: 127.0.0.1") && head.contains("x-forwarded-proto: http"), "{head}");
     assert_eq!(seen["body_len"], 3 * 1024 * 1024, "bodies stream past the API's JSON limit");
