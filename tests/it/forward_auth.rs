@@ -340,7 +340,10 @@ async fn the_relay_routes_and_strips_as_verify_does() {
             wrong.push(format!("{target}: {got:?} {}, want 400 {want}", r.body));
         }
     }
-    assert_eq!(st.hits.load(Ordering::SeqCst), before, "a refused request reached the ingress");
+    let reached = st.hits.load(Ordering::SeqCst) - before;
+    if reached != 0 {
+        wrong.push(format!("{reached} refused requests reached the ingress"));
+    }
 
     // Merged slashes are relayed as the normalised path, which verify routes to bob: alice's
     // cookie (not even passed on, it is another session's) does not open it.
