@@ -94,7 +94,13 @@ async fn run() {
     let conn: Value =
         post(&format!("/api/v1/sessions/{sid}/connect"), json!({"kind": "lab"})).await.unwrap().json().await.unwrap();
     let token = conn["token"].as_str().unwrap();
-    let res = http.get(format!("{base}/internal/connect/verify")).header("X-Gshare-Cnx", token).send().await.unwrap();
+    let res = http
+        .get(format!("{base}/internal/connect/verify"))
+        .header("X-Gshare-Cnx", token)
+        .header("X-Original-URI", format!("/proxy/{cr}/lab"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
     let cookie = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
 
