@@ -216,7 +216,8 @@ mod tests {
     #[test]
     fn a_table_of_targets() {
         let ok = |cr: &str, pq: &str| -> Result<(String, String), Refusal> { Ok((cr.to_string(), pq.to_string())) };
-        let cases: Vec<(String, Result<(String, String), Refusal>)> = vec![
+        type Want = Result<(String, String), Refusal>;
+        let cases: Vec<(String, Want)> = vec![
             // Plain paths and URLs.
             (format!("/proxy/{A}/lab"), ok(A, &format!("/proxy/{A}/lab"))),
             (format!("/proxy/{A}/code/"), ok(A, &format!("/proxy/{A}/code/"))),

@@ -16,7 +16,6 @@ use super::offerings::{OfferingCreate, OfferingPatch};
 use super::{CreateSession, SessionError, SessionQuery};
 use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
-use crate::auth::cookies::cookie;
 use crate::auth::guard::AdminCaller;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{parse_json, query_number};

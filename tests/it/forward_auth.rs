@@ -81,7 +81,8 @@ async fn verify_binds_a_credential_to_the_session_the_ingress_routes_to() {
     // Each case: alice's cookie and a request the ingress routes to bob's session (or cannot
     // route with certainty). None may answer 200; each names why.
     let lab_b = format!("/proxy/{br}/lab");
-    let cases: Vec<(&str, Vec<(&str, String)>, &str)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a str);
+    let cases: Vec<Case> = vec![
         ("merged slashes (URL)", vec![("X-Original-URL", url(&format!("/proxy//{br}/lab")))], "other_session"),
         ("merged slashes (URI)", vec![("X-Original-URI", format!("//proxy///{br}/lab"))], "other_session"),
         ("dot-segments", vec![("X-Original-URL", url(&format!("/proxy/{ar}/../{br}/lab")))], "uri_dot_segment"),
