@@ -13,6 +13,7 @@ pub mod console;
 pub mod http;
 pub mod inventory;
 pub mod sessions;
+pub mod snapshot;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -53,6 +54,8 @@ pub struct App {
     pub inventory: Arc<inventory::Inventory>,
     /// Offerings, sessions, connection tokens.
     pub sessions: Arc<sessions::Sessions>,
+    /// Scheduled and on-demand snapshots of the state file, and their last result.
+    pub snapshots: Arc<snapshot::Snapshots>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +80,16 @@ impl App {
             let config = config.clone();
             let clock = clock.clone();
             tokio::task::spawn_blocking(move || -> Result<_, StartError> {
-                let store = Store::open(&config.state_file(), MIGRATIONS)?;
+                let store = Store::open(&config.state_file(), MIGRATIONS).map_err(|e| match e {
+                    // A state file that does not open: name the way back.
+                    store::StoreError::Corrupt { .. } | store::StoreError::Open { .. } => {
+                        match snapshot::restore_hint(&config) {
+                            Some(hint) => StartError::Other(format!("{e}; {hint}")),
+                            None => StartError::Store(e),
+                        }
+                    }
+                    e => StartError::Store(e),
+                })?;
                 let (auth, generated) = Authorities::open(&config, clock)?;
                 for kid in generated {
                     tracing::info!(%kid, dir = %config.keys_dir().display(), "generated a new JWT signing key");
@@ -123,7 +135,9 @@ impl App {
         ));
         let (store_for_inventory, clock_for_inventory, config_for_inventory) =
             (store.clone(), clock.clone(), config.clone());
+        let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
         Ok(Arc::new(Self {
+            snapshots,
             config,
             store,
             auth,
@@ -182,6 +196,7 @@ impl RunningServer {
         clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
         spawn_cluster_upkeep(app.clone(), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
+        snapshot::spawn(app.clone(), rx.clone());
         let tls_config = match &app.tls {
             Some(tls) => {
                 tls.spawn_watcher(rx.clone())?;

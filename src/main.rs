@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -12,6 +13,7 @@ use gshare::auth::tokens::{self, AUD_INTERNAL, MAX_TTL, TokenAuthority};
 use gshare::clock::Clock;
 use gshare::clusters::ClusterId;
 use gshare::config::{Config, LogFormat};
+use gshare::snapshot::secrets::Passphrase;
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +53,62 @@ enum Command {
     /// The audit log: logins and admin changes.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Snapshots of the state file: save (also while the server runs), list, prune, restore.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+    /// Write clusters, nodes, GPUs, offerings, sessions and audit as JSON lines
+    /// (`{"kind": ..., "record": ...}` per line; see the README's "Export" section).
+    Export {
+        /// Output format; only `json` (JSON lines).
+        #[arg(long, default_value = "json", value_parser = ["json"])]
+        format: String,
+        /// Read a snapshot file instead of the live state.
+        #[arg(long, value_name = "SNAPSHOT")]
+        from: Option<PathBuf>,
+        /// Write here instead of stdout.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Take a snapshot now: into FILE, else into snapshot_dir. Works while the server runs
+    /// (through its API, with an admin token minted from the data directory's keys).
+    Save {
+        file: Option<PathBuf>,
+        /// A short word in the header and file name.
+        #[arg(long, default_value = "manual")]
+        reason: String,
+        /// Add the key rings and kubeconfigs, encrypted with a passphrase (age, scrypt).
+        #[arg(long)]
+        include_secrets: bool,
+        /// The passphrase's file (first line); else $GSHARE_SNAPSHOT_PASSPHRASE, else a prompt.
+        #[arg(long, value_name = "FILE")]
+        passphrase_file: Option<PathBuf>,
+        /// Only if another gshare version last ran on this data directory (the unit's ExecStartPre):
+        /// reason `pre-upgrade`, never pruned. Does nothing otherwise.
+        #[arg(long)]
+        pre_upgrade: bool,
+    },
+    /// List the snapshots in snapshot_dir, oldest first.
+    Ls,
+    /// Delete all but the newest N snapshots in snapshot_dir (pre-upgrade ones stay).
+    Prune {
+        #[arg(long)]
+        keep: usize,
+    },
+    /// Replace the state with a snapshot (server stopped). The current state file is kept
+    /// beside it as gshare.redb.before-restore-<time>.
+    Restore {
+        file: PathBuf,
+        /// For snapshots with secrets: the passphrase's file; else $GSHARE_SNAPSHOT_PASSPHRASE, else a prompt.
+        #[arg(long, value_name = "FILE")]
+        passphrase_file: Option<PathBuf>,
+        /// Restore the state only, even if the snapshot holds secrets.
+        #[arg(long)]
+        skip_secrets: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -197,6 +255,8 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Keys(cmd) => keys(&config, cmd),
+        Command::Snapshot(cmd) => snapshot(&config, cmd),
+        Command::Export { format: _, from, output } => export(&config, from, output),
         Command::Admin(cmd) => admin_accounts(&config, cmd),
         Command::Audit(AuditCommand::Tail { lines }) => offline_runtime()?.block_on(async {
             let store = gshare::auth::offline::open_store(&config, gshare::MIGRATIONS)?;
@@ -256,6 +316,219 @@ fn keys(config: &Config, cmd: KeysCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// A passphrase from `file`, $GSHARE_SNAPSHOT_PASSPHRASE, or a terminal prompt (`confirm`: twice).
+fn read_passphrase(file: Option<&std::path::Path>, confirm: bool) -> Result<Passphrase> {
+    use std::io::IsTerminal;
+    let text = if let Some(f) = file {
+        let t =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read the passphrase file {}", f.display()))?;
+        t.lines().next().unwrap_or_default().to_string()
+    } else if let Ok(v) = std::env::var("GSHARE_SNAPSHOT_PASSPHRASE") {
+        v
+    } else if std::io::stdin().is_terminal() {
+        let first = rpassword::prompt_password("snapshot passphrase: ")?;
+        if confirm && rpassword::prompt_password("again: ")? != first {
+            bail!("the two passphrases differ");
+        }
+        first
+    } else {
+        bail!("no passphrase: pass --passphrase-file FILE or set GSHARE_SNAPSHOT_PASSPHRASE");
+    };
+    Ok(Passphrase::new(text)?)
+}
+
+/// The snapshot bytes of the live state: from the file when no server holds it, else from the
+/// server (`download`). `Ok(None)` when the server wrote it into its snapshot_dir itself.
+fn live_snapshot(
+    config: &Config,
+    reason: &str,
+    download: bool,
+    pass: Option<&Passphrase>,
+) -> Result<Result<Vec<u8>, gshare::snapshot::SnapshotInfo>> {
+    use gshare::snapshot::{self, SnapshotError, client};
+    let now = Clock::system().now_ms();
+    match snapshot::save_offline(config, now, reason, pass) {
+        Ok(bytes) => Ok(Ok(bytes)),
+        Err(SnapshotError::Locked) => {
+            let (auth, _) = gshare::auth::Authorities::open(config, Clock::system())
+                .with_context(|| format!("cannot open the signing keys under {}", config.keys_dir().display()))?;
+            let token =
+                auth.api.mint(&format!("{}cli", gshare::auth::guard::ADMIN_PREFIX), Duration::from_secs(300))?;
+            let download = download || pass.is_some();
+            match offline_runtime()?.block_on(client::request(config, &token, reason, download))? {
+                client::Answer::Saved(info) => Ok(Err(info)),
+                client::Answer::Downloaded(bytes) => match pass {
+                    Some(p) => Ok(Ok(snapshot::add_secrets(&bytes, config, p)?)),
+                    None => Ok(Ok(bytes)),
+                },
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn print_saved(info: &gshare::snapshot::SnapshotInfo, bytes: Option<&[u8]>) {
+    println!("saved {} ({} bytes, schema {}, sha256 {})", info.path, info.size_bytes, info.schema_version, info.sha256);
+    if let Some(h) = bytes.and_then(|b| gshare::snapshot::format::read_header(b).ok()).map(|(h, _)| h) {
+        for left in &h.secrets.omitted {
+            println!("left out (use --include-secrets to add them, encrypted): {left}");
+        }
+    }
+}
+
+fn snapshot(config: &Config, cmd: SnapshotCommand) -> Result<()> {
+    use gshare::snapshot;
+    let now = Clock::system().now_ms();
+    match cmd {
+        SnapshotCommand::Save { file, reason, include_secrets, passphrase_file, pre_upgrade } => {
+            let reason = if pre_upgrade {
+                match snapshot::upgrade_pending(config) {
+                    None => {
+                        eprintln!(
+                            "no upgrade pending (no state file, or gshare {} ran last)",
+                            env!("CARGO_PKG_VERSION")
+                        );
+                        return Ok(());
+                    }
+                    Some(from) => {
+                        eprintln!(
+                            "gshare {from} ran last on this data directory; snapshot before {} opens it",
+                            env!("CARGO_PKG_VERSION")
+                        );
+                        "pre-upgrade".to_string()
+                    }
+                }
+            } else {
+                reason
+            };
+            snapshot::check_reason(&reason)?;
+            let pass = if include_secrets { Some(read_passphrase(passphrase_file.as_deref(), true)?) } else { None };
+            match live_snapshot(config, &reason, file.is_some(), pass.as_ref())? {
+                Err(info) => print_saved(&info, None),
+                Ok(bytes) => {
+                    let info = match file {
+                        Some(path) => {
+                            snapshot::write_atomic(&path, &bytes)?;
+                            let (h, _) = snapshot::format::read_header(&bytes)?;
+                            gshare::snapshot::SnapshotInfo {
+                                name: String::new(),
+                                path: path.display().to_string(),
+                                size_bytes: bytes.len() as u64,
+                                created_at: h.created_at,
+                                reason: h.reason,
+                                schema_version: h.schema_version,
+                                binary_version: h.binary_version,
+                                sha256: h.sha256,
+                                secrets_included: h.secrets.included,
+                            }
+                        }
+                        None => snapshot::write_into(&config.snapshot_dir, &bytes, now, &reason)?,
+                    };
+                    print_saved(&info, Some(&bytes));
+                }
+            }
+            Ok(())
+        }
+        SnapshotCommand::Ls => {
+            println!(
+                "{:<26} {:<12} {:>12} {:>6} {:<8} {:<7} file",
+                "created", "reason", "bytes", "schema", "version", "secrets"
+            );
+            for s in snapshot::list(&config.snapshot_dir)? {
+                println!(
+                    "{:<26} {:<12} {:>12} {:>6} {:<8} {:<7} {}",
+                    s.created_at,
+                    s.reason,
+                    s.size_bytes,
+                    s.schema_version,
+                    s.binary_version,
+                    if s.secrets_included { "yes" } else { "no" },
+                    s.path
+                );
+            }
+            Ok(())
+        }
+        SnapshotCommand::Prune { keep } => {
+            let gone = snapshot::prune(&config.snapshot_dir, keep)?;
+            if gone.is_empty() {
+                println!("nothing to prune");
+            }
+            for s in gone {
+                println!("deleted {}", s.path);
+            }
+            Ok(())
+        }
+        SnapshotCommand::Restore { file, passphrase_file, skip_secrets } => {
+            let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let checked =
+                snapshot::format::decode(&bytes).with_context(|| format!("{} was not restored", file.display()))?;
+            let pass = if checked.header.secrets.included && !skip_secrets {
+                Some(read_passphrase(passphrase_file.as_deref(), false).context(
+                    "the snapshot holds encrypted secrets: give the passphrase, or --skip-secrets to restore the state only",
+                )?)
+            } else {
+                None
+            };
+            let restored = match snapshot::restore(config, &bytes, pass.as_ref(), now) {
+                Ok(r) => r,
+                Err(snapshot::SnapshotError::Locked) => bail!(
+                    "a running server holds {}; stop it (e.g. `systemctl stop gshare`), restore, then start it again. Nothing was changed",
+                    config.state_file().display()
+                ),
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("{} was not restored; the current state is untouched", file.display())));
+                }
+            };
+            println!(
+                "restored the state of {} (reason {}, schema {}, gshare {}) into {}",
+                restored.header.created_at,
+                restored.header.reason,
+                restored.header.schema_version,
+                restored.header.binary_version,
+                config.state_file().display()
+            );
+            for p in &restored.set_aside {
+                println!("kept the previous {} ", p.display());
+            }
+            if !restored.secrets_restored.is_empty() {
+                println!("restored {} secret files (key rings, kubeconfigs)", restored.secrets_restored.len());
+            }
+            for w in &restored.warnings {
+                eprintln!("warning: {w}");
+            }
+            println!(
+                "on its next start the server re-probes every cluster and lists GShareSessions the restored state does not know (in its log and /readyz)"
+            );
+            Ok(())
+        }
+    }
+}
+
+fn export(config: &Config, from: Option<PathBuf>, output: Option<PathBuf>) -> Result<()> {
+    use gshare::snapshot;
+    let bytes = match from {
+        Some(f) => std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?,
+        None => match live_snapshot(config, "export", true, None)? {
+            Ok(b) => b,
+            Err(_) => bail!("the server saved a snapshot instead of returning it"),
+        },
+    };
+    let snap = snapshot::format::decode(&bytes)?;
+    let counts = match &output {
+        Some(path) => {
+            let mut buf = Vec::new();
+            let counts = snapshot::export::write_json_lines(snap.state, &mut buf)?;
+            snapshot::write_atomic(path, &buf)?;
+            counts
+        }
+        None => snapshot::export::write_json_lines(snap.state, &mut std::io::stdout().lock())?,
+    };
+    let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    eprintln!("exported {} (state of {})", summary.join(", "), snap.header.created_at);
+    Ok(())
 }
 
 fn offline_runtime() -> Result<tokio::runtime::Runtime> {

@@ -81,6 +81,10 @@ pub struct Config {
     pub tls_key: Option<PathBuf>,
     /// TLS: optional plain-HTTP listener that only redirects to HTTPS.
     pub tls_redirect_listen: Option<SocketAddr>,
+    /// Snapshots: how often the server takes one (zero: never), how many it keeps, and where.
+    pub snapshot_interval: Duration,
+    pub snapshot_keep: usize,
+    pub snapshot_dir: PathBuf,
 }
 
 /// The file layer: every key optional, unknown keys rejected.
@@ -115,6 +119,9 @@ struct FileLayer {
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     tls_redirect_listen: Option<String>,
+    snapshot_interval: Option<String>,
+    snapshot_keep: Option<i64>,
+    snapshot_dir: Option<PathBuf>,
 }
 
 /// One raw value and where it came from, so errors name the key the admin actually wrote.
@@ -335,6 +342,29 @@ impl Config {
                 })?,
                 None => 10,
             };
+        let snapshot_interval = layer.duration(
+            "snapshot_interval",
+            f.snapshot_interval,
+            "1d",
+            Duration::from_secs(0)..=Duration::from_secs(365 * 86400),
+        )?;
+        if !snapshot_interval.is_zero() && snapshot_interval < Duration::from_secs(60) {
+            return Err(ConfigError::invalid(
+                layer.pick("snapshot_interval", None).map(|r| r.key).unwrap_or_else(|| "snapshot_interval".into()),
+                "must be 0s (off) or at least 1m",
+            ));
+        }
+        let snapshot_keep = match layer.pick_typed("snapshot_keep", f.snapshot_keep, |s| s.parse::<i64>().ok())? {
+            Some(r) => usize::try_from(r.value).ok().filter(|v| (1..=1000).contains(v)).ok_or_else(|| {
+                ConfigError::invalid(&r.key, format!("{} is not a count between 1 and 1000", r.value))
+            })?,
+            None => 7,
+        };
+        let snapshot_dir = layer
+            .pick("snapshot_dir", f.snapshot_dir.map(|p| p.display().to_string()))
+            .filter(|r| !r.value.is_empty())
+            .map(|r| PathBuf::from(r.value))
+            .unwrap_or_else(|| data_dir.join("snapshots"));
         let login_failure_window = layer.duration(
             "login_failure_window",
             f.login_failure_window,
@@ -402,6 +432,9 @@ impl Config {
             tls_cert,
             tls_key,
             tls_redirect_listen,
+            snapshot_interval,
+            snapshot_keep,
+            snapshot_dir,
         })
     }
 
@@ -466,6 +499,9 @@ impl Config {
         t.insert("tls_cert".into(), path(&self.tls_cert));
         t.insert("tls_key".into(), path(&self.tls_key));
         t.insert("tls_redirect_listen".into(), s(&self.tls_redirect_listen.map(|a| a.to_string()).unwrap_or_default()));
+        t.insert("snapshot_interval".into(), d(self.snapshot_interval));
+        t.insert("snapshot_keep".into(), toml::Value::Integer(self.snapshot_keep as i64));
+        t.insert("snapshot_dir".into(), s(&self.snapshot_dir.display().to_string()));
         toml::to_string(&t).unwrap_or_default()
     }
 

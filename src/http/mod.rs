@@ -50,6 +50,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::inventory::routes::routes())
         .merge(crate::sessions::routes::routes())
         .merge(crate::sessions::reports::routes())
+        .merge(crate::snapshot::routes::routes())
         .split_for_parts()
 }
 

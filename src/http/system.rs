@@ -36,6 +36,8 @@ pub struct Readiness {
     pub status: &'static str,
     pub store: bool,
     pub keys: bool,
+    /// The last snapshot's result (a failing snapshot does not make the server unready).
+    pub snapshot: crate::snapshot::SnapshotStatus,
 }
 
 /// Readiness: the state file is open and the signing keys are loaded.
@@ -46,7 +48,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Result<axum::Json<Readiness>, Ap
     let store = app.store.is_healthy();
     let keys = app.auth.internal.has_signer();
     if store && keys {
-        Ok(axum::Json(Readiness { status: "ready", store, keys }))
+        Ok(axum::Json(Readiness { status: "ready", store, keys, snapshot: app.snapshots.status() }))
     } else {
         Err(ApiError::unavailable("not ready").with_details(serde_json::json!({ "store": store, "keys": keys })))
     }

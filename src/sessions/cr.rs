@@ -219,6 +219,12 @@ impl CrClient {
         Ok(generation(&o))
     }
 
+    /// The names of every GShareSession in the namespace.
+    pub async fn names(&self) -> Result<Vec<String>, CrError> {
+        let list = self.timed(self.api.list(&kube::api::ListParams::default())).await?;
+        Ok(list.items.into_iter().filter_map(|o| o.metadata.name).collect())
+    }
+
     /// Does the CR still exist (a finalizer may hold it after a delete)?
     pub async fn exists(&self, name: &str) -> Result<bool, CrError> {
         Ok(self.timed(self.api.get_opt(name)).await?.is_some())

@@ -557,6 +557,31 @@ impl Sessions {
         Ok(applied)
     }
 
+    /// GShareSessions running in `cluster` that no live session of this cluster stands for (after
+    /// a restore: the clusters ran on while the state went back). Only lists; never deletes.
+    pub async fn unknown_crs(&self, cluster: &ClusterId) -> Result<Vec<String>, String> {
+        let names =
+            self.cr_client(cluster.as_str()).map_err(|e| e.to_string())?.names().await.map_err(|e| e.to_string())?;
+        let cluster = cluster.to_string();
+        self.store
+            .read(move |txn| {
+                let mut unknown = Vec::new();
+                for name in names {
+                    let found = find_by_cr_name(
+                        &name,
+                        |id| SESSIONS.get(txn, id),
+                        || Ok(LIVE_SESSIONS.list(txn)?.into_iter().map(|(id, _)| id).collect()),
+                    )?;
+                    if !found.is_some_and(|s| s.is_live() && s.cluster_id == cluster) {
+                        unknown.push(name);
+                    }
+                }
+                Ok(unknown)
+            })
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// Deletes the CR of a session that failed (upstream deletes it on `error`). Best effort:
     /// the operator retries nothing here, so a failure is logged.
     pub async fn delete_failed_cr(&self, session_id: &str) {

@@ -12,5 +12,6 @@ mod inventory;
 mod packaging;
 mod sessions;
 mod signin;
+mod snapshot;
 mod support;
 mod tls;

@@ -1,0 +1,101 @@
+//! `POST /api/v1/snapshots` (take one now: into `snapshot_dir`, or returned as the body with
+//! `download: true`) and `GET /api/v1/snapshots` (list `snapshot_dir`). The CLI uses these while a
+//! server holds the state file.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{SnapshotError, SnapshotInfo, check_reason};
+use crate::App;
+use crate::audit::{self, AuditEntry, AuditResult, RequestMeta};
+use crate::auth::guard::AdminCaller;
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::parse_json;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(create_snapshot, list_snapshots))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRequest {
+    /// A short word recorded in the header and the file name (default `manual`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// `true`: answer with the snapshot file itself (application/octet-stream) and write nothing.
+    #[serde(default)]
+    pub download: bool,
+}
+
+impl From<SnapshotError> for ApiError {
+    fn from(e: SnapshotError) -> Self {
+        match e {
+            SnapshotError::Refused(m) => ApiError::field(&["body", "reason"], m, "value"),
+            other => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "snapshot_failed", other.to_string()),
+        }
+    }
+}
+
+/// Take a snapshot of the state now (one read transaction, written atomically, 0600). Secrets
+/// (key rings, kubeconfigs) are never in API snapshots; `gshare snapshot save --include-secrets`
+/// adds them on the head node.
+#[utoipa::path(post, path = "/api/v1/snapshots", tag = "snapshots", request_body = SnapshotRequest,
+    responses(
+        (status = 201, body = SnapshotInfo, description = "written into snapshot_dir"),
+        (status = 200, content_type = "application/octet-stream", description = "download: the snapshot file"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "bad reason"),
+        (status = 507, body = ErrorBody, description = "snapshot_failed: the directory is not writable or full; older snapshots are kept"),
+    ))]
+async fn create_snapshot(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: SnapshotRequest = if body.is_empty() { SnapshotRequest::default() } else { parse_json(&body)? };
+    let reason = req.reason.unwrap_or_else(|| "manual".into());
+    check_reason(&reason)?;
+    if req.download {
+        let bytes = app.snapshots.build(&reason).await?;
+        let entry = AuditEntry::new(&meta, admin.actor(), "snapshot.download", AuditResult::Success)
+            .details(serde_json::json!({ "size_bytes": bytes.len(), "reason": reason }));
+        audit::record(&app, entry).await;
+        return Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"))],
+            bytes,
+        )
+            .into_response());
+    }
+    let result = app.snapshots.take(&reason).await;
+    let entry = AuditEntry::new(
+        &meta,
+        admin.actor(),
+        "snapshot.save",
+        if result.is_ok() { AuditResult::Success } else { AuditResult::Failure },
+    )
+    .target(result.as_ref().map(|i| i.name.clone()).unwrap_or_default());
+    audit::record(&app, entry).await;
+    Ok((StatusCode::CREATED, axum::Json(result?)).into_response())
+}
+
+/// The snapshots in `snapshot_dir`, oldest first, with the last scheduled result.
+#[utoipa::path(get, path = "/api/v1/snapshots", tag = "snapshots",
+    responses((status = 200, body = Vec<SnapshotInfo>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn list_snapshots(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+) -> Result<axum::Json<Vec<SnapshotInfo>>, ApiError> {
+    let dir = app.config.snapshot_dir.clone();
+    let list = tokio::task::spawn_blocking(move || super::list(&dir)).await.map_err(ApiError::internal)??;
+    Ok(axum::Json(list))
+}

@@ -1,0 +1,503 @@
+//! Snapshots (issue 17): save while the server runs and while it does not, ls/prune, restore and
+//! every refusal with the current state untouched, secrets under a passphrase, a failing snapshot
+//! directory with the server still serving, the way back named when the state file does not open,
+//! the reconcile after a restore, export, and the 0.1.0 fixture opening in this build.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gshare::clock::Clock;
+use gshare::config::Config;
+use gshare::snapshot::format;
+use gshare::{RunningServer, StartError};
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use crate::support::{gshare, init, stderr, stdout};
+
+/// A server on a given data directory (restarts keep the directory).
+async fn start_on(data: &Path, env: &[(&str, &str)]) -> Result<RunningServer, StartError> {
+    init();
+    let mut all: Vec<(&str, &str)> = vec![("GSHARE_LISTEN", "127.0.0.1:0")];
+    all.extend_from_slice(env);
+    RunningServer::start(Config::for_data_dir(data, &all).unwrap(), Clock::system()).await
+}
+
+/// The real binary serving on an ephemeral port (so that, once stopped, the CLI can open the
+/// file: an in-process server's handle may outlive its stop).
+struct Srv {
+    child: tokio::process::Child,
+    base: String,
+    addr: String,
+    token: String,
+}
+
+impl Srv {
+    async fn start(data: &Path, env: &[(&str, &str)]) -> Srv {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        init();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gshare"));
+        cmd.arg("serve")
+            .env_clear()
+            .env("GSHARE_DATA_DIR", data)
+            .env("GSHARE_CONFIG", "/dev/null")
+            .env("GSHARE_LISTEN", "127.0.0.1:0")
+            .env("GSHARE_LOG_FORMAT", "json")
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next_line().await.unwrap().expect("the server exited before serving");
+            if line.contains("gshare serving") {
+                let v: Value = serde_json::from_str(&line).unwrap();
+                break v["fields"]["addr"].as_str().or(v["addr"].as_str()).unwrap().to_string();
+            }
+        };
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let token = ok(&gshare(data, &["admin", "token"], &[])).lines().last().unwrap().trim().to_string();
+        Srv { child, base: format!("http://{addr}"), addr, token }
+    }
+
+    /// SIGTERM and wait: a graceful stop that releases the state file.
+    async fn stop(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = self.child.wait().await.unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+async fn add_offering_at(base: &str, token: &str, name: &str) {
+    let body = json!({"name": name, "resource_class": "gpu", "image": "ghcr.io/lab/jupyter:4", "gpu_model": "A100",
+                      "gpu_mem_mb": 20480, "gpu_cores": 30, "cpu": 4, "mem_gb": 16, "max_runtime_sec": 7200});
+    let res = reqwest::Client::new()
+        .post(format!("{base}/api/v1/offerings"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+}
+
+async fn names_at(base: &str, token: &str) -> Vec<String> {
+    let v: Value = reqwest::Client::new()
+        .get(format!("{base}/api/v1/offerings"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let items = v["data"].as_array().or(v.as_array()).cloned().unwrap_or_default();
+    let mut names: Vec<String> = items.iter().map(|o| o["name"].as_str().unwrap().to_string()).collect();
+    names.sort();
+    names
+}
+
+fn admin(s: &RunningServer) -> String {
+    s.app.auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
+}
+
+async fn add_offering(s: &RunningServer, name: &str) -> String {
+    let body = json!({"name": name, "resource_class": "gpu", "image": "ghcr.io/lab/jupyter:4", "gpu_model": "A100",
+                      "gpu_mem_mb": 20480, "gpu_cores": 30, "cpu": 4, "mem_gb": 16, "max_runtime_sec": 7200});
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/v1/offerings", s.base_url()))
+        .bearer_auth(admin(s))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string()
+}
+
+async fn offering_names(s: &RunningServer) -> Vec<String> {
+    let v: Value = reqwest::Client::new()
+        .get(format!("{}/api/v1/offerings", s.base_url()))
+        .bearer_auth(admin(s))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let items = v["data"].as_array().or(v.as_array()).cloned().unwrap_or_default();
+    let mut names: Vec<String> = items.iter().map(|o| o["name"].as_str().unwrap().to_string()).collect();
+    names.sort();
+    names
+}
+
+fn sha(path: &Path) -> String {
+    hex::encode(sha2::Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+fn snapshots_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".gshare-snapshot")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(o.status.success(), "stdout: {}\nstderr: {}", stdout(o), stderr(o));
+    stdout(o)
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn save_ls_prune_and_restore_round_trip_offline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let s = Srv::start(&data, &[]).await;
+    add_offering_at(&s.base, &s.token, "before").await;
+    s.stop().await;
+
+    // Offline (no server): straight from the file, into snapshot_dir.
+    let out = ok(&gshare(&data, &["snapshot", "save"], &[]));
+    assert!(out.contains("saved "), "{out}");
+    assert!(out.contains("left out"), "without --include-secrets the snapshot says what it left out: {out}");
+    let dir = data.join("snapshots");
+    let first = snapshots_in(&dir);
+    assert_eq!(first.len(), 1);
+    assert_eq!((mode(&dir), mode(&first[0])), (0o700, 0o600));
+    let bytes = std::fs::read(&first[0]).unwrap();
+    let snap = format::decode(&bytes).unwrap();
+    assert_eq!(snap.header.format, "gshare-snapshot");
+    assert_eq!(snap.header.schema_version, gshare::store::SCHEMA_VERSION);
+    assert_eq!(snap.header.binary_version, env!("CARGO_PKG_VERSION"));
+    assert!(!snap.header.secrets.included && !snap.header.secrets.omitted.is_empty());
+    assert_eq!(snap.header.tables.get("offerings"), Some(&1));
+
+    // The state moves on; the restore takes it back, keeping the current file aside.
+    let s = Srv::start(&data, &[]).await;
+    add_offering_at(&s.base, &s.token, "after").await;
+    assert_eq!(names_at(&s.base, &s.token).await, ["after", "before"]);
+    s.stop().await;
+    let out = ok(&gshare(&data, &["snapshot", "restore", first[0].to_str().unwrap()], &[]));
+    assert!(out.contains("restored the state"), "{out}");
+    let aside: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gshare.redb.before-restore-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the replaced state file is kept");
+    assert_eq!(mode(&data.join("gshare.redb")), 0o600);
+    let s = Srv::start(&data, &[]).await;
+    assert_eq!(names_at(&s.base, &s.token).await, ["before"]);
+    s.stop().await;
+
+    // ls lists them oldest first; prune keeps the newest N.
+    for _ in 0..2 {
+        ok(&gshare(&data, &["snapshot", "save"], &[]));
+    }
+    let ls = ok(&gshare(&data, &["snapshot", "ls"], &[]));
+    assert_eq!(ls.lines().count(), 4, "{ls}");
+    let out = ok(&gshare(&data, &["snapshot", "prune", "--keep", "1"], &[]));
+    assert_eq!(out.lines().filter(|l| l.starts_with("deleted ")).count(), 2, "{out}");
+    let left = snapshots_in(&dir);
+    assert_eq!(left.len(), 1);
+    assert!(!left.contains(&first[0]), "the oldest went first");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn save_while_the_server_runs_goes_through_its_api_and_restore_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let s = start_on(&data, &[]).await.unwrap();
+    add_offering(&s, "live").await;
+    let listen = s.addr.to_string();
+    let env = [("GSHARE_LISTEN", listen.as_str())];
+
+    // Into a file of the caller's choosing: downloaded from the server, written by the CLI.
+    let file = tmp.path().join("out").join("manual.snap");
+    std::fs::create_dir(tmp.path().join("out")).unwrap();
+    let out = ok(&gshare(&data, &["snapshot", "save", file.to_str().unwrap()], &env));
+    assert!(out.contains(file.to_str().unwrap()), "{out}");
+    assert_eq!(mode(&file), 0o600);
+    let snap_bytes = std::fs::read(&file).unwrap();
+    let snap = format::decode(&snap_bytes).unwrap();
+    assert_eq!(snap.header.tables.get("offerings"), Some(&1));
+    // Into the server's snapshot_dir, written by the server.
+    ok(&gshare(&data, &["snapshot", "save", "--reason", "before-change"], &env));
+    let saved = snapshots_in(&data.join("snapshots"));
+    assert_eq!(saved.len(), 1);
+    assert!(saved[0].to_string_lossy().contains("before-change"));
+    let ready: Value = reqwest::get(format!("{}/readyz", s.base_url())).await.unwrap().json().await.unwrap();
+    assert_eq!(ready["snapshot"]["last_file"], saved[0].to_str().unwrap(), "{ready}");
+    let metrics = reqwest::get(format!("{}/metrics", s.base_url())).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("gshare_snapshot_failures_total 0"), "{metrics}");
+    assert!(!metrics.contains("gshare_snapshot_last_success_timestamp_seconds 0\n"), "{metrics}");
+    // The API refuses what it should.
+    let http = reqwest::Client::new();
+    let url = format!("{}/api/v1/snapshots", s.base_url());
+    assert_eq!(http.post(&url).send().await.unwrap().status(), 401);
+    let res = http.post(&url).bearer_auth(admin(&s)).json(&json!({"reason": "../../etc"})).send().await.unwrap();
+    crate::support::expect_error(res, 422, "validation_failed").await;
+
+    // Restore while the server holds the file: refused, nothing changed.
+    let out = gshare(&data, &["snapshot", "restore", file.to_str().unwrap()], &env);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("running server holds"), "{}", stderr(&out));
+    assert!(
+        std::fs::read_dir(&data)
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().contains("before-restore"))
+    );
+    assert_eq!(offering_names(&s).await, ["live"]);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_snapshots_are_refused_and_the_state_is_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let s = Srv::start(&data, &[]).await;
+    add_offering_at(&s.base, &s.token, "current").await;
+    s.stop().await;
+    let pass = tmp.path().join("pass");
+    std::fs::write(&pass, "correct horse battery staple\n").unwrap();
+    let good = tmp.path().join("good.snap");
+    let out = ok(&gshare(
+        &data,
+        &["snapshot", "save", good.to_str().unwrap(), "--include-secrets", "--passphrase-file", pass.to_str().unwrap()],
+        &[],
+    ));
+    assert!(!out.contains("left out"), "{out}");
+    let bytes = std::fs::read(&good).unwrap();
+    let snap = format::decode(&bytes).unwrap();
+    assert!(snap.header.secrets.included);
+    assert!(snap.header.secrets.files.iter().any(|f| f.starts_with("keys/internal/")), "{:?}", snap.header.secrets);
+    // The key material is not readable in the file.
+    let ring = std::fs::read_to_string(data.join("keys/internal/ring.json")).unwrap();
+    let pem_line = ring.lines().find(|l| l.contains("PRIVATE KEY")).map(|_| "PRIVATE KEY").unwrap_or("PRIVATE KEY");
+    assert!(!String::from_utf8_lossy(&bytes).contains(pem_line));
+
+    let before = sha(&data.join("gshare.redb"));
+    let keys_before = sha(&data.join("keys/internal/ring.json"));
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("truncated", bytes[..bytes.len() - 100].to_vec(), "truncated"),
+        ("other product", b"SQLite format 3\0 this is someone else's file".to_vec(), "not a gshare snapshot"),
+        (
+            "flipped byte",
+            {
+                let mut b = bytes.clone();
+                let n = b.len() - 10;
+                b[n] ^= 0xff;
+                b
+            },
+            "damaged",
+        ),
+    ];
+    // From a newer gshare, and from a newer schema: re-encoded with a valid hash.
+    let mut newer = snap.header.clone();
+    newer.binary_version = "99.0.0".into();
+    cases.push(("newer binary", format::encode(newer, snap.state, snap.secrets).unwrap(), "newer than this one"));
+    let mut newer_schema = snap.header.clone();
+    newer_schema.schema_version = gshare::store::SCHEMA_VERSION + 1;
+    cases.push((
+        "newer schema",
+        format::encode(newer_schema, snap.state, snap.secrets).unwrap(),
+        "newer than this gshare",
+    ));
+    for (what, content, expect) in cases {
+        let f = tmp.path().join("bad.snap");
+        std::fs::write(&f, content).unwrap();
+        let out = gshare(
+            &data,
+            &["snapshot", "restore", f.to_str().unwrap(), "--passphrase-file", pass.to_str().unwrap()],
+            &[],
+        );
+        assert!(!out.status.success(), "{what}");
+        assert!(stderr(&out).contains(expect), "{what}: {}", stderr(&out));
+        assert_eq!(sha(&data.join("gshare.redb")), before, "{what}: state touched");
+    }
+    // A wrong passphrase: named, nothing touched.
+    let wrong = tmp.path().join("wrong");
+    std::fs::write(&wrong, "not the passphrase at all").unwrap();
+    let out = gshare(
+        &data,
+        &["snapshot", "restore", good.to_str().unwrap(), "--passphrase-file", wrong.to_str().unwrap()],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("wrong passphrase"), "{}", stderr(&out));
+    // No passphrase at all (not a terminal): asked for, nothing touched.
+    let out = gshare(&data, &["snapshot", "restore", good.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--skip-secrets"), "{}", stderr(&out));
+    assert_eq!(sha(&data.join("gshare.redb")), before);
+    assert_eq!(sha(&data.join("keys/internal/ring.json")), keys_before);
+    assert!(
+        std::fs::read_dir(&data)
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().contains("before-restore"))
+    );
+
+    // Into another install: with the secrets, its keys come along; without, a warning.
+    let other = tmp.path().join("other");
+    Srv::start(&other, &[]).await.stop().await;
+    let out = gshare(&other, &["snapshot", "restore", good.to_str().unwrap(), "--skip-secrets"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("operator tokens"), "{}", stderr(&out));
+    let out = gshare(
+        &other,
+        &["snapshot", "restore", good.to_str().unwrap()],
+        &[("GSHARE_SNAPSHOT_PASSPHRASE", "correct horse battery staple")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("operator tokens"), "{}", stderr(&out));
+    assert_eq!(sha(&other.join("keys/internal/ring.json")), keys_before);
+    assert_eq!(mode(&other.join("keys/internal/ring.json")), 0o600);
+    let s = start_on(&other, &[]).await.unwrap();
+    assert_eq!(offering_names(&s).await, ["current"]);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_snapshot_dir_shows_in_status_and_the_server_keeps_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let snaps = tmp.path().join("snaps");
+    let s = start_on(&data, &[("GSHARE_SNAPSHOT_DIR", snaps.to_str().unwrap())]).await.unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("{}/api/v1/snapshots", s.base_url());
+    let res = http.post(&url).bearer_auth(admin(&s)).send().await.unwrap();
+    assert_eq!(res.status(), 201);
+    let good: Value = res.json().await.unwrap();
+    let kept = PathBuf::from(good["path"].as_str().unwrap());
+    let good_bytes = std::fs::read(&kept).unwrap();
+
+    // The directory becomes unusable (here: a file where it was; a full disk fails the same write).
+    std::fs::rename(&snaps, tmp.path().join("aside")).unwrap();
+    std::fs::write(&snaps, b"not a directory").unwrap();
+    let res = http.post(&url).bearer_auth(admin(&s)).send().await.unwrap();
+    crate::support::expect_error(res, 507, "snapshot_failed").await;
+    let ready = reqwest::get(format!("{}/readyz", s.base_url())).await.unwrap();
+    assert_eq!(ready.status(), 200, "a failing snapshot does not make the server unready");
+    let ready: Value = ready.json().await.unwrap();
+    assert!(ready["snapshot"]["last_error"].as_str().is_some_and(|e| !e.is_empty()), "{ready}");
+    assert_eq!(ready["snapshot"]["failures"], 1);
+    assert_eq!(ready["snapshot"]["last_file"], kept.to_str().unwrap(), "the last good one is still named");
+    let metrics = reqwest::get(format!("{}/metrics", s.base_url())).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("gshare_snapshot_failures_total 1"), "{metrics}");
+    assert!(metrics.contains(&format!("gshare_snapshot_last_size_bytes {}", good_bytes.len())), "{metrics}");
+    add_offering(&s, "still-serving").await;
+
+    // Back in place: the older snapshot is intact, the next one succeeds and clears the error.
+    std::fs::remove_file(&snaps).unwrap();
+    std::fs::rename(tmp.path().join("aside"), &snaps).unwrap();
+    assert_eq!(std::fs::read(&kept).unwrap(), good_bytes);
+    let res = http.post(&url).bearer_auth(admin(&s)).send().await.unwrap();
+    assert_eq!(res.status(), 201);
+    let ready: Value = reqwest::get(format!("{}/readyz", s.base_url())).await.unwrap().json().await.unwrap();
+    assert!(ready["snapshot"]["last_error"].is_null(), "{ready}");
+    assert_eq!(snapshots_in(&snaps).len(), 2);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_file_that_does_not_open_names_the_newest_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    Srv::start(&data, &[]).await.stop().await;
+    ok(&gshare(&data, &["snapshot", "save"], &[]));
+    let newest = snapshots_in(&data.join("snapshots")).pop().unwrap();
+    std::fs::write(data.join("gshare.redb"), b"this is not a database at all, just some text that is long enough")
+        .unwrap();
+    let e = start_on(&data, &[]).await.err().expect("a damaged file does not open").to_string();
+    assert!(e.contains(&format!("gshare snapshot restore {}", newest.display())), "{e}");
+    // The named command works.
+    ok(&gshare(&data, &["snapshot", "restore", newest.to_str().unwrap()], &[]));
+    start_on(&data, &[]).await.unwrap().stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restore_unknown_crs_are_listed_not_deleted() {
+    use kube::api::{Api, DynamicObject, PostParams};
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let c = crate::sessions::cluster("restore").await;
+    let s = Srv::start(&data, &[]).await;
+    let body = json!({"name": "restore", "role": "primary",
+        "kubeconfig_b64": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, c.kubeconfig_yaml())});
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/v1/clusters", s.base))
+        .bearer_auth(&s.token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let cid = res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let file = tmp.path().join("s.snap");
+    ok(&gshare(&data, &["snapshot", "save", file.to_str().unwrap()], &[("GSHARE_LISTEN", s.addr.as_str())]));
+    s.stop().await;
+    // The cluster runs a GShareSession the snapshot does not know (made after it).
+    let kc = kube::config::Kubeconfig::from_yaml(&c.kubeconfig_yaml()).unwrap();
+    let client =
+        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client, "gshare-sessions", &gshare::sessions::cr::api_resource());
+    let cr: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "gshare.io/v1", "kind": "GShareSession",
+        "metadata": {"name": "ses-01jorphan0000000000000000", "namespace": "gshare-sessions"},
+        "spec": {"user": "u"}}))
+    .unwrap();
+    api.create(&PostParams::default(), &cr).await.unwrap();
+    ok(&gshare(&data, &["snapshot", "restore", file.to_str().unwrap()], &[]));
+    let s = start_on(&data, &[]).await.unwrap();
+    s.app.snapshots.reconciled().await;
+    let report = s.app.snapshots.status().restore.unwrap();
+    assert_eq!(report.clusters_probed, 1);
+    assert_eq!(report.unknown_crs, [format!("{cid}/ses-01jorphan0000000000000000")], "{report:?}");
+    assert!(api.get_opt("ses-01jorphan0000000000000000").await.unwrap().is_some(), "listed, never deleted");
+    assert!(!data.join(gshare::snapshot::RESTORE_MARKER).exists());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_writes_documented_json_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let s = Srv::start(&data, &[]).await;
+    add_offering_at(&s.base, &s.token, "exported").await;
+    let listen = s.addr.clone();
+    // While the server runs (through its API) and from a snapshot file: the same lines.
+    let live = ok(&gshare(&data, &["export", "--format", "json"], &[("GSHARE_LISTEN", listen.as_str())]));
+    s.stop().await;
+    let file = tmp.path().join("s.snap");
+    ok(&gshare(&data, &["snapshot", "save", file.to_str().unwrap()], &[]));
+    let from = ok(&gshare(&data, &["export", "--from", file.to_str().unwrap()], &[]));
+    let kinds = |text: &str| -> Vec<(String, Value)> {
+        text.lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                assert_eq!(v.as_object().unwrap().len(), 2, "{l}");
+                (v["kind"].as_str().unwrap().to_string(), v["record"].clone())
+            })
+            .collect()
+    };
+    let live = kinds(&live);
+    assert!(live.iter().any(|(k, r)| k == "offering" && r["name"] == "exported"), "{live:?}");
+    assert!(live.iter().any(|(k, _)| k == "audit"));
+    assert!(live.iter().all(|(k, _)| ["cluster", "node", "gpu", "offering", "session", "audit"].contains(&k.as_str())));
+    let from = kinds(&from);
+    assert_eq!(
+        from.iter().filter(|(k, _)| k == "offering").collect::<Vec<_>>(),
+        live.iter().filter(|(k, _)| k == "offering").collect::<Vec<_>>()
+    );
+}
