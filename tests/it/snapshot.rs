@@ -501,3 +501,90 @@ async fn export_writes_documented_json_lines() {
         live.iter().filter(|(k, _)| k == "offering").collect::<Vec<_>>()
     );
 }
+
+/// Every committed fixture (one per schema, made by `cargo run --example make-fixture`) opens in
+/// this build: the state file migrates to the current schema with its records readable, and the
+/// snapshot restores and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fixture_opens_and_migrates() {
+    use gshare::clusters::model::{CLUSTERS, GPUS};
+    use gshare::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS};
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut states = 0;
+    for e in std::fs::read_dir(&fixtures).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        if name.ends_with(".redb") {
+            states += 1;
+            std::fs::copy(e.path(), data.join("gshare.redb")).unwrap();
+        } else if name.ends_with(".gshare-snapshot") {
+            let bytes = std::fs::read(e.path()).unwrap();
+            gshare::snapshot::restore(&Config::for_data_dir(&data, &[]).unwrap(), &bytes, None, 0).unwrap();
+        } else {
+            continue;
+        }
+        let s = start_on(&data, &[]).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(s.app.store.schema_version().unwrap(), gshare::store::SCHEMA_VERSION, "{name}");
+        let (clusters, gpus, offerings, sessions, live) = s
+            .app
+            .store
+            .read(|t| {
+                Ok((
+                    CLUSTERS.list(t)?.len(),
+                    GPUS.list(t)?.len(),
+                    OFFERINGS.list(t)?.len(),
+                    SESSIONS.list(t)?.len(),
+                    LIVE_SESSIONS.list(t)?.len(),
+                ))
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((clusters, gpus, offerings, sessions, live), (1, 4, 1, 2, 1), "{name}");
+        assert_eq!(offering_names(&s).await, ["a100-slice"], "{name}");
+        s.stop().await;
+    }
+    assert!(states >= 1, "no state fixture under tests/fixtures");
+}
+
+/// The unit's ExecStartPre takes a pre-upgrade snapshot once, when another version ran last, and
+/// prune never deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pre_upgrade_snapshot_is_taken_once_and_kept() {
+    const UNIT: &str = include_str!("../../packaging/systemd/gshare.service");
+    let pre: Vec<&str> = UNIT.lines().filter_map(|l| l.strip_prefix("ExecStartPre=-")).collect();
+    assert_eq!(pre.len(), 1);
+    let args: Vec<&str> = pre[0].split_whitespace().collect();
+    assert_eq!(args[0], "/usr/bin/gshare");
+    assert_eq!(&args[1..4], ["snapshot", "save", "--pre-upgrade"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let argv: Vec<&str> =
+        args[1..].iter().copied().filter(|a| !a.starts_with("--config") && !a.starts_with('/')).collect();
+    // A fresh install: nothing to keep.
+    let out = gshare(&data, &argv, &[]);
+    assert!(out.status.success() && stderr(&out).contains("no upgrade pending"), "{}", stderr(&out));
+    Srv::start(&data, &[]).await.stop().await;
+    assert_eq!(
+        std::fs::read_to_string(data.join(gshare::snapshot::VERSION_MARKER)).unwrap(),
+        env!("CARGO_PKG_VERSION")
+    );
+    // Same version again: nothing.
+    let out = gshare(&data, &argv, &[]);
+    assert!(out.status.success() && stderr(&out).contains("no upgrade pending"), "{}", stderr(&out));
+    assert!(snapshots_in(&data.join("snapshots")).is_empty());
+    // The state was last opened by an older gshare: one snapshot, named and kept by prune.
+    std::fs::write(data.join(gshare::snapshot::VERSION_MARKER), "0.0.9").unwrap();
+    ok(&gshare(&data, &argv, &[]));
+    let taken = snapshots_in(&data.join("snapshots"));
+    assert_eq!(taken.len(), 1);
+    assert!(taken[0].to_string_lossy().contains("pre-upgrade"));
+    ok(&gshare(&data, &["snapshot", "prune", "--keep", "1"], &[]));
+    ok(&gshare(&data, &["snapshot", "save"], &[]));
+    ok(&gshare(&data, &["snapshot", "save"], &[]));
+    ok(&gshare(&data, &["snapshot", "prune", "--keep", "1"], &[]));
+    let left = snapshots_in(&data.join("snapshots"));
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.contains(&taken[0]));
+}

@@ -1,0 +1,123 @@
+//! Writes the upgrade fixtures under `tests/fixtures/`: a small state file and a snapshot of it,
+//! as this build writes them (its schema version is in the names). Run once per schema change:
+//!
+//! ```text
+//! cargo run --example make-fixture
+//! ```
+//!
+//! and commit the new files; older fixtures stay, so every earlier schema keeps being opened and
+//! migrated by `tests/it/snapshot.rs` (`every_fixture_opens_and_migrates`).
+
+use std::path::Path;
+
+use gshare::audit::{self, AuditEntry, AuditResult};
+use gshare::clock::Clock;
+use gshare::clusters::model::{CLUSTERS, ClusterRecord, GPUS, GpuRecord, NODES, NodeRecord, Role};
+use gshare::sessions::model::{OFFERINGS, OfferingRecord, OfferingStatus, Phase, ResourceClass, SessionRecord, Shape};
+use gshare::store::{SCHEMA_VERSION, Store};
+
+/// 2025-12-01T00:00:00Z: fixed, so regenerating changes only what the schema changed.
+const T0: i64 = 1_764_547_200_000;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    std::fs::create_dir_all(&out)?;
+    let work = tempfile::tempdir()?;
+    let state = work.path().join("gshare.redb");
+    let store = Store::open(&state)?;
+    gshare::auth::accounts::ensure_initial_admin(&store, work.path(), T0).await?;
+    let clock = Clock::system();
+    store
+        .write(move |txn| {
+            let cid = "clu_01KB0000000000000000000000";
+            let mut c = ClusterRecord::new(
+                cid,
+                "lab-a".into(),
+                Role::Primary,
+                "https://10.0.0.1:6443".into(),
+                format!("{cid}/kubeconfig"),
+                T0,
+            );
+            c.node_count = 2;
+            CLUSTERS.put(txn, cid, &c)?;
+            for (n, node) in ["gpu-node-1", "gpu-node-2"].iter().enumerate() {
+                let rec = NodeRecord {
+                    cluster_id: cid.into(),
+                    name: node.to_string(),
+                    ready: true,
+                    schedulable: true,
+                    cordoned: false,
+                    decommissioning: false,
+                    offline: false,
+                    role: Some("worker".into()),
+                    cpu: Some(64.0),
+                    mem_gb: Some(512.0),
+                    disk_gb: Some(2000.0),
+                    lossless_capable: false,
+                    last_seen: Some(T0),
+                    gpu_count: 2,
+                };
+                NODES.put(txn, &format!("{cid}/{node}"), &rec)?;
+                for g in 0..2 {
+                    let uuid = format!("GPU-0000000{n}-000{g}-0000-0000-000000000000");
+                    let gpu = GpuRecord {
+                        cluster_id: cid.into(),
+                        node: node.to_string(),
+                        uuid: uuid.clone(),
+                        model: "NVIDIA A100-SXM4-80GB".into(),
+                        mode: "fractional".into(),
+                        total_mem_mb: 81920,
+                        used_mem_mb: 0,
+                        total_cores: 100,
+                        used_cores: 0,
+                        status: "ready".into(),
+                    };
+                    GPUS.put(txn, &format!("{cid}/{node}/{uuid}"), &gpu)?;
+                }
+            }
+            let shape = Shape {
+                resource_class: ResourceClass::Gpu,
+                image: "ghcr.io/lab/jupyter:4".into(),
+                gpu_model: Some("A100".into()),
+                gpu_mem_mb: Some(20480),
+                gpu_cores: Some(30),
+                ..Shape::default()
+            };
+            let off = OfferingRecord {
+                id: "off_01KB0000000000000000000000".into(),
+                name: "a100-slice".into(),
+                shape: shape.clone(),
+                status: OfferingStatus::Active,
+                created_at: T0,
+            };
+            OFFERINGS.put(txn, &off.id, &off)?;
+            for (i, phase) in [Phase::Running, Phase::Terminated].into_iter().enumerate() {
+                let mut s = SessionRecord::new(&format!("ses_01KB000000000000000000000{i}"), cid, "lab-a", "alice", T0);
+                s.offering_id = off.id.clone();
+                s.offering_name = off.name.clone();
+                s.shape = shape.clone();
+                s.set_phase(phase, T0 + 1000);
+                gshare::inventory::apply::put_session(txn, &s)?;
+            }
+            audit::record_in(txn, &clock, AuditEntry::system("cli", "fixture.create", AuditResult::Success))?;
+            Ok(())
+        })
+        .await?;
+    let snapshot = store.read({
+        let config = gshare::config::Config::for_data_dir(work.path(), &[])?;
+        move |txn| Ok(gshare::snapshot::build(txn, &config, T0, "fixture", None))
+    });
+    let snapshot = snapshot.await??;
+    drop(store);
+    // Compact so the committed file is small.
+    let mut db = redb::Database::open(&state)?;
+    while db.compact()? {}
+    drop(db);
+    let version = env!("CARGO_PKG_VERSION");
+    let name = format!("state-{version}-schema{SCHEMA_VERSION}.redb");
+    std::fs::copy(&state, out.join(&name))?;
+    std::fs::write(out.join(format!("snapshot-{version}-schema{SCHEMA_VERSION}.gshare-snapshot")), snapshot)?;
+    println!("wrote tests/fixtures/{name} ({} bytes) and its snapshot", std::fs::metadata(out.join(&name))?.len());
+    Ok(())
+}
