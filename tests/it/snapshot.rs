@@ -588,3 +588,70 @@ async fn the_pre_upgrade_snapshot_is_taken_once_and_kept() {
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(left.contains(&taken[0]));
 }
+
+/// kill -9 in the middle of `snapshot save`: the final name never holds a partial file (the
+/// bytes go to `.<name>.tmp-*` and are renamed only after fsync), and the next save succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_save_leaves_no_partial_file_under_the_final_name() {
+    const BLOBS: gshare::store::JsonTable<String> = gshare::store::JsonTable::new("crash_blobs");
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    {
+        // ~100 MB of state so that writing the snapshot takes a while.
+        let store = gshare::store::Store::open(&data.join("gshare.redb")).unwrap();
+        for chunk in 0..10 {
+            store
+                .write(move |txn| {
+                    let blob = "x".repeat(10_000);
+                    for i in 0..1000 {
+                        BLOBS.put(txn, &format!("{chunk:02}-{i:05}"), &blob)?;
+                    }
+                    Ok(())
+                })
+                .await
+                .unwrap();
+        }
+    }
+    let out_dir = tmp.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let target = out_dir.join("s.snap");
+    let mut caught = 0;
+    for _ in 0..3 {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gshare"))
+            .args(["snapshot", "save", target.to_str().unwrap()])
+            .env_clear()
+            .env("GSHARE_DATA_DIR", &data)
+            .env("GSHARE_CONFIG", "/dev/null")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Watch the directory until the temp file appears (or the save is over), then kill -9.
+        loop {
+            let temp = std::fs::read_dir(&out_dir)
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(".s.snap.tmp-"));
+            if temp {
+                child.kill().unwrap();
+                caught += 1;
+                break;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        child.wait().unwrap();
+        // Whatever moment it died at, the final name is absent or a whole, valid snapshot.
+        if target.exists() {
+            format::decode(&std::fs::read(&target).unwrap()).expect("a complete snapshot under the final name");
+            std::fs::remove_file(&target).unwrap();
+        }
+    }
+    eprintln!("killed mid-write {caught} of 3 times");
+    // The next save completes, beside any leftover temp file.
+    ok(&gshare(&data, &["snapshot", "save", target.to_str().unwrap()], &[]));
+    let snap = std::fs::read(&target).unwrap();
+    assert_eq!(format::decode(&snap).unwrap().header.tables.get("crash_blobs"), Some(&10_000));
+}
