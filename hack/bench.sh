@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
-# measured in the same run. Usage: hack/bench.sh [start|rss|size|jwt|callbacks|all]   (default: all)
+# measured in the same run. Usage: hack/bench.sh [start|rss|size|jwt|callbacks|snapshot|all]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
@@ -142,12 +142,18 @@ LUA
   kill $pid; wait $pid 2>/dev/null || true
 }
 
+# Snapshot of 40,000 GPUs + 20,000 sessions: time, size, callbacks' p50/p99 with and without it.
+snapshot() {
+  cargo bench --locked --bench snapshot 2>/dev/null | grep -E '^(snapshot|gpu-devices)'
+}
+
 case "$what" in
   start) start_to_ready ;;
+  snapshot) snapshot ;;
   rss) idle_rss ;;
   size) binary_size ;;
   jwt) jwt ;;
   callbacks) callbacks ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|size|jwt|callbacks|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|size|jwt|callbacks|snapshot|all]" >&2; exit 2 ;;
 esac

@@ -597,9 +597,9 @@ async fn kill_9_mid_save_leaves_no_partial_file_under_the_final_name() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     {
-        // ~100 MB of state so that writing the snapshot takes a while.
+        // ~30 MB of state so that writing the snapshot takes a while.
         let store = gshare::store::Store::open(&data.join("gshare.redb")).unwrap();
-        for chunk in 0..10 {
+        for chunk in 0..3 {
             store
                 .write(move |txn| {
                     let blob = "x".repeat(10_000);
@@ -653,5 +653,5 @@ async fn kill_9_mid_save_leaves_no_partial_file_under_the_final_name() {
     // The next save completes, beside any leftover temp file.
     ok(&gshare(&data, &["snapshot", "save", target.to_str().unwrap()], &[]));
     let snap = std::fs::read(&target).unwrap();
-    assert_eq!(format::decode(&snap).unwrap().header.tables.get("crash_blobs"), Some(&10_000));
+    assert_eq!(format::decode(&snap).unwrap().header.tables.get("crash_blobs"), Some(&3_000));
 }
