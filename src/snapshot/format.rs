@@ -134,59 +134,44 @@ pub fn dump(txn: &ReadTransaction) -> Result<StateDump, FormatError> {
     let mut tables = BTreeMap::new();
     let mut schema_version = 0;
     for name in names {
-        let header = |out: &mut Vec<u8>, kind: Kind, count: u64| {
-            out.push(b'T');
-            put_bytes(out, name.as_bytes());
-            out.push(kind as u8);
-            out.extend_from_slice(&count.to_be_bytes());
-        };
-        match txn.open_table(def_bytes(&name)) {
-            Ok(t) => {
-                let count = t.len().map_err(store_err)?;
-                header(&mut out, Kind::Bytes, count);
-                for item in t.iter().map_err(store_err)? {
-                    let (k, v) = item.map_err(store_err)?;
-                    put_bytes(&mut out, k.value().as_bytes());
-                    put_bytes(&mut out, v.value());
-                }
-                tables.insert(name, count);
-                continue;
-            }
-            Err(redb::TableError::TableTypeMismatch { .. }) => {}
-            Err(e) => return Err(store_err(e)),
-        }
-        match txn.open_table(def_u64(&name)) {
-            Ok(t) => {
-                let count = t.len().map_err(store_err)?;
-                header(&mut out, Kind::U64, count);
-                for item in t.iter().map_err(store_err)? {
-                    let (k, v) = item.map_err(store_err)?;
-                    if name == "meta" && k.value() == "schema_version" {
-                        schema_version = v.value();
+        // Tries the table as one value kind: `Some(count)` when it is that kind (entries written),
+        // `None` on a kind mismatch. `$enc` turns a value into its bytes.
+        macro_rules! try_kind {
+            ($def:expr, $kind:expr, $enc:expr) => {
+                match txn.open_table($def) {
+                    Ok(t) => {
+                        let count = t.len().map_err(store_err)?;
+                        out.push(b'T');
+                        put_bytes(&mut out, name.as_bytes());
+                        out.push($kind as u8);
+                        out.extend_from_slice(&count.to_be_bytes());
+                        for item in t.iter().map_err(store_err)? {
+                            let (k, v) = item.map_err(store_err)?;
+                            put_bytes(&mut out, k.value().as_bytes());
+                            put_bytes(&mut out, $enc(k.value(), v.value()).as_ref());
+                        }
+                        Some(count)
                     }
-                    put_bytes(&mut out, k.value().as_bytes());
-                    put_bytes(&mut out, &v.value().to_be_bytes());
+                    Err(redb::TableError::TableTypeMismatch { .. }) => None,
+                    Err(e) => return Err(store_err(e)),
                 }
-                tables.insert(name, count);
-                continue;
-            }
-            Err(redb::TableError::TableTypeMismatch { .. }) => {}
-            Err(e) => return Err(store_err(e)),
+            };
         }
-        match txn.open_table(def_i64(&name)) {
-            Ok(t) => {
-                let count = t.len().map_err(store_err)?;
-                header(&mut out, Kind::I64, count);
-                for item in t.iter().map_err(store_err)? {
-                    let (k, v) = item.map_err(store_err)?;
-                    put_bytes(&mut out, k.value().as_bytes());
-                    put_bytes(&mut out, &v.value().to_be_bytes());
+        let mut count = try_kind!(def_bytes(&name), Kind::Bytes, |_: &str, v: &[u8]| v.to_vec());
+        if count.is_none() {
+            count = try_kind!(def_u64(&name), Kind::U64, |k: &str, v: u64| {
+                if name == "meta" && k == "schema_version" {
+                    schema_version = v;
                 }
-                tables.insert(name, count);
-                continue;
-            }
-            Err(redb::TableError::TableTypeMismatch { .. }) => {}
-            Err(e) => return Err(store_err(e)),
+                v.to_be_bytes()
+            });
+        }
+        if count.is_none() {
+            count = try_kind!(def_i64(&name), Kind::I64, |_: &str, v: i64| v.to_be_bytes());
+        }
+        if let Some(count) = count {
+            tables.insert(name, count);
+            continue;
         }
         return Err(FormatError::UnknownTable { table: name });
     }

@@ -104,34 +104,12 @@ fn admin(s: &RunningServer) -> String {
     s.app.auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
 }
 
-async fn add_offering(s: &RunningServer, name: &str) -> String {
-    let body = json!({"name": name, "resource_class": "gpu", "image": "ghcr.io/lab/jupyter:4", "gpu_model": "A100",
-                      "gpu_mem_mb": 20480, "gpu_cores": 30, "cpu": 4, "mem_gb": 16, "max_runtime_sec": 7200});
-    let res = reqwest::Client::new()
-        .post(format!("{}/api/v1/offerings", s.base_url()))
-        .bearer_auth(admin(s))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string()
+async fn add_offering(s: &RunningServer, name: &str) {
+    add_offering_at(&s.base_url(), &admin(s), name).await
 }
 
 async fn offering_names(s: &RunningServer) -> Vec<String> {
-    let v: Value = reqwest::Client::new()
-        .get(format!("{}/api/v1/offerings", s.base_url()))
-        .bearer_auth(admin(s))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let items = v["data"].as_array().or(v.as_array()).cloned().unwrap_or_default();
-    let mut names: Vec<String> = items.iter().map(|o| o["name"].as_str().unwrap().to_string()).collect();
-    names.sort();
-    names
+    names_at(&s.base_url(), &admin(s)).await
 }
 
 fn sha(path: &Path) -> String {
