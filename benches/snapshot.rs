@@ -95,7 +95,7 @@ async fn populate(s: &RunningServer) {
                 for i in chunk * 2000..(chunk + 1) * 2000 {
                     let mut r = SessionRecord::new(&format!("ses_01KB{i:022}"), CID, "bench", "alice", now);
                     r.set_phase(if i % 10 == 0 { Phase::Running } else { Phase::Terminated }, now);
-                    gshare::inventory::apply::put_session(txn, &r)?;
+                    gshare::sessions::model::put_session(txn, &r)?;
                 }
                 Ok(())
             })

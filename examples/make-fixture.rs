@@ -14,7 +14,7 @@ use gshare::audit::{self, AuditEntry, AuditResult};
 use gshare::clock::Clock;
 use gshare::clusters::model::{CLUSTERS, ClusterRecord, GPUS, GpuRecord, NODES, NodeRecord, Role};
 use gshare::sessions::model::{OFFERINGS, OfferingRecord, OfferingStatus, Phase, ResourceClass, SessionRecord, Shape};
-use gshare::store::{SCHEMA_VERSION, Store};
+use gshare::store::{Store, schema_of};
 
 /// 2025-12-01T00:00:00Z: fixed, so regenerating changes only what the schema changed.
 const T0: i64 = 1_764_547_200_000;
@@ -25,7 +25,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&out)?;
     let work = tempfile::tempdir()?;
     let state = work.path().join("gshare.redb");
-    let store = Store::open(&state)?;
+    let store = Store::open(&state, gshare::MIGRATIONS)?;
     gshare::auth::accounts::ensure_initial_admin(&store, work.path(), T0).await?;
     let clock = Clock::system();
     store
@@ -98,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
                 s.offering_name = off.name.clone();
                 s.shape = shape.clone();
                 s.set_phase(phase, T0 + 1000);
-                gshare::inventory::apply::put_session(txn, &s)?;
+                gshare::sessions::model::put_session(txn, &s)?;
             }
             audit::record_in(txn, &clock, AuditEntry::system("cli", "fixture.create", AuditResult::Success))?;
             Ok(())
@@ -115,9 +115,10 @@ async fn main() -> anyhow::Result<()> {
     while db.compact()? {}
     drop(db);
     let version = env!("CARGO_PKG_VERSION");
-    let name = format!("state-{version}-schema{SCHEMA_VERSION}.redb");
+    let schema = schema_of(gshare::MIGRATIONS);
+    let name = format!("state-{version}-schema{schema}.redb");
     std::fs::copy(&state, out.join(&name))?;
-    std::fs::write(out.join(format!("snapshot-{version}-schema{SCHEMA_VERSION}.gshare-snapshot")), snapshot)?;
+    std::fs::write(out.join(format!("snapshot-{version}-schema{schema}.gshare-snapshot")), snapshot)?;
     println!("wrote tests/fixtures/{name} ({} bytes) and its snapshot", std::fs::metadata(out.join(&name))?.len());
     Ok(())
 }

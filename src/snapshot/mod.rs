@@ -247,11 +247,11 @@ pub fn restore(
     let snap = format::decode(file)?;
     let h = &snap.header;
     let ours = env!("CARGO_PKG_VERSION");
-    if h.schema_version > crate::store::SCHEMA_VERSION {
+    if h.schema_version > crate::store::schema_of(crate::MIGRATIONS) {
         return Err(SnapshotError::Refused(format!(
             "this snapshot has state schema {}, newer than this gshare ({ours}) knows ({}); restore it with gshare {} or newer",
             h.schema_version,
-            crate::store::SCHEMA_VERSION,
+            crate::store::schema_of(crate::MIGRATIONS),
             h.binary_version
         )));
     }

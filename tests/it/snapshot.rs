@@ -153,7 +153,7 @@ async fn save_ls_prune_and_restore_round_trip_offline() {
     let bytes = std::fs::read(&first[0]).unwrap();
     let snap = format::decode(&bytes).unwrap();
     assert_eq!(snap.header.format, "gshare-snapshot");
-    assert_eq!(snap.header.schema_version, gshare::store::SCHEMA_VERSION);
+    assert_eq!(snap.header.schema_version, gshare::store::schema_of(gshare::MIGRATIONS));
     assert_eq!(snap.header.binary_version, env!("CARGO_PKG_VERSION"));
     assert!(!snap.header.secrets.included && !snap.header.secrets.omitted.is_empty());
     assert_eq!(snap.header.tables.get("offerings"), Some(&1));
@@ -284,7 +284,7 @@ async fn bad_snapshots_are_refused_and_the_state_is_untouched() {
     newer.binary_version = "99.0.0".into();
     cases.push(("newer binary", format::encode(newer, snap.state, snap.secrets).unwrap(), "newer than this one"));
     let mut newer_schema = snap.header.clone();
-    newer_schema.schema_version = gshare::store::SCHEMA_VERSION + 1;
+    newer_schema.schema_version = gshare::store::schema_of(gshare::MIGRATIONS) + 1;
     cases.push((
         "newer schema",
         format::encode(newer_schema, snap.state, snap.secrets).unwrap(),
@@ -504,7 +504,7 @@ async fn every_fixture_opens_and_migrates() {
             continue;
         }
         let s = start_on(&data, &[]).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(s.app.store.schema_version().unwrap(), gshare::store::SCHEMA_VERSION, "{name}");
+        assert_eq!(s.app.store.schema_version().unwrap(), gshare::store::schema_of(gshare::MIGRATIONS), "{name}");
         let (clusters, gpus, offerings, sessions, live) = s
             .app
             .store
@@ -576,7 +576,7 @@ async fn kill_9_mid_save_leaves_no_partial_file_under_the_final_name() {
     let data = tmp.path().join("data");
     {
         // ~30 MB of state so that writing the snapshot takes a while.
-        let store = gshare::store::Store::open(&data.join("gshare.redb")).unwrap();
+        let store = gshare::store::Store::open(&data.join("gshare.redb"), gshare::MIGRATIONS).unwrap();
         for chunk in 0..3 {
             store
                 .write(move |txn| {
