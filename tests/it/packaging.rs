@@ -88,6 +88,8 @@ fn the_unit_starts_the_binary_the_way_it_accepts() {
         "packaging/systemd/",
         "packaging/sysusers.d/gshare.conf",
         "packaging/crds/gshare.io_gsharesessions.yaml",
+        "packaging/crds/gshare.io_gpumodechanges.yaml",
+        "packaging/crds/gshare.io_gshareimagebuilds.yaml",
         "packaging/deb/",
         "packaging/rpm/pre-install.sh",
         "packaging/rpm/post-install.sh",

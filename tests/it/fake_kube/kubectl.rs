@@ -277,17 +277,19 @@ async fn product_crd_and_the_cr_gshare_builds() {
     let out = h.kubectl_ok(&["create", "-f", file.to_str().expect("path")]).await;
     assert_eq!(out.trim(), "gsharesession.gshare.io/ses-01jabcdefghjkmnpqrstvwxyz0 created");
 
-    let table = h.kubectl_ok(&["get", "gss", "-n", "gshare-sessions"]).await;
-    let mut lines = table.lines();
-    let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
-    assert_eq!(header, ["NAME", "OWNER", "CLASS", "PAUSED", "PHASE", "AGE"]);
-    let row: Vec<&str> = lines.next().expect("row").split_whitespace().collect();
-    assert_eq!(&row[..4], ["ses-01jabcdefghjkmnpqrstvwxyz0", "alice", "cpu", "false"]);
-
-    // Priority-1 columns only with -o wide, as on a real server.
-    let wide = h.kubectl_ok(&["get", "gss", "-n", "gshare-sessions", "-o", "wide"]).await;
-    let header: Vec<&str> = wide.lines().next().expect("header").split_whitespace().collect();
-    assert_eq!(header, ["NAME", "OWNER", "CLASS", "PAUSED", "PHASE", "GPU", "AGE"]);
+    // Upstream's printer columns (all priority 0, so -o wide shows the same ones).
+    for wide in [false, true] {
+        let mut args = vec!["get", "gss", "-n", "gshare-sessions"];
+        if wide {
+            args.extend(["-o", "wide"]);
+        }
+        let table = h.kubectl_ok(&args).await;
+        let mut lines = table.lines();
+        let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
+        assert_eq!(header, ["NAME", "PHASE", "MODE", "GPU", "AGE"]);
+        let row: Vec<&str> = lines.next().expect("row").split_whitespace().collect();
+        assert_eq!(row[0], "ses-01jabcdefghjkmnpqrstvwxyz0");
+    }
 
     let back =
         h.kubectl_json(&["get", "gss", "-n", "gshare-sessions", "ses-01jabcdefghjkmnpqrstvwxyz0", "-o", "json"]).await;
