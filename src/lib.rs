@@ -57,6 +57,8 @@ pub struct App {
     pub sessions: Arc<sessions::Sessions>,
     /// Scheduled and on-demand snapshots of the state file, and their last result.
     pub snapshots: Arc<snapshot::Snapshots>,
+    /// The operator on each cluster: attach, detach, token renewal, connection state.
+    pub operator: Arc<operator::Operator>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +136,13 @@ impl App {
             clusters.clone(),
             connect_keys,
         ));
+        let operator = Arc::new(operator::Operator::new(
+            store.clone(),
+            clock.clone(),
+            config.clone(),
+            clusters.clone(),
+            auth.internal.clone(),
+        ));
         let (store_for_inventory, clock_for_inventory, config_for_inventory) =
             (store.clone(), clock.clone(), config.clone());
         let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
@@ -156,6 +165,7 @@ impl App {
                 config_for_inventory,
             )),
             sessions,
+            operator,
         }))
     }
 }
@@ -196,6 +206,7 @@ impl RunningServer {
         }
         clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
         spawn_cluster_upkeep(app.clone(), rx.clone());
+        operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
         snapshot::spawn(app.clone(), rx.clone());
         let tls_config = match &app.tls {

@@ -69,6 +69,36 @@ enum Command {
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// The gShare operator's Kubernetes objects.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+    /// Registered clusters, through the running server.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Subcommand)]
+enum OperatorCommand {
+    /// Print every object the operator needs on a cluster (upstream's chart): 3 CRDs, namespaces,
+    /// RBAC, the token Secret (when OPERATOR_TOKEN is set) and the Deployment.
+    ///
+    /// Example: `gshare operator manifests --cluster-id clu_… | kubectl apply -f -`.
+    Manifests {
+        #[arg(long, value_name = "CLUSTER_ID")]
+        cluster_id: String,
+        /// Operator image (default: operator_image).
+        #[arg(long, value_name = "REF")]
+        image: Option<String>,
+        /// URL the operator calls back and ingress forward-auth uses (default: public_url).
+        #[arg(long, value_name = "URL")]
+        control_plane_url: Option<String>,
+        /// Session domain; must equal this server's (default: session_domain).
+        #[arg(long, value_name = "D")]
+        session_domain: Option<String>,
+        /// The operator token for Secret gshare-operator-internal-jwt; without it the Secret is left out.
+        #[arg(long, env = "OPERATOR_TOKEN", hide_env_values = true, value_name = "JWT")]
+        token: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -109,6 +139,19 @@ enum SnapshotCommand {
         #[arg(long)]
         skip_secrets: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Attach the operator: apply its objects through the cluster's kubeconfig (the server must run).
+    Attach {
+        id: String,
+        /// Replace CRDs on the cluster that differ from the shipped ones.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove what attach made (refused while the cluster has live sessions).
+    Detach { id: String },
 }
 
 #[derive(Subcommand)]
@@ -224,19 +267,116 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve => serve(config),
         Command::Token(TokenCommand::Operator { cluster_id, ttl }) => {
             let id = ClusterId::parse(cluster_id.trim())?;
-            let ttl = tokens::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
-            let (auth, generated) = gshare::auth::Authorities::open(&config, Clock::system())
-                .with_context(|| format!("cannot open the signing keys under {}", config.keys_dir().display()))?;
-            for kid in generated {
-                eprintln!("generated a new internal JWT signing key (kid {kid})");
+            let ttl_d = tokens::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
+            // Through the server when it runs (audited), else from the key ring on disk — never a new one.
+            let rt = offline_runtime()?;
+            if rt.block_on(gshare::operator::cli::server_running(&config)) {
+                let (status, body) = rt
+                    .block_on(gshare::operator::cli::call(
+                        &config,
+                        "POST",
+                        &format!("/api/v1/clusters/{id}/operator-token"),
+                        Some(serde_json::json!({ "ttl": ttl })),
+                    ))
+                    .map_err(anyhow::Error::msg)?;
+                if status != 201 {
+                    bail!("the server refused ({status}): {}", gshare::operator::cli::error_message(&body));
+                }
+                eprintln!(
+                    "operator token for {id} from the server, kid {}, expires {}",
+                    body["kid"].as_str().unwrap_or_default(),
+                    body["expires_at"].as_str().unwrap_or_default()
+                );
+                println!("{}", body["token"].as_str().unwrap_or_default());
+                return Ok(());
             }
-            let token = auth.internal.mint(&id.operator_subject(), ttl)?;
+            let internal =
+                gshare::operator::cli::existing_internal(&config, Clock::system()).map_err(anyhow::Error::msg)?;
+            let token = internal.mint(&id.operator_subject(), ttl_d)?;
             eprintln!(
-                "operator token for {id}, kid {}, valid {}",
-                auth.internal.signing_kid().unwrap_or_default(),
-                humantime::format_duration(ttl)
+                "operator token for {id} (offline: no server answers on {}), kid {}, valid {}",
+                config.listen,
+                internal.signing_kid().unwrap_or_default(),
+                humantime::format_duration(ttl_d)
             );
             println!("{token}");
+            Ok(())
+        }
+        Command::Operator(OperatorCommand::Manifests {
+            cluster_id,
+            image,
+            control_plane_url,
+            session_domain,
+            token,
+        }) => {
+            use gshare::operator::manifests;
+            let id = ClusterId::parse(cluster_id.trim())?;
+            let control_plane_url = match control_plane_url {
+                Some(u) => manifests::check_control_plane_url(&u, "--control-plane-url"),
+                None => manifests::check_control_plane_url(&config.public_url, "public_url"),
+            }
+            .map_err(anyhow::Error::msg)?;
+            let session_domain = session_domain.or(config.session_domain.clone()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no session domain: pass --session-domain or set session_domain (GSHARE_SESSION_DOMAIN)"
+                )
+            })?;
+            let session_domain = gshare::config::validate_hostname(session_domain.trim())
+                .map_err(|m| anyhow::anyhow!("--session-domain: {m}"))?;
+            let token = token.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+            if token.is_none() {
+                eprintln!(
+                    "note: no OPERATOR_TOKEN, so Secret gshare-operator-internal-jwt is left out (mint one with `gshare token operator --cluster-id {id}`)"
+                );
+            }
+            let params = manifests::Params {
+                cluster_id: id.to_string(),
+                image: image.unwrap_or_else(|| config.operator_image.clone()),
+                control_plane_url,
+                session_domain,
+                sessions_namespace: config.sessions_namespace.clone(),
+                token,
+            };
+            print!("{}", manifests::to_yaml(&params).map_err(anyhow::Error::msg)?);
+            Ok(())
+        }
+        Command::Cluster(cmd) => {
+            let (path, id) = match &cmd {
+                ClusterCommand::Attach { id, force } => {
+                    (format!("/api/v1/clusters/{}/attach{}", id.trim(), if *force { "?force=true" } else { "" }), id)
+                }
+                ClusterCommand::Detach { id } => (format!("/api/v1/clusters/{}/detach", id.trim()), id),
+            };
+            let rt = offline_runtime()?;
+            if !rt.block_on(gshare::operator::cli::server_running(&config)) {
+                bail!("no server answers on {}; start it (gshare serve) first", config.listen);
+            }
+            let (status, body) =
+                rt.block_on(gshare::operator::cli::call(&config, "POST", &path, None)).map_err(anyhow::Error::msg)?;
+            if let Some(objects) = body["objects"].as_array().or(body["error"]["details"]["objects"].as_array()) {
+                for o in objects {
+                    let extra = match (o["status"].as_u64(), o["message"].as_str()) {
+                        (Some(s), Some(m)) => format!("  ({s}: {m})"),
+                        (None, Some(m)) => format!("  ({m})"),
+                        _ => String::new(),
+                    };
+                    println!(
+                        "{:<14} {}{extra}",
+                        o["result"].as_str().unwrap_or("?"),
+                        o["object"].as_str().unwrap_or("?")
+                    );
+                }
+            }
+            if status != 200 {
+                bail!(
+                    "{} {id}: {}",
+                    if path.ends_with("detach") { "detach" } else { "attach" },
+                    gshare::operator::cli::error_message(&body)
+                );
+            }
+            if let Some(exp) = body["token"]["expires_at"].as_str() {
+                println!("operator token in Secret gshare-system/gshare-operator-internal-jwt expires {exp}");
+            }
             Ok(())
         }
         Command::Admin(AdminCommand::Token { ttl, name }) => {

@@ -132,6 +132,8 @@ impl FromRequestParts<Arc<App>> for OperatorCaller {
                 if app.auth.api.verify(&token).is_ok() {
                     return Err(ApiError::forbidden("admin tokens cannot call /internal"));
                 }
+                // Shown on the cluster the token claims: why its operator is silent.
+                app.operator.note_rejection(&token, &e.to_string());
                 Err(unauthenticated(&e))
             }
         }

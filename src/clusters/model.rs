@@ -266,6 +266,9 @@ pub struct ClusterView {
     pub heartbeat_at: Option<String>,
     pub heartbeat_age_s: Option<i64>,
     pub registered_at: String,
+    /// The operator on this cluster: attached, connected or silent (and why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<crate::operator::status::OperatorConnection>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

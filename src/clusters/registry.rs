@@ -380,6 +380,7 @@ impl Clusters {
             heartbeat_at: r.heartbeat_at.map(rfc3339_ms),
             heartbeat_age_s: r.heartbeat_at.map(|h| ((now - h) / 1000).max(0)),
             registered_at: rfc3339_ms(r.registered_at),
+            operator: None,
         }
     }
 

@@ -156,7 +156,9 @@ async fn list(
                 })?,
         ),
     };
-    Ok(axum::Json(app.clusters.list(ListQuery { page, size, role, status }).await?))
+    let mut page = app.clusters.list(ListQuery { page, size, role, status }).await?;
+    app.operator.decorate(&mut page.data).await;
+    Ok(axum::Json(page))
 }
 
 /// Directories in the kubeconfig directory that no registered cluster claims.
@@ -176,7 +178,9 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<axum::Json<ClusterDetail>, ApiError> {
     let id = parse_id(&id)?;
-    Ok(axum::Json(app.clusters.get(&id).await?))
+    let mut detail = app.clusters.get(&id).await?;
+    app.operator.decorate(std::slice::from_mut(&mut detail.cluster)).await;
+    Ok(axum::Json(detail))
 }
 
 /// Edit name, role, API address or session domain; new credentials only for the same cluster.

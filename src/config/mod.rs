@@ -85,7 +85,16 @@ pub struct Config {
     pub snapshot_interval: Duration,
     pub snapshot_keep: usize,
     pub snapshot_dir: PathBuf,
+    /// Operator: the image `operator manifests` and attach deploy (air-gapped sites mirror it).
+    pub operator_image: String,
+    /// Operator: lifetime of the tokens attach and rotation write into a cluster's Secret.
+    pub operator_token_ttl: Duration,
+    /// Operator: a token is renewed once this share of its lifetime (percent, 10-90) has passed.
+    pub operator_token_renew_percent: u32,
 }
+
+/// Upstream's operator image, at the tag upstream's chart uses (only `latest` is published).
+pub const DEFAULT_OPERATOR_IMAGE: &str = "docker.io/boanlab/gshare-operator:latest";
 
 /// The file layer: every key optional, unknown keys rejected.
 #[derive(Debug, Default, Deserialize)]
@@ -122,6 +131,9 @@ struct FileLayer {
     snapshot_interval: Option<String>,
     snapshot_keep: Option<i64>,
     snapshot_dir: Option<PathBuf>,
+    operator_image: Option<String>,
+    operator_token_ttl: Option<String>,
+    operator_token_renew_percent: Option<i64>,
 }
 
 /// One raw value and where it came from, so errors name the key the admin actually wrote.
@@ -402,6 +414,35 @@ impl Config {
             None => None,
         };
 
+        let operator_image = match layer.pick("operator_image", f.operator_image) {
+            Some(r) => {
+                let v = r.value.trim().to_string();
+                if v.is_empty() || v.len() > 512 || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    return Err(ConfigError::invalid(
+                        &r.key,
+                        format!("`{}` is not an image reference such as registry.lan/gshare-operator:latest", r.value),
+                    ));
+                }
+                v
+            }
+            None => DEFAULT_OPERATOR_IMAGE.to_string(),
+        };
+        let operator_token_ttl = layer.duration(
+            "operator_token_ttl",
+            f.operator_token_ttl,
+            "7d",
+            Duration::from_secs(3600)..=Duration::from_secs(30 * 86400),
+        )?;
+        let operator_token_renew_percent =
+            match layer
+                .pick_typed("operator_token_renew_percent", f.operator_token_renew_percent, |s| s.parse::<i64>().ok())?
+            {
+                Some(r) => u32::try_from(r.value).ok().filter(|v| (10..=90).contains(v)).ok_or_else(|| {
+                    ConfigError::invalid(&r.key, format!("{} is not a percentage between 10 and 90", r.value))
+                })?,
+                None => 50,
+            };
+
         Ok(Self {
             source,
             data_dir,
@@ -435,6 +476,9 @@ impl Config {
             snapshot_interval,
             snapshot_keep,
             snapshot_dir,
+            operator_image,
+            operator_token_ttl,
+            operator_token_renew_percent,
         })
     }
 
@@ -502,6 +546,12 @@ impl Config {
         t.insert("snapshot_interval".into(), d(self.snapshot_interval));
         t.insert("snapshot_keep".into(), toml::Value::Integer(self.snapshot_keep as i64));
         t.insert("snapshot_dir".into(), s(&self.snapshot_dir.display().to_string()));
+        t.insert("operator_image".into(), s(&self.operator_image));
+        t.insert("operator_token_ttl".into(), d(self.operator_token_ttl));
+        t.insert(
+            "operator_token_renew_percent".into(),
+            toml::Value::Integer(i64::from(self.operator_token_renew_percent)),
+        );
         toml::to_string(&t).unwrap_or_default()
     }
 

@@ -51,6 +51,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::sessions::routes::routes())
         .merge(crate::sessions::reports::routes())
         .merge(crate::snapshot::routes::routes())
+        .merge(crate::operator::routes::routes())
         .split_for_parts()
 }
 

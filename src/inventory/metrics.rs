@@ -147,5 +147,6 @@ pub async fn render(app: &App) -> String {
     let _ = writeln!(out, "# TYPE gshare_gpu_allocations_open gauge");
     let _ = writeln!(out, "gshare_gpu_allocations_open {open_allocations}");
     app.snapshots.render_metrics(&mut out);
+    out.push_str(&app.operator.metrics().await);
     out
 }

@@ -1,5 +1,675 @@
 //! The gShare operator on a registered cluster: its manifests (upstream's chart, rendered here),
-//! one-step attach and detach through the cluster's kubeconfig, the operator token's rotation,
-//! and whether the operator is connected.
+//! one-step attach and detach through the cluster's kubeconfig, the operator token (minting,
+//! automatic renewal into the cluster's Secret), and whether the operator is connected.
 
+pub mod apply;
+pub mod cli;
 pub mod crds;
+pub mod manifests;
+pub mod model;
+pub mod routes;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::auth::tokens::{MAX_TTL, TokenAuthority};
+use crate::clock::Clock;
+use crate::clusters::{ClusterId, Clusters};
+use crate::config::Config;
+use crate::sessions::model::LIVE_SESSIONS;
+use crate::store::{Store, StoreError};
+use apply::{ApplyFailure, CrdDifference, Denied, ObjectResult};
+use manifests::Params;
+use model::{ATTACHMENTS, AppliedObject, Attachment, Rotation, TokenInfo};
+
+/// The operator's status heartbeat period (operator-contract §2.1): "connected" means a callback
+/// within two of them.
+pub const CALLBACK_INTERVAL: Duration = Duration::from_secs(60);
+/// First retry delay after a failed renewal; doubles per failure up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(30);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error("no cluster {0}")]
+    NotFound(String),
+    /// A setting is missing or unusable: (setting, message).
+    #[error("{1}")]
+    Setting(&'static str, String),
+    #[error("no usable connection to cluster {id}: {cause}")]
+    NoClient { id: String, cause: String },
+    #[error("the cluster's credentials lack rights attach needs")]
+    Forbidden { denied: Vec<Denied>, objects: Vec<ObjectResult> },
+    #[error("CRDs on the cluster differ from the shipped ones")]
+    CrdConflict { crds: Vec<CrdDifference> },
+    #[error("the cluster became unreachable: {cause}")]
+    Unreachable { cause: String, objects: Vec<ObjectResult> },
+    #[error("the cluster refused {object}: {message}")]
+    Refused { object: String, code: u16, reason: String, message: String, objects: Vec<ObjectResult> },
+    #[error("cluster {id} still has live sessions")]
+    LiveSessions { id: String, sessions: Vec<String> },
+    #[error("no operator is attached to cluster {0}")]
+    NotAttached(String),
+    #[error("cannot sign an operator token: {0}")]
+    Token(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The answer of attach and detach.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Report {
+    pub cluster_id: String,
+    /// Every object in order with what happened to it.
+    pub objects: Vec<ObjectResult>,
+    /// Objects created or changed by this call.
+    pub changed: usize,
+    /// The operator token written into the Secret (its expiry), attach only.
+    pub token: Option<TokenView>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TokenView {
+    pub kid: String,
+    pub issued_at: String,
+    pub expires_at: String,
+}
+
+impl From<&TokenInfo> for TokenView {
+    fn from(t: &TokenInfo) -> Self {
+        Self {
+            kid: t.kid.clone(),
+            issued_at: crate::clock::rfc3339_ms(t.issued_at * 1000),
+            expires_at: crate::clock::rfc3339_ms(t.expires_at * 1000),
+        }
+    }
+}
+
+/// A token presented on `/internal/*` and refused, by the cluster it claimed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Rejection {
+    pub at: String,
+    pub reason: String,
+    #[serde(skip)]
+    pub at_ms: i64,
+}
+
+/// A freshly minted operator token.
+pub struct Minted {
+    pub token: String,
+    pub info: TokenInfo,
+}
+
+impl std::fmt::Debug for Minted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Minted").field("token", &"<redacted>").field("info", &self.info).finish()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    renewals_ok: AtomicU64,
+    renewals_failed: AtomicU64,
+}
+
+pub struct Operator {
+    store: Store,
+    clock: Clock,
+    config: Arc<Config>,
+    clusters: Arc<Clusters>,
+    internal: Arc<TokenAuthority>,
+    rejections: Mutex<HashMap<String, Rejection>>,
+    counters: Counters,
+    /// One attach, detach or renewal per cluster at a time.
+    busy: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Operator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operator").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Operator {
+    pub fn new(
+        store: Store,
+        clock: Clock,
+        config: Arc<Config>,
+        clusters: Arc<Clusters>,
+        internal: Arc<TokenAuthority>,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            config,
+            clusters,
+            internal,
+            rejections: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+            busy: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    // ---- tokens ------------------------------------------------------------------------------
+
+    /// Signs an operator token for `id` (TTL at most 30 days).
+    pub fn mint(&self, id: &ClusterId, ttl: Duration) -> Result<Minted, OperatorError> {
+        if ttl > MAX_TTL || ttl.is_zero() {
+            return Err(OperatorError::Setting("ttl", "the token lifetime must be between 1 s and 30 days".into()));
+        }
+        let token = self.internal.mint(&id.operator_subject(), ttl).map_err(|e| OperatorError::Token(e.to_string()))?;
+        let claims = self
+            .internal
+            .verify_uncached(&token, self.clock.now())
+            .map_err(|e| OperatorError::Token(format!("the new token does not verify: {e}")))?;
+        let kid = jsonwebtoken::decode_header(&token).ok().and_then(|h| h.kid).unwrap_or_default();
+        let issued_at = claims.iat.unwrap_or_else(|| self.clock.now());
+        Ok(Minted { token, info: TokenInfo { kid, issued_at, expires_at: claims.exp } })
+    }
+
+    /// When a token issued at `t` should be renewed.
+    fn renew_at(&self, t: &TokenInfo) -> i64 {
+        let life = (t.expires_at - t.issued_at).max(0);
+        t.issued_at + life * i64::from(self.config.operator_token_renew_percent) / 100
+    }
+
+    /// Is this token (as read back from a cluster's Secret) one we may keep using?
+    fn still_good(&self, id: &ClusterId, token: &str) -> Option<TokenInfo> {
+        let now = self.clock.now();
+        let claims = self.internal.verify_uncached(token, now).ok()?;
+        if claims.sub != id.operator_subject() {
+            return None;
+        }
+        let kid = jsonwebtoken::decode_header(token).ok().and_then(|h| h.kid).unwrap_or_default();
+        if Some(kid.as_str()) != self.internal.signing_kid().as_deref() {
+            return None;
+        }
+        let info = TokenInfo { kid, issued_at: claims.iat.unwrap_or(now), expires_at: claims.exp };
+        (now < self.renew_at(&info)).then_some(info)
+    }
+
+    // ---- rejections --------------------------------------------------------------------------
+
+    /// Records a refused `/internal/*` token under the cluster its subject claims (read without
+    /// verifying: it is only shown to the admin, never trusted).
+    pub fn note_rejection(&self, token: &str, reason: &str) {
+        let Some(payload) = token.split('.').nth(1) else { return };
+        let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')) else {
+            return;
+        };
+        let Ok(claims) = serde_json::from_slice::<Value>(&bytes) else { return };
+        let Some(id) = claims["sub"]
+            .as_str()
+            .and_then(|s| s.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))
+            .and_then(|s| ClusterId::parse(s).ok())
+        else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        let mut map = lock(&self.rejections);
+        // Bounded: one entry per claimed cluster id, and junk ids are not kept beyond 1000.
+        if map.len() >= 1000 && !map.contains_key(id.as_str()) {
+            return;
+        }
+        map.insert(
+            id.to_string(),
+            Rejection { at: crate::clock::rfc3339_ms(now), reason: reason.chars().take(200).collect(), at_ms: now },
+        );
+    }
+
+    pub fn last_rejection(&self, id: &str) -> Option<Rejection> {
+        lock(&self.rejections).get(id).cloned()
+    }
+
+    // ---- attach and detach -------------------------------------------------------------------
+
+    pub async fn attachment(&self, id: &str) -> Result<Option<Attachment>, StoreError> {
+        let key = id.to_string();
+        self.store.read(move |txn| ATTACHMENTS.get(txn, &key)).await
+    }
+
+    async fn client(&self, id: &ClusterId) -> Result<kube::Client, OperatorError> {
+        if let Some(c) = self.clusters.conn(id) {
+            return Ok(c.client);
+        }
+        // No cached client yet: a probe builds it from the kubeconfig file.
+        let probe = self.clusters.reprobe(id).await.map_err(|e| match e {
+            crate::clusters::ClusterError::NotFound(id) => OperatorError::NotFound(id),
+            other => OperatorError::NoClient { id: id.to_string(), cause: other.to_string() },
+        })?;
+        self.clusters.conn(id).map(|c| c.client).ok_or_else(|| OperatorError::NoClient {
+            id: id.to_string(),
+            cause: probe.last_error.map(|e| format!("{}: {}", e.stage, e.cause)).unwrap_or_else(|| "no client".into()),
+        })
+    }
+
+    /// What attach would apply to this cluster (the token left out).
+    pub async fn params(&self, id: &ClusterId) -> Result<Params, OperatorError> {
+        let detail = self.clusters.get(id).await.map_err(|e| match e {
+            crate::clusters::ClusterError::NotFound(id) => OperatorError::NotFound(id),
+            other => OperatorError::NoClient { id: id.to_string(), cause: other.to_string() },
+        })?;
+        let control_plane_url = manifests::check_control_plane_url(&self.config.public_url, "public_url")
+            .map_err(|m| OperatorError::Setting("public_url", m))?;
+        let session_domain = detail.cluster.effective_session_domain.ok_or_else(|| {
+            OperatorError::Setting(
+                "session_domain",
+                format!(
+                    "cluster {id} has no session domain: set session_domain in the configuration \
+                     (GSHARE_SESSION_DOMAIN) or the cluster's own (PATCH /api/v1/clusters/{id})"
+                ),
+            )
+        })?;
+        Ok(Params {
+            cluster_id: id.to_string(),
+            image: self.config.operator_image.clone(),
+            control_plane_url,
+            session_domain,
+            sessions_namespace: self.config.sessions_namespace.clone(),
+            token: None,
+        })
+    }
+
+    /// Applies every object the operator needs through the cluster's kubeconfig. Safe to repeat:
+    /// a second run changes nothing (the token is kept while it is fresh).
+    pub async fn attach(&self, id: &ClusterId, force: bool) -> Result<Report, OperatorError> {
+        let _one = self.busy.lock().await;
+        let mut params = self.params(id).await?;
+        let client = self.client(id).await?;
+        let unreachable = |f: ApplyFailure| match f {
+            ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: Vec::new() },
+            ApplyFailure::Refused { code, reason, message } => {
+                OperatorError::Refused { object: "the access check".into(), code, reason, message, objects: Vec::new() }
+            }
+        };
+        // Decide before writing anything: missing rights and foreign CRDs leave the cluster as it was.
+        let probe_objects = manifests::objects(&Params { token: Some(String::new()), ..params.clone() });
+        let denied = apply::preflight(&client, &probe_objects).await.map_err(unreachable)?;
+        if !denied.is_empty() {
+            return Err(OperatorError::Forbidden { denied, objects: Vec::new() });
+        }
+        let differences = apply::crd_differences(&client).await.map_err(unreachable)?;
+        if !differences.is_empty() && !force {
+            return Err(OperatorError::CrdConflict { crds: differences });
+        }
+        // Keep the cluster's current token while it is fresh, so a re-run is a no-op.
+        let secret = manifests::token_secret("");
+        let current = match apply::get(&client, &secret).await {
+            Ok(Some(s)) => serde_json::to_value(&s).ok().and_then(|v| {
+                let b64 = v["data"][manifests::TOKEN_KEY].as_str()?.to_string();
+                let raw = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+                String::from_utf8(raw).ok()
+            }),
+            Ok(None) => None,
+            Err(f) => return Err(unreachable(f)),
+        };
+        let (token, info) = match current.as_deref().and_then(|t| self.still_good(id, t.trim()).map(|i| (t, i))) {
+            Some((t, i)) => (t.trim().to_string(), i),
+            None => {
+                let m = self.mint(id, self.config.operator_token_ttl)?;
+                (m.token, m.info)
+            }
+        };
+        params.token = Some(token);
+        let objects = manifests::objects(&params);
+
+        let previous = self.attachment(id.as_str()).await?;
+        let was_created = |o: &Value| {
+            previous.as_ref().is_some_and(|p| {
+                p.objects.iter().any(|a| {
+                    a.created
+                        && a.kind == o["kind"].as_str().unwrap_or_default()
+                        && a.name == o["metadata"]["name"].as_str().unwrap_or_default()
+                        && a.namespace.as_deref() == o["metadata"]["namespace"].as_str()
+                })
+            })
+        };
+        let now = self.clock.now_ms();
+        let mut results = Vec::with_capacity(objects.len());
+        let mut applied: Vec<AppliedObject> = Vec::new();
+        let mut failure: Option<(usize, ApplyFailure)> = None;
+        for (i, o) in objects.iter().enumerate() {
+            match apply::apply(&client, o).await {
+                Ok(result) => {
+                    results.push(ObjectResult {
+                        object: manifests::describe(o),
+                        result: result.into(),
+                        status: None,
+                        reason: None,
+                        message: None,
+                    });
+                    applied.push(AppliedObject {
+                        api_version: o["apiVersion"].as_str().unwrap_or_default().into(),
+                        kind: o["kind"].as_str().unwrap_or_default().into(),
+                        name: o["metadata"]["name"].as_str().unwrap_or_default().into(),
+                        namespace: o["metadata"]["namespace"].as_str().map(str::to_string),
+                        created: result == "created" || was_created(o),
+                    });
+                }
+                Err(f) => {
+                    results.push(f.result_for(o));
+                    failure = Some((i, f));
+                    break;
+                }
+            }
+        }
+        for o in objects.iter().skip(results.len()) {
+            results.push(ObjectResult {
+                object: manifests::describe(o),
+                result: "not_attempted".into(),
+                status: None,
+                reason: None,
+                message: None,
+            });
+        }
+        let complete = failure.is_none();
+        // Objects created by an earlier attempt and not reached now stay on record for detach.
+        if let Some(p) = &previous {
+            for a in p.objects.iter().filter(|a| a.created) {
+                if !applied.iter().any(|b| b.kind == a.kind && b.name == a.name && b.namespace == a.namespace) {
+                    applied.push(a.clone());
+                }
+            }
+        }
+        let secret_written = applied.iter().any(|a| a.kind == "Secret" && a.name == manifests::TOKEN_SECRET);
+        let record = Attachment {
+            cluster_id: id.to_string(),
+            attached_at: previous.as_ref().and_then(|p| p.attached_at).or(complete.then_some(now)),
+            last_attempt_at: now,
+            complete,
+            objects: applied,
+            image: params.image.clone(),
+            control_plane_url: params.control_plane_url.clone(),
+            session_domain: params.session_domain.clone(),
+            token: if secret_written { Some(info.clone()) } else { previous.as_ref().and_then(|p| p.token.clone()) },
+            rotation: if secret_written {
+                Rotation::default()
+            } else {
+                previous.map(|p| p.rotation).unwrap_or_default()
+            },
+        };
+        let key = id.to_string();
+        self.store.write(move |txn| ATTACHMENTS.put(txn, &key, &record)).await?;
+        match failure {
+            None => Ok(Report {
+                cluster_id: id.to_string(),
+                changed: results.iter().filter(|r| r.result == "created" || r.result == "updated").count(),
+                objects: results,
+                token: Some(TokenView::from(&info)),
+            }),
+            Some((i, ApplyFailure::Unreachable(cause))) => {
+                let _ = i;
+                Err(OperatorError::Unreachable { cause, objects: results })
+            }
+            Some((i, ApplyFailure::Refused { code: 403, reason: _, message })) => {
+                let o = &objects[i];
+                let resource = apply::api_resource(o)
+                    .map(|ar| if ar.group.is_empty() { ar.plural } else { format!("{}.{}", ar.plural, ar.group) })
+                    .unwrap_or_default();
+                let _ = message;
+                Err(OperatorError::Forbidden {
+                    denied: vec![Denied {
+                        verb: "patch".into(),
+                        resource,
+                        namespace: o["metadata"]["namespace"].as_str().map(str::to_string),
+                        objects: vec![manifests::describe(o)],
+                    }],
+                    objects: results,
+                })
+            }
+            Some((i, ApplyFailure::Refused { code, reason, message })) => Err(OperatorError::Refused {
+                object: manifests::describe(&objects[i]),
+                code,
+                reason,
+                message,
+                objects: results,
+            }),
+        }
+    }
+
+    /// Removes what attach made (objects that were there before it are kept), refusing while the
+    /// cluster has live sessions.
+    pub async fn detach(&self, id: &ClusterId) -> Result<Report, OperatorError> {
+        let _one = self.busy.lock().await;
+        let key = id.to_string();
+        let sessions: Vec<String> = self
+            .store
+            .read(move |txn| {
+                Ok(LIVE_SESSIONS.list(txn)?.into_iter().filter(|(_, c)| *c == key).map(|(s, _)| s).collect())
+            })
+            .await?;
+        if !sessions.is_empty() {
+            return Err(OperatorError::LiveSessions { id: id.to_string(), sessions });
+        }
+        let Some(record) = self.attachment(id.as_str()).await? else {
+            return Err(OperatorError::NotAttached(id.to_string()));
+        };
+        let client = self.client(id).await?;
+        let mut results = Vec::new();
+        let mut kept_on_record = Vec::new();
+        let mut failure = None;
+        // Reverse apply order: the Deployment first, the CRDs (and their objects) last.
+        for a in record.objects.iter().rev() {
+            let mut o = serde_json::json!({
+                "apiVersion": a.api_version, "kind": a.kind, "metadata": { "name": a.name },
+            });
+            if let Some(ns) = &a.namespace {
+                o["metadata"]["namespace"] = Value::String(ns.clone());
+            }
+            if !a.created {
+                results.push(ObjectResult {
+                    object: manifests::describe(&o),
+                    result: "kept".into(),
+                    status: None,
+                    reason: None,
+                    message: None,
+                });
+                continue;
+            }
+            if failure.is_some() {
+                kept_on_record.push(a.clone());
+                results.push(ObjectResult {
+                    object: manifests::describe(&o),
+                    result: "not_attempted".into(),
+                    status: None,
+                    reason: None,
+                    message: None,
+                });
+                continue;
+            }
+            match apply::delete(&client, &o).await {
+                Ok(r) => results.push(ObjectResult {
+                    object: manifests::describe(&o),
+                    result: r.into(),
+                    status: None,
+                    reason: None,
+                    message: None,
+                }),
+                Err(f) => {
+                    results.push(f.result_for(&o));
+                    kept_on_record.push(a.clone());
+                    failure = Some((manifests::describe(&o), f));
+                }
+            }
+        }
+        let key = id.to_string();
+        match failure {
+            None => {
+                self.store.write(move |txn| ATTACHMENTS.delete(txn, &key).map(|_| ())).await?;
+                Ok(Report {
+                    cluster_id: id.to_string(),
+                    changed: results.iter().filter(|r| r.result == "deleted").count(),
+                    objects: results,
+                    token: None,
+                })
+            }
+            Some((object, f)) => {
+                // What is left stays on record, so a re-run finishes the job.
+                kept_on_record.reverse();
+                let mut rest = record.clone();
+                rest.objects = kept_on_record;
+                rest.complete = false;
+                self.store.write(move |txn| ATTACHMENTS.put(txn, &key, &rest)).await?;
+                Err(match f {
+                    ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: results },
+                    ApplyFailure::Refused { code, reason, message } => {
+                        OperatorError::Refused { object, code, reason, message, objects: results }
+                    }
+                })
+            }
+        }
+    }
+
+    // ---- rotation ----------------------------------------------------------------------------
+
+    /// Writes a fresh token into the Secret of every attached cluster whose token is past its
+    /// renewal point (or signed by a key that no longer signs), unless a failed attempt's backoff
+    /// still runs. Returns the clusters renewed. Driven by the clock: tests advance it and call this.
+    pub async fn renew_due(&self) -> Result<Vec<String>, StoreError> {
+        let all = self.store.read(|txn| ATTACHMENTS.list(txn)).await?;
+        let mut renewed = Vec::new();
+        for (_, a) in all {
+            let now_ms = self.clock.now_ms();
+            let Some(token) = &a.token else { continue };
+            let due =
+                self.clock.now() >= self.renew_at(token) || self.internal.signing_kid().is_some_and(|k| k != token.kid);
+            if !due || a.rotation.next_attempt_at.is_some_and(|t| now_ms < t) {
+                continue;
+            }
+            let Ok(id) = ClusterId::parse(&a.cluster_id) else { continue };
+            match self.renew(&id).await {
+                Ok(info) => {
+                    self.counters.renewals_ok.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(cluster_id = %id, kid = %info.kid, expires_at = info.expires_at, "operator token renewed");
+                    renewed.push(id.to_string());
+                }
+                Err(e) => {
+                    self.counters.renewals_failed.fetch_add(1, Ordering::Relaxed);
+                    let failures = a.rotation.failures.saturating_add(1);
+                    let backoff = FIRST_BACKOFF.saturating_mul(1u32 << (failures - 1).min(10)).min(MAX_BACKOFF);
+                    tracing::warn!(cluster_id = %id, error = %e, failures, retry_in = ?backoff, "operator token renewal failed");
+                    let (key, message) = (id.to_string(), e.to_string());
+                    self.store
+                        .write(move |txn| {
+                            if let Some(mut r) = ATTACHMENTS.get_in_write(txn, &key)? {
+                                r.rotation.failures = failures;
+                                r.rotation.last_error = Some(message);
+                                r.rotation.last_error_at = Some(now_ms);
+                                r.rotation.next_attempt_at = Some(now_ms + backoff.as_millis() as i64);
+                                ATTACHMENTS.put(txn, &key, &r)?;
+                            }
+                            Ok(())
+                        })
+                        .await?;
+                }
+            }
+        }
+        Ok(renewed)
+    }
+
+    /// Mints a token and writes it into the cluster's Secret.
+    pub async fn renew(&self, id: &ClusterId) -> Result<TokenInfo, OperatorError> {
+        let _one = self.busy.lock().await;
+        let client = self.client(id).await?;
+        let m = self.mint(id, self.config.operator_token_ttl)?;
+        let secret = manifests::token_secret(&m.token);
+        apply::apply(&client, &secret).await.map_err(|f| match f {
+            ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: Vec::new() },
+            ApplyFailure::Refused { code, reason, message } => OperatorError::Refused {
+                object: manifests::describe(&secret),
+                code,
+                reason,
+                message,
+                objects: Vec::new(),
+            },
+        })?;
+        let (key, info, now) = (id.to_string(), m.info.clone(), self.clock.now_ms());
+        self.store
+            .write(move |txn| {
+                if let Some(mut r) = ATTACHMENTS.get_in_write(txn, &key)? {
+                    r.token = Some(info);
+                    r.rotation = Rotation { last_renewed_at: Some(now), ..Rotation::default() };
+                    ATTACHMENTS.put(txn, &key, &r)?;
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(m.info)
+    }
+
+    /// `/metrics` lines: renewals by result, and each attached cluster's token expiry and
+    /// consecutive renewal failures.
+    pub async fn metrics(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(out, "# HELP gshare_operator_token_renewals_total Operator token renewals, by result.");
+        let _ = writeln!(out, "# TYPE gshare_operator_token_renewals_total counter");
+        let _ = writeln!(
+            out,
+            "gshare_operator_token_renewals_total{{result=\"ok\"}} {}",
+            self.counters.renewals_ok.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "gshare_operator_token_renewals_total{{result=\"failed\"}} {}",
+            self.counters.renewals_failed.load(Ordering::Relaxed)
+        );
+        let all = self.store.read(|txn| ATTACHMENTS.list(txn)).await.unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "# HELP gshare_operator_token_expiry_seconds Unix time the token in an attached cluster's Secret expires."
+        );
+        let _ = writeln!(out, "# TYPE gshare_operator_token_expiry_seconds gauge");
+        for (_, a) in &all {
+            if let Some(t) = &a.token {
+                let _ = writeln!(
+                    out,
+                    "gshare_operator_token_expiry_seconds{{cluster_id=\"{}\"}} {}",
+                    a.cluster_id, t.expires_at
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gshare_operator_token_renewal_failures Consecutive failed renewals of an attached cluster's token."
+        );
+        let _ = writeln!(out, "# TYPE gshare_operator_token_renewal_failures gauge");
+        for (_, a) in &all {
+            let _ = writeln!(
+                out,
+                "gshare_operator_token_renewal_failures{{cluster_id=\"{}\"}} {}",
+                a.cluster_id, a.rotation.failures
+            );
+        }
+        out
+    }
+}
+
+/// Renews due tokens every `every` until `stop`.
+pub fn spawn_rotation(op: Arc<Operator>, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.wait_for(|v| *v) => return,
+            }
+            if let Err(e) = op.renew_due().await {
+                tracing::error!(error = %e, "cannot read attached clusters for token renewal");
+            }
+        }
+    });
+}

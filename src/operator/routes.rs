@@ -1,0 +1,255 @@
+//! `/api/v1/clusters/{id}/attach`, `/detach`, `/operator-token` and `/operator-manifests`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{OperatorError, Report, TokenView};
+use crate::App;
+use crate::audit::{RequestMeta, record_change as audit};
+use crate::auth::guard::AdminCaller;
+use crate::auth::tokens::{MAX_TTL, parse_ttl};
+use crate::clusters::ClusterId;
+use crate::http::error::{ApiError, ErrorBody, plural};
+use crate::http::extract::parse_json;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(attach))
+        .routes(routes!(detach))
+        .routes(routes!(operator_token))
+        .routes(routes!(operator_manifests))
+}
+
+impl From<OperatorError> for ApiError {
+    fn from(e: OperatorError) -> Self {
+        let message = e.to_string();
+        match e {
+            OperatorError::NotFound(id) => ApiError::not_found(format!("no cluster {id}")),
+            OperatorError::Setting(setting, message) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "setting_required", message)
+                    .with_details(json!({ "setting": setting }))
+            }
+            OperatorError::NoClient { id, cause } => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "cluster_unreachable",
+                format!("no usable connection to cluster {id}: {cause}"),
+            ),
+            OperatorError::Forbidden { denied, objects } => {
+                let first = denied.first();
+                let message = match first {
+                    Some(d) => format!(
+                        "the cluster's credentials may not {} {}{} (needed for {}); grant that verb to the \
+                         kubeconfig's user (for example cluster-admin), or have an admin apply \
+                         `gshare operator manifests` with kubectl; nothing was applied{}",
+                        d.verb,
+                        d.resource,
+                        d.namespace.as_deref().map(|n| format!(" in namespace {n}")).unwrap_or_default(),
+                        d.objects.join(", "),
+                        if objects.iter().any(|o| matches!(o.result.as_str(), "created" | "updated" | "unchanged")) {
+                            " after the objects listed as applied"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => "the cluster's credentials lack rights attach needs".into(),
+                };
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "cluster_forbidden", message)
+                    .with_details(json!({ "denied": denied, "objects": objects }))
+            }
+            OperatorError::CrdConflict { crds } => ApiError::new(
+                StatusCode::CONFLICT,
+                "crd_conflict",
+                format!(
+                    "{} on the cluster {} from the shipped {}: {}; nothing was applied. Attach again with \
+                     ?force=true to replace {}",
+                    crds.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+                    if crds.len() == 1 { "differs" } else { "differ" },
+                    if crds.len() == 1 { "one" } else { "ones" },
+                    crds.iter().map(|c| c.detail.as_str()).collect::<Vec<_>>().join("; "),
+                    if crds.len() == 1 { "it" } else { "them" },
+                ),
+            )
+            .with_details(json!({ "crds": crds })),
+            OperatorError::Unreachable { cause, objects } => {
+                let done: Vec<&str> = objects
+                    .iter()
+                    .filter(|o| matches!(o.result.as_str(), "created" | "updated" | "unchanged" | "deleted" | "absent"))
+                    .map(|o| o.object.as_str())
+                    .collect();
+                ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "cluster_unreachable",
+                    format!(
+                        "the cluster became unreachable after {} ({cause}); run it again to converge",
+                        plural(done.len(), "object", "objects")
+                    ),
+                )
+                .with_details(json!({ "done": done, "objects": objects }))
+            }
+            OperatorError::Refused { object, code, reason, message, objects } => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "cluster_refused",
+                format!("the cluster refused {object}: {code} {reason}: {message}"),
+            )
+            .with_details(json!({ "object": object, "status": code, "reason": reason, "objects": objects })),
+            OperatorError::LiveSessions { id, sessions } => ApiError::new(
+                StatusCode::CONFLICT,
+                "cluster_in_use",
+                format!(
+                    "cluster {id} still has {} ({}); end them before detaching the operator",
+                    plural(sessions.len(), "live session", "live sessions"),
+                    sessions.join(", ")
+                ),
+            )
+            .with_details(json!({ "sessions": sessions })),
+            OperatorError::NotAttached(_) => ApiError::new(StatusCode::CONFLICT, "not_attached", message),
+            OperatorError::Token(m) => ApiError::internal(m),
+            OperatorError::Store(e) => ApiError::internal(e),
+        }
+    }
+}
+
+fn parse_id(raw: &str) -> Result<ClusterId, ApiError> {
+    ClusterId::parse(raw).map_err(|e| ApiError::not_found(e.to_string()))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AttachParams {
+    /// `true` replaces CRDs on the cluster that differ from the shipped ones.
+    force: Option<bool>,
+}
+
+/// Attach the operator: server-side apply (field manager `gshare`) of its CRDs, namespaces, RBAC,
+/// token Secret and Deployment through the cluster's kubeconfig. Re-running converges.
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/attach", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local"), AttachParams),
+    responses(
+        (status = 200, body = Report, description = "every object with created, updated or unchanged"),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "crd_conflict: a CRD at another version (details.crds)"),
+        (status = 422, body = ErrorBody, description = "setting_required (public_url, session_domain) or cluster_forbidden (details.denied: verb, resource, objects)"),
+        (status = 502, body = ErrorBody, description = "cluster_unreachable (details.done: objects applied so far) or cluster_refused"),
+    ))]
+async fn attach(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+    Query(p): Query<AttachParams>,
+) -> Result<axum::Json<Report>, ApiError> {
+    let id = parse_id(&id)?;
+    let force = p.force.unwrap_or(false);
+    let outcome = app.operator.attach(&id, force).await.map_err(ApiError::from);
+    let details = match &outcome {
+        Ok(r) => json!({ "force": force, "changed": r.changed, "kid": r.token.as_ref().map(|t| &t.kid) }),
+        Err(e) => json!({ "force": force, "message": e.message }),
+    };
+    audit(&app, &meta, &admin, "cluster.attach", id.as_str(), details, &outcome).await;
+    Ok(axum::Json(outcome?))
+}
+
+/// Detach the operator: delete what attach created, newest first. Refused while sessions live.
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/detach", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    responses(
+        (status = 200, body = Report, description = "every object with deleted, absent or kept (not made by attach)"),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "cluster_in_use (details.sessions) or not_attached"),
+        (status = 502, body = ErrorBody),
+    ))]
+async fn detach(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Report>, ApiError> {
+    let id = parse_id(&id)?;
+    app.clusters.get(&id).await.map_err(ApiError::from)?;
+    let outcome = app.operator.detach(&id).await.map_err(ApiError::from);
+    let details = match &outcome {
+        Ok(r) => json!({ "changed": r.changed }),
+        Err(e) => json!({ "message": e.message }),
+    };
+    audit(&app, &meta, &admin, "cluster.detach", id.as_str(), details, &outcome).await;
+    Ok(axum::Json(outcome?))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    /// Lifetime, e.g. `24h` or `7d`; at most 30 days (default: `operator_token_ttl`).
+    pub ttl: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TokenAnswer {
+    pub cluster_id: String,
+    /// The JWT for Secret `gshare-operator-internal-jwt`, key `internal-jwt`.
+    pub token: String,
+    #[serde(flatten)]
+    pub info: TokenView,
+}
+
+/// Mint an operator token for a registered cluster (audited; the token itself is not logged).
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/operator-token", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    request_body(content = Option<TokenRequest>),
+    responses(
+        (status = 201, body = TokenAnswer),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody),
+    ))]
+async fn operator_token(
+    State(app): State<Arc<App>>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, axum::Json<TokenAnswer>), ApiError> {
+    let id = parse_id(&id)?;
+    let req: TokenRequest =
+        if body.iter().all(u8::is_ascii_whitespace) { TokenRequest::default() } else { parse_json(&body)? };
+    let ttl = match req.ttl.as_deref() {
+        None => app.config.operator_token_ttl,
+        Some(t) => parse_ttl(t).map_err(|m| ApiError::field(&["body", "ttl"], m, "value_error"))?,
+    };
+    if ttl > MAX_TTL {
+        return Err(ApiError::field(&["body", "ttl"], "must be at most 30 days", "value_error"));
+    }
+    app.clusters.get(&id).await.map_err(ApiError::from)?;
+    let outcome = app.operator.mint(&id, ttl).map_err(ApiError::from);
+    let details = match &outcome {
+        Ok(m) => json!({ "kid": m.info.kid, "expires_at": m.info.expires_at, "ttl_s": ttl.as_secs() }),
+        Err(_) => json!({ "ttl_s": ttl.as_secs() }),
+    };
+    audit(&app, &meta, &admin, "cluster.operator_token", id.as_str(), details, &outcome).await;
+    let m = outcome?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(TokenAnswer { cluster_id: id.to_string(), info: TokenView::from(&m.info), token: m.token }),
+    ))
+}
+
+/// The objects attach would apply (no token Secret), as JSON: for admins who deploy by hand.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}/operator-manifests", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    responses(
+        (status = 200, body = Object, description = "{items: [...]}, a kubectl-appliable List"),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody),
+    ))]
+async fn operator_manifests(
+    State(app): State<Arc<App>>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let id = parse_id(&id)?;
+    let params = app.operator.params(&id).await?;
+    Ok(axum::Json(json!({ "apiVersion": "v1", "kind": "List", "items": super::manifests::objects(&params) })))
+}

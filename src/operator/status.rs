@@ -1,0 +1,101 @@
+//! Whether a cluster's operator is there and talking: the `operator` part of a cluster's view.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::model::Attachment;
+use super::{CALLBACK_INTERVAL, Operator, Rejection, TokenView};
+use crate::clock::rfc3339_ms;
+use crate::clusters::model::ClusterView;
+
+/// `not_attached`: registered only. `attach_incomplete`: the last attach stopped part-way.
+/// `connected`: a callback within two heartbeat intervals. `silent`: attached, no recent callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatorState {
+    NotAttached,
+    AttachIncomplete,
+    Connected,
+    Silent,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OperatorConnection {
+    pub state: OperatorState,
+    pub attached_at: Option<String>,
+    /// Age of the last operator callback, seconds.
+    pub last_callback_age_s: Option<i64>,
+    /// Why a silent operator may be silent, most likely first.
+    pub likely_causes: Vec<String>,
+    /// The last `/internal/*` token refused that claimed this cluster.
+    pub last_token_rejection: Option<Rejection>,
+    /// The token gShare last wrote into the cluster's Secret.
+    pub token: Option<TokenView>,
+    /// Last failed renewal of that token, and when the next attempt is due.
+    pub renewal_error: Option<String>,
+    pub renewal_error_at: Option<String>,
+    pub next_renewal_attempt_at: Option<String>,
+    /// The image and control-plane URL the operator was deployed with.
+    pub image: Option<String>,
+    pub control_plane_url: Option<String>,
+}
+
+impl Operator {
+    /// The operator's state for a cluster, from its attachment, its last callback and refused tokens.
+    pub fn connection(&self, view: &ClusterView, attachment: Option<&Attachment>) -> OperatorConnection {
+        let now = self.clock.now_ms();
+        let age = view.heartbeat_age_s;
+        let fresh = age.is_some_and(|a| a <= 2 * CALLBACK_INTERVAL.as_secs() as i64);
+        let rejection = self.last_rejection(&view.id);
+        let state = match attachment {
+            // A hand-deployed operator that calls back counts as connected too.
+            _ if fresh => OperatorState::Connected,
+            None => OperatorState::NotAttached,
+            Some(a) if !a.complete => OperatorState::AttachIncomplete,
+            Some(_) => OperatorState::Silent,
+        };
+        let mut causes = Vec::new();
+        if state == OperatorState::Silent {
+            if let Some(r) = &rejection {
+                causes.push(format!("its token was rejected ({}) at {}", r.reason, r.at));
+            }
+            if let Some(t) = attachment.and_then(|a| a.token.as_ref())
+                && t.expires_at * 1000 <= now
+            {
+                causes.push(format!("its token expired at {}", rfc3339_ms(t.expires_at * 1000)));
+            }
+            let url = attachment.map(|a| a.control_plane_url.as_str()).unwrap_or_default();
+            causes.push(
+                "the operator pod is not running: image pull or crash (kubectl -n gshare-system get pods; \
+                 kubectl -n gshare-system logs deploy/gshare-operator)"
+                    .to_string(),
+            );
+            causes.push(format!("the cluster cannot reach SOT_ENDPOINT {url} (firewall, DNS, TLS)"));
+            if rejection.is_none() {
+                causes.push("its token is expired or was signed by a pruned key".to_string());
+            }
+        }
+        OperatorConnection {
+            state,
+            attached_at: attachment.and_then(|a| a.attached_at).map(rfc3339_ms),
+            last_callback_age_s: age,
+            likely_causes: causes,
+            last_token_rejection: rejection,
+            token: attachment.and_then(|a| a.token.as_ref()).map(TokenView::from),
+            renewal_error: attachment.and_then(|a| a.rotation.last_error.clone()),
+            renewal_error_at: attachment.and_then(|a| a.rotation.last_error_at).map(rfc3339_ms),
+            next_renewal_attempt_at: attachment.and_then(|a| a.rotation.next_attempt_at).map(rfc3339_ms),
+            image: attachment.map(|a| a.image.clone()),
+            control_plane_url: attachment.map(|a| a.control_plane_url.clone()),
+        }
+    }
+
+    /// Fills in `operator` on cluster views.
+    pub async fn decorate(&self, views: &mut [ClusterView]) {
+        let all = self.store.read(|txn| super::model::ATTACHMENTS.list(txn)).await.unwrap_or_default();
+        for v in views {
+            let a = all.iter().find(|(k, _)| *k == v.id).map(|(_, a)| a);
+            v.operator = Some(self.connection(v, a));
+        }
+    }
+}
