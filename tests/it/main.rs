@@ -9,6 +9,7 @@ mod fake_kube;
 mod forward_auth;
 mod foundation;
 mod inventory;
+mod operator;
 mod packaging;
 mod sessions;
 mod signin;

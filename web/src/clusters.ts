@@ -40,6 +40,51 @@ export interface Cluster {
   heartbeat_age_s?: number | null;
   registered_at?: string;
   checks?: Check[];
+  /** The operator on this cluster (issue 14); absent from older servers. */
+  operator?: OperatorConnection;
+}
+
+/** not_attached · attach_incomplete · connected (a callback within two heartbeats) · silent. */
+export type OperatorState = "not_attached" | "attach_incomplete" | "connected" | "silent" | string;
+
+export interface OperatorConnection {
+  state: OperatorState;
+  attached_at?: string | null;
+  last_callback_age_s?: number | null;
+  likely_causes?: string[];
+  last_token_rejection?: { at: string; reason: string } | null;
+  token?: { kid: string; issued_at: string; expires_at: string } | null;
+  renewal_error?: string | null;
+  renewal_error_at?: string | null;
+  next_renewal_attempt_at?: string | null;
+}
+
+/** One object of an attach or detach answer. */
+export interface ObjectResult {
+  object: string;
+  result: string;
+  status?: number;
+  reason?: string;
+  message?: string;
+}
+
+export interface AttachReport {
+  cluster_id: string;
+  objects: ObjectResult[];
+  changed: number;
+  token?: { kid: string; expires_at: string } | null;
+}
+
+export const attachOperator = (id: string, force = false) =>
+  request<AttachReport>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/attach${force ? "?force=true" : ""}`);
+
+/** What an admin who deploys by hand runs on a host with gshare and the cluster's kubeconfig. */
+export function manualCommands(id: string) {
+  return (
+    `OPERATOR_TOKEN="$(gshare token operator --cluster-id ${id} | tail -1)" \\\n` +
+    `  gshare operator manifests --cluster-id ${id} \\\n` +
+    `  | KUBECONFIG=<this cluster's kubeconfig> kubectl apply -f -`
+  );
 }
 
 export interface Page<T> {

@@ -251,6 +251,11 @@ async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {
     if app.knobs.is_forbidden(&call.rt.plural) {
         return Err(ApiError::forbidden(&app.user, verb, &call.rt, call.ns.as_deref()));
     }
+    let write = matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection");
+    if write && !call.rt.create_only && !app.knobs.take_write() {
+        // Gone mid-change: the connection is cut (see `Knobs::unreachable_after_writes`), never answered.
+        std::future::pending::<()>().await;
+    }
     if call.rt.create_only && verb != "create" {
         return Err(ApiError::method_not_allowed(verb));
     }

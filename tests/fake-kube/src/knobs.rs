@@ -15,6 +15,8 @@ struct KnobState {
     delay: Mutex<Option<Duration>>,
     forbidden: Mutex<BTreeSet<String>>,
     tokens: Mutex<BTreeSet<String>>,
+    /// Writes still allowed before the cluster goes away (`None`: no limit).
+    writes_left: Mutex<Option<usize>>,
 }
 
 /// Failure knobs of one fake cluster; cheap to clone, every switch takes effect at once.
@@ -46,6 +48,7 @@ impl Knobs {
                 delay: Mutex::new(None),
                 forbidden: Mutex::new(BTreeSet::new()),
                 tokens: Mutex::new(BTreeSet::from([token])),
+                writes_left: Mutex::new(None),
             }),
             store,
         }
@@ -63,6 +66,30 @@ impl Knobs {
 
     pub(crate) fn unreachable_rx(&self) -> watch::Receiver<bool> {
         self.state.unreachable.subscribe()
+    }
+
+    /// After `n` more writes (create, update, patch, delete) the cluster becomes unreachable: the
+    /// next write's connection is cut before it is answered, as a host lost mid-change (`None`: off).
+    pub fn unreachable_after_writes(&self, n: Option<usize>) {
+        *lock(&self.state.writes_left) = n;
+    }
+
+    /// Counts one write; `false` when the budget is spent (the cluster is then unreachable).
+    pub(crate) fn take_write(&self) -> bool {
+        let mut left = lock(&self.state.writes_left);
+        match left.as_mut() {
+            None => true,
+            Some(0) => {
+                *left = None;
+                drop(left);
+                self.set_unreachable(true);
+                false
+            }
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+        }
     }
 
     /// Every request is answered this much later (`None`: at once).

@@ -52,8 +52,18 @@ describe("RegisterDialog", () => {
     expect(calls[2].headers["Idempotency-Key"]).not.toBe(first.headers["Idempotency-Key"]);
   });
 
-  it("shows the new id and the next steps on success", async () => {
-    stubFetch({ "POST /api/v1/clusters": (c) => ({ status: 201, body: { ...cluster({ name: "gpu-a" }), checks: [{ name: "hami", ok: true, detail: "" }], session_domain: (c.body as { session_domain?: string }).session_domain } }) });
+  it("shows the new id, attaches the operator with per-object results, and offers commands that exist", async () => {
+    const id = "clu_01JAAAAAAAAAAAAAAAAAAAAAAA";
+    let attaches = 0;
+    const calls = stubFetch({
+      "POST /api/v1/clusters": (c) => ({ status: 201, body: { ...cluster({ name: "gpu-a" }), checks: [{ name: "hami", ok: true, detail: "" }], session_domain: (c.body as { session_domain?: string }).session_domain } }),
+      [`POST /api/v1/clusters/${id}/attach`]: () => {
+        attaches += 1;
+        return attaches === 1
+          ? { status: 409, body: { error: { code: "crd_conflict", message: "gsharesessions.gshare.io on the cluster differs", details: { crds: [] } } } }
+          : { body: { cluster_id: id, changed: 2, objects: [{ object: "CustomResourceDefinition/gsharesessions.gshare.io", result: "updated" }, { object: "Deployment/gshare-system/gshare-operator", result: "created" }], token: { kid: "k", expires_at: "2026-12-08T00:00:00.000Z" } } };
+      },
+    });
     const onRegistered = vi.fn();
     render(<RegisterDialog onClose={() => {}} onRegistered={onRegistered} />);
     fill("gpu-a", "kind: Config");
@@ -61,9 +71,21 @@ describe("RegisterDialog", () => {
     fireEvent.click(screen.getByRole("button", { name: "Register" }));
     await screen.findByText("Cluster registered");
     expect(onRegistered).toHaveBeenCalled();
-    expect(screen.getByText("gshare token operator --cluster-id clu_01JAAAAAAAAAAAAAAAAAAAAAAA")).toBeTruthy();
-    expect(document.body.textContent).toContain("CLUSTER_ID=clu_01JAAAAAAAAAAAAAAAAAAAAAAA");
-    expect(document.body.textContent).toContain("SESSION_DOMAIN=s.example");
+    // No pointer at scripts that do not exist, nor at the browser's own address.
+    expect(document.body.textContent).not.toContain("deploy-operator.sh");
+    expect(document.body.textContent).not.toContain(location.origin);
+    expect(document.body.textContent).toContain(`gshare operator manifests --cluster-id ${id}`);
+
+    fireEvent.click(screen.getByRole("button", { name: "Attach operator" }));
+    expect((await screen.findByRole("alert")).textContent).toContain("differs");
+    fireEvent.click(screen.getByRole("button", { name: "Replace the CRDs and attach" }));
+    await screen.findByText(/Operator attached: 2 of 2 objects changed/);
+    expect(calls.filter((c) => c.path.includes("/attach")).map((c) => c.path.endsWith("?force=true"))).toEqual([false, true]);
+    const rows = screen.getAllByRole("listitem").filter((li) => li.classList.contains("attach-object"));
+    expect(rows.map((r) => r.textContent)).toEqual([
+      "updated CustomResourceDefinition/gsharesessions.gshare.io",
+      "created Deployment/gshare-system/gshare-operator",
+    ]);
   });
 
   it("closes on Escape", () => {

@@ -1,23 +1,14 @@
 // Register a cluster: name, role, kubeconfig (file or pasted), optional session domain. The server
 // probes the cluster before accepting; a failure shows the stage, cause, hint and checks. Success
-// shows the new id and the next steps, ready to copy.
+// shows the new id and the attach button (or the commands for deploying by hand).
 
 import { useRef, useState } from "preact/hooks";
 import { base64Utf8, newIdempotencyKey } from "../api";
 import { registerCluster, type Cluster, type RegisterBody, type Role } from "../clusters";
-import { CommandBlock, CopyButton } from "./Copy";
+import { AttachPanel } from "./AttachPanel";
+import { CopyButton } from "./Copy";
 import { Dialog } from "./Dialog";
 import { Checks, ErrorBox } from "./Errors";
-
-export function nextSteps(c: Pick<Cluster, "id" | "session_domain">, origin: string) {
-  const token = `gshare token operator --cluster-id ${c.id}`;
-  const deploy =
-    `CLUSTER_ID=${c.id} SOT_ENDPOINT=${origin} \\\n` +
-    `  OPERATOR_TOKEN="$(${token})" \\\n` +
-    `  KUBECONFIG=<this cluster's kubeconfig> SESSION_DOMAIN=${c.session_domain || "<session domain>"} \\\n` +
-    `  ./hack/deploy-operator.sh`;
-  return { token, deploy };
-}
 
 export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: Cluster) => void }) {
   const [name, setName] = useState("");
@@ -68,7 +59,6 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
   };
 
   if (created) {
-    const steps = nextSteps(created, location.origin);
     return (
       <Dialog key="registered" title="Cluster registered" onClose={props.onClose} wide>
         <div class="dialog-body registered">
@@ -77,9 +67,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
             <code class="new-cluster-id">{created.id}</code> <CopyButton text={created.id} label="Copy id" />
           </p>
           {created.checks && <Checks checks={created.checks} />}
-          <p>Next steps: deploy the operator on that cluster with this id (the operator's clusterId must match exactly).</p>
-          <CommandBlock label="1. Mint an operator token" command={steps.token} />
-          <CommandBlock label="2. Deploy the operator" command={steps.deploy} />
+          <AttachPanel clusterId={created.id} onAttached={() => props.onRegistered(created)} />
         </div>
         <footer class="dialog-foot">
           <button type="button" class="primary" autoFocus onClick={props.onClose}>

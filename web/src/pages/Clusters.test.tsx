@@ -21,7 +21,7 @@ describe("ClustersPage", () => {
     const { container } = render(<ClustersPage />);
     await screen.findByText("gpu-b");
     const headers = Array.from(container.querySelectorAll("thead th")).map((th) => th.textContent);
-    expect(headers.slice(0, 6)).toEqual(["Cluster", "API address", "Session domain", "State", "Nodes / GPUs / sessions", "Heartbeat"]);
+    expect(headers.slice(0, 7)).toEqual(["Cluster", "API address", "Session domain", "State", "Operator", "Nodes / GPUs / sessions", "Heartbeat"]);
     const rowB = container.querySelector('[data-cluster-id="clu_01JBBBBBBBBBBBBBBBBBBBBBBB"]') as HTMLElement;
     expect(within(rowB).getByRole("img", { name: /session domain not set/ })).toBeTruthy();
     expect(rowB.textContent).toContain("connect");

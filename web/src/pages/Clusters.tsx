@@ -3,7 +3,9 @@
 
 import { memo } from "preact/compat";
 import { useCallback, useMemo, useState } from "preact/hooks";
+import { AttachPanel } from "../components/AttachPanel";
 import { CopyButton } from "../components/Copy";
+import { Dialog } from "../components/Dialog";
 import { ErrorBox } from "../components/Errors";
 import { EditDialog } from "../components/EditDialog";
 import { NodesPanel } from "../components/NodesPanel";
@@ -17,7 +19,7 @@ import { useTick } from "../tick";
 export const HEARTBEAT_STALE_S = 300;
 export const POLL_MS = 5000;
 
-const COLUMNS = 7;
+const COLUMNS = 8;
 
 export function HeartbeatCell(props: { ageS: number | null | undefined; loadedAt: number }) {
   const now = useTick();
@@ -48,6 +50,44 @@ export function StateCell(props: { cluster: Cluster }) {
   );
 }
 
+const OPERATOR_LABEL: Record<string, string> = {
+  not_attached: "not attached",
+  attach_incomplete: "attach incomplete",
+  connected: "connected",
+  silent: "silent",
+};
+
+/** Registered / attached / connected (with the last callback's age) / silent (with likely causes). */
+export function OperatorCell(props: { cluster: Cluster }) {
+  const op = props.cluster.operator;
+  if (!op) return <span class="muted">—</span>;
+  const causes = op.likely_causes ?? [];
+  return (
+    <div class="operator-state">
+      <span class={`badge operator-${op.state}`}>{OPERATOR_LABEL[op.state] ?? op.state}</span>
+      {op.state === "connected" && op.last_callback_age_s != null && (
+        <div class="small muted">last callback {formatAge(op.last_callback_age_s)} ago</div>
+      )}
+      {op.state === "silent" && causes.length > 0 && (
+        <details class="small operator-causes">
+          <summary>no callback yet: likely causes</summary>
+          <ul>
+            {causes.map((c) => (
+              <li key={c}>{c}</li>
+            ))}
+          </ul>
+        </details>
+      )}
+      {op.renewal_error && (
+        <div class="small probe-error" title={op.next_renewal_attempt_at ? `next attempt ${op.next_renewal_attempt_at}` : undefined}>
+          token renewal failed: {op.renewal_error}
+        </div>
+      )}
+      {op.token?.expires_at && <div class="small muted">token expires {op.token.expires_at}</div>}
+    </div>
+  );
+}
+
 interface RowProps {
   cluster: Cluster;
   expanded: boolean;
@@ -55,9 +95,10 @@ interface RowProps {
   loadedAt: number;
   onToggle: (id: string) => void;
   onEdit: (c: Cluster) => void;
+  onAttach?: (c: Cluster) => void;
 }
 
-export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multiCluster, loadedAt, onToggle, onEdit }: RowProps) {
+export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multiCluster, loadedAt, onToggle, onEdit, onAttach }: RowProps) {
   const domain = effectiveDomain(c);
   const domainUnset = !c.session_domain;
   return (
@@ -105,6 +146,9 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
         <td>
           <StateCell cluster={c} />
         </td>
+        <td>
+          <OperatorCell cluster={c} />
+        </td>
         <td class="num">
           <span title="nodes">{c.node_count ?? "—"}</span> / <span title="GPUs">{c.gpu_count ?? "—"}</span> /{" "}
           <span title="running sessions">{c.running_sessions ?? "—"}</span>
@@ -116,6 +160,11 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
           <button type="button" onClick={() => onEdit(c)} aria-label={`Edit ${c.name}`}>
             Edit
           </button>
+          {onAttach && c.operator && c.operator.state !== "connected" && (
+            <button type="button" onClick={() => onAttach(c)} aria-label={`Attach operator to ${c.name}`}>
+              Attach operator
+            </button>
+          )}
         </td>
       </tr>
       {expanded && (
@@ -133,7 +182,9 @@ export function ClustersPage() {
   const polled = usePoll((signal) => listClusters(signal), POLL_MS);
   const [expanded, setExpanded] = useState<Set<string>>(new Set());
   const [filter, setFilter] = useState("");
-  const [dialog, setDialog] = useState<{ kind: "register" } | { kind: "edit"; cluster: Cluster } | null>(null);
+  const [dialog, setDialog] = useState<
+    { kind: "register" } | { kind: "edit"; cluster: Cluster } | { kind: "attach"; cluster: Cluster } | null
+  >(null);
 
   const onToggle = useCallback((id: string) => {
     setExpanded((s) => {
@@ -143,6 +194,7 @@ export function ClustersPage() {
     });
   }, []);
   const onEdit = useCallback((cluster: Cluster) => setDialog({ kind: "edit", cluster }), []);
+  const onAttach = useCallback((cluster: Cluster) => setDialog({ kind: "attach", cluster }), []);
 
   const clusters = polled.data ?? [];
   const shown = useMemo(() => {
@@ -200,6 +252,7 @@ export function ClustersPage() {
               <th scope="col">API address</th>
               <th scope="col">Session domain</th>
               <th scope="col">State</th>
+              <th scope="col">Operator</th>
               <th scope="col" class="num">
                 Nodes / GPUs / sessions
               </th>
@@ -219,6 +272,7 @@ export function ClustersPage() {
                 loadedAt={polled.loadedAt}
                 onToggle={onToggle}
                 onEdit={onEdit}
+                onAttach={onAttach}
               />
             ))}
           </tbody>
@@ -230,6 +284,18 @@ export function ClustersPage() {
           onClose={() => setDialog(null)}
           onRegistered={() => polled.reload()}
         />
+      )}
+      {dialog?.kind === "attach" && (
+        <Dialog title={`Attach the operator to ${dialog.cluster.name}`} onClose={() => setDialog(null)} wide>
+          <div class="dialog-body">
+            <AttachPanel clusterId={dialog.cluster.id} onAttached={() => polled.reload()} />
+          </div>
+          <footer class="dialog-foot">
+            <button type="button" onClick={() => setDialog(null)}>
+              Close
+            </button>
+          </footer>
+        </Dialog>
       )}
       {dialog?.kind === "edit" && (
         <EditDialog

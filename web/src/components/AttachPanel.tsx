@@ -1,0 +1,92 @@
+// Attach the operator to a cluster: one button, then every object the server applied with its
+// result (created / updated / unchanged, or why it failed), and the commands for admins who deploy
+// by hand. A CRD at another version is reported by the server; replacing it takes a second click.
+
+import { useState } from "preact/hooks";
+import { ApiError } from "../api";
+import { attachOperator, manualCommands, type ObjectResult } from "../clusters";
+import { CommandBlock } from "./Copy";
+import { ErrorBox } from "./Errors";
+
+export function ObjectResults(props: { objects: ObjectResult[] }) {
+  if (!props.objects.length) return null;
+  return (
+    <ul class="attach-objects" aria-label="Objects">
+      {props.objects.map((o) => (
+        <li key={o.object} class={`attach-object result-${o.result}`}>
+          <span class="attach-result">{o.result}</span> <code>{o.object}</code>
+          {o.message && (
+            <span class="small muted">
+              {" "}
+              {o.status ? `${o.status} ` : ""}
+              {o.message}
+            </span>
+          )}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+export function AttachPanel(props: { clusterId: string; onAttached?: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [objects, setObjects] = useState<ObjectResult[]>([]);
+  const [done, setDone] = useState<string | null>(null);
+  const conflict = error instanceof ApiError && error.code === "crd_conflict";
+
+  const run = async (force: boolean) => {
+    if (busy) return;
+    setBusy(true);
+    setError(null);
+    setDone(null);
+    setObjects([]);
+    try {
+      const r = await attachOperator(props.clusterId, force);
+      setObjects(r.objects);
+      setDone(
+        `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
+          (r.token?.expires_at ? `; its token expires ${r.token.expires_at} and is renewed automatically.` : "."),
+      );
+      props.onAttached?.();
+    } catch (e) {
+      setError(e);
+      const d = e instanceof ApiError ? (e.details as { objects?: ObjectResult[] }) : {};
+      setObjects(Array.isArray(d.objects) ? d.objects : []);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <div class="attach-panel">
+      <p>
+        Attach the operator: the server applies its CRDs, namespaces, RBAC, token Secret and Deployment through this
+        cluster's kubeconfig, and keeps the token renewed.
+      </p>
+      <div class="attach-actions">
+        <button type="button" class="primary" disabled={busy} onClick={() => run(false)}>
+          {busy ? "Applying the operator's objects…" : "Attach operator"}
+        </button>
+        {conflict && !busy && (
+          <button type="button" onClick={() => run(true)}>
+            Replace the CRDs and attach
+          </button>
+        )}
+      </div>
+      <div aria-live="polite">
+        {done && <p class="attach-done">{done}</p>}
+        <ErrorBox error={error} title="Attach failed" />
+        <ObjectResults objects={objects} />
+      </div>
+      <details class="attach-manual">
+        <summary>Deploy by hand instead</summary>
+        <p class="small muted">
+          On a host with <code>gshare</code> (its configuration names the public URL the operator calls back) and
+          the cluster's kubeconfig:
+        </p>
+        <CommandBlock label="Apply the operator's objects" command={manualCommands(props.clusterId)} />
+      </details>
+    </div>
+  );
+}
