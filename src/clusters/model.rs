@@ -266,9 +266,11 @@ pub struct ClusterView {
     pub heartbeat_at: Option<String>,
     pub heartbeat_age_s: Option<i64>,
     pub registered_at: String,
-    /// The operator on this cluster: attached, connected or silent (and why).
+    /// The operator on this cluster: attached, connected or silent (and why). Filled in by the
+    /// operator domain (`operator::status::OperatorConnection`), which sits above this one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub operator: Option<crate::operator::status::OperatorConnection>,
+    #[schema(value_type = Option<Object>)]
+    pub operator: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

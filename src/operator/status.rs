@@ -95,7 +95,7 @@ impl Operator {
         let all = self.store.read(|txn| super::model::ATTACHMENTS.list(txn)).await.unwrap_or_default();
         for v in views {
             let a = all.iter().find(|(k, _)| *k == v.id).map(|(_, a)| a);
-            v.operator = Some(self.connection(v, a));
+            v.operator = serde_json::to_value(self.connection(v, a)).ok();
         }
     }
 }
