@@ -71,9 +71,20 @@ fn local_addr(config: &Config) -> SocketAddr {
     addr
 }
 
-/// Is a server listening on this host's configured address?
+/// Is this data directory's server running? Its state file is locked (a server holds it open)
+/// and something answers on the configured address; otherwise the CLI works offline.
 pub async fn server_running(config: &Config) -> bool {
-    tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(local_addr(config)))
+    let held = match std::fs::OpenOptions::new().read(true).open(config.state_file()) {
+        Ok(f) => match fs4::fs_std::FileExt::try_lock_shared(&f) {
+            Ok(true) => {
+                let _ = fs4::fs_std::FileExt::unlock(&f);
+                false
+            }
+            Ok(false) | Err(_) => true,
+        },
+        Err(_) => false,
+    };
+    held && tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(local_addr(config)))
         .await
         .is_ok_and(|r| r.is_ok())
 }
