@@ -12,6 +12,7 @@ pub mod config;
 pub mod console;
 pub mod http;
 pub mod inventory;
+pub mod logging;
 pub mod sessions;
 pub mod snapshot;
 pub mod store;

@@ -164,18 +164,24 @@ impl Inventory {
         Ok(())
     }
 
-    /// `POST /internal/audit/operator`: written to the audit log before the 202.
+    /// `POST /internal/audit/operator`: written to the audit log before the 202, when the target
+    /// is an object of the token's own cluster (a session for `session.pause`, its pod for
+    /// `pod.delete`, a node for `node.cordon`); anything else is refused and nothing is written.
     pub async fn operator_audit(
         &self,
         cluster: &ClusterId,
         ev: OperatorAudit,
         request_id: String,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Result<(), Refusal>, StoreError> {
         let (id, clock) = (cluster.to_string(), self.clock.clone());
+        let namespace = self.config.sessions_namespace.clone();
         self.store
             .write_batched(move |txn| {
                 if apply::live_cluster(txn, &id)?.is_none() {
-                    return Ok::<_, StoreError>(Outcome::Unchanged(()));
+                    return Ok::<_, StoreError>(Outcome::Unchanged(Ok(())));
+                }
+                if let Err(r) = apply::audit_target_in_cluster(txn, &id, &namespace, &ev)? {
+                    return Ok(Outcome::Unchanged(Err(r)));
                 }
                 let result = if ev.result.eq_ignore_ascii_case("ok") || ev.result.eq_ignore_ascii_case("success") {
                     crate::audit::AuditResult::Success
@@ -194,7 +200,7 @@ impl Inventory {
                     }));
                 entry.request_id = Some(request_id.clone()).filter(|r| !r.is_empty());
                 crate::audit::record_in(txn, &clock, entry)?;
-                Ok(Outcome::Wrote(()))
+                Ok(Outcome::Wrote(Ok(())))
             })
             .await
     }

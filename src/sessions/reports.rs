@@ -23,7 +23,7 @@ use crate::clusters::ClusterId;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
 use crate::http::extract::parse_json;
 use crate::inventory::apply::{Refusal, live_cluster, outcome};
-use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, Problems};
+use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, Problems, bound};
 use crate::inventory::routes::{accepted, checked, refusal, scope};
 use crate::store::{JsonTable, Outcome, StoreError};
 
@@ -58,7 +58,6 @@ pub struct AgentReport {
 impl AgentReport {
     pub fn check(&self) -> Result<(), Vec<FieldError>> {
         let mut p = Problems::default();
-        p.node_name(&["node"], &self.node);
         if self.samples.len() > MAX_SAMPLES {
             p.push(&["samples"], format!("at most {MAX_SAMPLES} samples per batch"), "too_long");
         }
@@ -68,12 +67,21 @@ impl AgentReport {
                 p.push(&["samples", &i, "cpu_cores"], "must be greater than or equal to 0", "greater_than_equal");
             }
             p.non_negative(&["samples", &i, "mem_bytes"], Some(s.mem_bytes));
-            p.text(&["samples", &i, "session"], Some(&s.session));
             if !s.at.is_finite() {
                 p.push(&["samples", &i, "at"], "must be a number of seconds", "float_parsing");
             }
         }
         p.into_result()
+    }
+}
+
+impl AgentReport {
+    /// Free text cut to what is stored (session names are looked up, never stored).
+    pub fn bound(&mut self) {
+        bound(&mut self.node, MAX_NODE_NAME);
+        for s in &mut self.samples {
+            bound(&mut s.session, MAX_NODE_NAME);
+        }
     }
 }
 
@@ -113,14 +121,16 @@ pub fn record_status(
     r: &StatusReport,
     now: i64,
 ) -> Result<Outcome<Result<StatusApplied, Refusal>>, StoreError> {
-    if live_cluster(txn, cluster_id)?.is_none() {
-        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
-    }
     let Some(mut session) = find_session(txn, name)? else {
         return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
     };
+    // Scoping first (upstream's status_router): another cluster's session is refused even when
+    // the token's own cluster is unregistered, whose reports are otherwise no-ops.
     if session.cluster_id != cluster_id {
         return Ok(Outcome::Unchanged(Err(Refusal::OtherCluster { cluster_id: session.cluster_id })));
+    }
+    if live_cluster(txn, cluster_id)?.is_none() {
+        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
     }
     let mut wrote = false;
     if SESSION_REPORTS.get_in_write(txn, &session.id)?.as_ref() != Some(r) {
@@ -218,8 +228,9 @@ async fn session_samples(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<SamplesAccepted>, ApiError> {
-    let r: AgentReport = parse_json(&body)?;
+    let mut r: AgentReport = parse_json(&body)?;
     checked(r.check())?;
+    r.bound();
     Ok(Json(app.sessions.session_samples(&caller.cluster_id, r).await?))
 }
 
@@ -239,13 +250,14 @@ async fn session_status(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: StatusReport = parse_json(&body)?;
-    let mut p = Problems::default();
-    if id.len() > MAX_NODE_NAME {
-        p.node_name(&["id"], &id);
-    }
-    checked(r.check().and(p.into_result()))?;
+    let mut r: StatusReport = parse_json(&body)?;
+    checked(r.check())?;
     scope(&caller, r.cluster_id.as_deref())?;
+    r.bound();
+    if id.len() > MAX_NODE_NAME {
+        // No CR has such a name: an unknown session, which upstream answers 202 (a no-op).
+        return Ok(accepted());
+    }
     let applied =
         app.sessions.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
     if applied.delete_cr

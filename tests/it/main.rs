@@ -10,6 +10,7 @@ mod forward_auth;
 mod foundation;
 mod inventory;
 mod packaging;
+mod replay;
 mod sessions;
 mod signin;
 mod snapshot;
