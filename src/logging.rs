@@ -24,15 +24,6 @@ pub fn write_escaped(w: &mut impl Write, s: &str) -> fmt::Result {
     Ok(())
 }
 
-/// A value shown with its control characters escaped, for text built outside a log field.
-pub struct Esc<'a>(pub &'a str);
-
-impl fmt::Display for Esc<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_escaped(f, self.0)
-    }
-}
-
 /// The plain-text log's field formatter: `message field=value …`, every value escaped.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EscapedFields;
@@ -119,6 +110,5 @@ mod tests {
         );
         assert!(text.contains("health a\\nb"), "{text}");
         assert!(text.contains("kind=xid\\u{2028}x n=3"), "{text}");
-        assert_eq!(Esc("a\tb").to_string(), "a\\tb");
     }
 }

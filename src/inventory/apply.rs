@@ -508,53 +508,6 @@ pub fn record_health_event(
     Ok(Outcome::Wrote(true))
 }
 
-/// The object an operator audit entry names must be its own cluster's: the session (by CR name)
-/// for `session.pause`, the session's pod (`<namespace>/ses-<cr>`, or the detail's `session` when
-/// the pod ref is empty) for `pod.delete`, a node for `node.cordon`.
-pub fn audit_target_in_cluster(
-    txn: &WriteTransaction,
-    cluster_id: &str,
-    namespace: &str,
-    ev: &OperatorAudit,
-) -> Result<Result<(), Refusal>, StoreError> {
-    let not_own = || Refusal::NotOwn(format!("{} is not an object of cluster {cluster_id}", ev.action));
-    let session_named = |name: &str| -> Result<Result<(), Refusal>, StoreError> {
-        Ok(match crate::sessions::model::find_session(txn, name)? {
-            Some(s) if s.cluster_id == cluster_id => Ok(()),
-            Some(s) => Err(Refusal::OtherCluster { cluster_id: s.cluster_id }),
-            None => Err(not_own()),
-        })
-    };
-    match ev.action.as_str() {
-        "session.pause" => session_named(&ev.target),
-        "pod.delete" => {
-            let cr = if ev.target.is_empty() {
-                ev.detail.as_ref().and_then(|d| d.get("session")).and_then(|v| v.as_str()).map(str::to_string)
-            } else {
-                ev.target
-                    .split_once('/')
-                    .filter(|(ns, _)| *ns == namespace)
-                    .and_then(|(_, pod)| pod.strip_prefix("ses-"))
-                    .map(str::to_string)
-            };
-            match cr {
-                Some(cr) if !cr.is_empty() => session_named(&cr),
-                _ => Ok(Err(not_own())),
-            }
-        }
-        "node.cordon" => Ok(
-            if is_dns_subdomain(&ev.target)
-                && NODES.get_in_write(txn, &format!("{cluster_id}/{}", ev.target))?.is_some()
-            {
-                Ok(())
-            } else {
-                Err(not_own())
-            },
-        ),
-        _ => Ok(Err(not_own())),
-    }
-}
-
 /// `POST /internal/volumes/sync`: records PVCs, pools and session disks; answers a directive per
 /// PVC. No quota change and no reclaim unless a volume is known deleted.
 pub fn volume_sync(

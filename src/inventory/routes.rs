@@ -33,7 +33,6 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(nodes_decommissioning))
         .routes(routes!(nodes_decommissioned))
         .routes(routes!(health_events))
-        .routes(routes!(audit_operator))
         .routes(routes!(volumes_sync))
         .routes(routes!(image_build_status))
         .routes(routes!(cordon))
@@ -49,7 +48,7 @@ pub(crate) fn accepted() -> Response {
 /// 202 `{"accepted":false}`: read, understood, and nothing stored (the operator treats any 2xx as
 /// done; a 4xx would be final for it too, and upstream answers 202 for these).
 fn not_stored(what: &str, cluster: &ClusterId, name: &str) -> Response {
-    tracing::warn!(cluster_id = %cluster, name = %crate::logging::Esc(name), "{what} report names no usable object; nothing stored");
+    tracing::warn!(cluster_id = %cluster, name, "{what} report names no usable object; nothing stored");
     (StatusCode::ACCEPTED, Json(Accepted { accepted: false })).into_response()
 }
 
@@ -215,32 +214,6 @@ async fn health_events(State(app): State<Arc<App>>, caller: OperatorCaller, body
     scope(&caller, r.cluster_id.as_deref())?;
     r.bound();
     app.inventory.health_event(&caller.cluster_id, r).await?;
-    Ok(accepted())
-}
-
-/// An operator's privileged action, written to the audit log.
-#[utoipa::path(post, path = "/internal/audit/operator", tag = "internal",
-    request_body = OperatorAudit,
-    responses(
-        (status = 202, body = Accepted),
-        (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody, description = "actor operator:<another cluster>, or a target that is not the token's cluster's session, session pod or node"),
-        (status = 422, body = ErrorBody, description = "action other than session.pause, pod.delete, node.cordon; ts not a date-time"),
-    ))]
-async fn audit_operator(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-    meta: RequestMeta,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let mut r: OperatorAudit = parse_json(&body)?;
-    checked(r.check())?;
-    scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
-    r.bound();
-    app.inventory
-        .operator_audit(&caller.cluster_id, r, meta.request_id)
-        .await?
-        .map_err(|e| refusal(Some(&caller), e))?;
     Ok(accepted())
 }
 

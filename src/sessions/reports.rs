@@ -1,7 +1,8 @@
 //! The operator's reports about sessions (contract §2.1, §2.10): `POST /internal/sessions/{id}/status`
 //! (routed, parsed and applied here: the last report is kept and the state machine in
-//! [`super::status`] applies it) and `POST /internal/metrics/session-samples` (the node agent's
-//! usage samples, the latest per session kept).
+//! [`super::status`] applies it), `POST /internal/metrics/session-samples` (the node agent's
+//! usage samples, the latest per session kept) and `POST /internal/audit/operator` (the operator's
+//! privileged actions on the token's own cluster's sessions, session pods and nodes, §2.2).
 
 use std::sync::Arc;
 
@@ -18,12 +19,13 @@ use utoipa_axum::routes;
 use super::Sessions;
 use super::model::{StatusReport, find_session, put_session};
 use crate::App;
+use crate::audit::RequestMeta;
 use crate::auth::guard::OperatorCaller;
 use crate::clusters::ClusterId;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
 use crate::http::extract::parse_json;
 use crate::inventory::apply::{Refusal, live_cluster, outcome};
-use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, Problems, bound};
+use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, OperatorAudit, Problems, bound, is_dns_subdomain};
 use crate::inventory::routes::{accepted, checked, refusal, scope};
 use crate::store::{JsonTable, Outcome, StoreError};
 
@@ -33,7 +35,10 @@ pub const SESSION_SAMPLES: JsonTable<SessionSampleRecord> = JsonTable::new("sess
 pub const SESSION_REPORTS: JsonTable<StatusReport> = JsonTable::new("session_status_reports");
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(session_samples)).routes(routes!(session_status))
+    OpenApiRouter::new()
+        .routes(routes!(session_samples))
+        .routes(routes!(session_status))
+        .routes(routes!(audit_operator))
 }
 
 /// One agent sample (§2.10).
@@ -202,6 +207,47 @@ pub fn record_samples(
 }
 
 impl Sessions {
+    /// `POST /internal/audit/operator`: written to the audit log before the 202, when the target
+    /// is an object of the token's own cluster (a session for `session.pause`, its pod for
+    /// `pod.delete`, a node for `node.cordon`); anything else is refused and nothing is written.
+    pub async fn operator_audit(
+        &self,
+        cluster: &ClusterId,
+        ev: OperatorAudit,
+        request_id: String,
+    ) -> Result<Result<(), Refusal>, StoreError> {
+        let (id, clock) = (cluster.to_string(), self.clock.clone());
+        let namespace = self.config.sessions_namespace.clone();
+        self.store
+            .write_batched(move |txn| {
+                if live_cluster(txn, &id)?.is_none() {
+                    return Ok::<_, StoreError>(Outcome::Unchanged(Ok(())));
+                }
+                if let Err(r) = audit_target_in_cluster(txn, &id, &namespace, &ev)? {
+                    return Ok(Outcome::Unchanged(Err(r)));
+                }
+                let result = if ev.result.eq_ignore_ascii_case("ok") || ev.result.eq_ignore_ascii_case("success") {
+                    crate::audit::AuditResult::Success
+                } else {
+                    crate::audit::AuditResult::Failure
+                };
+                let mut entry = crate::audit::AuditEntry::system(format!("operator:{id}"), &ev.action, result)
+                    .target(ev.target.clone())
+                    .details(serde_json::json!({
+                        "cluster_id": id,
+                        "actor": ev.actor,
+                        "result": ev.result,
+                        "detail": ev.detail,
+                        "trace_id": ev.trace_id,
+                        "ts": ev.ts,
+                    }));
+                entry.request_id = Some(request_id.clone()).filter(|r| !r.is_empty());
+                crate::audit::record_in(txn, &clock, entry)?;
+                Ok(Outcome::Wrote(Ok(())))
+            })
+            .await
+    }
+
     pub async fn session_status(
         &self,
         cluster: &ClusterId,
@@ -217,6 +263,79 @@ impl Sessions {
         let id = cluster.to_string();
         self.store.write_batched(move |txn| record_samples(txn, &id, &r)).await
     }
+}
+
+/// The object an operator audit entry names must be its own cluster's: the session (by CR name)
+/// for `session.pause`, the session's pod (`<namespace>/ses-<cr>`, or the detail's `session` when
+/// the pod ref is empty) for `pod.delete`, a node for `node.cordon`.
+pub fn audit_target_in_cluster(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    namespace: &str,
+    ev: &OperatorAudit,
+) -> Result<Result<(), Refusal>, StoreError> {
+    let not_own = || Refusal::NotOwn(format!("{} is not an object of cluster {cluster_id}", ev.action));
+    let session_named = |name: &str| -> Result<Result<(), Refusal>, StoreError> {
+        Ok(match find_session(txn, name)? {
+            Some(s) if s.cluster_id == cluster_id => Ok(()),
+            Some(s) => Err(Refusal::OtherCluster { cluster_id: s.cluster_id }),
+            None => Err(not_own()),
+        })
+    };
+    match ev.action.as_str() {
+        "session.pause" => session_named(&ev.target),
+        "pod.delete" => {
+            let cr = if ev.target.is_empty() {
+                ev.detail.as_ref().and_then(|d| d.get("session")).and_then(|v| v.as_str()).map(str::to_string)
+            } else {
+                ev.target
+                    .split_once('/')
+                    .filter(|(ns, _)| *ns == namespace)
+                    .and_then(|(_, pod)| pod.strip_prefix("ses-"))
+                    .map(str::to_string)
+            };
+            match cr {
+                Some(cr) if !cr.is_empty() => session_named(&cr),
+                _ => Ok(Err(not_own())),
+            }
+        }
+        "node.cordon" => Ok(
+            if is_dns_subdomain(&ev.target)
+                && crate::clusters::model::NODES.get_in_write(txn, &format!("{cluster_id}/{}", ev.target))?.is_some()
+            {
+                Ok(())
+            } else {
+                Err(not_own())
+            },
+        ),
+        _ => Ok(Err(not_own())),
+    }
+}
+
+/// An operator's privileged action, written to the audit log.
+#[utoipa::path(post, path = "/internal/audit/operator", tag = "internal",
+    request_body = OperatorAudit,
+    responses(
+        (status = 202, body = Accepted),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "actor operator:<another cluster>, or a target that is not the token's cluster's session, session pod or node"),
+        (status = 422, body = ErrorBody, description = "action other than session.pause, pod.delete, node.cordon; ts not a date-time"),
+    ))]
+async fn audit_operator(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    meta: RequestMeta,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut r: OperatorAudit = parse_json(&body)?;
+    checked(r.check())?;
+    scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
+    r.bound();
+    app.sessions
+        .operator_audit(&caller.cluster_id, r, meta.request_id)
+        .await?
+        .map_err(|e| refusal(Some(&caller), e))?;
+    Ok(accepted())
 }
 
 /// The node agent's session samples; the latest per session is kept.
