@@ -194,6 +194,7 @@ impl RunningServer {
                 .await
                 .map_err(|e| StartError::Other(format!("bootstrap_local_cluster: {e}")))?;
         }
+        app.clusters.recover_staged().await.map_err(|e| StartError::Other(e.to_string()))?;
         clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
         spawn_cluster_upkeep(app.clone(), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());

@@ -273,12 +273,95 @@ pub fn write_file(root: &Path, id: &ClusterId, text: &str) -> std::io::Result<Pa
     Ok(path)
 }
 
-/// Removes a cluster's kubeconfig directory (unregister, or cleanup after a failed registration).
-pub fn remove_dir(root: &Path, id: &ClusterId) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(cluster_dir(root, id)) {
+/// Prefix of a registration's staging directory, `<root>/.pending-<id>/`: the kubeconfig is written
+/// there before the cluster's row commits and renamed to `<id>/` after, so a crash (kill -9) in
+/// between never leaves a `<id>/` directory that no cluster claims. The watcher ignores dot-names.
+pub const STAGING_PREFIX: &str = ".pending-";
+
+/// A registration's kubeconfig, written but not yet published under `<root>/<id>/`.
+#[derive(Debug)]
+pub struct Staged {
+    root: PathBuf,
+    id: ClusterId,
+}
+
+/// Writes `<root>/.pending-<id>/kubeconfig` (private, atomic): step one of a registration.
+pub fn stage_file(root: &Path, id: &ClusterId, text: &str) -> std::io::Result<Staged> {
+    crate::auth::keys::create_private_dir(root).map_err(std::io::Error::other)?;
+    let dir = staging_dir(root, id);
+    crate::auth::keys::create_private_dir(&dir).map_err(std::io::Error::other)?;
+    crate::auth::keys::write_private_file(&dir.join("kubeconfig"), text.as_bytes())?;
+    Ok(Staged { root: root.to_path_buf(), id: id.clone() })
+}
+
+fn staging_dir(root: &Path, id: &ClusterId) -> PathBuf {
+    root.join(format!("{STAGING_PREFIX}{id}"))
+}
+
+impl Staged {
+    /// Step two, once the cluster's row has committed: `.pending-<id>/` becomes `<id>/`.
+    pub fn publish(self) -> std::io::Result<PathBuf> {
+        publish_staged(&self.root, &self.id)?;
+        Ok(kubeconfig_path(&self.root, &self.id))
+    }
+
+    /// The registration failed before its commit: the staged directory goes.
+    pub fn discard(self) -> std::io::Result<()> {
+        remove_tree(&staging_dir(&self.root, &self.id))
+    }
+}
+
+fn publish_staged(root: &Path, id: &ClusterId) -> std::io::Result<()> {
+    std::fs::rename(staging_dir(root, id), cluster_dir(root, id))?;
+    std::fs::File::open(root)?.sync_all()
+}
+
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// What [`recover_staged`] did with the staging directories a crash left.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Registrations whose row had committed: their directory was published as `<id>/`.
+    pub published: Vec<String>,
+    /// Registrations that never committed: their directory was removed.
+    pub removed: Vec<String>,
+}
+
+/// At start, before the watcher: finishes or removes every `.pending-<id>/` left by a crash.
+/// `committed(id)` says whether a live cluster row claims the id.
+pub fn recover_staged(root: &Path, committed: impl Fn(&str) -> bool) -> std::io::Result<Recovered> {
+    let mut done = Recovered::default();
+    let entries = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(STAGING_PREFIX) else { continue };
+        match ClusterId::parse(rest) {
+            Ok(id) if committed(id.as_str()) && !cluster_dir(root, &id).exists() => {
+                publish_staged(root, &id)?;
+                done.published.push(id.to_string());
+            }
+            _ => {
+                remove_tree(&entry.path())?;
+                done.removed.push(name);
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Removes a cluster's kubeconfig directory (unregister, or cleanup after a failed registration).
+pub fn remove_dir(root: &Path, id: &ClusterId) -> std::io::Result<()> {
+    remove_tree(&cluster_dir(root, id))
 }
 
 /// Reads `<root>/<id>/kubeconfig`, refusing a symlink chain that leaves `root`.
@@ -361,6 +444,30 @@ mod tests {
         assert!(!parse_server("https://10.1.2.3:6443").unwrap().is_loopback());
         assert_eq!(parse_server("https://k8s.example.com").unwrap().port, 443);
         assert!(parse_server("ftp://x").is_err());
+    }
+
+    #[test]
+    fn a_crash_before_the_commit_leaves_no_claimable_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("clusters");
+        let (lost, committed) = (ClusterId::mint(), ClusterId::mint());
+        // Two registrations killed after writing their kubeconfig: one before its row committed,
+        // one after. Neither looks like a cluster directory yet.
+        let _ = stage_file(&root, &lost, GOOD).unwrap();
+        let _ = stage_file(&root, &committed, GOOD).unwrap();
+        assert!(!cluster_dir(&root, &lost).exists() && !cluster_dir(&root, &committed).exists());
+        let done = recover_staged(&root, |id| id == committed.as_str()).unwrap();
+        assert_eq!(done.published, [committed.to_string()]);
+        assert_eq!(done.removed, [format!("{STAGING_PREFIX}{lost}")]);
+        let left: Vec<String> =
+            std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(left, [committed.to_string()]);
+        assert_eq!(read_file(&root, &committed).unwrap().unwrap().0, GOOD);
+        // The normal path: stage, commit, publish.
+        let id = ClusterId::mint();
+        let path = stage_file(&root, &id, GOOD).unwrap().publish().unwrap();
+        assert_eq!(path, kubeconfig_path(&root, &id));
+        assert!(!root.join(format!("{STAGING_PREFIX}{id}")).exists());
     }
 
     #[test]

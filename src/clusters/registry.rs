@@ -247,7 +247,6 @@ impl Clusters {
                 Ok(detail)
             }
             Err(e) => {
-                let _ = kubeconfig::remove_dir(&self.kubeconfig_dir(), &id);
                 lock(&self.registering).remove(id.as_str());
                 Err(e)
             }
@@ -266,12 +265,44 @@ impl Clusters {
         kc: &CheckedKubeconfig,
         outcome: &ProbeOutcome,
     ) -> Result<ClusterDetail, ClusterError> {
+        // Staged under `.pending-<id>/` and published as `<id>/` only after the row commits: a
+        // crash in between leaves nothing a cluster could be mistaken for (see recover_staged).
         let dir = self.kubeconfig_dir();
         let (id2, text) = (id.clone(), kc.text.clone());
-        tokio::task::spawn_blocking(move || kubeconfig::write_file(&dir, &id2, &text))
+        let staged = tokio::task::spawn_blocking(move || kubeconfig::stage_file(&dir, &id2, &text))
             .await
             .map_err(|e| ClusterError::Io(e.to_string()))?
             .map_err(|e| ClusterError::Io(format!("cannot write the kubeconfig file: {e}")))?;
+        let committed = self.commit_row(id, name, role, api_server, api_server_override, session_domain, outcome).await;
+        let record = match committed {
+            Ok(r) => r,
+            Err(e) => {
+                if let Ok(Err(err)) | Err(err) =
+                    tokio::task::spawn_blocking(move || staged.discard()).await.map_err(std::io::Error::other)
+                {
+                    tracing::warn!(cluster_id = %id, error = %err, "cannot remove a failed registration's staged kubeconfig; it goes at the next start");
+                }
+                return Err(e);
+            }
+        };
+        tokio::task::spawn_blocking(move || staged.publish())
+            .await
+            .map_err(|e| ClusterError::Io(e.to_string()))?
+            .map_err(|e| ClusterError::Io(format!("cannot publish the kubeconfig file: {e}")))?;
+        self.detail_of(record).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_row(
+        &self,
+        id: &ClusterId,
+        name: String,
+        role: Role,
+        api_server: String,
+        api_server_override: bool,
+        session_domain: Option<String>,
+        outcome: &ProbeOutcome,
+    ) -> Result<ClusterRecord, ClusterError> {
         let now = self.clock.now_ms();
         let nodes = outcome.nodes.clone().unwrap_or_default();
         let mut record = ClusterRecord {
@@ -306,7 +337,25 @@ impl Clusters {
                 Ok(Ok(record))
             })
             .await??;
-        self.detail_of(record).await
+        Ok(record)
+    }
+
+    /// At start, before the watcher: publishes or removes the staging directories of
+    /// registrations a crash interrupted (logged), so no `<id>/` is left that no cluster claims.
+    pub async fn recover_staged(&self) -> Result<(), ClusterError> {
+        let live: std::collections::HashSet<String> = self.live_records().await?.iter().map(|r| r.id.clone()).collect();
+        let dir = self.kubeconfig_dir();
+        let done = tokio::task::spawn_blocking(move || kubeconfig::recover_staged(&dir, |id| live.contains(id)))
+            .await
+            .map_err(|e| ClusterError::Io(e.to_string()))?
+            .map_err(|e| ClusterError::Io(format!("cannot recover interrupted registrations: {e}")))?;
+        for id in &done.published {
+            tracing::warn!(cluster_id = %id, "a registration was interrupted after its commit; its kubeconfig is now in place");
+        }
+        for name in &done.removed {
+            tracing::warn!(dir = %name, "removed the kubeconfig of a registration that was interrupted before its commit");
+        }
+        Ok(())
     }
 
     /// Checks name / identity / address against live clusters (`except` = the cluster being edited).

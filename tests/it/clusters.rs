@@ -651,3 +651,58 @@ async fn local_cluster_is_bootstrapped_from_local_kubeconfig() {
     let err = gshare::RunningServer::start(config, gshare::clock::Clock::system()).await.err().expect("refused");
     assert!(err.to_string().contains("local_kubeconfig"), "{err}");
 }
+
+/// Stops the server and starts a new one on the same data directory (what a restart after a
+/// crash sees on disk).
+async fn restart(s: &mut TestServer) {
+    if let Some(running) = s.server.take() {
+        running.stop().await;
+    }
+    let config = gshare::config::Config::for_data_dir(&s.data_dir(), &[("GSHARE_LISTEN", "127.0.0.1:0")]).unwrap();
+    // The old server's tasks release the state file as they wind down; retry the open until then.
+    let running = tokio::time::timeout(WAIT, async {
+        loop {
+            match gshare::RunningServer::start(config.clone(), s.clock.clone()).await {
+                Ok(r) => return r,
+                Err(gshare::StartError::Store(gshare::store::StoreError::AlreadyOpen { .. })) => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .expect("the old server released the state file");
+    s.base = running.base_url();
+    s.server = Some(running);
+}
+
+#[tokio::test]
+async fn registrations_killed_mid_way_leave_no_unclaimed_directory() {
+    let mut s = TestServer::start().await;
+    let c = fake().await;
+    let d = fake().await;
+    let kept = register_ok(&s, "kept", &c).await["id"].as_str().unwrap().to_string();
+    let late = register_ok(&s, "late", &d).await["id"].as_str().unwrap().to_string();
+    let root = s.data_dir().join("clusters");
+    // kill -9 before the row committed: the registration's file write, and nothing after it.
+    let lost = gshare::clusters::ClusterId::mint();
+    let _ = gshare::clusters::kubeconfig::stage_file(&root, &lost, &c.kubeconfig_yaml()).unwrap();
+    // kill -9 after the row committed but before the file was published.
+    let staged_late = format!("{}{late}", gshare::clusters::kubeconfig::STAGING_PREFIX);
+    std::fs::rename(root.join(&late), root.join(&staged_late)).unwrap();
+    assert!(!kubeconfig_dirs(&s).contains(&lost.to_string()), "a crash before the commit left a cluster directory");
+    restart(&mut s).await;
+    let mut dirs = kubeconfig_dirs(&s);
+    dirs.sort();
+    let mut want = vec![kept.clone(), late.clone()];
+    want.sort();
+    assert_eq!(dirs, want);
+    let (_, unclaimed) = get_json(&s, "/api/v1/clusters/unclaimed").await;
+    assert_eq!(unclaimed, json!([]));
+    let res =
+        s.client.post(s.url(&format!("/api/v1/clusters/{late}/connection-test"))).bearer_auth(admin(&s)).send().await;
+    let t: Value = res.unwrap().json().await.unwrap();
+    assert_eq!(t["status"], "connected", "{t}");
+    s.stop().await;
+}
