@@ -209,8 +209,9 @@ fn invalid_credentials() -> ApiError {
 ///
 /// Returns an admin access token and sets it as an `HttpOnly; SameSite=Strict` cookie for the
 /// console. Wrong credentials take as long for an unknown user as for a wrong password. After
-/// `login_max_failures` failures from one client address within `login_failure_window`, or
-/// repeated failures for one username, the answer is 429 with `Retry-After`.
+/// `login_max_failures` failures from one client address within `login_failure_window`
+/// (`scope=client_addr`), or 20 times that many for one username from all addresses together
+/// (`scope=username`), the answer is 429 with `Retry-After`.
 #[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", request_body = LoginRequest,
     responses(
         (status = 200, body = LoginResponse, description = "signed in; `Set-Cookie: gshare_console=…; HttpOnly; SameSite=Strict` and `gshare_csrf`"),
