@@ -37,6 +37,9 @@ pub struct CheckedKubeconfig {
     /// `token`, `client-certificate`, `basic`, `exec:<cmd>`, `auth-provider:<name>`, `none`.
     pub auth_kind: String,
     pub hash: String,
+    /// The cluster entry pins its own CA (`certificate-authority[-data]`) and does not skip TLS
+    /// verification: only then may its credentials go to an address other than `server`.
+    pub pins_own_ca: bool,
 }
 
 impl std::fmt::Debug for CheckedKubeconfig {
@@ -181,7 +184,35 @@ pub fn check(text: &str, origin: Origin, exec_allow: &[String]) -> Result<Checke
         }
     }
     let hash = content_hash(text.as_bytes());
-    Ok(CheckedKubeconfig { config, text: text.to_string(), context, server, auth_kind, hash })
+    let has_ca = cluster.certificate_authority_data.as_deref().is_some_and(|d| !d.trim().is_empty())
+        || cluster.certificate_authority.as_deref().is_some_and(|p| !p.is_empty());
+    let pins_own_ca = has_ca && cluster.insecure_skip_tls_verify != Some(true);
+    Ok(CheckedKubeconfig { config, text: text.to_string(), context, server, auth_kind, hash, pins_own_ca })
+}
+
+/// May the kubeconfig's credentials be sent to `address`? Its own `server`: yes. Any other
+/// address: only over TLS verified against the kubeconfig's own CA (no `http://`, no
+/// `insecure-skip-tls-verify`, no system roots), so a listener that cannot prove itself with that
+/// CA never sees the token or client certificate. Otherwise a new kubeconfig must come with it.
+pub fn may_send_credentials_to(kc: &CheckedKubeconfig, address: &str) -> Result<(), KubeconfigProblem> {
+    let address = address.trim_end_matches('/');
+    if address.eq_ignore_ascii_case(kc.server.trim_end_matches('/')) {
+        return Ok(());
+    }
+    let target = parse_server(address)?;
+    let hint = "send the cluster's kubeconfig (kubeconfig_b64) with the new address, or use an https:// address whose certificate the kubeconfig's certificate-authority-data verifies";
+    if target.scheme != "https" {
+        return Err(problem(format!("the stored credentials are not sent to `{address}` over plain HTTP"), hint));
+    }
+    if !kc.pins_own_ca {
+        return Err(problem(
+            format!(
+                "the stored credentials go to another address (`{address}`) only over TLS verified by the kubeconfig's own CA, and this kubeconfig has no certificate-authority-data or skips verification"
+            ),
+            hint,
+        ));
+    }
+    Ok(())
 }
 
 fn first_line(s: &str) -> String {
@@ -434,6 +465,27 @@ mod tests {
         assert!(check(&file_ref, Origin::File, &[]).is_ok());
         let no_creds = GOOD.replace("    token: abc\n", "    {}\n");
         assert!(check(&no_creds, Origin::Submitted, &[]).is_err());
+    }
+
+    #[test]
+    fn stored_credentials_go_elsewhere_only_under_the_kubeconfigs_own_ca() {
+        let kc = check(GOOD, Origin::Submitted, &[]).unwrap();
+        assert!(kc.pins_own_ca);
+        may_send_credentials_to(&kc, "https://10.0.0.1:6443/").unwrap();
+        may_send_credentials_to(&kc, "https://10.0.0.2:6443").unwrap();
+        assert!(may_send_credentials_to(&kc, "http://10.0.0.2:6443").unwrap_err().cause.contains("plain HTTP"));
+        for variant in [
+            GOOD.replace("    certificate-authority-data: AAAA\n", ""),
+            GOOD.replace(
+                "certificate-authority-data: AAAA",
+                "certificate-authority-data: AAAA\n    insecure-skip-tls-verify: true",
+            ),
+        ] {
+            let kc = check(&variant, Origin::Submitted, &[]).unwrap();
+            assert!(!kc.pins_own_ca);
+            may_send_credentials_to(&kc, "https://10.0.0.1:6443").unwrap();
+            assert!(may_send_credentials_to(&kc, "https://10.0.0.2:6443").unwrap_err().cause.contains("own CA"));
+        }
     }
 
     #[test]
