@@ -186,6 +186,12 @@ impl RunningServer {
             source,
         })?;
         let addr = listener.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
+        let fd_limit = http::server::raise_fd_limit();
+        tracing::info!(
+            open_files = fd_limit,
+            max_connections = http::server::connection_cap(app.config.max_connections, fd_limit),
+            "connection limits"
+        );
         let (shutdown, mut rx) = watch::channel(false);
         spawn_background(app.clone(), rx.clone());
         if app.config.bootstrap_local_cluster {
@@ -216,19 +222,27 @@ impl RunningServer {
                 let bound = l.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
                 let redirect = http::tls::redirect_router(&app.config.public_url, addr.port());
                 let mut stop = rx.clone();
-                let grace = app.config.shutdown_grace;
+                let limits = http::server::Limits {
+                    max_connections: http::server::connection_cap(app.config.max_connections, fd_limit),
+                    head_timeout: app.config.request_head_timeout,
+                    grace: app.config.shutdown_grace,
+                };
                 tokio::spawn(async move {
                     let stopped = async move {
                         let _ = stop.wait_for(|v| *v).await;
                     };
-                    http::server::serve(l, redirect, None, stopped, grace).await;
+                    http::server::serve(l, redirect, None, stopped, limits).await;
                 });
                 Some(bound)
             }
             None => None,
         };
         let router = http::router(app.clone());
-        let grace = app.config.shutdown_grace;
+        let limits = http::server::Limits {
+            max_connections: http::server::connection_cap(app.config.max_connections, fd_limit),
+            head_timeout: app.config.request_head_timeout,
+            grace: app.config.shutdown_grace,
+        };
         let task = tokio::spawn(async move {
             http::server::serve(
                 listener,
@@ -237,7 +251,7 @@ impl RunningServer {
                 async move {
                     let _ = rx.wait_for(|v| *v).await;
                 },
-                grace,
+                limits,
             )
             .await;
         });

@@ -76,6 +76,11 @@ pub struct Config {
     /// Sign-in: failed logins per client address within `login_failure_window` before 429.
     pub login_max_failures: u32,
     pub login_failure_window: Duration,
+    /// Client connections open at once; over it the oldest idle one is closed.
+    pub max_connections: u32,
+    /// A connection must send a complete request head this soon (after opening, or after its
+    /// previous response); else it is closed.
+    pub request_head_timeout: Duration,
     /// TLS: PEM certificate chain and private key; both set = HTTPS on `listen`.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -116,6 +121,8 @@ struct FileLayer {
     login_ttl: Option<String>,
     login_max_failures: Option<i64>,
     login_failure_window: Option<String>,
+    max_connections: Option<i64>,
+    request_head_timeout: Option<String>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     tls_redirect_listen: Option<String>,
@@ -371,6 +378,18 @@ impl Config {
             "5m",
             Duration::from_secs(1)..=Duration::from_secs(86400),
         )?;
+        let max_connections = match layer.pick_typed("max_connections", f.max_connections, |s| s.parse::<i64>().ok())? {
+            Some(r) => u32::try_from(r.value).ok().filter(|v| (16..=1_000_000).contains(v)).ok_or_else(|| {
+                ConfigError::invalid(&r.key, format!("{} is not a count between 16 and 1000000", r.value))
+            })?,
+            None => 4096,
+        };
+        let request_head_timeout = layer.duration(
+            "request_head_timeout",
+            f.request_head_timeout,
+            "5s",
+            Duration::from_secs(1)..=Duration::from_secs(600),
+        )?;
         let path_key = |key: &str, file: Option<PathBuf>| {
             layer
                 .pick(key, file.map(|p| p.display().to_string()))
@@ -429,6 +448,8 @@ impl Config {
             login_ttl,
             login_max_failures,
             login_failure_window,
+            max_connections,
+            request_head_timeout,
             tls_cert,
             tls_key,
             tls_redirect_listen,
@@ -495,6 +516,8 @@ impl Config {
         t.insert("login_ttl".into(), d(self.login_ttl));
         t.insert("login_max_failures".into(), toml::Value::Integer(i64::from(self.login_max_failures)));
         t.insert("login_failure_window".into(), d(self.login_failure_window));
+        t.insert("max_connections".into(), toml::Value::Integer(i64::from(self.max_connections)));
+        t.insert("request_head_timeout".into(), d(self.request_head_timeout));
         let path = |p: &Option<PathBuf>| s(&p.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
         t.insert("tls_cert".into(), path(&self.tls_cert));
         t.insert("tls_key".into(), path(&self.tls_key));

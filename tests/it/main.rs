@@ -5,6 +5,7 @@
 mod audit;
 mod clusters;
 mod crash;
+mod exhaustion;
 mod fake_kube;
 mod forward_auth;
 mod foundation;
