@@ -326,7 +326,38 @@ fn spawn_cluster_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
 }
 
 /// Periodic upkeep that lives as long as the server.
+/// Audit upkeep: closes coalescing windows (every 10 s) and enforces retention (at start, then
+/// hourly); at shutdown the open windows are written.
+fn spawn_audit_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut last_prune: Option<i64> = None;
+        loop {
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.wait_for(|v| *v) => true,
+            };
+            if stopping {
+                app.audit.close_windows(app.config.login_failure_window, true).await;
+                return;
+            }
+            app.audit.close_windows(app.config.login_failure_window, false).await;
+            let now = app.clock.now_ms();
+            if last_prune.is_none_or(|t| now - t >= 3_600_000) {
+                last_prune = Some(now);
+                match audit::prune(&app.store, now, app.config.audit_retention, app.config.audit_max_entries).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, "audit retention: old entries removed"),
+                    Err(e) => tracing::error!(error = %e, "audit retention pass failed"),
+                }
+            }
+        }
+    });
+}
+
 fn spawn_background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    spawn_audit_upkeep(app.clone(), stop.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(10));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

@@ -254,7 +254,10 @@ async fn login(
     let attempt = match signin.throttle.begin(meta.client_addr, &body.username, app.clock.now_ms()) {
         Ok(a) => a,
         Err(limited) => {
-            crate::audit::record(&app, audit(AuditResult::Denied, &format!("throttled_{}", limited.scope))).await;
+            // One entry per address and window (the rest counted): a flood costs no log growth.
+            let key = format!("auth.login/{}/{}", limited.scope, meta.client_addr);
+            let entry = audit(AuditResult::Denied, &format!("throttled_{}", limited.scope));
+            app.audit.record_coalesced(&key, app.config.login_failure_window, entry).await;
             return Err(too_many(limited.retry_after_s, limited.scope));
         }
     };

@@ -92,6 +92,14 @@ pub fn check(text: &str, origin: Origin, exec_allow: &[String]) -> Result<Checke
     if text.trim().is_empty() {
         return Err(problem("the kubeconfig is empty", "send the kubeconfig YAML file itself"));
     }
+    // Before the full parse: an alias bomb (anchors referenced many times over) costs memory in
+    // proportion to its expansion, not its size; kubeconfigs written by kubectl never use them.
+    if let Some(line) = anchor_or_alias_line(text) {
+        return Err(problem(
+            format!("the kubeconfig uses YAML anchors or aliases (line {line}), which gshare refuses"),
+            "write each value out in full, as kubectl config view --minify --flatten --raw does",
+        ));
+    }
     let config = Kubeconfig::from_yaml(text).map_err(|e| {
         problem(
             format!("the kubeconfig is not valid kubeconfig YAML: {}", first_line(&e.to_string())),
@@ -213,6 +221,38 @@ pub fn may_send_credentials_to(kc: &CheckedKubeconfig, address: &str) -> Result<
         ));
     }
     Ok(())
+}
+
+/// The first line (1-based) holding a YAML anchor (`&name`) or alias (`*name`) outside quoted
+/// scalars and comments; `None` when there is none.
+pub fn anchor_or_alias_line(text: &str) -> Option<usize> {
+    for (n, line) in text.lines().enumerate() {
+        let mut quote: Option<char> = None;
+        let mut prev = ' ';
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if (c == '"' || c == '\'') && token_start(prev) => quote = Some(c),
+                None if c == '#' && prev.is_whitespace() => break,
+                None if (c == '&' || c == '*')
+                    && token_start(prev)
+                    && chars.peek().is_some_and(|next| !next.is_whitespace()) =>
+                {
+                    return Some(n + 1);
+                }
+                None => {}
+            }
+            prev = c;
+        }
+    }
+    None
+}
+
+/// Where a YAML node (and so an anchor, alias or quoted scalar) can begin.
+fn token_start(prev: char) -> bool {
+    prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':' | '-')
 }
 
 fn first_line(s: &str) -> String {
@@ -485,6 +525,25 @@ mod tests {
             assert!(!kc.pins_own_ca);
             may_send_credentials_to(&kc, "https://10.0.0.1:6443").unwrap();
             assert!(may_send_credentials_to(&kc, "https://10.0.0.2:6443").unwrap_err().cause.contains("own CA"));
+        }
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_before_parsing() {
+        let bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n";
+        assert_eq!(anchor_or_alias_line(bomb), Some(1));
+        let e = check(&format!("{GOOD}{bomb}"), Origin::Submitted, &[]).unwrap_err();
+        assert!(e.cause.contains("anchors or aliases"), "{e}");
+        assert_eq!(anchor_or_alias_line("users:\n- name: u\n  user: *u\n"), Some(3));
+        // Not anchors: inside quotes, comments, URLs, words.
+        for fine in [
+            GOOD,
+            "password: \"a &b *c\"\n",
+            "password: 'x *y'\n",
+            "server: https://*.example.com # *wild &card\n",
+            "password: a&b*c\n",
+        ] {
+            assert_eq!(anchor_or_alias_line(fine), None, "{fine}");
         }
     }
 
