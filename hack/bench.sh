@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
-# measured in the same run. Usage: hack/bench.sh [start|rss|size|jwt|callbacks|snapshot|all]   (default: all)
+# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|all]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
@@ -51,6 +51,69 @@ idle_rss() {
     echo "idle RSS after $run and 50 requests: $(awk '/VmRSS/ {printf "%.1f MiB", $2/1024}' /proc/$pid/status) (target <= 20 MiB)"
     kill $pid; wait $pid 2>/dev/null || true
   done
+}
+
+# RSS before and after an attack storm (issue 12): 300 alias-bomb kubeconfig registrations, 3,000
+# failed logins from one address and 3,000 malformed bodies, 16 at a time; RSS right after and
+# after 5 s idle (does the allocator give memory back?).
+storm_rss() {
+  local data="$work/storm" port pid admin
+  mkdir -p "$data"
+  port=$(free_port)
+  GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=error "$bin" serve 2>/dev/null &
+  pid=$!
+  until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.05; done
+  admin=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" admin token 2>/dev/null | tail -n1)
+  for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null; done
+  rss() { awk '/VmRSS/ {printf "%.1f MiB", $2/1024}' /proc/$pid/status; }
+  echo "storm: RSS fresh (after 50 requests): $(rss)"
+  python3 - "$port" "$admin" <<'PY'
+import base64, json, sys, urllib.request, urllib.error
+from concurrent.futures import ThreadPoolExecutor
+port, admin = sys.argv[1], sys.argv[2]
+url = f"http://127.0.0.1:{port}"
+# A kubeconfig with a billion-laughs tail: 9 levels of 9 aliases each.
+levels = ["l0: &l0 [" + ",".join(["lol"] * 9) + "]"]
+for i in range(1, 9):
+    levels.append(f"l{i}: &l{i} [" + ",".join([f"*l{i-1}"] * 9) + "]")
+bomb = """apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://192.0.2.1:6443", certificate-authority-data: AAAA}
+users:
+- name: u
+  user: {token: abc}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+""" + "\n".join(levels) + "\n"
+b64 = base64.b64encode(bomb.encode()).decode()
+def post(path, body, token=None, ctype="application/json"):
+    req = urllib.request.Request(url + path, data=body, method="POST", headers={"Content-Type": ctype})
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except Exception:
+        return 0
+jobs = []
+jobs += [("/api/v1/clusters", json.dumps({"name": f"bomb{i}", "role": "primary", "kubeconfig_b64": b64}).encode(), admin) for i in range(300)]
+jobs += [("/api/v1/auth/login", json.dumps({"username": "admin", "password": f"wrong{i}"}).encode(), None) for i in range(3000)]
+jobs += [("/api/v1/clusters", b'{"name": [[[[[[[[' * 200, admin) for i in range(3000)]
+with ThreadPoolExecutor(16) as ex:
+    codes = list(ex.map(lambda j: post(*j), jobs))
+five = sum(1 for c in codes if c >= 500 or c == 0)
+print(f"storm: {len(codes)} requests, 5xx or dropped: {five}")
+PY
+  echo "storm: RSS right after: $(rss)"
+  sleep 5
+  echo "storm: RSS after 5 s idle: $(rss)"
+  kill $pid; wait $pid 2>/dev/null || true
 }
 
 binary_size() {
@@ -151,9 +214,10 @@ case "$what" in
   start) start_to_ready ;;
   snapshot) snapshot ;;
   rss) idle_rss ;;
+  storm) storm_rss ;;
   size) binary_size ;;
   jwt) jwt ;;
   callbacks) callbacks ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|size|jwt|callbacks|snapshot|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|all]" >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@ pub mod config;
 pub mod console;
 pub mod http;
 pub mod inventory;
+pub mod logging;
 pub mod operator;
 pub mod sessions;
 pub mod snapshot;
@@ -196,6 +197,12 @@ impl RunningServer {
             source,
         })?;
         let addr = listener.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
+        let fd_limit = http::server::raise_fd_limit();
+        tracing::info!(
+            open_files = fd_limit,
+            max_connections = http::server::connection_cap(app.config.max_connections, fd_limit),
+            "connection limits"
+        );
         let (shutdown, mut rx) = watch::channel(false);
         spawn_background(app.clone(), rx.clone());
         if app.config.bootstrap_local_cluster {
@@ -204,6 +211,7 @@ impl RunningServer {
                 .await
                 .map_err(|e| StartError::Other(format!("bootstrap_local_cluster: {e}")))?;
         }
+        app.clusters.recover_staged().await.map_err(|e| StartError::Other(e.to_string()))?;
         clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
         spawn_cluster_upkeep(app.clone(), rx.clone());
         operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
@@ -226,19 +234,27 @@ impl RunningServer {
                 let bound = l.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
                 let redirect = http::tls::redirect_router(&app.config.public_url, addr.port());
                 let mut stop = rx.clone();
-                let grace = app.config.shutdown_grace;
+                let limits = http::server::Limits {
+                    max_connections: http::server::connection_cap(app.config.max_connections, fd_limit),
+                    head_timeout: app.config.request_head_timeout,
+                    grace: app.config.shutdown_grace,
+                };
                 tokio::spawn(async move {
                     let stopped = async move {
                         let _ = stop.wait_for(|v| *v).await;
                     };
-                    http::server::serve(l, redirect, None, stopped, grace).await;
+                    http::server::serve(l, redirect, None, stopped, limits).await;
                 });
                 Some(bound)
             }
             None => None,
         };
         let router = http::router(app.clone());
-        let grace = app.config.shutdown_grace;
+        let limits = http::server::Limits {
+            max_connections: http::server::connection_cap(app.config.max_connections, fd_limit),
+            head_timeout: app.config.request_head_timeout,
+            grace: app.config.shutdown_grace,
+        };
         let task = tokio::spawn(async move {
             http::server::serve(
                 listener,
@@ -247,7 +263,7 @@ impl RunningServer {
                 async move {
                     let _ = rx.wait_for(|v| *v).await;
                 },
-                grace,
+                limits,
             )
             .await;
         });
@@ -322,7 +338,38 @@ fn spawn_cluster_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
 }
 
 /// Periodic upkeep that lives as long as the server.
+/// Audit upkeep: closes coalescing windows (every 10 s) and enforces retention (at start, then
+/// hourly); at shutdown the open windows are written.
+fn spawn_audit_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut last_prune: Option<i64> = None;
+        loop {
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.wait_for(|v| *v) => true,
+            };
+            if stopping {
+                app.audit.close_windows(app.config.login_failure_window, true).await;
+                return;
+            }
+            app.audit.close_windows(app.config.login_failure_window, false).await;
+            let now = app.clock.now_ms();
+            if last_prune.is_none_or(|t| now - t >= 3_600_000) {
+                last_prune = Some(now);
+                match audit::prune(&app.store, now, app.config.audit_retention, app.config.audit_max_entries).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, "audit retention: old entries removed"),
+                    Err(e) => tracing::error!(error = %e, "audit retention pass failed"),
+                }
+            }
+        }
+    });
+}
+
 fn spawn_background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    spawn_audit_upkeep(app.clone(), stop.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(10));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

@@ -237,7 +237,8 @@ fn init_logging(config: &Config) {
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match config.log_format {
         LogFormat::Json => builder.json().init(),
-        LogFormat::Human => builder.init(),
+        // Every field value escaped: operator- and client-sent text cannot start a log line.
+        LogFormat::Human => builder.fmt_fields(gshare::logging::EscapedFields).init(),
     }
 }
 

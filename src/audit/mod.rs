@@ -13,7 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
@@ -188,6 +188,18 @@ pub struct AuditLog {
     tx: mpsc::Sender<Msg>,
     ids: Mutex<ulid::Generator>,
     clock: Clock,
+    /// Repeated refusals being counted instead of written, by key (e.g. client address).
+    coalescing: Mutex<std::collections::HashMap<String, Coalesced>>,
+}
+
+/// Keys of repeated refusals counted at most (more: the oldest windows are closed early).
+pub const MAX_COALESCING: usize = 65_536;
+
+/// Refusals after the first in one window: written as one entry with their count.
+struct Coalesced {
+    since_ms: i64,
+    count: u64,
+    entry: Option<AuditEntry>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -201,7 +213,63 @@ impl AuditLog {
     pub fn start(store: Store, clock: Clock) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(writer(store, rx));
-        Self { tx, ids: Mutex::new(ulid::Generator::new()), clock }
+        Self { tx, ids: Mutex::new(ulid::Generator::new()), clock, coalescing: Default::default() }
+    }
+
+    /// Records a refusal that an unauthenticated client can repeat at will (a throttled login):
+    /// the first one per `key` and `window` at once, the rest of that window as one entry with
+    /// `details.count` and `details.first_at` when the window closes ([`AuditLog::close_windows`]).
+    pub async fn record_coalesced(&self, key: &str, window: Duration, entry: AuditEntry) {
+        let now = self.clock.now_ms();
+        let window_ms = window.as_millis() as i64;
+        let (write_now, closed) = {
+            let mut map = self.coalescing.lock().unwrap_or_else(|p| p.into_inner());
+            let mut closed = Vec::new();
+            let open = map.get(key).is_some_and(|c| now - c.since_ms < window_ms);
+            if open {
+                if let Some(c) = map.get_mut(key) {
+                    c.count += 1;
+                    c.entry = Some(entry);
+                }
+                (None, closed)
+            } else {
+                if let Some(old) = map.remove(key) {
+                    closed.extend(summary(old));
+                }
+                if map.len() >= MAX_COALESCING {
+                    let oldest: Vec<String> = {
+                        let mut v: Vec<(&String, i64)> = map.iter().map(|(k, c)| (k, c.since_ms)).collect();
+                        v.sort_by_key(|(_, t)| *t);
+                        v.into_iter().take(MAX_COALESCING / 16).map(|(k, _)| k.clone()).collect()
+                    };
+                    for k in oldest {
+                        if let Some(c) = map.remove(&k) {
+                            closed.extend(summary(c));
+                        }
+                    }
+                }
+                map.insert(key.to_string(), Coalesced { since_ms: now, count: 0, entry: None });
+                (Some(entry), closed)
+            }
+        };
+        for e in closed.into_iter().chain(write_now) {
+            self.record(e).await;
+        }
+    }
+
+    /// Writes the count of every coalescing window that has closed (`all`: every one, at shutdown).
+    pub async fn close_windows(&self, window: Duration, all: bool) {
+        let now = self.clock.now_ms();
+        let window_ms = window.as_millis() as i64;
+        let closed: Vec<AuditEntry> = {
+            let mut map = self.coalescing.lock().unwrap_or_else(|p| p.into_inner());
+            let done: Vec<String> =
+                map.iter().filter(|(_, c)| all || now - c.since_ms >= window_ms).map(|(k, _)| k.clone()).collect();
+            done.into_iter().filter_map(|k| map.remove(&k)).filter_map(summary).collect()
+        };
+        for e in closed {
+            self.record(e).await;
+        }
     }
 
     fn stamp(&self, entry: AuditEntry) -> AuditRecord {
@@ -230,6 +298,18 @@ impl AuditLog {
             let _ = wait.await;
         }
     }
+}
+
+/// The entry standing for the refusals after a window's first: `None` when there were none.
+fn summary(c: Coalesced) -> Option<AuditEntry> {
+    let mut entry = c.entry.filter(|_| c.count > 0)?;
+    if !entry.details.is_object() {
+        entry.details = serde_json::json!({});
+    }
+    entry.details["count"] = serde_json::json!(c.count);
+    entry.details["first_at"] = serde_json::json!(crate::clock::rfc3339_ms(c.since_ms));
+    entry.request_id = None;
+    Some(entry)
 }
 
 /// Records an admin change or a login. Cheap: queues the entry for a batched commit and returns;
@@ -315,9 +395,23 @@ impl AuditFilter {
         };
         action_ok && self.actor.as_deref().is_none_or(|a| e.actor == a)
     }
+
+    fn is_empty(&self) -> bool {
+        self.action.is_none() && self.actor.is_none()
+    }
+}
+
+fn decode(k: &str, v: &[u8]) -> Result<AuditRecord, StoreError> {
+    serde_json::from_slice(v).map_err(|e| StoreError::Decode {
+        table: "audit_log",
+        key: k.to_string(),
+        message: e.to_string(),
+    })
 }
 
 /// Newest first: the `page`-th slice of `size` matching entries, and how many match in all.
+/// Without filters nothing but the page is decoded (the count is the table's); with filters the
+/// count needs every entry (page by [`list_before`] to avoid that).
 pub fn list(
     txn: &ReadTransaction,
     filter: &AuditFilter,
@@ -330,15 +424,18 @@ pub fn list(
         Err(e) => return Err(e.into()),
     };
     let skip = page.saturating_sub(1).saturating_mul(size);
-    let mut total = 0u64;
     let mut out = Vec::new();
+    if filter.is_empty() {
+        for item in table.iter()?.rev().skip(skip as usize).take(size as usize) {
+            let (k, v) = item?;
+            out.push(decode(k.value(), v.value())?);
+        }
+        return Ok((out, table.len()?));
+    }
+    let mut total = 0u64;
     for item in table.iter()?.rev() {
         let (k, v) = item?;
-        let rec: AuditRecord = serde_json::from_slice(v.value()).map_err(|e| StoreError::Decode {
-            table: "audit_log",
-            key: k.value().to_string(),
-            message: e.to_string(),
-        })?;
+        let rec = decode(k.value(), v.value())?;
         if !filter.matches(&rec.entry) {
             continue;
         }
@@ -348,6 +445,80 @@ pub fn list(
         total += 1;
     }
     Ok((out, total))
+}
+
+/// Newest first: up to `size` matching entries older than `cursor` (an entry id, exclusive; none
+/// = from the newest), and the cursor for the next page when there may be more. Reads only as
+/// far as the page reaches: keys are time-ordered.
+pub fn list_before(
+    txn: &ReadTransaction,
+    filter: &AuditFilter,
+    cursor: Option<&str>,
+    size: u64,
+) -> Result<(Vec<AuditRecord>, Option<String>), StoreError> {
+    let table = match txn.open_table(TABLE) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), None)),
+        Err(e) => return Err(e.into()),
+    };
+    let iter = match cursor {
+        Some(c) => table.range::<&str>((std::ops::Bound::Unbounded, std::ops::Bound::Excluded(c)))?,
+        None => table.iter()?,
+    };
+    let mut out = Vec::new();
+    let mut more = false;
+    for item in iter.rev() {
+        let (k, v) = item?;
+        let rec = decode(k.value(), v.value())?;
+        if !filter.matches(&rec.entry) {
+            continue;
+        }
+        if out.len() as u64 >= size {
+            more = true;
+            break;
+        }
+        out.push(rec);
+    }
+    let next = if more { out.last().map(|r| r.id.clone()) } else { None };
+    Ok((out, next))
+}
+
+/// Entries removed per write transaction by [`prune`] (short transactions; the pass repeats).
+const PRUNE_BATCH: usize = 10_000;
+
+/// Retention: removes entries older than `retention` (by their time-ordered id) and then the
+/// oldest beyond `max_entries`, in short transactions. Returns how many went.
+pub async fn prune(store: &Store, now_ms: i64, retention: Duration, max_entries: u64) -> Result<u64, StoreError> {
+    let cutoff_ms = now_ms.saturating_sub(retention.as_millis() as i64).max(0);
+    let cutoff = ulid::Ulid::from_parts(cutoff_ms as u64, 0).to_string();
+    let mut removed = 0u64;
+    loop {
+        let cutoff = cutoff.clone();
+        let n = store
+            .write(move |txn| {
+                let mut table = txn.open_table(TABLE)?;
+                let len = table.len()?;
+                let over = len.saturating_sub(max_entries);
+                let mut doomed = Vec::new();
+                for item in table.iter()? {
+                    let (k, _) = item?;
+                    let key = k.value().to_string();
+                    if (key.as_str() >= cutoff.as_str() && doomed.len() as u64 >= over) || doomed.len() >= PRUNE_BATCH {
+                        break;
+                    }
+                    doomed.push(key);
+                }
+                for k in &doomed {
+                    table.remove(k.as_str())?;
+                }
+                Ok(doomed.len())
+            })
+            .await?;
+        removed += n as u64;
+        if n < PRUNE_BATCH {
+            return Ok(removed);
+        }
+    }
 }
 
 /// Entries after `after_id` (exclusive), oldest first, at most `limit`: what `audit tail -f` polls.

@@ -1,4 +1,5 @@
-//! `GET /api/v1/audit`: the audit log, newest first, paginated and filterable.
+//! `GET /api/v1/audit`: the audit log, newest first, paginated (by page, or by key with
+//! `cursor`) and filterable.
 
 use std::sync::Arc;
 
@@ -34,6 +35,9 @@ pub struct AuditQuery {
     action: Option<String>,
     /// Exact actor (`admin:alice`, `anonymous`, `cli`, `system`).
     actor: Option<String>,
+    /// Key paging: entries older than this id (a `next_cursor`), newest first; `page` is then
+    /// ignored and nothing beyond the page is read (no `total`: it is 0).
+    cursor: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -42,6 +46,10 @@ pub struct Pagination {
     pub size: u64,
     pub total: u64,
     pub total_pages: u64,
+    /// Pass as `cursor` for the next (older) page; absent on the last page. In page mode, the id
+    /// of this page's oldest entry when more follow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -65,7 +73,7 @@ fn number(name: &str, raw: Option<&str>, default: u64, max: u64) -> Result<u64, 
         (status = 200, body = AuditPage),
         (status = 401, body = ErrorBody, description = "no or invalid admin credentials"),
         (status = 403, body = ErrorBody, description = "an operator token"),
-        (status = 422, body = ErrorBody, description = "page or size out of range")))]
+        (status = 422, body = ErrorBody, description = "page or size out of range, or a cursor that is no entry id")))]
 async fn list_audit(
     State(app): State<Arc<App>>,
     _caller: AdminCaller,
@@ -75,8 +83,26 @@ async fn list_audit(
     let page = number("page", q.page.as_deref(), 1, u64::from(u32::MAX))?;
     let size = number("size", q.size.as_deref(), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     let filter = AuditFilter { action: q.action.filter(|a| !a.is_empty()), actor: q.actor.filter(|a| !a.is_empty()) };
+    let cursor = q.cursor.filter(|c| !c.is_empty());
+    if let Some(c) = &cursor
+        && ulid::Ulid::from_string(c).is_err()
+    {
+        return Err(ApiError::field(&["query", "cursor"], "must be an entry id (a next_cursor)", "value_error"));
+    }
     // Read-your-writes: what this admin just did is in the answer.
     app.audit.flush().await;
+    if let Some(cursor) = cursor {
+        let (data, next_cursor) =
+            app.store.read(move |txn| super::list_before(txn, &filter, Some(&cursor), size)).await?;
+        return Ok(axum::Json(AuditPage {
+            data,
+            pagination: Pagination { page: 1, size, total: 0, total_pages: 0, next_cursor },
+        }));
+    }
     let (data, total) = app.store.read(move |txn| super::list(txn, &filter, page, size)).await?;
-    Ok(axum::Json(AuditPage { data, pagination: Pagination { page, size, total, total_pages: total.div_ceil(size) } }))
+    let next_cursor = (page.saturating_mul(size) < total).then(|| data.last().map(|r| r.id.clone())).flatten();
+    Ok(axum::Json(AuditPage {
+        data,
+        pagination: Pagination { page, size, total, total_pages: total.div_ceil(size), next_cursor },
+    }))
 }

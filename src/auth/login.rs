@@ -209,8 +209,9 @@ fn invalid_credentials() -> ApiError {
 ///
 /// Returns an admin access token and sets it as an `HttpOnly; SameSite=Strict` cookie for the
 /// console. Wrong credentials take as long for an unknown user as for a wrong password. After
-/// `login_max_failures` failures from one client address within `login_failure_window`, or
-/// repeated failures for one username, the answer is 429 with `Retry-After`.
+/// `login_max_failures` failures from one client address within `login_failure_window`
+/// (`scope=client_addr`), or 20 times that many for one username from all addresses together
+/// (`scope=username`), the answer is 429 with `Retry-After`.
 #[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", request_body = LoginRequest,
     responses(
         (status = 200, body = LoginResponse, description = "signed in; `Set-Cookie: gshare_console=…; HttpOnly; SameSite=Strict` and `gshare_csrf`"),
@@ -253,7 +254,10 @@ async fn login(
     let attempt = match signin.throttle.begin(meta.client_addr, &body.username, app.clock.now_ms()) {
         Ok(a) => a,
         Err(limited) => {
-            crate::audit::record(&app, audit(AuditResult::Denied, &format!("throttled_{}", limited.scope))).await;
+            // One entry per address and window (the rest counted): a flood costs no log growth.
+            let key = format!("auth.login/{}/{}", limited.scope, meta.client_addr);
+            let entry = audit(AuditResult::Denied, &format!("throttled_{}", limited.scope));
+            app.audit.record_coalesced(&key, app.config.login_failure_window, entry).await;
             return Err(too_many(limited.retry_after_s, limited.scope));
         }
     };

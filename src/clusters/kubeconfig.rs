@@ -37,6 +37,9 @@ pub struct CheckedKubeconfig {
     /// `token`, `client-certificate`, `basic`, `exec:<cmd>`, `auth-provider:<name>`, `none`.
     pub auth_kind: String,
     pub hash: String,
+    /// The cluster entry pins its own CA (`certificate-authority[-data]`) and does not skip TLS
+    /// verification: only then may its credentials go to an address other than `server`.
+    pub pins_own_ca: bool,
 }
 
 impl std::fmt::Debug for CheckedKubeconfig {
@@ -88,6 +91,14 @@ pub enum Origin {
 pub fn check(text: &str, origin: Origin, exec_allow: &[String]) -> Result<CheckedKubeconfig, KubeconfigProblem> {
     if text.trim().is_empty() {
         return Err(problem("the kubeconfig is empty", "send the kubeconfig YAML file itself"));
+    }
+    // Before the full parse: an alias bomb (anchors referenced many times over) costs memory in
+    // proportion to its expansion, not its size; kubeconfigs written by kubectl never use them.
+    if let Some(line) = anchor_or_alias_line(text) {
+        return Err(problem(
+            format!("the kubeconfig uses YAML anchors or aliases (line {line}), which gshare refuses"),
+            "write each value out in full, as kubectl config view --minify --flatten --raw does",
+        ));
     }
     let config = Kubeconfig::from_yaml(text).map_err(|e| {
         problem(
@@ -181,7 +192,67 @@ pub fn check(text: &str, origin: Origin, exec_allow: &[String]) -> Result<Checke
         }
     }
     let hash = content_hash(text.as_bytes());
-    Ok(CheckedKubeconfig { config, text: text.to_string(), context, server, auth_kind, hash })
+    let has_ca = cluster.certificate_authority_data.as_deref().is_some_and(|d| !d.trim().is_empty())
+        || cluster.certificate_authority.as_deref().is_some_and(|p| !p.is_empty());
+    let pins_own_ca = has_ca && cluster.insecure_skip_tls_verify != Some(true);
+    Ok(CheckedKubeconfig { config, text: text.to_string(), context, server, auth_kind, hash, pins_own_ca })
+}
+
+/// May the kubeconfig's credentials be sent to `address`? Its own `server`: yes. Any other
+/// address: only over TLS verified against the kubeconfig's own CA (no `http://`, no
+/// `insecure-skip-tls-verify`, no system roots), so a listener that cannot prove itself with that
+/// CA never sees the token or client certificate. Otherwise a new kubeconfig must come with it.
+pub fn may_send_credentials_to(kc: &CheckedKubeconfig, address: &str) -> Result<(), KubeconfigProblem> {
+    let address = address.trim_end_matches('/');
+    if address.eq_ignore_ascii_case(kc.server.trim_end_matches('/')) {
+        return Ok(());
+    }
+    let target = parse_server(address)?;
+    let hint = "send the cluster's kubeconfig (kubeconfig_b64) with the new address, or use an https:// address whose certificate the kubeconfig's certificate-authority-data verifies";
+    if target.scheme != "https" {
+        return Err(problem(format!("the stored credentials are not sent to `{address}` over plain HTTP"), hint));
+    }
+    if !kc.pins_own_ca {
+        return Err(problem(
+            format!(
+                "the stored credentials go to another address (`{address}`) only over TLS verified by the kubeconfig's own CA, and this kubeconfig has no certificate-authority-data or skips verification"
+            ),
+            hint,
+        ));
+    }
+    Ok(())
+}
+
+/// The first line (1-based) holding a YAML anchor (`&name`) or alias (`*name`) outside quoted
+/// scalars and comments; `None` when there is none.
+pub fn anchor_or_alias_line(text: &str) -> Option<usize> {
+    for (n, line) in text.lines().enumerate() {
+        let mut quote: Option<char> = None;
+        let mut prev = ' ';
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if (c == '"' || c == '\'') && token_start(prev) => quote = Some(c),
+                None if c == '#' && prev.is_whitespace() => break,
+                None if (c == '&' || c == '*')
+                    && token_start(prev)
+                    && chars.peek().is_some_and(|next| !next.is_whitespace()) =>
+                {
+                    return Some(n + 1);
+                }
+                None => {}
+            }
+            prev = c;
+        }
+    }
+    None
+}
+
+/// Where a YAML node (and so an anchor, alias or quoted scalar) can begin.
+fn token_start(prev: char) -> bool {
+    prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':' | '-')
 }
 
 fn first_line(s: &str) -> String {
@@ -273,12 +344,95 @@ pub fn write_file(root: &Path, id: &ClusterId, text: &str) -> std::io::Result<Pa
     Ok(path)
 }
 
-/// Removes a cluster's kubeconfig directory (unregister, or cleanup after a failed registration).
-pub fn remove_dir(root: &Path, id: &ClusterId) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(cluster_dir(root, id)) {
+/// Prefix of a registration's staging directory, `<root>/.pending-<id>/`: the kubeconfig is written
+/// there before the cluster's row commits and renamed to `<id>/` after, so a crash (kill -9) in
+/// between never leaves a `<id>/` directory that no cluster claims. The watcher ignores dot-names.
+pub const STAGING_PREFIX: &str = ".pending-";
+
+/// A registration's kubeconfig, written but not yet published under `<root>/<id>/`.
+#[derive(Debug)]
+pub struct Staged {
+    root: PathBuf,
+    id: ClusterId,
+}
+
+/// Writes `<root>/.pending-<id>/kubeconfig` (private, atomic): step one of a registration.
+pub fn stage_file(root: &Path, id: &ClusterId, text: &str) -> std::io::Result<Staged> {
+    crate::auth::keys::create_private_dir(root).map_err(std::io::Error::other)?;
+    let dir = staging_dir(root, id);
+    crate::auth::keys::create_private_dir(&dir).map_err(std::io::Error::other)?;
+    crate::auth::keys::write_private_file(&dir.join("kubeconfig"), text.as_bytes())?;
+    Ok(Staged { root: root.to_path_buf(), id: id.clone() })
+}
+
+fn staging_dir(root: &Path, id: &ClusterId) -> PathBuf {
+    root.join(format!("{STAGING_PREFIX}{id}"))
+}
+
+impl Staged {
+    /// Step two, once the cluster's row has committed: `.pending-<id>/` becomes `<id>/`.
+    pub fn publish(self) -> std::io::Result<PathBuf> {
+        publish_staged(&self.root, &self.id)?;
+        Ok(kubeconfig_path(&self.root, &self.id))
+    }
+
+    /// The registration failed before its commit: the staged directory goes.
+    pub fn discard(self) -> std::io::Result<()> {
+        remove_tree(&staging_dir(&self.root, &self.id))
+    }
+}
+
+fn publish_staged(root: &Path, id: &ClusterId) -> std::io::Result<()> {
+    std::fs::rename(staging_dir(root, id), cluster_dir(root, id))?;
+    std::fs::File::open(root)?.sync_all()
+}
+
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// What [`recover_staged`] did with the staging directories a crash left.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Registrations whose row had committed: their directory was published as `<id>/`.
+    pub published: Vec<String>,
+    /// Registrations that never committed: their directory was removed.
+    pub removed: Vec<String>,
+}
+
+/// At start, before the watcher: finishes or removes every `.pending-<id>/` left by a crash.
+/// `committed(id)` says whether a live cluster row claims the id.
+pub fn recover_staged(root: &Path, committed: impl Fn(&str) -> bool) -> std::io::Result<Recovered> {
+    let mut done = Recovered::default();
+    let entries = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(STAGING_PREFIX) else { continue };
+        match ClusterId::parse(rest) {
+            Ok(id) if committed(id.as_str()) && !cluster_dir(root, &id).exists() => {
+                publish_staged(root, &id)?;
+                done.published.push(id.to_string());
+            }
+            _ => {
+                remove_tree(&entry.path())?;
+                done.removed.push(name);
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Removes a cluster's kubeconfig directory (unregister, or cleanup after a failed registration).
+pub fn remove_dir(root: &Path, id: &ClusterId) -> std::io::Result<()> {
+    remove_tree(&cluster_dir(root, id))
 }
 
 /// Reads `<root>/<id>/kubeconfig`, refusing a symlink chain that leaves `root`.
@@ -354,6 +508,46 @@ mod tests {
     }
 
     #[test]
+    fn stored_credentials_go_elsewhere_only_under_the_kubeconfigs_own_ca() {
+        let kc = check(GOOD, Origin::Submitted, &[]).unwrap();
+        assert!(kc.pins_own_ca);
+        may_send_credentials_to(&kc, "https://10.0.0.1:6443/").unwrap();
+        may_send_credentials_to(&kc, "https://10.0.0.2:6443").unwrap();
+        assert!(may_send_credentials_to(&kc, "http://10.0.0.2:6443").unwrap_err().cause.contains("plain HTTP"));
+        for variant in [
+            GOOD.replace("    certificate-authority-data: AAAA\n", ""),
+            GOOD.replace(
+                "certificate-authority-data: AAAA",
+                "certificate-authority-data: AAAA\n    insecure-skip-tls-verify: true",
+            ),
+        ] {
+            let kc = check(&variant, Origin::Submitted, &[]).unwrap();
+            assert!(!kc.pins_own_ca);
+            may_send_credentials_to(&kc, "https://10.0.0.1:6443").unwrap();
+            assert!(may_send_credentials_to(&kc, "https://10.0.0.2:6443").unwrap_err().cause.contains("own CA"));
+        }
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_before_parsing() {
+        let bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n";
+        assert_eq!(anchor_or_alias_line(bomb), Some(1));
+        let e = check(&format!("{GOOD}{bomb}"), Origin::Submitted, &[]).unwrap_err();
+        assert!(e.cause.contains("anchors or aliases"), "{e}");
+        assert_eq!(anchor_or_alias_line("users:\n- name: u\n  user: *u\n"), Some(3));
+        // Not anchors: inside quotes, comments, URLs, words.
+        for fine in [
+            GOOD,
+            "password: \"a &b *c\"\n",
+            "password: 'x *y'\n",
+            "server: https://*.example.com # *wild &card\n",
+            "password: a&b*c\n",
+        ] {
+            assert_eq!(anchor_or_alias_line(fine), None, "{fine}");
+        }
+    }
+
+    #[test]
     fn loopback_detection() {
         for s in ["https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"] {
             assert!(parse_server(s).unwrap().is_loopback(), "{s}");
@@ -361,6 +555,30 @@ mod tests {
         assert!(!parse_server("https://10.1.2.3:6443").unwrap().is_loopback());
         assert_eq!(parse_server("https://k8s.example.com").unwrap().port, 443);
         assert!(parse_server("ftp://x").is_err());
+    }
+
+    #[test]
+    fn a_crash_before_the_commit_leaves_no_claimable_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("clusters");
+        let (lost, committed) = (ClusterId::mint(), ClusterId::mint());
+        // Two registrations killed after writing their kubeconfig: one before its row committed,
+        // one after. Neither looks like a cluster directory yet.
+        let _ = stage_file(&root, &lost, GOOD).unwrap();
+        let _ = stage_file(&root, &committed, GOOD).unwrap();
+        assert!(!cluster_dir(&root, &lost).exists() && !cluster_dir(&root, &committed).exists());
+        let done = recover_staged(&root, |id| id == committed.as_str()).unwrap();
+        assert_eq!(done.published, [committed.to_string()]);
+        assert_eq!(done.removed, [format!("{STAGING_PREFIX}{lost}")]);
+        let left: Vec<String> =
+            std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(left, [committed.to_string()]);
+        assert_eq!(read_file(&root, &committed).unwrap().unwrap().0, GOOD);
+        // The normal path: stage, commit, publish.
+        let id = ClusterId::mint();
+        let path = stage_file(&root, &id, GOOD).unwrap().publish().unwrap();
+        assert_eq!(path, kubeconfig_path(&root, &id));
+        assert!(!root.join(format!("{STAGING_PREFIX}{id}")).exists());
     }
 
     #[test]

@@ -148,6 +148,12 @@ pub struct ClusterRecord {
     /// Whether `api_server` overrides the kubeconfig's server address.
     #[serde(default)]
     pub api_server_override: bool,
+    /// Hash of the kubeconfig an overriding `api_server` was submitted together with: that pair
+    /// is the admin's own. With any other kubeconfig (edited file, `api_server` patched alone) the
+    /// credentials reach the override only under the kubeconfig's own CA
+    /// ([`super::kubeconfig::may_send_credentials_to`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server_kubeconfig_hash: Option<String>,
     pub session_domain: Option<String>,
     /// `host:port` of this cluster's session ingress: `/proxy/` requests for its sessions are
     /// relayed there (else to the server-wide `session_ingress`; else not relayed).
@@ -179,6 +185,7 @@ impl ClusterRecord {
             role,
             api_server,
             api_server_override: false,
+            api_server_kubeconfig_hash: None,
             session_domain: None,
             session_ingress: None,
             status: ClusterStatus::Pending,

@@ -81,6 +81,8 @@ pub struct RegisterRequest {
 pub struct PatchRequest {
     pub name: Option<String>,
     pub role: Option<Role>,
+    /// A new API server address (`""` = the kubeconfig's own). Without `kubeconfig_b64` the stored
+    /// credentials go there only over `https://` verified by the kubeconfig's own CA; else 422.
     pub api_server: Option<String>,
     /// `""` clears the cluster's own domain.
     pub session_domain: Option<String>,
@@ -247,7 +249,6 @@ impl Clusters {
                 Ok(detail)
             }
             Err(e) => {
-                let _ = kubeconfig::remove_dir(&self.kubeconfig_dir(), &id);
                 lock(&self.registering).remove(id.as_str());
                 Err(e)
             }
@@ -266,16 +267,52 @@ impl Clusters {
         kc: &CheckedKubeconfig,
         outcome: &ProbeOutcome,
     ) -> Result<ClusterDetail, ClusterError> {
+        // Staged under `.pending-<id>/` and published as `<id>/` only after the row commits: a
+        // crash in between leaves nothing a cluster could be mistaken for (see recover_staged).
         let dir = self.kubeconfig_dir();
         let (id2, text) = (id.clone(), kc.text.clone());
-        tokio::task::spawn_blocking(move || kubeconfig::write_file(&dir, &id2, &text))
+        let staged = tokio::task::spawn_blocking(move || kubeconfig::stage_file(&dir, &id2, &text))
             .await
             .map_err(|e| ClusterError::Io(e.to_string()))?
             .map_err(|e| ClusterError::Io(format!("cannot write the kubeconfig file: {e}")))?;
+        let committed =
+            self.commit_row(id, name, role, api_server, api_server_override, session_domain, &kc.hash, outcome).await;
+        let record = match committed {
+            Ok(r) => r,
+            Err(e) => {
+                if let Ok(Err(err)) | Err(err) =
+                    tokio::task::spawn_blocking(move || staged.discard()).await.map_err(std::io::Error::other)
+                {
+                    tracing::warn!(cluster_id = %id, error = %err, "cannot remove a failed registration's staged kubeconfig; it goes at the next start");
+                }
+                return Err(e);
+            }
+        };
+        tokio::task::spawn_blocking(move || staged.publish())
+            .await
+            .map_err(|e| ClusterError::Io(e.to_string()))?
+            .map_err(|e| ClusterError::Io(format!("cannot publish the kubeconfig file: {e}")))?;
+        self.detail_of(record).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_row(
+        &self,
+        id: &ClusterId,
+        name: String,
+        role: Role,
+        api_server: String,
+        api_server_override: bool,
+        session_domain: Option<String>,
+        kc_hash: &str,
+        outcome: &ProbeOutcome,
+    ) -> Result<ClusterRecord, ClusterError> {
+        let kc_hash = kc_hash.to_string();
         let now = self.clock.now_ms();
         let nodes = outcome.nodes.clone().unwrap_or_default();
         let mut record = ClusterRecord {
             api_server_override,
+            api_server_kubeconfig_hash: api_server_override.then(|| kc_hash.clone()),
             session_domain,
             status: outcome.status,
             checks: outcome.checks.clone(),
@@ -306,7 +343,25 @@ impl Clusters {
                 Ok(Ok(record))
             })
             .await??;
-        self.detail_of(record).await
+        Ok(record)
+    }
+
+    /// At start, before the watcher: publishes or removes the staging directories of
+    /// registrations a crash interrupted (logged), so no `<id>/` is left that no cluster claims.
+    pub async fn recover_staged(&self) -> Result<(), ClusterError> {
+        let live: std::collections::HashSet<String> = self.live_records().await?.iter().map(|r| r.id.clone()).collect();
+        let dir = self.kubeconfig_dir();
+        let done = tokio::task::spawn_blocking(move || kubeconfig::recover_staged(&dir, |id| live.contains(id)))
+            .await
+            .map_err(|e| ClusterError::Io(e.to_string()))?
+            .map_err(|e| ClusterError::Io(format!("cannot recover interrupted registrations: {e}")))?;
+        for id in &done.published {
+            tracing::warn!(cluster_id = %id, "a registration was interrupted after its commit; its kubeconfig is now in place");
+        }
+        for name in &done.removed {
+            tracing::warn!(dir = %name, "removed the kubeconfig of a registration that was interrupted before its commit");
+        }
+        Ok(())
     }
 
     /// Checks name / identity / address against live clusters (`except` = the cluster being edited).
@@ -515,6 +570,17 @@ impl Clusters {
                 None if current.api_server_override => Some(current.api_server.clone()),
                 None => None,
             };
+            // The stored credentials go to a new address only if that address proves itself with
+            // the kubeconfig's own CA (before any probe runs); a new kubeconfig is the admin's own.
+            if req.kubeconfig_b64.is_none()
+                && let Some(address) = &effective_override
+            {
+                kubeconfig::may_send_credentials_to(&kc, address).map_err(|p| ClusterError::Invalid {
+                    field: "api_server",
+                    message: format!("{}; {}", p.cause, p.hint),
+                    kind: "value_error",
+                })?;
+            }
             let (outcome, conn) = self.probe_kubeconfig(&kc, effective_override.as_deref()).await;
             if !outcome.passed() {
                 return Err(ClusterError::ProbeFailed(Box::new(outcome)));
@@ -529,7 +595,11 @@ impl Clusters {
             }
             let server = effective_override.clone().unwrap_or_else(|| kc.server.trim_end_matches('/').to_string());
             self.ensure_unique(&current.name, None, Some(&server), Some(&current.id)).await?;
-            new_api_server = Some((server, effective_override.is_some()));
+            let paired_hash = match (&effective_override, req.kubeconfig_b64.is_some()) {
+                (Some(_), true) => Some(kc.hash.clone()),
+                _ => None,
+            };
+            new_api_server = Some((server, effective_override.is_some(), paired_hash));
             if req.kubeconfig_b64.is_some() {
                 new_file = Some(kc);
             }
@@ -569,9 +639,10 @@ impl Clusters {
                 if let Some(i) = session_ingress {
                     r.session_ingress = i;
                 }
-                if let Some((server, is_override)) = new_api_server {
+                if let Some((server, is_override, paired_hash)) = new_api_server {
                     r.api_server = server;
                     r.api_server_override = is_override;
+                    r.api_server_kubeconfig_hash = paired_hash;
                 }
                 CLUSTERS.put(txn, &r.id, &r)?;
                 Ok(Ok(r))
@@ -712,6 +783,13 @@ impl Clusters {
         lock(&self.missing_logged).remove(&record.id);
         if let Some(c) = self.conn(&id).filter(|c| c.hash == kc.hash && c.api_server == record.api_server) {
             return Ok(c);
+        }
+        // A kubeconfig other than the one the override came with (hot-loaded, or `api_server`
+        // patched alone) sends its credentials there only under its own CA.
+        if let Some(address) = &override_server
+            && record.api_server_kubeconfig_hash.as_deref() != Some(kc.hash.as_str())
+        {
+            kubeconfig::may_send_credentials_to(&kc, address)?;
         }
         let server_url = override_server.clone().unwrap_or_else(|| kc.server.clone());
         let server = kubeconfig::parse_server(&server_url)?;

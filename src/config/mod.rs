@@ -76,6 +76,15 @@ pub struct Config {
     /// Sign-in: failed logins per client address within `login_failure_window` before 429.
     pub login_max_failures: u32,
     pub login_failure_window: Duration,
+    /// Client connections open at once; over it the oldest idle one is closed.
+    pub max_connections: u32,
+    /// Audit entries older than this are removed (hourly pass).
+    pub audit_retention: Duration,
+    /// Audit entries kept at most; the oldest beyond it are removed by the same pass.
+    pub audit_max_entries: u64,
+    /// A connection must send a complete request head this soon (after opening, or after its
+    /// previous response); else it is closed.
+    pub request_head_timeout: Duration,
     /// TLS: PEM certificate chain and private key; both set = HTTPS on `listen`.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -125,6 +134,10 @@ struct FileLayer {
     login_ttl: Option<String>,
     login_max_failures: Option<i64>,
     login_failure_window: Option<String>,
+    max_connections: Option<i64>,
+    audit_retention: Option<String>,
+    audit_max_entries: Option<i64>,
+    request_head_timeout: Option<String>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     tls_redirect_listen: Option<String>,
@@ -383,6 +396,32 @@ impl Config {
             "5m",
             Duration::from_secs(1)..=Duration::from_secs(86400),
         )?;
+        let max_connections = match layer.pick_typed("max_connections", f.max_connections, |s| s.parse::<i64>().ok())? {
+            Some(r) => u32::try_from(r.value).ok().filter(|v| (16..=1_000_000).contains(v)).ok_or_else(|| {
+                ConfigError::invalid(&r.key, format!("{} is not a count between 16 and 1000000", r.value))
+            })?,
+            None => 4096,
+        };
+        let audit_retention = layer.duration(
+            "audit_retention",
+            f.audit_retention,
+            "400d",
+            Duration::from_secs(86400)..=Duration::from_secs(100 * 365 * 86400),
+        )?;
+        let audit_max_entries = match layer
+            .pick_typed("audit_max_entries", f.audit_max_entries, |s| s.parse::<i64>().ok())?
+        {
+            Some(r) => u64::try_from(r.value).ok().filter(|v| (100..=1_000_000_000).contains(v)).ok_or_else(|| {
+                ConfigError::invalid(&r.key, format!("{} is not a count between 100 and 1000000000", r.value))
+            })?,
+            None => 1_000_000,
+        };
+        let request_head_timeout = layer.duration(
+            "request_head_timeout",
+            f.request_head_timeout,
+            "5s",
+            Duration::from_secs(1)..=Duration::from_secs(600),
+        )?;
         let path_key = |key: &str, file: Option<PathBuf>| {
             layer
                 .pick(key, file.map(|p| p.display().to_string()))
@@ -470,6 +509,10 @@ impl Config {
             login_ttl,
             login_max_failures,
             login_failure_window,
+            max_connections,
+            audit_retention,
+            audit_max_entries,
+            request_head_timeout,
             tls_cert,
             tls_key,
             tls_redirect_listen,
@@ -539,6 +582,10 @@ impl Config {
         t.insert("login_ttl".into(), d(self.login_ttl));
         t.insert("login_max_failures".into(), toml::Value::Integer(i64::from(self.login_max_failures)));
         t.insert("login_failure_window".into(), d(self.login_failure_window));
+        t.insert("max_connections".into(), toml::Value::Integer(i64::from(self.max_connections)));
+        t.insert("audit_retention".into(), d(self.audit_retention));
+        t.insert("audit_max_entries".into(), toml::Value::Integer(self.audit_max_entries.min(i64::MAX as u64) as i64));
+        t.insert("request_head_timeout".into(), d(self.request_head_timeout));
         let path = |p: &Option<PathBuf>| s(&p.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
         t.insert("tls_cert".into(), path(&self.tls_cert));
         t.insert("tls_key".into(), path(&self.tls_key));

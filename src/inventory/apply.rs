@@ -27,6 +27,8 @@ pub enum Refusal {
         cluster_id: String,
     },
     NotFound(String),
+    /// The target is not an object of the caller's cluster (unknown here, or of no cluster).
+    NotOwn(String),
     Conflict {
         code: &'static str,
         message: String,
@@ -534,6 +536,17 @@ pub fn volume_sync(
     let mut out = Vec::with_capacity(r.volumes.len());
     let mut orphans = 0;
     for v in &r.volumes {
+        if !is_dns_subdomain(&v.name) {
+            // No PVC has such a name: answered, never stored.
+            orphans += u64::from(v.volume_id.is_none());
+            out.push(VolumeDirective {
+                name: v.name.clone(),
+                volume_id: v.volume_id.clone(),
+                quota_gb: None,
+                reclaim: false,
+            });
+            continue;
+        }
         let key = format!("{cluster_id}/{}", v.name);
         let stored = VOLUMES.get_in_write(txn, &key)?;
         let mut rec = stored.clone().unwrap_or(VolumeRecord {

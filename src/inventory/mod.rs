@@ -164,41 +164,6 @@ impl Inventory {
         Ok(())
     }
 
-    /// `POST /internal/audit/operator`: written to the audit log before the 202.
-    pub async fn operator_audit(
-        &self,
-        cluster: &ClusterId,
-        ev: OperatorAudit,
-        request_id: String,
-    ) -> Result<(), StoreError> {
-        let (id, clock) = (cluster.to_string(), self.clock.clone());
-        self.store
-            .write_batched(move |txn| {
-                if apply::live_cluster(txn, &id)?.is_none() {
-                    return Ok::<_, StoreError>(Outcome::Unchanged(()));
-                }
-                let result = if ev.result.eq_ignore_ascii_case("ok") || ev.result.eq_ignore_ascii_case("success") {
-                    crate::audit::AuditResult::Success
-                } else {
-                    crate::audit::AuditResult::Failure
-                };
-                let mut entry = AuditEntry::system(format!("operator:{id}"), &ev.action, result)
-                    .target(ev.target.clone())
-                    .details(serde_json::json!({
-                        "cluster_id": id,
-                        "actor": ev.actor,
-                        "result": ev.result,
-                        "detail": ev.detail,
-                        "trace_id": ev.trace_id,
-                        "ts": ev.ts,
-                    }));
-                entry.request_id = Some(request_id.clone()).filter(|r| !r.is_empty());
-                crate::audit::record_in(txn, &clock, entry)?;
-                Ok(Outcome::Wrote(()))
-            })
-            .await
-    }
-
     pub async fn volume_sync(&self, cluster: &ClusterId, r: VolumeSync) -> Result<VolumeSyncAnswer, StoreError> {
         let now = self.clock.now_ms();
         let id = cluster.to_string();

@@ -17,10 +17,17 @@ pub const VOLUMES: JsonTable<VolumeRecord> = JsonTable::new("volumes");
 pub const SESSION_DISKS: JsonTable<SessionDiskRecord> = JsonTable::new("session_disks");
 /// Kubernetes' limit on a node name (a DNS subdomain).
 pub const MAX_NODE_NAME: usize = 253;
-/// A GPU uuid: `GPU-<36>`, `MIG-…`, or `<node>-gpu-<i>` (a node name plus a suffix).
+/// A GPU uuid: `GPU-<36>`, `MIG-…` (old MIG ids `MIG-GPU-…/1/0` carry `/`), or `<node>-gpu-<i>`.
+/// Longer ids are stored cut (see [`bound`]); upstream takes any string.
 pub const MAX_UUID: usize = MAX_NODE_NAME + 16;
-/// Free-text fields (model, status, message…) kept at most this long.
+/// Short free-text fields (phase, role, model, status, result…) are stored at most this long.
 pub const MAX_TEXT: usize = 1024;
+/// Messages (the operator's "pod rejected: … is invalid: […]" runs past 1 KiB) are stored at
+/// most this long. Upstream has no limit, and neither is a report refused for its length here:
+/// a longer one is stored cut and marked (contract §9).
+pub const MAX_MESSAGE: usize = 8192;
+/// An operator audit entry's `detail` object is stored when its JSON is at most this long.
+pub const MAX_DETAIL: usize = 8192;
 /// Samples in one agent batch, as upstream.
 pub const MAX_SAMPLES: usize = 500;
 
@@ -53,19 +60,10 @@ impl Problems {
         }
     }
 
-    pub fn uuid(&mut self, loc: &[&str], v: &str) {
-        if v.is_empty() {
-            self.push(loc, "must not be empty", "string_too_short");
-        } else if v.len() > MAX_UUID {
-            self.push(loc, format!("must be at most {MAX_UUID} characters"), "string_too_long");
-        } else if !v.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
-            self.push(loc, "must be printable ASCII without '/' or spaces", "string_pattern_mismatch");
-        }
-    }
-
-    pub fn text(&mut self, loc: &[&str], v: Option<&str>) {
-        if v.is_some_and(|v| v.len() > MAX_TEXT) {
-            self.push(loc, format!("must be at most {MAX_TEXT} characters"), "string_too_long");
+    /// One of the values an enumerated field takes (compared without case).
+    pub fn one_of(&mut self, loc: &[&str], v: &str, allowed: &[&str]) {
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(v)) {
+            self.push(loc, format!("must be one of: {}", allowed.join(", ")), "enum");
         }
     }
 
@@ -86,10 +84,97 @@ impl Problems {
     }
 }
 
-/// Unix milliseconds of an RFC 3339 timestamp.
+/// Unix milliseconds of an event time, read as upstream's schema reads a `datetime`: RFC 3339
+/// (the operator sends `2025-05-01T10:00:00.12Z`), an ISO 8601 date-time without an offset
+/// (taken as UTC), or a number of Unix seconds (milliseconds above 2·10¹⁰).
 pub fn parse_ts(v: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339).ok()?;
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+    use time::format_description::well_known::{Iso8601, Rfc3339};
+    let v = v.trim();
+    if let Ok(t) =
+        time::OffsetDateTime::parse(v, &Rfc3339).or_else(|_| time::OffsetDateTime::parse(v, &Iso8601::DEFAULT))
+    {
+        return i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok();
+    }
+    if let Ok(t) = time::PrimitiveDateTime::parse(&v.replacen(' ', "T", 1), &Iso8601::DEFAULT) {
+        return i64::try_from(t.assume_utc().unix_timestamp_nanos() / 1_000_000).ok();
+    }
+    let n: f64 = v.parse().ok().filter(|n: &f64| n.is_finite())?;
+    let ms = if n.abs() > 2e10 { n } else { n * 1000.0 };
+    // Years 1–9999, as a datetime can hold.
+    (-62_135_596_800_000.0..=253_402_300_799_999.0).contains(&ms).then_some(ms as i64)
+}
+
+/// Cuts `v` to at most `max` bytes (at a character boundary) and marks the cut with
+/// `…[truncated N bytes]`. Operator-sent text is stored bounded this way, never refused.
+pub fn bound(v: &mut String, max: usize) {
+    if v.len() <= max {
+        return;
+    }
+    let mut end = max;
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = v.len() - end;
+    v.truncate(end);
+    v.push_str(&format!("…[truncated {cut} bytes]"));
+}
+
+pub fn bound_opt(v: &mut Option<String>, max: usize) {
+    if let Some(s) = v {
+        bound(s, max);
+    }
+}
+
+/// A GPU id this store can key a card by: non-empty, at most [`MAX_UUID`] bytes, no spaces or
+/// control characters (`/` is fine: old MIG ids carry it).
+pub fn is_usable_uuid(v: &str) -> bool {
+    !v.is_empty() && v.len() <= MAX_UUID && v.chars().all(|c| !c.is_whitespace() && !c.is_control())
+}
+
+/// Serde helpers for the lenient scalars upstream's schema takes.
+pub mod lax {
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    /// An integer of any size (saturated to i64), an integral float, or a string of digits, as
+    /// upstream's `int` takes them. Anything else is a type error.
+    pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        let v = Option::<Value>::deserialize(d)?;
+        let bad = || serde::de::Error::custom("invalid type: expected an integer");
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => {
+                if let Some(i) = n.as_i64() {
+                    Ok(Some(i))
+                } else if n.as_u64().is_some() {
+                    Ok(Some(i64::MAX))
+                } else {
+                    match n.as_f64() {
+                        Some(f) if f.fract() == 0.0 => Ok(Some(f as i64)),
+                        _ => Err(bad()),
+                    }
+                }
+            }
+            Some(Value::String(s)) => {
+                let t = s.trim();
+                let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(bad());
+                }
+                Ok(Some(t.parse::<i64>().unwrap_or(if t.starts_with('-') { i64::MIN } else { i64::MAX })))
+            }
+            Some(_) => Err(bad()),
+        }
+    }
+
+    /// A date-time as a string, or Unix seconds as a number (kept as its decimal text).
+    pub fn ts<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(s),
+            Value::Number(n) => Ok(n.to_string()),
+            _ => Err(serde::de::Error::custom("invalid type: expected a date-time")),
+        }
+    }
 }
 
 /// RFC 1123 subdomain: what the API server accepts as a Node name.
@@ -134,12 +219,21 @@ pub struct NodeReport {
 impl NodeReport {
     pub fn check(&self) -> Result<(), Vec<FieldError>> {
         let mut p = Problems::default();
-        p.node_name(&["node_id"], &self.node_id);
         p.non_negative(&["node_cpu"], self.node_cpu);
         p.non_negative(&["node_mem_gb"], self.node_mem_gb);
         p.non_negative(&["node_disk_gb"], self.node_disk_gb);
-        p.text(&["role"], self.role.as_deref());
         p.into_result()
+    }
+
+    /// Whether the node can be stored: a Kubernetes node name. Upstream takes any string; a
+    /// report naming no real node is answered 202 and stored nowhere.
+    pub fn usable(&self) -> bool {
+        is_dns_subdomain(&self.node_id)
+    }
+
+    /// Free text cut to what is stored.
+    pub fn bound(&mut self) {
+        bound_opt(&mut self.role, MAX_TEXT);
     }
 }
 
@@ -183,10 +277,20 @@ fn ready() -> String {
 }
 
 impl GpuReport {
+    /// Whether the card can be stored: a Kubernetes node name and a usable uuid (else 202, stored nowhere).
+    pub fn usable(&self) -> bool {
+        is_dns_subdomain(&self.node_id) && is_usable_uuid(&self.uuid)
+    }
+
+    /// Free text cut to what is stored.
+    pub fn bound(&mut self) {
+        bound_opt(&mut self.mode, MAX_TEXT);
+        bound(&mut self.status, MAX_TEXT);
+        bound_opt(&mut self.model, MAX_TEXT);
+    }
+
     pub fn check(&self) -> Result<(), Vec<FieldError>> {
         let mut p = Problems::default();
-        p.node_name(&["node_id"], &self.node_id);
-        p.uuid(&["uuid"], &self.uuid);
         for (name, v) in [
             ("total_mem_mb", self.total_mem_mb),
             ("used_mem_mb", self.used_mem_mb),
@@ -198,9 +302,6 @@ impl GpuReport {
         p.non_negative(&["node_cpu"], self.node_cpu);
         p.non_negative(&["node_mem_gb"], self.node_mem_gb);
         p.non_negative(&["node_disk_gb"], self.node_disk_gb);
-        p.text(&["mode"], self.mode.as_deref());
-        p.text(&["status"], Some(&self.status));
-        p.text(&["model"], self.model.as_deref());
         p.into_result()
     }
 }
@@ -216,6 +317,13 @@ pub struct DriftReport {
     pub used_mem_mb: Option<i64>,
     #[serde(default)]
     pub total_mem_mb: Option<i64>,
+}
+
+impl DriftReport {
+    /// Free text cut to what is stored.
+    pub fn bound(&mut self) {
+        bound_opt(&mut self.uuid, MAX_UUID);
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -261,26 +369,44 @@ fn critical() -> String {
     "critical".into()
 }
 
+/// What the operator's health controller sends, and upstream's schema names.
+pub const HEALTH_KINDS: &[&str] = &["xid", "ecc", "temp", "down"];
+/// `warn` is what the operator sends; upstream's schema also names `info` and `warning`.
+pub const HEALTH_SEVERITIES: &[&str] = &["critical", "warn", "warning", "info"];
+pub const HEALTH_ACTIONS: &[&str] = &["cordon", "alert"];
+
 impl HealthEvent {
+    /// The enumerated fields must be one of their values (any case; stored lower-cased). The node
+    /// is looked up, not validated: an unknown one is logged and answered 202, as upstream does.
     pub fn check(&self) -> Result<(), Vec<FieldError>> {
         let mut p = Problems::default();
-        // Upstream also accepts its ledger id here; ours are node names, so a name is required.
-        if self.node_id.is_empty() || self.node_id.len() > MAX_NODE_NAME {
-            p.node_name(&["node_id"], &self.node_id);
-        }
-        if let Some(u) = &self.gpu_uuid {
-            p.uuid(&["gpu_uuid"], u);
-        }
-        for (name, v) in [
-            ("kind", Some(self.kind.as_str())),
-            ("severity", Some(&self.severity)),
-            ("action", self.action.as_deref()),
-            ("message", self.message.as_deref()),
-            ("id", self.id.as_deref()),
-        ] {
-            p.text(&[name], v);
+        p.one_of(&["kind"], &self.kind, HEALTH_KINDS);
+        p.one_of(&["severity"], &self.severity, HEALTH_SEVERITIES);
+        if let Some(a) = self.action.as_deref().filter(|a| !a.is_empty()) {
+            p.one_of(&["action"], a, HEALTH_ACTIONS);
         }
         p.into_result()
+    }
+
+    /// Free text cut to what is stored; enumerated values lower-cased; an id that cannot key a
+    /// row is dropped (a new one is minted).
+    pub fn bound(&mut self) {
+        self.kind.make_ascii_lowercase();
+        self.severity.make_ascii_lowercase();
+        if let Some(a) = &mut self.action {
+            a.make_ascii_lowercase();
+        }
+        if self.action.as_deref() == Some("") {
+            self.action = None;
+        }
+        bound(&mut self.node_id, MAX_NODE_NAME);
+        bound_opt(&mut self.gpu_uuid, MAX_UUID);
+        bound_opt(&mut self.message, MAX_MESSAGE);
+        if self.id.as_deref().is_some_and(|id| {
+            id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        }) {
+            self.id = None;
+        }
     }
 }
 
@@ -302,7 +428,7 @@ pub struct HealthEventRecord {
 pub struct OperatorAudit {
     /// `operator:<cluster_id>`; must be the token's cluster.
     pub actor: String,
-    /// `session.pause`, `pod.delete`, `node.cordon`, …
+    /// `session.pause`, `pod.delete` or `node.cordon` (the three the operator records).
     pub action: String,
     pub target: String,
     /// `ok` (or `failed`).
@@ -313,20 +439,40 @@ pub struct OperatorAudit {
     #[serde(default)]
     pub trace_id: Option<String>,
     /// RFC 3339.
+    #[serde(deserialize_with = "lax::ts")]
+    #[schema(value_type = String)]
     pub ts: String,
 }
+
+/// The privileged actions upstream's operator records (reaper: `session.pause`, `pod.delete`;
+/// health controller: `node.cordon`); no other action is taken from an operator.
+pub const OPERATOR_ACTIONS: &[&str] = &["session.pause", "pod.delete", "node.cordon"];
 
 impl OperatorAudit {
     pub fn check(&self) -> Result<(), Vec<FieldError>> {
         let mut p = Problems::default();
         p.timestamp(&["ts"], &self.ts);
-        for (name, v) in
-            [("actor", &self.actor), ("action", &self.action), ("target", &self.target), ("result", &self.result)]
-        {
-            p.text(&[name], Some(v));
+        if !OPERATOR_ACTIONS.contains(&self.action.as_str()) {
+            p.push(&["action"], format!("must be one of: {}", OPERATOR_ACTIONS.join(", ")), "enum");
         }
-        p.text(&["trace_id"], self.trace_id.as_deref());
         p.into_result()
+    }
+
+    /// Free text cut to what is stored; a `detail` too large to keep is replaced by its size.
+    pub fn bound(&mut self) {
+        bound(&mut self.actor, MAX_TEXT);
+        bound(&mut self.target, MAX_TEXT);
+        bound(&mut self.result, MAX_TEXT);
+        bound_opt(&mut self.trace_id, MAX_TEXT);
+        bound(&mut self.ts, MAX_TEXT);
+        if let Some(d) = &self.detail {
+            let len = serde_json::to_vec(d).map(|v| v.len()).unwrap_or(usize::MAX);
+            if len > MAX_DETAIL {
+                let mut m = serde_json::Map::new();
+                m.insert("truncated".into(), serde_json::json!({ "bytes": len }));
+                self.detail = Some(m);
+            }
+        }
     }
 }
 
@@ -379,24 +525,31 @@ impl VolumeSync {
         let mut p = Problems::default();
         for (i, v) in self.volumes.iter().enumerate() {
             let i = i.to_string();
-            p.node_name(&["volumes", &i, "name"], &v.name);
             p.non_negative(&["volumes", &i, "capacity_gb"], Some(v.capacity_gb));
             p.non_negative(&["volumes", &i, "used_bytes"], v.used_bytes);
-            p.text(&["volumes", &i, "volume_id"], v.volume_id.as_deref());
-            p.text(&["volumes", &i, "storage_class"], v.storage_class.as_deref());
         }
         for (i, s) in self.sessions.iter().enumerate() {
             let i = i.to_string();
-            p.node_name(&["sessions", &i, "name"], &s.name);
             p.non_negative(&["sessions", &i, "ephemeral_used_bytes"], Some(s.ephemeral_used_bytes));
             p.non_negative(&["sessions", &i, "ephemeral_limit_bytes"], Some(s.ephemeral_limit_bytes));
         }
         for (i, pool) in self.pools.iter().enumerate() {
-            let i = i.to_string();
-            p.node_name(&["pools", &i, "storage_class"], &pool.storage_class);
-            p.non_negative(&["pools", &i, "capacity_bytes"], Some(pool.capacity_bytes));
+            // Upstream's schema: `capacity_bytes: int = Field(ge=0)`.
+            p.non_negative(&["pools", &i.to_string(), "capacity_bytes"], Some(pool.capacity_bytes));
         }
         p.into_result()
+    }
+
+    /// Free text cut to what is stored. Names that cannot be Kubernetes object names (PVCs, CRs,
+    /// StorageClasses) are kept for the answer but never stored (`volume_sync` skips them).
+    pub fn bound(&mut self) {
+        for v in &mut self.volumes {
+            bound(&mut v.name, MAX_TEXT);
+            bound_opt(&mut v.volume_id, MAX_TEXT);
+            bound_opt(&mut v.storage_class, MAX_TEXT);
+        }
+        self.sessions.retain(|s| is_dns_subdomain(&s.name));
+        self.pools.retain(|p| is_dns_subdomain(&p.storage_class));
     }
 }
 
@@ -447,6 +600,19 @@ pub struct PoolRecord {
     pub capacity_source: String,
 }
 
+/// `POST /internal/image-builds/{buildId}/status`: `phase` is `queued|running|succeeded|failed`;
+/// any length of `error` or `log_tail` is read (upstream caps `log_tail` at 32768).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct BuildStatus {
+    pub phase: String,
+    #[serde(default)]
+    pub image_ref: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub log_tail: Option<String>,
+}
+
 /// `{"accepted":true}` (202), upstream's answer to most callbacks.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Accepted {
@@ -483,7 +649,30 @@ mod tests {
         assert_eq!(parse_ts("1970-01-01T00:00:01.5Z"), Some(1500));
         assert!(parse_ts("2025-05-01T10:00:00.12Z").is_some());
         assert!(parse_ts("2025-05-01T10:00:00+02:00").is_some());
-        assert!(parse_ts("2025-05-01 10:00").is_none());
+        // As upstream's schema reads a datetime: no offset = UTC; a space for the T; Unix seconds
+        // (milliseconds above 2e10); years 1 to 9999.
+        assert_eq!(parse_ts("1970-01-01T00:00:02"), Some(2000));
+        assert_eq!(parse_ts("1970-01-01 00:00:02.5"), Some(2500));
+        assert_eq!(parse_ts("1970-01-01 00:01"), Some(60_000));
+        assert_eq!(parse_ts("1714557600.25"), Some(1_714_557_600_250));
+        assert_eq!(parse_ts("1714557600250"), Some(1_714_557_600_250));
+        assert_eq!(parse_ts("0001-01-01T00:00:00Z"), Some(-62_135_596_800_000));
+        assert!(parse_ts("9999-12-31T23:59:59.999Z").is_some());
+        assert!(parse_ts("1e300").is_none());
+        assert!(parse_ts("").is_none());
+        assert!(parse_ts("10:00").is_none());
         assert!(parse_ts("yesterday").is_none());
+    }
+
+    #[test]
+    fn long_text_is_cut_and_marked() {
+        let mut s = "é".repeat(10);
+        bound(&mut s, 5);
+        assert_eq!(s, "éé…[truncated 16 bytes]");
+        let mut short = "ok".to_string();
+        bound(&mut short, 5);
+        assert_eq!(short, "ok");
+        assert!(is_usable_uuid("MIG-GPU-8f1c2d3e-0000-1111-2222-333344445555/1/0"));
+        assert!(!is_usable_uuid("") && !is_usable_uuid("GPU 1") && !is_usable_uuid(&"G".repeat(MAX_UUID + 1)));
     }
 }

@@ -33,8 +33,8 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(nodes_decommissioning))
         .routes(routes!(nodes_decommissioned))
         .routes(routes!(health_events))
-        .routes(routes!(audit_operator))
         .routes(routes!(volumes_sync))
+        .routes(routes!(image_build_status))
         .routes(routes!(cordon))
         .routes(routes!(uncordon))
         .routes(routes!(decommission))
@@ -43,6 +43,13 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 
 pub(crate) fn accepted() -> Response {
     (StatusCode::ACCEPTED, Json(Accepted { accepted: true })).into_response()
+}
+
+/// 202 `{"accepted":false}`: read, understood, and nothing stored (the operator treats any 2xx as
+/// done; a 4xx would be final for it too, and upstream answers 202 for these).
+fn not_stored(what: &str, cluster: &ClusterId, name: &str) -> Response {
+    tracing::warn!(cluster_id = %cluster, name, "{what} report names no usable object; nothing stored");
+    (StatusCode::ACCEPTED, Json(Accepted { accepted: false })).into_response()
 }
 
 pub(crate) fn checked(r: Result<(), Vec<FieldError>>) -> Result<(), ApiError> {
@@ -81,6 +88,9 @@ pub(crate) fn refusal(caller: Option<&OperatorCaller>, r: Refusal) -> ApiError {
             None => ApiError::forbidden("another cluster's resource"),
         },
         Refusal::NotFound(m) => ApiError::not_found(m),
+        Refusal::NotOwn(m) => ApiError::forbidden(m).with_details(serde_json::json!({
+            "token_cluster": caller.map(|c| c.cluster_id.as_str()),
+        })),
         Refusal::Conflict { code, message, details } => {
             ApiError::new(StatusCode::CONFLICT, code, message).with_details(details)
         }
@@ -101,9 +111,13 @@ async fn inventory_nodes(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: NodeReport = parse_json(&body)?;
+    let mut r: NodeReport = parse_json(&body)?;
     checked(r.check())?;
     scope(&caller, r.cluster_id.as_deref())?;
+    if !r.usable() {
+        return Ok(not_stored("node", &caller.cluster_id, &r.node_id));
+    }
+    r.bound();
     app.inventory.report_node(&caller.cluster_id, r).await?;
     Ok(accepted())
 }
@@ -122,9 +136,13 @@ async fn inventory_gpu_devices(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: GpuReport = parse_json(&body)?;
+    let mut r: GpuReport = parse_json(&body)?;
     checked(r.check())?;
     scope(&caller, r.cluster_id.as_deref())?;
+    if !r.usable() {
+        return Ok(not_stored("GPU", &caller.cluster_id, &format!("{}/{}", r.node_id, r.uuid)));
+    }
+    r.bound();
     app.inventory.report_gpu(&caller.cluster_id, r).await?;
     Ok(accepted())
 }
@@ -138,13 +156,9 @@ async fn inventory_drift(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: DriftReport = parse_object(&body)?;
-    let mut p = Problems::default();
-    if let Some(u) = &r.uuid {
-        p.uuid(&["uuid"], u);
-    }
-    checked(p.into_result())?;
+    let mut r: DriftReport = parse_object(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
+    r.bound();
     app.inventory.report_drift(&caller.cluster_id, r).await?;
     Ok(accepted())
 }
@@ -183,10 +197,10 @@ async fn nodes_decommissioned(
     if hostname.is_empty() {
         return Ok((StatusCode::ACCEPTED, Json(Accepted { accepted: false })).into_response());
     }
-    let mut p = Problems::default();
-    p.node_name(&["hostname"], &hostname);
-    checked(p.into_result())?;
-    app.inventory.decommissioned(&caller.cluster_id, hostname).await?;
+    // Only a node being decommissioned matches; any other name is "already finalised" (202).
+    if is_dns_subdomain(&hostname) {
+        app.inventory.decommissioned(&caller.cluster_id, hostname).await?;
+    }
     Ok(accepted())
 }
 
@@ -195,32 +209,11 @@ async fn nodes_decommissioned(
     request_body = HealthEvent,
     responses((status = 202, body = Accepted), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn health_events(State(app): State<Arc<App>>, caller: OperatorCaller, body: Bytes) -> Result<Response, ApiError> {
-    let r: HealthEvent = parse_json(&body)?;
+    let mut r: HealthEvent = parse_json(&body)?;
     checked(r.check())?;
     scope(&caller, r.cluster_id.as_deref())?;
+    r.bound();
     app.inventory.health_event(&caller.cluster_id, r).await?;
-    Ok(accepted())
-}
-
-/// An operator's privileged action, written to the audit log.
-#[utoipa::path(post, path = "/internal/audit/operator", tag = "internal",
-    request_body = OperatorAudit,
-    responses(
-        (status = 202, body = Accepted),
-        (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody, description = "actor operator:<another cluster>"),
-        (status = 422, body = ErrorBody),
-    ))]
-async fn audit_operator(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-    meta: RequestMeta,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let r: OperatorAudit = parse_json(&body)?;
-    checked(r.check())?;
-    scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
-    app.inventory.operator_audit(&caller.cluster_id, r, meta.request_id).await?;
     Ok(accepted())
 }
 
@@ -233,10 +226,30 @@ async fn volumes_sync(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<VolumeSyncAnswer>, ApiError> {
-    let r: VolumeSync = parse_json(&body)?;
+    let mut r: VolumeSync = parse_json(&body)?;
     checked(r.check())?;
     scope(&caller, r.cluster_id.as_deref())?;
+    r.bound();
     Ok(Json(app.inventory.volume_sync(&caller.cluster_id, r).await?))
+}
+
+/// An image build's progress (upstream's `GShareImageBuild` reconciler).
+#[utoipa::path(post, path = "/internal/image-builds/{buildId}/status", tag = "internal",
+    params(("buildId" = String, Path, description = "the GShareImageBuild's build id")),
+    request_body = BuildStatus,
+    responses(
+        (status = 202, body = Accepted, description = "`accepted:false`: gShare Edge runs no image builds, so every build is unknown here (upstream's answer for an unknown build; the operator stops requeueing)"),
+        (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "phase missing or not a string"),
+    ))]
+async fn image_build_status(
+    _caller: OperatorCaller,
+    Path(build_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let r: BuildStatus = parse_json(&body)?;
+    tracing::info!(build_id = %build_id, phase = %r.phase, "image build report for a build this control plane did not start; ignored");
+    Ok((StatusCode::ACCEPTED, Json(Accepted { accepted: false })).into_response())
 }
 
 async fn node_view(app: &App, r: NodeRecord) -> Result<NodeView, ApiError> {

@@ -91,8 +91,9 @@ fn run_started_at(now_ms: i64) -> String {
     t.format(&time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z")).unwrap_or_default()
 }
 
-/// The whole CR for a session.
-pub fn build(s: &SessionRecord, namespace: &str) -> Value {
+/// The whole CR for a session. `excluded` are the cluster's cordoned and offline nodes, sorted
+/// (upstream's `handoff.py` sets them on create as on resume): the operator moves a pod off them.
+pub fn build(s: &SessionRecord, namespace: &str, excluded: &[String]) -> Value {
     let name = s.cr_name();
     let sh = &s.shape;
     let mut annotations = serde_json::Map::new();
@@ -123,6 +124,7 @@ pub fn build(s: &SessionRecord, namespace: &str) -> Value {
         }
     }
     spec.insert("paused".into(), json!(s.paused));
+    spec.insert("excludedNodes".into(), json!(excluded));
     json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": KIND,
@@ -198,11 +200,12 @@ impl CrClient {
         self.json_patch(name, ops).await
     }
 
-    /// Resume: `spec.paused=false`, and the run clock and annotations re-stamped.
-    pub async fn resume(&self, s: &SessionRecord, now_ms: i64) -> Result<Option<i64>, CrError> {
+    /// Resume: `spec.paused=false`, the nodes to avoid now (`excluded`, sorted), and the run
+    /// clock and annotations re-stamped.
+    pub async fn resume(&self, s: &SessionRecord, now_ms: i64, excluded: &[String]) -> Result<Option<i64>, CrError> {
         let ops = json!([
             { "op": "add", "path": "/spec/paused", "value": false },
-            { "op": "add", "path": "/spec/excludedNodes", "value": [] },
+            { "op": "add", "path": "/spec/excludedNodes", "value": excluded },
             { "op": "add", "path": "/metadata/annotations/gshare.io~1traceparent", "value": traceparent() },
             { "op": "add", "path": "/metadata/annotations/gshare.io~1idle-timeout-sec",
               "value": s.shape.idle_timeout_sec.to_string() },
@@ -270,7 +273,7 @@ mod tests {
 
     #[test]
     fn the_cr_follows_the_contract() {
-        let o = build(&session(), "gshare-sessions");
+        let o = build(&session(), "gshare-sessions", &["gpu-2".to_string(), "gpu-9".to_string()]);
         assert_eq!(o["metadata"]["name"], "ses-01jabcdefghjkmnpqrstvwxyz0");
         assert_eq!(o["metadata"]["labels"]["gshare.io/session"], "ses-01jabcdefghjkmnpqrstvwxyz0");
         assert_eq!(o["metadata"]["annotations"]["gshare.io/idle-timeout-sec"], "1800");
@@ -285,6 +288,7 @@ mod tests {
         assert_eq!(spec["clusterMode"], "single");
         assert_eq!(spec["memGb"], 4);
         assert_eq!(spec["paused"], false);
+        assert_eq!(spec["excludedNodes"], json!(["gpu-2", "gpu-9"]));
         let m = merge_over(&o);
         assert!(m["spec"]["pinnedGpuUuid"].is_null() && m["spec"].get("pinnedGpuUuid").is_some());
         assert!(m["metadata"]["annotations"].get("gshare.io/max-runtime-sec").is_some_and(Value::is_null));

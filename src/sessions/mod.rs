@@ -137,7 +137,20 @@ impl Sessions {
 
     /// Creates (or merges over) the session's GShareSession; returns its generation.
     async fn apply_cr(&self, s: &SessionRecord) -> Result<Option<i64>, CrError> {
-        self.cr_client(&s.cluster_id)?.apply(&cr::build(s, &self.config.sessions_namespace)).await
+        let excluded = self.excluded_nodes(&s.cluster_id).await;
+        self.cr_client(&s.cluster_id)?.apply(&cr::build(s, &self.config.sessions_namespace, &excluded)).await
+    }
+
+    /// The cluster's cordoned and offline nodes, sorted: a session's pod must not land on them
+    /// (upstream's `handoff.excluded_nodes`). Unreadable = none (the operator then just keeps the pod).
+    async fn excluded_nodes(&self, cluster_id: &str) -> Vec<String> {
+        let id = cluster_id.to_string();
+        let read =
+            self.store.read(move |txn| crate::inventory::apply::hostnames(txn, &id, |n| n.cordoned || n.offline));
+        read.await.unwrap_or_else(|e| {
+            tracing::warn!(cluster_id, error = %e, "cannot read the cluster's nodes; no excludedNodes sent");
+            Vec::new()
+        })
     }
 
     // ---- offerings -------------------------------------------------------------------------
@@ -396,10 +409,16 @@ impl Sessions {
             .write_with(move |txn| {
                 let mut s =
                     SESSIONS.get_in_write(txn, &id)?.ok_or_else(|| SessionError::NotFound("no such session".into()))?;
+                let was = s.phase;
                 f(&mut s, now);
-                // A cold pause and the end of a session give the GPU back.
+                // A cold pause and the end of a session give the GPU back; a resume reserves it.
                 if s.phase.is_final() || (s.phase == Phase::Paused && s.bound_gpu_uuid.is_none()) {
                     status::release(txn, &s.id, now)?;
+                } else if was == Phase::Paused
+                    && s.phase == Phase::Running
+                    && s.shape.resource_class == ResourceClass::Gpu
+                {
+                    status::allocate(txn, &s, now)?;
                 }
                 put_session(txn, &s)?;
                 Ok(s)
@@ -459,10 +478,11 @@ impl Sessions {
             return Err(Self::not_allowed(&s, "resume"));
         }
         let now = self.clock.now_ms();
+        let excluded = self.excluded_nodes(&s.cluster_id).await;
         let generation = self
             .cr_client(&s.cluster_id)
             .map_err(|e| self.cluster_failed(&s, "resume", e))?
-            .resume(&s, now)
+            .resume(&s, now, &excluded)
             .await
             .map_err(|e| self.cluster_failed(&s, "resume", e))?;
         self.update(id, move |s, now| {
@@ -475,7 +495,9 @@ impl Sessions {
             s.resumed_at = Some(now);
             s.reason = None;
             s.message = None;
-            s.set_phase(Phase::Pending, now);
+            // As upstream: running from the resume on (its slice re-reserved below); the
+            // operator's Running report binds the card, and older reports are stale.
+            s.set_phase(Phase::Running, now);
         })
         .await
     }

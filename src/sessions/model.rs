@@ -489,8 +489,11 @@ pub struct StatusReport {
     /// `Pending|Preparing|Running|Paused|Terminated|Error|Heartbeat|IdleWarning|Terminating`
     /// (any case; unknown phases are accepted and ignored).
     pub phase: String,
-    /// RFC 3339 UTC event time.
+    /// RFC 3339 UTC event time (also an ISO date-time without offset, or Unix seconds).
+    #[serde(deserialize_with = "crate::inventory::model::lax::ts")]
+    #[schema(value_type = String)]
     pub ts: String,
+    /// Any string (`GPU-…`, `MIG-…`, old `MIG-GPU-…/1/0`); empty = none.
     #[serde(default)]
     pub bound_gpu_uuid: Option<String>,
     #[serde(default)]
@@ -502,7 +505,8 @@ pub struct StatusReport {
     #[serde(default)]
     pub yield_state: Option<String>,
     /// Reported, unused.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::inventory::model::lax::int")]
+    #[schema(value_type = Option<i64>)]
     pub used_mem_mb: Option<i64>,
     #[serde(default)]
     pub message: Option<String>,
@@ -510,10 +514,12 @@ pub struct StatusReport {
     pub trace_id: Option<String>,
     #[serde(default)]
     pub cluster_id: Option<String>,
-    /// The CR generation the report describes.
-    #[serde(default)]
+    /// The CR generation the report describes (0 or absent: unknown; huge ones saturate).
+    #[serde(default, deserialize_with = "crate::inventory::model::lax::int")]
+    #[schema(value_type = Option<i64>)]
     pub generation: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::inventory::model::lax::int")]
+    #[schema(value_type = Option<i64>)]
     pub restart_count: Option<i64>,
     /// `Running`, `Waiting:<reason>` or `Terminated:<reason>`.
     #[serde(default)]
@@ -521,29 +527,36 @@ pub struct StatusReport {
 }
 
 impl StatusReport {
+    /// Only the event time can make a report unreadable (as upstream's schema); no string is
+    /// refused for its length or shape.
     pub fn check(&self) -> Result<(), Vec<crate::http::error::FieldError>> {
         let mut p = crate::inventory::model::Problems::default();
         p.timestamp(&["ts"], &self.ts);
-        if let Some(u) = &self.bound_gpu_uuid {
-            p.uuid(&["bound_gpu_uuid"], u);
-        }
-        if let Some(n) = &self.node_name {
-            p.node_name(&["node_name"], n);
-        }
-        p.non_negative(&["used_mem_mb"], self.used_mem_mb);
-        p.non_negative(&["generation"], self.generation);
-        p.non_negative(&["restart_count"], self.restart_count);
-        for (name, v) in [
-            ("phase", Some(self.phase.as_str())),
-            ("pod_ref", self.pod_ref.as_deref()),
-            ("yield_state", self.yield_state.as_deref()),
-            ("message", self.message.as_deref()),
-            ("trace_id", self.trace_id.as_deref()),
-            ("container_state", self.container_state.as_deref()),
-        ] {
-            p.text(&[name], v);
-        }
         p.into_result()
+    }
+
+    /// Cuts every string to what is stored, and reads what upstream treats as absent as absent:
+    /// empty `bound_gpu_uuid`/`node_name`/`pod_ref`, generation 0 or below.
+    pub fn bound(&mut self) {
+        use crate::inventory::model::{MAX_MESSAGE, MAX_NODE_NAME, MAX_TEXT, MAX_UUID, bound, bound_opt};
+        bound(&mut self.phase, MAX_TEXT);
+        bound(&mut self.ts, MAX_TEXT);
+        for v in [&mut self.bound_gpu_uuid, &mut self.node_name, &mut self.pod_ref] {
+            if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                *v = None;
+            }
+        }
+        bound_opt(&mut self.bound_gpu_uuid, MAX_UUID);
+        bound_opt(&mut self.node_name, MAX_NODE_NAME);
+        bound_opt(&mut self.pod_ref, MAX_TEXT);
+        bound_opt(&mut self.yield_state, MAX_TEXT);
+        bound_opt(&mut self.message, MAX_MESSAGE);
+        bound_opt(&mut self.trace_id, MAX_TEXT);
+        bound_opt(&mut self.cluster_id, MAX_TEXT);
+        bound_opt(&mut self.container_state, MAX_TEXT);
+        if self.generation.is_some_and(|g| g <= 0) {
+            self.generation = None;
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The operator's reports about sessions (contract §2.1, §2.10): `POST /internal/sessions/{id}/status`
 //! (routed, parsed and applied here: the last report is kept and the state machine in
-//! [`super::status`] applies it) and `POST /internal/metrics/session-samples` (the node agent's
-//! usage samples, the latest per session kept).
+//! [`super::status`] applies it), `POST /internal/metrics/session-samples` (the node agent's
+//! usage samples, the latest per session kept) and `POST /internal/audit/operator` (the operator's
+//! privileged actions on the token's own cluster's sessions, session pods and nodes, §2.2).
 
 use std::sync::Arc;
 
@@ -18,12 +19,13 @@ use utoipa_axum::routes;
 use super::Sessions;
 use super::model::{StatusReport, find_session, put_session};
 use crate::App;
+use crate::audit::RequestMeta;
 use crate::auth::guard::OperatorCaller;
 use crate::clusters::ClusterId;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
 use crate::http::extract::parse_json;
 use crate::inventory::apply::{Refusal, live_cluster, outcome};
-use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, Problems};
+use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, OperatorAudit, Problems, bound, is_dns_subdomain};
 use crate::inventory::routes::{accepted, checked, refusal, scope};
 use crate::store::{JsonTable, Outcome, StoreError};
 
@@ -33,7 +35,10 @@ pub const SESSION_SAMPLES: JsonTable<SessionSampleRecord> = JsonTable::new("sess
 pub const SESSION_REPORTS: JsonTable<StatusReport> = JsonTable::new("session_status_reports");
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(session_samples)).routes(routes!(session_status))
+    OpenApiRouter::new()
+        .routes(routes!(session_samples))
+        .routes(routes!(session_status))
+        .routes(routes!(audit_operator))
 }
 
 /// One agent sample (§2.10).
@@ -58,7 +63,6 @@ pub struct AgentReport {
 impl AgentReport {
     pub fn check(&self) -> Result<(), Vec<FieldError>> {
         let mut p = Problems::default();
-        p.node_name(&["node"], &self.node);
         if self.samples.len() > MAX_SAMPLES {
             p.push(&["samples"], format!("at most {MAX_SAMPLES} samples per batch"), "too_long");
         }
@@ -68,12 +72,21 @@ impl AgentReport {
                 p.push(&["samples", &i, "cpu_cores"], "must be greater than or equal to 0", "greater_than_equal");
             }
             p.non_negative(&["samples", &i, "mem_bytes"], Some(s.mem_bytes));
-            p.text(&["samples", &i, "session"], Some(&s.session));
             if !s.at.is_finite() {
                 p.push(&["samples", &i, "at"], "must be a number of seconds", "float_parsing");
             }
         }
         p.into_result()
+    }
+}
+
+impl AgentReport {
+    /// Free text cut to what is stored (session names are looked up, never stored).
+    pub fn bound(&mut self) {
+        bound(&mut self.node, MAX_NODE_NAME);
+        for s in &mut self.samples {
+            bound(&mut s.session, MAX_NODE_NAME);
+        }
     }
 }
 
@@ -113,14 +126,16 @@ pub fn record_status(
     r: &StatusReport,
     now: i64,
 ) -> Result<Outcome<Result<StatusApplied, Refusal>>, StoreError> {
-    if live_cluster(txn, cluster_id)?.is_none() {
-        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
-    }
     let Some(mut session) = find_session(txn, name)? else {
         return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
     };
+    // Scoping first (upstream's status_router): another cluster's session is refused even when
+    // the token's own cluster is unregistered, whose reports are otherwise no-ops.
     if session.cluster_id != cluster_id {
         return Ok(Outcome::Unchanged(Err(Refusal::OtherCluster { cluster_id: session.cluster_id })));
+    }
+    if live_cluster(txn, cluster_id)?.is_none() {
+        return Ok(Outcome::Unchanged(Ok(StatusApplied::default())));
     }
     let mut wrote = false;
     if SESSION_REPORTS.get_in_write(txn, &session.id)?.as_ref() != Some(r) {
@@ -192,6 +207,47 @@ pub fn record_samples(
 }
 
 impl Sessions {
+    /// `POST /internal/audit/operator`: written to the audit log before the 202, when the target
+    /// is an object of the token's own cluster (a session for `session.pause`, its pod for
+    /// `pod.delete`, a node for `node.cordon`); anything else is refused and nothing is written.
+    pub async fn operator_audit(
+        &self,
+        cluster: &ClusterId,
+        ev: OperatorAudit,
+        request_id: String,
+    ) -> Result<Result<(), Refusal>, StoreError> {
+        let (id, clock) = (cluster.to_string(), self.clock.clone());
+        let namespace = self.config.sessions_namespace.clone();
+        self.store
+            .write_batched(move |txn| {
+                if live_cluster(txn, &id)?.is_none() {
+                    return Ok::<_, StoreError>(Outcome::Unchanged(Ok(())));
+                }
+                if let Err(r) = audit_target_in_cluster(txn, &id, &namespace, &ev)? {
+                    return Ok(Outcome::Unchanged(Err(r)));
+                }
+                let result = if ev.result.eq_ignore_ascii_case("ok") || ev.result.eq_ignore_ascii_case("success") {
+                    crate::audit::AuditResult::Success
+                } else {
+                    crate::audit::AuditResult::Failure
+                };
+                let mut entry = crate::audit::AuditEntry::system(format!("operator:{id}"), &ev.action, result)
+                    .target(ev.target.clone())
+                    .details(serde_json::json!({
+                        "cluster_id": id,
+                        "actor": ev.actor,
+                        "result": ev.result,
+                        "detail": ev.detail,
+                        "trace_id": ev.trace_id,
+                        "ts": ev.ts,
+                    }));
+                entry.request_id = Some(request_id.clone()).filter(|r| !r.is_empty());
+                crate::audit::record_in(txn, &clock, entry)?;
+                Ok(Outcome::Wrote(Ok(())))
+            })
+            .await
+    }
+
     pub async fn session_status(
         &self,
         cluster: &ClusterId,
@@ -209,6 +265,79 @@ impl Sessions {
     }
 }
 
+/// The object an operator audit entry names must be its own cluster's: the session (by CR name)
+/// for `session.pause`, the session's pod (`<namespace>/ses-<cr>`, or the detail's `session` when
+/// the pod ref is empty) for `pod.delete`, a node for `node.cordon`.
+pub fn audit_target_in_cluster(
+    txn: &WriteTransaction,
+    cluster_id: &str,
+    namespace: &str,
+    ev: &OperatorAudit,
+) -> Result<Result<(), Refusal>, StoreError> {
+    let not_own = || Refusal::NotOwn(format!("{} is not an object of cluster {cluster_id}", ev.action));
+    let session_named = |name: &str| -> Result<Result<(), Refusal>, StoreError> {
+        Ok(match find_session(txn, name)? {
+            Some(s) if s.cluster_id == cluster_id => Ok(()),
+            Some(s) => Err(Refusal::OtherCluster { cluster_id: s.cluster_id }),
+            None => Err(not_own()),
+        })
+    };
+    match ev.action.as_str() {
+        "session.pause" => session_named(&ev.target),
+        "pod.delete" => {
+            let cr = if ev.target.is_empty() {
+                ev.detail.as_ref().and_then(|d| d.get("session")).and_then(|v| v.as_str()).map(str::to_string)
+            } else {
+                ev.target
+                    .split_once('/')
+                    .filter(|(ns, _)| *ns == namespace)
+                    .and_then(|(_, pod)| pod.strip_prefix("ses-"))
+                    .map(str::to_string)
+            };
+            match cr {
+                Some(cr) if !cr.is_empty() => session_named(&cr),
+                _ => Ok(Err(not_own())),
+            }
+        }
+        "node.cordon" => Ok(
+            if is_dns_subdomain(&ev.target)
+                && crate::clusters::model::NODES.get_in_write(txn, &format!("{cluster_id}/{}", ev.target))?.is_some()
+            {
+                Ok(())
+            } else {
+                Err(not_own())
+            },
+        ),
+        _ => Ok(Err(not_own())),
+    }
+}
+
+/// An operator's privileged action, written to the audit log.
+#[utoipa::path(post, path = "/internal/audit/operator", tag = "internal",
+    request_body = OperatorAudit,
+    responses(
+        (status = 202, body = Accepted),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "actor operator:<another cluster>, or a target that is not the token's cluster's session, session pod or node"),
+        (status = 422, body = ErrorBody, description = "action other than session.pause, pod.delete, node.cordon; ts not a date-time"),
+    ))]
+async fn audit_operator(
+    State(app): State<Arc<App>>,
+    caller: OperatorCaller,
+    meta: RequestMeta,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut r: OperatorAudit = parse_json(&body)?;
+    checked(r.check())?;
+    scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
+    r.bound();
+    app.sessions
+        .operator_audit(&caller.cluster_id, r, meta.request_id)
+        .await?
+        .map_err(|e| refusal(Some(&caller), e))?;
+    Ok(accepted())
+}
+
 /// The node agent's session samples; the latest per session is kept.
 #[utoipa::path(post, path = "/internal/metrics/session-samples", tag = "internal",
     request_body = AgentReport,
@@ -218,8 +347,9 @@ async fn session_samples(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<SamplesAccepted>, ApiError> {
-    let r: AgentReport = parse_json(&body)?;
+    let mut r: AgentReport = parse_json(&body)?;
     checked(r.check())?;
+    r.bound();
     Ok(Json(app.sessions.session_samples(&caller.cluster_id, r).await?))
 }
 
@@ -239,13 +369,14 @@ async fn session_status(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: StatusReport = parse_json(&body)?;
-    let mut p = Problems::default();
-    if id.len() > MAX_NODE_NAME {
-        p.node_name(&["id"], &id);
-    }
-    checked(r.check().and(p.into_result()))?;
+    let mut r: StatusReport = parse_json(&body)?;
+    checked(r.check())?;
     scope(&caller, r.cluster_id.as_deref())?;
+    r.bound();
+    if id.len() > MAX_NODE_NAME {
+        // No CR has such a name: an unknown session, which upstream answers 202 (a no-op).
+        return Ok(accepted());
+    }
     let applied =
         app.sessions.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
     if applied.delete_cr

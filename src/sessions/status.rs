@@ -152,12 +152,12 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
             run(txn, s, r, now)?;
             out.wrote = true;
         }
-        ReportedPhase::Paused => {
+        // An operator-driven pause (the reaper) of a session neither finished, ending nor already
+        // paused; a pause the control plane asked for is already recorded, and its echo is a no-op.
+        ReportedPhase::Paused if !matches!(s.phase, Phase::Paused | Phase::Terminating) => {
             s.paused = true;
-            s.reason = reason_from(message)
-                .map(str::to_string)
-                .or_else(|| s.reason.clone())
-                .or(Some(Reason::Paused.as_str().into()));
+            // Upstream: the message names the reason; a reason-less one is the idle reaper.
+            s.reason = Some(Reason::from_message(message).unwrap_or(Reason::Idle).as_str().to_string());
             s.message = message.map(str::to_string);
             if !r.yield_state.as_deref().is_some_and(|y| y.eq_ignore_ascii_case("Yielded")) {
                 release(txn, &s.id, now)?;
@@ -200,9 +200,12 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
     Ok(out)
 }
 
-/// Paused and final reports from before the last resume describe the previous run.
+/// Paused and final reports from before the last resume describe the previous run. Only a
+/// running session is protected (contract §9): a resume marks the session running at once.
 fn is_stale(s: &SessionRecord, r: &StatusReport, phase: ReportedPhase, message: Option<&str>, now: i64) -> bool {
-    if !matches!(phase, ReportedPhase::Paused | ReportedPhase::Terminated | ReportedPhase::Error) {
+    if s.phase != Phase::Running
+        || !matches!(phase, ReportedPhase::Paused | ReportedPhase::Terminated | ReportedPhase::Error)
+    {
         return false;
     }
     if let (Some(g), Some(resumed)) = (r.generation, s.resume_generation) {
@@ -244,7 +247,7 @@ fn end(txn: &WriteTransaction, s: &mut SessionRecord, phase: Phase, now: i64) ->
 }
 
 /// Books the session's GPU share (once: an open allocation stays as it is).
-fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> Result<(), StoreError> {
+pub(crate) fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> Result<(), StoreError> {
     let share = match s.shape.mode {
         Some(GpuMode::Exclusive) => Share::Exclusive,
         _ => Share::Slice {

@@ -111,3 +111,95 @@ async fn logout_and_throttled_logins_are_audited() {
     );
     s.stop().await;
 }
+
+/// Issue 12: a flood of throttled logins from one address writes one entry per window (plus the
+/// first refusal at once), with the count; not one entry per request.
+#[tokio::test]
+async fn throttled_logins_are_aggregated_per_address_and_window() {
+    let s = TestServer::start_with(&[("GSHARE_LOGIN_MAX_FAILURES", "1")]).await;
+    let try_login = || s.client.post(s.url("/api/v1/auth/login")).json(&json!({"username":"x","password":"y"})).send();
+    assert_eq!(try_login().await.unwrap().status(), 401);
+    for _ in 0..50 {
+        assert_eq!(try_login().await.unwrap().status(), 429);
+    }
+    let app = s.app();
+    let denied = || async {
+        app.audit.flush().await;
+        let (recs, _) = app.store.read(|t| gshare::audit::list(t, &Default::default(), 1, 500)).await.unwrap();
+        recs.into_iter().filter(|r| r.entry.result == AuditResult::Denied).collect::<Vec<_>>()
+    };
+    assert_eq!(denied().await.len(), 1, "one entry for the window's first refusal");
+    // The window closes: the other 49 become one entry with their count.
+    s.clock.advance(app.config.login_failure_window);
+    app.audit.close_windows(app.config.login_failure_window, false).await;
+    let recs = denied().await;
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].entry.details["count"], 49, "{:?}", recs[0]);
+    assert_eq!(recs[0].entry.details["reason"], "throttled_client_addr");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn retention_and_size_cap_remove_the_oldest_entries() {
+    let s = TestServer::start().await;
+    let app = s.app();
+    for i in 0..5 {
+        app.audit.record(AuditEntry::system("system", "test.old", AuditResult::Success).target(format!("o{i}"))).await;
+    }
+    app.audit.flush().await;
+    s.clock.advance(std::time::Duration::from_secs(401 * 86400));
+    for i in 0..150 {
+        app.audit.record(AuditEntry::system("system", "test.new", AuditResult::Success).target(format!("n{i}"))).await;
+    }
+    app.audit.flush().await;
+    let count = || async { app.store.read(|t| gshare::audit::list(t, &Default::default(), 1, 1)).await.unwrap().1 };
+    let before = count().await;
+    assert!(before >= 155, "{before}");
+    // Default retention (400 days): the five old ones go.
+    let removed = gshare::audit::prune(&app.store, s.clock.now_ms(), app.config.audit_retention, 1_000_000).await;
+    assert_eq!(removed.unwrap(), before - 150);
+    let (recs, _) = app.store.read(|t| gshare::audit::list(t, &Default::default(), 1, 500)).await.unwrap();
+    assert!(recs.iter().all(|r| r.entry.action != "test.old"));
+    // Size cap: the oldest beyond it go.
+    gshare::audit::prune(&app.store, s.clock.now_ms(), app.config.audit_retention, 100).await.unwrap();
+    let (recs, total) = app.store.read(|t| gshare::audit::list(t, &Default::default(), 1, 500)).await.unwrap();
+    assert_eq!(total, 100);
+    assert_eq!(recs[0].entry.target.as_deref(), Some("n149"));
+    assert_eq!(recs[99].entry.target.as_deref(), Some("n50"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_audit_api_pages_by_key() {
+    let s = TestServer::start().await;
+    for i in 0..25 {
+        s.app()
+            .audit
+            .record(AuditEntry::system("system", "test.page", AuditResult::Success).target(format!("t{i}")))
+            .await;
+    }
+    let admin = s.app().auth.api.mint("admin:admin", std::time::Duration::from_secs(600)).unwrap();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = "/api/v1/audit?size=10&action=test.page".to_string();
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let page: Value = s.client.get(s.url(&url)).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+        seen.extend(page["data"].as_array().unwrap().iter().map(|r| r["target"].as_str().unwrap().to_string()));
+        match page["pagination"]["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let want: Vec<String> = (0..25).rev().map(|i| format!("t{i}")).collect();
+    assert_eq!(seen, want);
+    // Page mode says where key paging would continue; a bad cursor is a 422.
+    let page: Value =
+        s.client.get(s.url("/api/v1/audit?size=10")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+    assert!(page["pagination"]["next_cursor"].is_string(), "{page}");
+    let res = s.client.get(s.url("/api/v1/audit?cursor=nope")).bearer_auth(&admin).send().await.unwrap();
+    expect_error(res, 422, "validation_failed").await;
+    s.stop().await;
+}

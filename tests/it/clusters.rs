@@ -651,3 +651,128 @@ async fn local_cluster_is_bootstrapped_from_local_kubeconfig() {
     let err = gshare::RunningServer::start(config, gshare::clock::Clock::system()).await.err().expect("refused");
     assert!(err.to_string().contains("local_kubeconfig"), "{err}");
 }
+
+/// Stops the server and starts a new one on the same data directory (what a restart after a
+/// crash sees on disk).
+async fn restart(s: &mut TestServer) {
+    if let Some(running) = s.server.take() {
+        running.stop().await;
+    }
+    let config = gshare::config::Config::for_data_dir(&s.data_dir(), &[("GSHARE_LISTEN", "127.0.0.1:0")]).unwrap();
+    // The old server's tasks release the state file as they wind down; retry the open until then.
+    let running = tokio::time::timeout(WAIT, async {
+        loop {
+            match gshare::RunningServer::start(config.clone(), s.clock.clone()).await {
+                Ok(r) => return r,
+                Err(gshare::StartError::Store(gshare::store::StoreError::AlreadyOpen { .. })) => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .expect("the old server released the state file");
+    s.base = running.base_url();
+    s.server = Some(running);
+}
+
+#[tokio::test]
+async fn registrations_killed_mid_way_leave_no_unclaimed_directory() {
+    let mut s = TestServer::start().await;
+    let c = fake().await;
+    let d = fake().await;
+    let kept = register_ok(&s, "kept", &c).await["id"].as_str().unwrap().to_string();
+    let late = register_ok(&s, "late", &d).await["id"].as_str().unwrap().to_string();
+    let root = s.data_dir().join("clusters");
+    // kill -9 before the row committed: the registration's file write, and nothing after it.
+    let lost = gshare::clusters::ClusterId::mint();
+    let _ = gshare::clusters::kubeconfig::stage_file(&root, &lost, &c.kubeconfig_yaml()).unwrap();
+    // kill -9 after the row committed but before the file was published.
+    let staged_late = format!("{}{late}", gshare::clusters::kubeconfig::STAGING_PREFIX);
+    std::fs::rename(root.join(&late), root.join(&staged_late)).unwrap();
+    assert!(!kubeconfig_dirs(&s).contains(&lost.to_string()), "a crash before the commit left a cluster directory");
+    restart(&mut s).await;
+    let mut dirs = kubeconfig_dirs(&s);
+    dirs.sort();
+    let mut want = vec![kept.clone(), late.clone()];
+    want.sort();
+    assert_eq!(dirs, want);
+    let (_, unclaimed) = get_json(&s, "/api/v1/clusters/unclaimed").await;
+    assert_eq!(unclaimed, json!([]));
+    let res =
+        s.client.post(s.url(&format!("/api/v1/clusters/{late}/connection-test"))).bearer_auth(admin(&s)).send().await;
+    let t: Value = res.unwrap().json().await.unwrap();
+    assert_eq!(t["status"], "connected", "{t}");
+    s.stop().await;
+}
+
+/// A plain-TCP listener that reads each connection's request head (or whatever arrives before
+/// EOF), records whether an `Authorization` header was in it, and closes the connection.
+async fn credential_trap() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let record = record.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = sock.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    // A TLS ClientHello (0x16) gets no answer: closing fails the handshake at once.
+                    if buf[0] == 0x16 || buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.len() > 64 * 1024 {
+                        break;
+                    }
+                }
+                record.lock().unwrap().push(String::from_utf8_lossy(&buf).to_ascii_lowercase());
+            });
+        }
+    });
+    (addr.to_string(), seen)
+}
+
+#[tokio::test]
+async fn patching_api_server_never_sends_the_stored_credential_to_an_unproven_address() {
+    let s = TestServer::start().await;
+    let c = fake().await;
+    let id = register_ok(&s, "a", &c).await["id"].as_str().unwrap().to_string();
+    let (trap, seen) = credential_trap().await;
+    let patch = |body: Value| {
+        s.client.patch(s.url(&format!("/api/v1/clusters/{id}"))).bearer_auth(admin(&s)).json(&body).send()
+    };
+    let no_credential_seen = || {
+        let seen = seen.lock().unwrap().clone();
+        assert!(
+            seen.iter().all(|head| !head.contains("authorization:") && !head.contains(c.token())),
+            "the stored credential reached an unproven address: {seen:?}"
+        );
+    };
+    // Plain HTTP: refused before any connection.
+    let res = patch(json!({"api_server": format!("http://{trap}")})).await.unwrap();
+    no_credential_seen();
+    let body = expect_error(res, 422, "validation_failed").await;
+    assert!(body.to_string().contains("plain HTTP"), "{body}");
+    // HTTPS: the handshake must be verified by the kubeconfig's CA first, which the trap cannot do.
+    let res = patch(json!({"api_server": format!("https://{trap}")})).await.unwrap();
+    assert_eq!(res.status(), 422, "{}", res.text().await.unwrap());
+    // A kubeconfig that skips TLS verification keeps its token at its own address.
+    let insecure =
+        c.kubeconfig_yaml().replace("certificate-authority-data:", "insecure-skip-tls-verify: true\n    x-ca:");
+    let res = patch(json!({"kubeconfig_b64": b64(&insecure)})).await.unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    let res = patch(json!({"api_server": format!("https://{trap}")})).await.unwrap();
+    let body = expect_error(res, 422, "validation_failed").await;
+    assert!(body.to_string().contains("own CA"), "{body}");
+    // The connection test still goes to the registered address only.
+    let res = s.client.post(s.url(&format!("/api/v1/clusters/{id}/connection-test"))).bearer_auth(admin(&s)).send();
+    assert_eq!(res.await.unwrap().status(), 200);
+    no_credential_seen();
+    s.stop().await;
+}

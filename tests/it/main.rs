@@ -5,12 +5,14 @@
 mod audit;
 mod clusters;
 mod crash;
+mod exhaustion;
 mod fake_kube;
 mod forward_auth;
 mod foundation;
 mod inventory;
 mod operator;
 mod packaging;
+mod replay;
 mod sessions;
 mod signin;
 mod snapshot;

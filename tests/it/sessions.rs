@@ -100,7 +100,7 @@ pub(crate) fn ts(s: &TestServer) -> String {
     gshare::clock::rfc3339_ms(s.clock.now_ms())
 }
 
-async fn session(s: &TestServer, id: &str) -> Value {
+pub(crate) async fn session(s: &TestServer, id: &str) -> Value {
     send(s, reqwest::Method::GET, &format!("/api/v1/sessions/{id}"), None, 200).await
 }
 
@@ -302,8 +302,11 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     assert_eq!(session(&s, &sid).await["reason"], "user_stopped");
 
     // Resume: spec.paused=false with the run clock and annotations re-stamped.
+    // As upstream, the session is running from the resume on, its slice reserved again.
     let v = send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/resume"), None, 200).await;
-    assert_eq!(v["phase"], "pending");
+    assert_eq!(v["phase"], "running");
+    assert_eq!(open_allocations(&s, &sid).await, 1);
+    assert_eq!(running_sessions(&s, &cid).await, 1);
     let o = cr(&c, &name).unwrap();
     assert_eq!(o["spec"]["paused"], false);
     assert_eq!(o["spec"]["excludedNodes"], json!([]));
@@ -321,11 +324,11 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     )
     .await;
     report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s), "generation": paused_generation})).await;
-    assert_eq!(session(&s, &sid).await["phase"], "pending");
+    assert_eq!(session(&s, &sid).await["phase"], "running");
     // A reason-less Paused within a minute of the resume is stale too (no generation sent).
     report(&s, &op, &name, json!({"phase": "Paused", "ts": ts(&s)})).await;
-    assert_eq!(session(&s, &sid).await["phase"], "pending");
-    // A heartbeat while pending applies the Running report that never came.
+    assert_eq!(session(&s, &sid).await["phase"], "running");
+    // The new pod's heartbeat keeps it running on its one allocation.
     report(
         &s,
         &op,

@@ -508,11 +508,11 @@ try {
     return (await sessionRow().locator("td").nth(4).textContent()).replace(/\s+/g, " ");
   }, { skipIf: noSession });
 
-  await step("resume: the row goes back to pending and the CR has spec.paused=false", async () => {
+  await step("resume: the row is running again (as upstream) and the CR has spec.paused=false", async () => {
     await sessionRow().getByRole("button", { name: `Resume ${SESSION}` }).click();
-    await waitPhase("pending");
+    await waitPhase("running");
     const cr = await getCr(crName);
-    if (cr?.spec?.paused !== false) throw new Error(`CR spec: ${JSON.stringify(cr?.spec)}`);
+    if (cr?.spec?.paused !== false || !Array.isArray(cr.spec.excludedNodes)) throw new Error(`CR spec: ${JSON.stringify(cr?.spec)}`);
     await shot("17-session-resumed");
   }, { skipIf: noSession });
 

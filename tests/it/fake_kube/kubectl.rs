@@ -272,7 +272,7 @@ async fn product_crd_and_the_cr_gshare_builds() {
         0,
     );
     s.shape.image = "ghcr.io/lab/jupyter:4".into();
-    let obj = gshare::sessions::cr::build(&s, "gshare-sessions");
+    let obj = gshare::sessions::cr::build(&s, "gshare-sessions", &[]);
     let file = h.file("session.json", &obj.to_string());
     let out = h.kubectl_ok(&["create", "-f", file.to_str().expect("path")]).await;
     assert_eq!(out.trim(), "gsharesession.gshare.io/ses-01jabcdefghjkmnpqrstvwxyz0 created");
