@@ -142,6 +142,7 @@ async fn seed_large(app: &gshare::App) {
                         role: Role::Primary,
                         api_server: format!("https://10.0.{}.{}:6443", c / 250, c % 250),
                         api_server_override: false,
+                        api_server_kubeconfig_hash: None,
                         session_domain: None,
                         session_ingress: None,
                         status: ClusterStatus::Connected,
