@@ -2,9 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod accounts;
 mod audit;
 mod clusters;
 mod crash;
+mod events;
 mod fake_kube;
 mod forward_auth;
 mod foundation;

@@ -32,6 +32,8 @@ const OFFERING = "e2e-slice";
 const SESSION = "e2e-lab";
 const SESSION_DOMAIN = "sessions.gpu-a.test";
 const SESSIONS_NAMESPACE = "gshare-sessions";
+// What the first sign-in replaces the initial password with.
+const NEW_PASSWORD = "e2e chose this passphrase";
 
 if (!GSHARE_BIN || !FAKE_BIN) {
   console.error("set GSHARE_BIN and FAKE_CLUSTER_BIN (web/e2e/run.sh does)");
@@ -280,6 +282,28 @@ try {
     await page.getByText("Wrong username or password.").waitFor();
     await page.getByLabel("Password").fill(password);
     await page.getByRole("button", { name: "Sign in" }).click();
+    // The initial password: a new one is asked for before anything else.
+    await page.getByRole("heading", { name: "Choose your own password" }).waitFor();
+    if (await page.getByRole("navigation").count()) throw new Error("the console opened before the initial password was replaced");
+    await page.getByLabel("Current password").fill(password);
+    await page.getByLabel("New password", { exact: true }).fill("short");
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator("#pw-new-error").getByText("At least 12 characters (this one has 5)", { exact: false }).waitFor();
+    await page.getByLabel("New password", { exact: true }).fill(password);
+    await page.getByLabel("New password again").fill(password);
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator("#pw-new-error").getByText("Must differ from the current password.").waitFor();
+    await page.getByLabel("Current password").fill("not-the-password-at-all");
+    await page.getByLabel("New password", { exact: true }).fill(NEW_PASSWORD);
+    await page.getByLabel("New password again").fill(NEW_PASSWORD);
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator("#pw-current-error").getByText("Is not your current password.").waitFor();
+    await shot("01b-first-sign-in-new-password");
+    await page.setViewportSize(NARROW);
+    await shot("01b-first-sign-in-new-password-390");
+    await page.setViewportSize(WIDE);
+    await page.getByLabel("Current password").fill(password);
+    await page.getByRole("button", { name: "Change password" }).click();
     await page.getByRole("heading", { name: "Clusters" }).waitFor();
     await page.getByText("No cluster is registered yet.").waitFor();
     if (new URL(page.url()).pathname !== "/clusters") throw new Error(`landed on ${page.url()}`);
@@ -654,6 +678,7 @@ try {
       { name: "Sessions", path: "/sessions", ready: () => page.locator("tr.session-row, .empty").first().waitFor() },
       { name: "Offerings", path: "/offerings", ready: () => page.locator("tr.offering-row, .empty").first().waitFor() },
       { name: "Audit log", path: "/audit", ready: () => page.locator("table.audit tbody tr").first().waitFor() },
+      { name: "Account", path: "/account", ready: () => page.locator(".admins li").first().waitFor() },
     ];
     const found = [];
     const seen = [];
@@ -800,6 +825,28 @@ try {
     const cut = await page.locator("table.audit td.details").evaluateAll((tds) => tds.filter((td) => td.scrollWidth > td.clientWidth + 1).length);
     if (cut) throw new Error(`${cut} details cells are cut off`);
     return `${await page.locator("table.audit tbody tr").count()} entries`;
+  });
+
+  await step("account page: add an admin (bad inputs refused next to their fields), remove them; the initial password file is gone", async () => {
+    await page.getByRole("link", { name: "admin", exact: true }).click();
+    await page.getByRole("heading", { name: "Account" }).waitFor();
+    const form = page.getByRole("form", { name: "Add an admin" });
+    await form.getByLabel("New admin's username").fill("carol smith");
+    await form.getByLabel("Their first password").fill("short");
+    await form.getByRole("button", { name: "Add admin" }).click();
+    await form.locator("#adm-name-error").waitFor();
+    await form.locator("#adm-pw-error").waitFor();
+    await shot("27-account-bad-inputs");
+    await form.getByLabel("New admin's username").fill("carol");
+    await form.getByLabel("Their first password").fill("carol's first passphrase");
+    await form.getByRole("button", { name: "Add admin" }).click();
+    await page.locator(".admins li", { hasText: "carol" }).waitFor();
+    await page.getByRole("button", { name: "Remove carol" }).click();
+    await page.locator(".admins li", { hasText: "carol" }).waitFor({ state: "detached" });
+    await page.locator(".signins li").first().waitFor();
+    if (existsSync(join(dataDir, "initial-admin-password"))) throw new Error("the initial password file is still there");
+    await shot("27-account");
+    return `${await page.locator(".signins li").count()} recent sign-ins listed`;
   });
 
   await step("reload on a client route keeps the page (index.html fallback) and the session cookie", async () => {

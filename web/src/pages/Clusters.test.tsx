@@ -110,3 +110,43 @@ describe("ClustersPage", () => {
     await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("Cannot load clusters"));
   });
 });
+
+describe("live updates", () => {
+  class FakeEventSource {
+    static last: FakeEventSource | null = null;
+    listeners: Record<string, (() => void)[]> = {};
+    onerror: (() => void) | null = null;
+    closed = false;
+    constructor(public url: string) {
+      FakeEventSource.last = this;
+    }
+    addEventListener(kind: string, f: () => void) {
+      (this.listeners[kind] ??= []).push(f);
+    }
+    emit(kind: string) {
+      (this.listeners[kind] ?? []).forEach((f) => f());
+    }
+    close() {
+      this.closed = true;
+    }
+  }
+
+  it("reloads the list when the server says something changed (no polling needed)", async () => {
+    vi.stubGlobal("EventSource", FakeEventSource);
+    let name = "gpu-a";
+    const calls = stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ name })]) }) });
+    const { unmount } = render(<ClustersPage />);
+    await screen.findByText("gpu-a");
+    const es = FakeEventSource.last!;
+    expect(es.url).toBe("/api/v1/events");
+    es.emit("hello");
+    const before = calls.length;
+    name = "gpu-a-renamed";
+    es.emit("change");
+    await screen.findByText("gpu-a-renamed");
+    expect(calls.length).toBeGreaterThan(before);
+    unmount();
+    expect(es.closed).toBe(true);
+    vi.unstubAllGlobals();
+  });
+});

@@ -2,7 +2,7 @@
 // nodes; register, edit, test and unregister through dialogs.
 
 import { memo } from "preact/compat";
-import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useState, useRef } from "preact/hooks";
 import { CopyButton } from "../components/Copy";
 import { ErrorBox } from "../components/Errors";
 import { EditDialog } from "../components/EditDialog";
@@ -11,6 +11,7 @@ import { RegisterDialog } from "../components/RegisterDialog";
 import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
 import { formatAge, plural } from "../format";
 import { usePoll } from "../hooks";
+import { LIVE_FALLBACK_MS, useLive } from "../live";
 import { useTick } from "../tick";
 
 /** An operator that has not reported for this long is shown in red (the operator contract's liveness). */
@@ -135,7 +136,11 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
 });
 
 export function ClustersPage() {
-  const polled = usePoll((signal) => listClusters(signal), POLL_MS);
+  // Server-sent events reload the list on change; polling is only the fallback.
+  const reloadRef = useRef(() => {});
+  const live = useLive(() => reloadRef.current());
+  const polled = usePoll((signal) => listClusters(signal), live ? LIVE_FALLBACK_MS : POLL_MS);
+  reloadRef.current = polled.reload;
   const [expanded, setExpanded] = useState<Set<string>>(new Set());
   const [filter, setFilter] = useState("");
   const [dialog, setDialog] = useState<{ kind: "register" } | { kind: "edit"; cluster: Cluster } | null>(null);
