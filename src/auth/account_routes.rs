@@ -190,10 +190,7 @@ async fn change_password(
     let new_hash = hash(body.new_password).await?;
     let now_ms = app.clock.now_ms();
     let user = account.username.clone();
-    app.store
-        .write_with(move |txn| accounts::set_password(txn, &user, new_hash, now_ms))
-        .await
-        .map_err(account_error)?;
+    accounts::store_password(&app.store, user, new_hash, now_ms).await.map_err(account_error)?;
     // Older sessions end (tokens issued before this second), and this one explicitly (its second
     // may be this one); the console signs in again with the new password.
     app.signin.revoke_all_before(&app.store, &caller.username, now_ms.div_euclid(1000)).await?;
@@ -281,8 +278,7 @@ async fn add_admin(
     };
     let password_hash = hash(body.password).await?;
     let now_ms = app.clock.now_ms();
-    let n = name.clone();
-    let added = app.store.write_with(move |txn| accounts::add(txn, &n, password_hash, now_ms)).await;
+    let added = accounts::store_new(&app.store, name.clone(), password_hash, now_ms).await;
     crate::audit::record(
         &app,
         audit(if added.is_ok() { AuditResult::Success } else { AuditResult::Failure }, name.as_str()),
@@ -320,8 +316,7 @@ async fn remove_admin(
     let Ok(name) = Username::parse(&username) else {
         return Err(ApiError::not_found(format!("no admin account {username}")));
     };
-    let n = name.clone();
-    let removed = app.store.write_with(move |txn| accounts::remove(txn, &n)).await;
+    let removed = accounts::store_removal(&app.store, name.clone()).await;
     if removed.is_ok() {
         app.signin.revoke_all_before(&app.store, name.as_str(), app.clock.now_ms().div_euclid(1000) + 1).await?;
     }

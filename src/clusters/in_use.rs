@@ -4,8 +4,6 @@
 use serde_json::{Value, json};
 
 use crate::http::error::plural;
-use crate::inventory::gpu_booking::AllocationRecord;
-use crate::sessions::model::SessionRecord;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct InUse {
@@ -32,31 +30,7 @@ pub struct OpenAllocation {
 }
 
 impl InUse {
-    /// `name_of` looks up the name of an allocation's session that is no longer live.
-    pub fn describe(
-        id: String,
-        name: String,
-        live: &[SessionRecord],
-        open: &[AllocationRecord],
-        mut name_of: impl FnMut(&str) -> Option<String>,
-    ) -> Self {
-        let sessions = live
-            .iter()
-            .map(|s| UsingSession { id: s.id.clone(), name: s.name.clone(), phase: s.phase.as_str().to_string() })
-            .collect();
-        let allocations = open
-            .iter()
-            .map(|a| OpenAllocation {
-                id: a.id.clone(),
-                session_id: a.session_id.clone(),
-                session_name: match live.iter().find(|s| s.id == a.session_id) {
-                    Some(s) => s.name.clone(),
-                    None => name_of(&a.session_id),
-                },
-                gpu_uuid: a.gpu_uuid.clone(),
-                gpu_mem_mb: a.gpu_mem_mb,
-            })
-            .collect();
+    pub fn new(id: String, name: String, sessions: Vec<UsingSession>, allocations: Vec<OpenAllocation>) -> Self {
         Self { id, name, sessions, allocations }
     }
 

@@ -773,9 +773,29 @@ impl Clusters {
                     .collect();
                 let open = crate::inventory::gpu_booking::open_on_cluster(txn, &key)?;
                 if !live.is_empty() || !open.is_empty() {
-                    let in_use = super::in_use::InUse::describe(key, r.name.clone(), &live, &open, |id| {
-                        SESSIONS.get_in_write(txn, id).ok().flatten().and_then(|s| s.name)
-                    });
+                    use super::in_use::{InUse, OpenAllocation, UsingSession};
+                    let sessions = live
+                        .iter()
+                        .map(|s| UsingSession {
+                            id: s.id.clone(),
+                            name: s.name.clone(),
+                            phase: s.phase.as_str().into(),
+                        })
+                        .collect();
+                    let allocations = open
+                        .into_iter()
+                        .map(|a| OpenAllocation {
+                            session_name: match live.iter().find(|s| s.id == a.session_id) {
+                                Some(s) => s.name.clone(),
+                                None => SESSIONS.get_in_write(txn, &a.session_id).ok().flatten().and_then(|s| s.name),
+                            },
+                            id: a.id,
+                            session_id: a.session_id,
+                            gpu_uuid: a.gpu_uuid,
+                            gpu_mem_mb: a.gpu_mem_mb,
+                        })
+                        .collect();
+                    let in_use = InUse::new(key, r.name.clone(), sessions, allocations);
                     return Ok(Err(ClusterError::InUse(Box::new(in_use))));
                 }
                 let prefix = format!("{key}/");

@@ -4,7 +4,6 @@
 pub mod client_addr;
 pub mod docs;
 pub mod error;
-pub mod events;
 pub mod extract;
 pub mod idempotency;
 pub mod middleware;
@@ -47,7 +46,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::auth::routes::routes())
         .merge(crate::auth::login::routes())
         .merge(crate::auth::account_routes::routes())
-        .merge(events::routes())
+        .merge(crate::events::routes())
         .merge(crate::audit::routes::routes())
         .merge(crate::clusters::routes::routes())
         .merge(crate::inventory::routes::routes())
