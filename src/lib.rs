@@ -10,6 +10,7 @@ pub mod clock;
 pub mod clusters;
 pub mod config;
 pub mod console;
+pub mod events;
 pub mod http;
 pub mod inventory;
 pub mod logging;

@@ -195,6 +195,20 @@ pub fn remove(txn: &WriteTransaction, name: &Username) -> Result<(), AccountErro
     Ok(())
 }
 
+/// The running server's writes (the console's Account page), one transaction each: a new
+/// password, a new admin, a removed one. The offline CLI's are in `auth::offline`.
+pub async fn store_password(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<(), AccountError> {
+    store.write_with(move |txn| set_password(txn, &name, hash, now_ms)).await
+}
+
+pub async fn store_new(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<(), AccountError> {
+    store.write_with(move |txn| add(txn, &name, hash, now_ms)).await
+}
+
+pub async fn store_removal(store: &Store, name: Username) -> Result<(), AccountError> {
+    store.write_with(move |txn| remove(txn, &name)).await
+}
+
 /// On a store with no account at all, creates `admin` with a random password and writes that
 /// password to `<data_dir>/initial-admin-password` (0600). Returns the file's path when it did.
 pub async fn ensure_initial_admin(

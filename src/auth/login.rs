@@ -196,7 +196,8 @@ fn cookie_header(name: &str, value: &str, max_age: u64, http_only: bool, secure:
 }
 
 fn too_many(retry_after_s: u64, scope: &str) -> ApiError {
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many failed logins; try again later")
+    let message = crate::auth::throttle::wait_message(retry_after_s);
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
         .with_details(serde_json::json!({ "retry_after_s": retry_after_s, "scope": scope }))
         .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_s))
 }

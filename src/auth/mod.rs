@@ -1,6 +1,7 @@
 //! Who may call what: the internal JWT that operators present on `/internal/*`, the admin JWT on
 //! `/api/v1`, the key rings behind both, and the JWKS that publishes the internal keys.
 
+pub mod account_routes;
 pub mod accounts;
 pub mod cookies;
 pub mod guard;

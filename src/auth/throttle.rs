@@ -100,6 +100,16 @@ impl std::fmt::Debug for LoginThrottle {
     }
 }
 
+/// What a refused sign-in says: how long to wait, and that the password was not checked.
+pub fn wait_message(retry_after_s: u64) -> String {
+    let wait = match retry_after_s {
+        0..=1 => "1 second".to_string(),
+        2..=90 => format!("{retry_after_s} seconds"),
+        s => format!("{} minutes", s.div_ceil(60)),
+    };
+    format!("too many failed sign-ins: wait {wait} before trying again (until then no password is checked)")
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -2,6 +2,7 @@
 //! and the `/api/v1/clusters` routes.
 
 mod id;
+pub mod in_use;
 pub mod kubeconfig;
 pub mod model;
 pub mod probe;

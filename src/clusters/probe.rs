@@ -131,9 +131,9 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     let connect = within!(Stage::Connect, tcp_connect(server));
     match connect {
         Ok(Ok(detail)) => checks.push(Check { name: Stage::Connect.as_str().into(), ok: true, detail }),
-        Ok(Err((cause, mut hint))) => {
+        Ok(Err(ConnectFailure { cause, mut hint, refused })) => {
             if server.is_loopback() {
-                hint = loopback_hint(server);
+                hint = if refused { loopback_refused_hint(server) } else { loopback_hint(server) };
             }
             failure = Some(Failure { stage: Stage::Connect, cause, hint });
         }
@@ -241,11 +241,8 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     }
     if failure.is_none() && !missing.is_empty() {
         let first = if missing.iter().any(|m| m == MISSING_RUNTIME_CLASS) { Stage::RuntimeClass } else { Stage::Hami };
-        failure = Some(Failure {
-            stage: first,
-            cause: format!("runtime validation failed: missing {}", missing.join(", ")),
-            hint: "install the NVIDIA RuntimeClass and HAMi on the GPU nodes (see cluster-setup: RuntimeClass `nvidia`, HAMi device plugin)".into(),
-        });
+        let (cause, hint) = missing_text(&missing);
+        failure = Some(Failure { stage: first, cause, hint });
     }
     if let Some(f) = &failure {
         // Record the failing stage and mark the rest as not run.
@@ -276,23 +273,66 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     }
 }
 
+/// What a GPU cluster lacks, in words (the codes stay in `missing`): one cause, and a hint that
+/// names only what is missing.
+fn missing_text(missing: &[String]) -> (String, String) {
+    let rc = missing.iter().any(|m| m == MISSING_RUNTIME_CLASS);
+    let hami = missing.iter().any(|m| m == MISSING_HAMI);
+    let cause = match (rc, hami) {
+        (true, true) => "the cluster has no RuntimeClass named nvidia, and no node runs the HAMi device plugin",
+        (true, false) => "the cluster has no RuntimeClass named nvidia",
+        _ => "no node runs the HAMi device plugin",
+    };
+    let mut hints = Vec::new();
+    if rc {
+        hints.push(
+            "create a RuntimeClass named nvidia with handler nvidia (the NVIDIA container toolkit or GPU operator \
+             installs the handler on the GPU nodes)",
+        );
+    }
+    if hami {
+        hints.push(
+            "install the HAMi device plugin on the GPU nodes (its nodes carry the hami.io/node-nvidia-register \
+             annotation)",
+        );
+    }
+    (cause.to_string(), format!("{}; then register again", hints.join("; ")))
+}
+
 fn loopback_hint(server: &ServerAddr) -> String {
     format!(
         "the kubeconfig points at {}, a loopback address: gshare must reach the API server over the network — \
-         use the node's IP or DNS name (kubeadm's admin.conf often says 127.0.0.1), or set api_server",
+         use the node's IP or DNS name (kubeadm's admin.conf often says 127.0.0.1), or fill in the API address \
+         (api_server)",
         server.host
     )
 }
 
-async fn tcp_connect(server: &ServerAddr) -> Result<String, (String, String)> {
+/// A refused connection to a loopback address: the port is closed on this host.
+fn loopback_refused_hint(server: &ServerAddr) -> String {
+    format!(
+        "nothing accepts connections on {}:{} on this control plane's host (connection refused): if the API \
+         server runs here, check that it is up on that port; if it runs on another machine, {} means this host — \
+         use that machine's IP or DNS name in the kubeconfig, or fill in the API address (api_server)",
+        server.host, server.port, server.host
+    )
+}
+
+struct ConnectFailure {
+    cause: String,
+    hint: String,
+    /// The address answered with a refusal (nothing listens on the port).
+    refused: bool,
+}
+
+async fn tcp_connect(server: &ServerAddr) -> Result<String, ConnectFailure> {
     let target = format!("{}:{}", server.host.trim_matches(|c| c == '[' || c == ']'), server.port);
     let addrs: Vec<_> = tokio::net::lookup_host(&target)
         .await
-        .map_err(|e| {
-            (
-                format!("cannot resolve {}: {e}", server.host),
-                "check the server name in the kubeconfig and this host's DNS".to_string(),
-            )
+        .map_err(|e| ConnectFailure {
+            cause: format!("cannot resolve {}: {e}", server.host),
+            hint: "check the server name in the kubeconfig and this host's DNS".to_string(),
+            refused: false,
         })?
         .collect();
     let mut last = None;
@@ -303,11 +343,16 @@ async fn tcp_connect(server: &ServerAddr) -> Result<String, (String, String)> {
         }
     }
     match last {
-        Some((addr, e)) => Err((
-            format!("cannot connect to {addr}: {e}"),
-            "check that the API server is up and that firewalls allow this host to reach it".to_string(),
-        )),
-        None => Err((format!("{} resolves to no address", server.host), "check DNS".to_string())),
+        Some((addr, e)) => Err(ConnectFailure {
+            cause: format!("cannot connect to {addr}: {e}"),
+            hint: "check that the API server is up and that firewalls allow this host to reach it".to_string(),
+            refused: e.kind() == std::io::ErrorKind::ConnectionRefused,
+        }),
+        None => Err(ConnectFailure {
+            cause: format!("{} resolves to no address", server.host),
+            hint: "check DNS".to_string(),
+            refused: false,
+        }),
     }
 }
 

@@ -28,11 +28,11 @@ pub enum ClusterError {
     #[error("probe failed at {}: {}", .0.failure.as_ref().map(|f| f.stage.as_str()).unwrap_or("?"), .0.failure.as_ref().map(|f| f.cause.as_str()).unwrap_or("?"))]
     ProbeFailed(Box<ProbeOutcome>),
     #[error("a registered cluster already has this {field} ({value})")]
-    Conflict { field: &'static str, value: String, existing: String },
+    Conflict { field: &'static str, value: String, existing: String, existing_name: String },
     #[error("no cluster {0}")]
     NotFound(String),
-    #[error("cluster {id} still has {} and {}", crate::http::error::plural(sessions.len(), "live session", "live sessions"), crate::http::error::plural(allocations.len(), "open allocation", "open allocations"))]
-    InUse { id: String, sessions: Vec<String>, allocations: Vec<String> },
+    #[error("{}", .0.message())]
+    InUse(Box<super::in_use::InUse>),
     #[error("{0}")]
     OtherCluster(String),
     #[error(transparent)]
@@ -844,15 +844,38 @@ impl Clusters {
                 let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
                     return Ok(Err(ClusterError::NotFound(key)));
                 };
-                let sessions: Vec<String> = SESSIONS
+                let live: Vec<crate::sessions::model::SessionRecord> = SESSIONS
                     .list_in_write(txn)?
                     .into_iter()
                     .filter(|(_, s)| s.cluster_id == key && s.is_live())
-                    .map(|(k, _)| k)
+                    .map(|(_, s)| s)
                     .collect();
-                let allocations = crate::inventory::gpu_booking::open_on_cluster(txn, &key)?;
-                if !sessions.is_empty() || !allocations.is_empty() {
-                    return Ok(Err(ClusterError::InUse { id: key, sessions, allocations }));
+                let open = crate::inventory::gpu_booking::open_on_cluster(txn, &key)?;
+                if !live.is_empty() || !open.is_empty() {
+                    use super::in_use::{InUse, OpenAllocation, UsingSession};
+                    let sessions = live
+                        .iter()
+                        .map(|s| UsingSession {
+                            id: s.id.clone(),
+                            name: s.name.clone(),
+                            phase: s.phase.as_str().into(),
+                        })
+                        .collect();
+                    let allocations = open
+                        .into_iter()
+                        .map(|a| OpenAllocation {
+                            session_name: match live.iter().find(|s| s.id == a.session_id) {
+                                Some(s) => s.name.clone(),
+                                None => SESSIONS.get_in_write(txn, &a.session_id).ok().flatten().and_then(|s| s.name),
+                            },
+                            id: a.id,
+                            session_id: a.session_id,
+                            gpu_uuid: a.gpu_uuid,
+                            gpu_mem_mb: a.gpu_mem_mb,
+                        })
+                        .collect();
+                    let in_use = InUse::new(key, r.name.clone(), sessions, allocations);
+                    return Ok(Err(ClusterError::InUse(Box::new(in_use))));
                 }
                 let prefix = format!("{key}/");
                 NODES.delete_prefix(txn, &prefix)?;
@@ -937,7 +960,12 @@ fn conflict_with(
         return None;
     }
     if other.name.eq_ignore_ascii_case(name) {
-        return Some(ClusterError::Conflict { field: "name", value: name.to_string(), existing: other.id.clone() });
+        return Some(ClusterError::Conflict {
+            field: "name",
+            value: name.to_string(),
+            existing: other.id.clone(),
+            existing_name: other.name.clone(),
+        });
     }
     if let Some(uid) = uid
         && !uid.is_empty()
@@ -947,12 +975,18 @@ fn conflict_with(
             field: "kube_system_uid",
             value: uid.to_string(),
             existing: other.id.clone(),
+            existing_name: other.name.clone(),
         });
     }
     if let Some(s) = api_server
         && other.api_server.trim_end_matches('/').eq_ignore_ascii_case(s.trim_end_matches('/'))
     {
-        return Some(ClusterError::Conflict { field: "api_server", value: s.to_string(), existing: other.id.clone() });
+        return Some(ClusterError::Conflict {
+            field: "api_server",
+            value: s.to_string(),
+            existing: other.id.clone(),
+            existing_name: other.name.clone(),
+        });
     }
     None
 }

@@ -54,21 +54,23 @@ impl From<ClusterError> for ApiError {
                     "missing": outcome.missing,
                 }))
             }
-            ClusterError::Conflict { field, value, existing } => {
-                ApiError::conflict(format!("cluster {existing} already has this {field}"))
-                    .with_details(serde_json::json!({ field: value, "cluster_id": existing }))
+            ClusterError::Conflict { field, value, existing, existing_name } => {
+                let message = match field {
+                    "kube_system_uid" => format!(
+                        "this is the same cluster as \"{existing_name}\", which is already registered \
+                         (same kube-system namespace UID)"
+                    ),
+                    "api_server" => format!("cluster \"{existing_name}\" is already registered at this API address"),
+                    _ => format!("a cluster named \"{existing_name}\" is already registered"),
+                };
+                ApiError::conflict(message).with_details(
+                    serde_json::json!({ field: value, "cluster_id": existing, "cluster_name": existing_name }),
+                )
             }
             ClusterError::NotFound(id) => ApiError::not_found(format!("no cluster {id}")),
-            ClusterError::InUse { id, sessions, allocations } => ApiError::new(
-                StatusCode::CONFLICT,
-                "cluster_in_use",
-                format!(
-                    "cluster {id} still has {} and {}; end them before unregistering",
-                    crate::http::error::plural(sessions.len(), "live session", "live sessions"),
-                    crate::http::error::plural(allocations.len(), "open GPU allocation", "open GPU allocations"),
-                ),
-            )
-            .with_details(serde_json::json!({ "sessions": sessions, "allocations": allocations })),
+            ClusterError::InUse(in_use) => {
+                ApiError::new(StatusCode::CONFLICT, "cluster_in_use", in_use.message()).with_details(in_use.details())
+            }
             ClusterError::OtherCluster(message) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "kubeconfig_other_cluster", message)
             }
@@ -107,7 +109,12 @@ async fn register(
     let name = req.name.clone();
     idempotency::run(&app.store, &app.clock, &app.idempotency, &scope, key, &raw, || async {
         let outcome = app.clusters.register(req).await.map_err(ApiError::from);
-        let target = outcome.as_ref().map(|d| d.cluster.id.clone()).unwrap_or_default();
+        // A refused registration has no id: its target is the existing cluster it collided
+        // with, else the name it was attempted under.
+        let target = match &outcome {
+            Ok(d) => d.cluster.id.clone(),
+            Err(e) => e.details.get("cluster_id").and_then(|v| v.as_str()).unwrap_or(&name).to_string(),
+        };
         audit(&app, &meta, &admin, "cluster.register", &target, serde_json::json!({ "name": name }), &outcome).await;
         let value = serde_json::to_value(&outcome?).map_err(ApiError::internal)?;
         Ok((StatusCode::CREATED, value))

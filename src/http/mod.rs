@@ -45,6 +45,8 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(system::routes())
         .merge(crate::auth::routes::routes())
         .merge(crate::auth::login::routes())
+        .merge(crate::auth::account_routes::routes())
+        .merge(crate::events::routes())
         .merge(crate::audit::routes::routes())
         .merge(crate::clusters::routes::routes())
         .merge(crate::inventory::routes::routes())

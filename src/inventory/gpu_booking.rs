@@ -117,12 +117,12 @@ pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(),
 }
 
 /// Ids of the cluster's open allocations (a cluster with any cannot be unregistered).
-pub fn open_on_cluster(txn: &WriteTransaction, cluster_id: &str) -> Result<Vec<String>, StoreError> {
+pub fn open_on_cluster(txn: &WriteTransaction, cluster_id: &str) -> Result<Vec<AllocationRecord>, StoreError> {
     Ok(ALLOCATIONS
         .list_in_write(txn)?
         .into_iter()
         .filter(|(_, a)| a.cluster_id == cluster_id && a.is_open())
-        .map(|(_, a)| a.id)
+        .map(|(_, a)| a)
         .collect())
 }
 

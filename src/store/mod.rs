@@ -98,6 +98,8 @@ pub const COMMIT_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 #[derive(Debug, Default)]
 pub struct CommitStats {
     generation: AtomicU64,
+    /// Woken after every commit (the console's live updates wait on it).
+    changed: tokio::sync::Notify,
     buckets: [AtomicU64; COMMIT_BUCKETS.len()],
     count: AtomicU64,
     sum_us: AtomicU64,
@@ -125,6 +127,7 @@ impl CommitStats {
         // Bump the generation first: a reader that sees the old value afterwards only loses
         // its shortcut, never gets a stale answer (see `Store::generation`).
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_waiters();
         let secs = started.elapsed().as_secs_f64();
         if let Some(i) = COMMIT_BUCKETS.iter().position(|b| secs <= *b) {
             self.buckets[i].fetch_add(1, Ordering::Relaxed);
@@ -315,6 +318,21 @@ impl Store {
 
     /// Changes with every durable commit. Equal values before and after a read mean no commit
     /// landed in between, so a cached comparison with stored data still holds.
+    /// Returns once the store's generation differs from `seen` (at once if it already does).
+    pub async fn changed_since(&self, seen: u64) -> u64 {
+        loop {
+            let notified = self.stats.changed.notified();
+            tokio::pin!(notified);
+            // Registered before the check: a commit between the check and the wait still wakes us.
+            notified.as_mut().enable();
+            let now = self.generation();
+            if now != seen {
+                return now;
+            }
+            notified.await;
+        }
+    }
+
     pub fn generation(&self) -> u64 {
         self.stats.generation.load(Ordering::Acquire)
     }

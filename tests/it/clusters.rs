@@ -205,12 +205,21 @@ async fn each_probe_stage_fails_in_turn() {
     let wrong_ca = other.kubeconfig_yaml().replace(&other.server_url(), &c.server_url());
     let body = expect_probe_failure(&s, &wrong_ca, "connect").await;
     assert!(body["error"]["details"]["cause"].as_str().unwrap().contains("TLS"), "{body}");
-    // connect: nothing listens; the loopback hint is there.
+    // connect: nothing listens on the loopback port: the hint says the port is closed here (not
+    // that loopback is unreachable) and names the API address field.
     let gone = fake().await;
     let gone_kc = gone.kubeconfig_yaml();
     gone.shutdown().await;
     let body = expect_probe_failure(&s, &gone_kc, "connect").await;
-    assert!(body["error"]["details"]["hint"].as_str().unwrap().contains("loopback"), "{body}");
+    let hint = body["error"]["details"]["hint"].as_str().unwrap();
+    assert!(hint.contains("nothing accepts connections on 127.0.0.1:"), "{body}");
+    assert!(hint.contains("connection refused") && hint.contains("API address"), "{body}");
+    assert!(!hint.contains("a loopback address"), "{body}");
+    // Stages after the failing one are reported as not run, not as failures of their own.
+    let checks = body["error"]["details"]["checks"].as_array().unwrap();
+    let not_run: Vec<&str> =
+        checks.iter().filter(|c| c["detail"] == "not run").map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(not_run, ["auth", "version", "runtime_class", "hami"], "{body}");
 
     // auth: a wrong token.
     let bad_token = good.replace(c.token(), "0000000000000000000000000000000000000000");
@@ -228,6 +237,15 @@ async fn each_probe_stage_fails_in_turn() {
     assert!(c.knobs().remove_runtime_class("nvidia"));
     let body = expect_probe_failure(&s, &good, "runtime_class").await;
     assert_eq!(body["error"]["details"]["missing"], json!(["runtime_class_nvidia"]));
+    // In words: no internal code, no backticks, no unshipped document, and no HAMi (it passed).
+    let (cause, hint) =
+        (body["error"]["details"]["cause"].as_str().unwrap(), body["error"]["details"]["hint"].as_str().unwrap());
+    assert_eq!(cause, "the cluster has no RuntimeClass named nvidia", "{body}");
+    for text in [cause, hint, body["error"]["message"].as_str().unwrap()] {
+        for bad in ["runtime_class_nvidia", "`", "cluster-setup", "HAMi"] {
+            assert!(!text.contains(bad), "{bad:?} in {text:?}");
+        }
+    }
     c.knobs().strip_hami();
     let body = expect_probe_failure(&s, &good, "runtime_class").await;
     assert_eq!(body["error"]["details"]["missing"], json!(["runtime_class_nvidia", "hami_device_plugin"]));
@@ -303,11 +321,30 @@ async fn identity_name_and_address_conflicts() {
     let body = expect_error(res, 409, "conflict").await;
     assert_eq!(body["error"]["details"]["kube_system_uid"], c.kube_system_uid());
     assert_eq!(body["error"]["details"]["cluster_id"], first["id"]);
+    // Named, and said to be the same cluster (not an unknown id with a uid).
+    assert_eq!(body["error"]["details"]["cluster_name"], "gpu-a");
+    assert_eq!(
+        body["error"]["message"],
+        "this is the same cluster as \"gpu-a\", which is already registered (same kube-system namespace UID)"
+    );
+    // The refused attempt is audited against the cluster it collided with.
+    let (_, log) = get_json(&s, "/api/v1/audit?action=cluster.register&size=10").await;
+    let failed = log["data"].as_array().unwrap().iter().find(|e| e["result"] == "failure").cloned().unwrap();
+    assert_eq!(failed["target"], first["id"], "{failed}");
     // Another cluster under a taken name (checked before probing).
     let d = fake().await;
     let res = register(&s, "GPU-A", &d.kubeconfig_yaml()).await;
     let body = expect_error(res, 409, "conflict").await;
     assert_eq!(body["error"]["details"]["name"], "GPU-A");
+    assert_eq!(body["error"]["message"], "a cluster named \"gpu-a\" is already registered");
+    // A registration refused before it has an id is audited under the name it was tried with.
+    let bad = fake_with(|s| s.hami = false).await;
+    expect_error(register(&s, "no-hami", &bad.kubeconfig_yaml()).await, 422, "probe_failed").await;
+    let (_, log) = get_json(&s, "/api/v1/audit?action=cluster.register&size=10").await;
+    assert!(
+        log["data"].as_array().unwrap().iter().any(|e| e["result"] == "failure" && e["target"] == "no-hami"),
+        "{log}"
+    );
     s.stop().await;
 }
 
@@ -472,6 +509,9 @@ async fn delete_refused_while_sessions_live_then_accepted() {
     let del = || s.client.delete(s.url(&format!("/api/v1/clusters/{id}"))).bearer_auth(admin(&s)).send();
     let body = expect_error(del().await.unwrap(), 409, "cluster_in_use").await;
     assert_eq!(body["error"]["details"]["sessions"], json!([session.id]));
+    // Names for people: the message and session_list name the cluster and the session.
+    assert_eq!(body["error"]["details"]["session_list"], json!([{"id": session.id, "name": null, "phase": "running"}]));
+    assert!(body["error"]["message"].as_str().unwrap().starts_with("cluster \"a\" still has 1 live session"), "{body}");
     assert!(s.data_dir().join("clusters").join(&id).exists());
 
     let mut done = session.clone();

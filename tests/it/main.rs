@@ -2,10 +2,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod accounts;
 mod audit;
 mod clusters;
 mod crash;
 mod exhaustion;
+mod events;
 mod fake_kube;
 mod forward_auth;
 mod foundation;

@@ -229,6 +229,10 @@ async fn a_session_lives_and_ends_on_its_cluster() {
     .await;
     assert_eq!(body["error"]["details"]["sessions"], json!([sid]));
     assert_eq!(body["error"]["details"]["allocations"].as_array().unwrap().len(), 1);
+    // The allocation as a person reads it: whose it is and on which card.
+    let alloc = &body["error"]["details"]["allocation_list"][0];
+    assert_eq!((&alloc["session_id"], &alloc["session_name"]), (&json!(sid), &json!("thesis")), "{body}");
+    assert_eq!((&alloc["gpu_uuid"], &alloc["gpu_mem_mb"]), (&json!(gpu), &json!(20480)), "{body}");
 
     // Connect: a one-time URL on the session domain; verify redeems it once and sets the cookie.
     let conn =

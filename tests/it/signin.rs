@@ -245,6 +245,12 @@ async fn a_thousand_logins_from_one_address() {
     let res = try_login(&s, "admin", &password, None).await;
     let body = expect_error(res, 429, "rate_limited").await;
     assert_eq!(body["error"]["details"]["scope"], "client_addr");
+    // The message says how long to wait (the same figure as Retry-After) and that no password
+    // is checked meanwhile; it does not end in a vague "try again later".
+    let wait = body["error"]["details"]["retry_after_s"].as_u64().unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("wait {} minutes", wait.div_ceil(60))), "{message}");
+    assert!(message.contains("no password is checked") && !message.contains("later"), "{message}");
     // After the window the address may try again.
     s.clock.advance(Duration::from_secs(301));
     assert_eq!(try_login(&s, "admin", &password, None).await.status(), 200);

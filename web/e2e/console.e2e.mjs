@@ -8,6 +8,7 @@
 // Each step is reported as PASS, FAIL or SKIP (with the reason); the exit code is 1 if any failed.
 
 import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -16,6 +17,10 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const here = dirname(fileURLToPath(import.meta.url));
+// axe-core is evaluated in the page over the DevTools protocol (the console's CSP allows no inline script).
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+const WIDE = { width: 1440, height: 900 };
+const NARROW = { width: 390, height: 844 };
 const ART = process.env.E2E_ARTIFACTS ?? join(here, "artifacts");
 const GSHARE_BIN = process.env.GSHARE_BIN;
 const FAKE_BIN = process.env.FAKE_CLUSTER_BIN;
@@ -27,6 +32,8 @@ const OFFERING = "e2e-slice";
 const SESSION = "e2e-lab";
 const SESSION_DOMAIN = "sessions.gpu-a.test";
 const SESSIONS_NAMESPACE = "gshare-sessions";
+// What the first sign-in replaces the initial password with.
+const NEW_PASSWORD = "e2e chose this passphrase";
 
 if (!GSHARE_BIN || !FAKE_BIN) {
   console.error("set GSHARE_BIN and FAKE_CLUSTER_BIN (web/e2e/run.sh does)");
@@ -119,6 +126,30 @@ async function step(name, f, { skipIf } = {}) {
 
 const shot = (name) => page.screenshot({ path: join(ART, `${name}.png`), fullPage: true });
 
+/** axe-core on the page as it is now: the violations, as "rule: target" lines. */
+async function axeViolations() {
+  if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.evaluate(AXE_SOURCE);
+  const res = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  return res.violations.flatMap((v) => v.nodes.map((n) => `${v.id} (${v.impact}): ${n.target.join(" ")} — ${n.failureSummary?.split("\n")[1]?.trim() ?? v.help}`));
+}
+
+/** At a narrow width: the page is no wider than the window and Sign out sits inside the header. */
+async function layoutProblems() {
+  return page.evaluate(() => {
+    const out = [];
+    const w = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth > w + 1) out.push(`page is ${document.documentElement.scrollWidth} px wide in a ${w} px window`);
+    const header = document.querySelector("header.top");
+    const btn = [...document.querySelectorAll("header.top button")].find((b) => b.textContent.trim() === "Sign out");
+    if (header && btn) {
+      const h = header.getBoundingClientRect();
+      const b = btn.getBoundingClientRect();
+      if (b.right > w || b.left < 0 || b.top < h.top || b.bottom > h.bottom) out.push(`Sign out at ${JSON.stringify(b)} is outside the header ${JSON.stringify(h)}`);
+    }
+    return out;
+  });
+}
+
 let page;
 let browser;
 let exitCode = 0;
@@ -170,6 +201,9 @@ try {
     GSHARE_LISTEN: `127.0.0.1:${port}`,
     // The session domain is set on the cluster (edit step); plain http as on a lab ingress.
     GSHARE_SESSION_URL_SCHEME: "http",
+    // The throttle step makes failed sign-ins on purpose; the per-address limit (default 10) is
+    // raised so that they cannot lock the test's own admin out. The per-username backoff stays.
+    GSHARE_LOGIN_MAX_FAILURES: "50",
     RUST_LOG: "info",
   });
   const base = `http://127.0.0.1:${port}`;
@@ -198,7 +232,7 @@ try {
       "--disable-sync",
     ],
   });
-  const context = await browser.newContext({ viewport: { width: 1366, height: 800 } });
+  const context = await browser.newContext({ viewport: WIDE });
   page = await context.newPage();
   const consoleErrors = [];
   const failedLoads = [];
@@ -213,6 +247,32 @@ try {
   const cspViolations = [];
   page.on("console", (m) => /Content Security Policy/i.test(m.text()) && cspViolations.push(m.text()));
 
+  await step("sign-in throttle: the wait is said once, with its length, and ends on another username", async () => {
+    await page.goto(`${base}/`);
+    await page.getByLabel("Password").waitFor();
+    // Five failures for one username start its backoff (1 s, then 2 s, 4 s …); the UI's attempt
+    // lands inside it (or, on a slow machine, after it and doubles it: then the next one does).
+    await page.evaluate(async () => {
+      for (let i = 0; i < 5; i++)
+        await fetch("/api/v1/auth/login", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ username: "visitor", password: "not-it-at-all" }) });
+    });
+    await page.getByLabel("Username").fill("visitor");
+    const alert = page.locator(".error.throttled");
+    for (let i = 0; i < 4 && !(await alert.count()); i++) {
+      await page.getByLabel("Password").fill("still-not-it");
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.locator(".error.throttled, .error").first().waitFor();
+    }
+    const text = (await alert.textContent()).replace(/\s+/g, " ");
+    if (!/Wait \d+ s before trying again/.test(text)) throw new Error(`no wait time: ${text}`);
+    if ((text.match(/again/gi) ?? []).length !== 1 || /later/i.test(text)) throw new Error(`said twice or vaguely: ${text}`);
+    if (!(await page.getByRole("button", { name: /^Sign in \(in / }).isDisabled())) throw new Error("Sign in stays enabled during the wait");
+    await shot("00-sign-in-throttled");
+    await page.getByLabel("Username").fill("admin");
+    await page.getByRole("button", { name: "Sign in", exact: true }).waitFor();
+    return text;
+  });
+
   await step("sign-in page, wrong password refused, then signed in", async () => {
     await page.goto(`${base}/`);
     await page.getByLabel("Password").waitFor();
@@ -222,6 +282,28 @@ try {
     await page.getByText("Wrong username or password.").waitFor();
     await page.getByLabel("Password").fill(password);
     await page.getByRole("button", { name: "Sign in" }).click();
+    // The initial password: a new one is asked for before anything else.
+    await page.getByRole("heading", { name: "Choose your own password" }).waitFor();
+    if (await page.getByRole("navigation").count()) throw new Error("the console opened before the initial password was replaced");
+    await page.getByLabel("Current password").fill(password);
+    await page.getByLabel("New password", { exact: true }).fill("short");
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator("#pw-new-error").getByText("At least 12 characters (this one has 5)", { exact: false }).waitFor();
+    await page.getByLabel("New password", { exact: true }).fill(password);
+    await page.getByLabel("New password again").fill(password);
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator("#pw-new-error").getByText("Must differ from the current password.").waitFor();
+    await page.getByLabel("Current password").fill("not-the-password-at-all");
+    await page.getByLabel("New password", { exact: true }).fill(NEW_PASSWORD);
+    await page.getByLabel("New password again").fill(NEW_PASSWORD);
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator("#pw-current-error").getByText("Is not your current password.").waitFor();
+    await shot("01b-first-sign-in-new-password");
+    await page.setViewportSize(NARROW);
+    await shot("01b-first-sign-in-new-password-390");
+    await page.setViewportSize(WIDE);
+    await page.getByLabel("Current password").fill(password);
+    await page.getByRole("button", { name: "Change password" }).click();
     await page.getByRole("heading", { name: "Clusters" }).waitFor();
     await page.getByText("No cluster is registered yet.").waitFor();
     if (new URL(page.url()).pathname !== "/clusters") throw new Error(`landed on ${page.url()}`);
@@ -241,11 +323,56 @@ try {
       const stage = await alert.locator("code.stage").textContent();
       const text = await alert.textContent();
       await shot(`03-register-failed-${bad.stage}`);
+      const cause = await alert.locator(".cause").textContent();
+      const hint = (await alert.locator(".hint").count()) ? await alert.locator(".hint").textContent() : "";
+      const failedChecks = await alert.locator(".checks li.bad").allTextContents();
+      const skipped = await alert.locator(".checks li.skipped").allTextContents();
       await dialog.getByRole("button", { name: "Cancel" }).click();
       if (stage !== bad.stage) throw new Error(`expected stage ${bad.stage}, the console shows ${stage}: ${text}`);
-      return text.replace(/\s+/g, " ").slice(0, 160);
+      // One failure reads as one: stages that never ran are neutral, and say "not run" to screen readers.
+      if (failedChecks.some((t) => /not run/.test(t))) throw new Error(`a stage that never ran is shown failed: ${failedChecks}`);
+      if (bad.stage === "connect") {
+        if (skipped.length !== 4 || !skipped.every((t) => /not run/.test(t))) throw new Error(`not-run stages: ${skipped}`);
+        if (!/nothing accepts connections on 127\.0\.0\.1:\d+/.test(hint) || /loopback address/.test(hint)) throw new Error(`refused-port hint: ${hint}`);
+      }
+      if (bad.stage === "runtime_class") {
+        for (const no of ["runtime_class_nvidia", "`", "cluster-setup", "HAMi"])
+          if (cause.includes(no) || hint.includes(no)) throw new Error(`the RuntimeClass error says ${no}: ${cause} / ${hint}`);
+        if (/Missing:/.test(text)) throw new Error(`internal codes listed: ${text}`);
+      }
+      return `${cause.trim()} — ${hint.trim()}`.slice(0, 240);
     });
   }
+
+  await step("register: a 10 MB file, binary junk and a session domain with a scheme are refused next to their fields, nothing sent", async () => {
+    let posts = 0;
+    const count = (r) => r.url().endsWith("/api/v1/clusters") && r.method() === "POST" && posts++;
+    page.on("request", count);
+    try {
+      await page.getByRole("button", { name: "Register cluster" }).first().click();
+      const dialog = page.getByRole("dialog");
+      await dialog.getByLabel("Name").fill("junk");
+      const picker = dialog.locator('input[type="file"]');
+      await picker.setInputFiles({ name: "big.yaml", mimeType: "text/plain", buffer: Buffer.alloc(10 * 1024 * 1024, 0x61) });
+      await dialog.locator("#reg-file-error").getByText("big.yaml is 10.0 MiB; a kubeconfig is a few KiB", { exact: false }).waitFor();
+      await picker.setInputFiles({ name: "gshare", mimeType: "application/octet-stream", buffer: readFileSync(GSHARE_BIN).subarray(0, 4096) });
+      await dialog.locator("#reg-file-error").getByText("gshare is not a text file; a kubeconfig is YAML text.").waitFor();
+      if ((await dialog.getByLabel("or pasted").inputValue()) !== "") throw new Error("a refused file filled the kubeconfig");
+      await dialog.getByLabel("or pasted").fill(good);
+      await dialog.getByLabel(/Session domain/).fill("https://sessions.example.com/lab");
+      await dialog.getByRole("button", { name: "Register" }).click();
+      await dialog.locator("#reg-domain-error").getByText("Just the host name, without https://", { exact: false }).waitFor();
+      if ((await dialog.getByLabel(/Session domain/).getAttribute("aria-invalid")) !== "true") throw new Error("the field is not marked");
+      await shot("03-register-bad-inputs");
+      await page.setViewportSize(NARROW);
+      await shot("03-register-bad-inputs-390");
+      await page.setViewportSize(WIDE);
+      await dialog.getByRole("button", { name: "Cancel" }).click();
+      if (posts) throw new Error(`${posts} registration requests were sent`);
+    } finally {
+      page.off("request", count);
+    }
+  });
 
   let clusterId = "";
   await step("register succeeds: new id and next steps shown", async () => {
@@ -267,6 +394,50 @@ try {
     await page.locator(`[data-cluster-id="${clusterId}"]`).waitFor();
     return clusterId;
   });
+
+  await step("a second registration of the same cluster names it and opens it", async () => {
+    await page.getByRole("button", { name: "Register cluster" }).first().click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByLabel("Name").fill("gpu-a-again");
+    await dialog.getByLabel("or pasted").fill(good);
+    await dialog.getByRole("button", { name: "Register" }).click();
+    const alert = dialog.locator(".error.duplicate");
+    await alert.waitFor({ timeout: 20000 });
+    const text = (await alert.textContent()).replace(/\s+/g, " ");
+    if (!/same cluster as "gpu-a", which is already registered/.test(text) || /clu_/.test(text)) throw new Error(`duplicate: ${text}`);
+    await shot("04b-register-duplicate");
+    await dialog.getByRole("button", { name: "Open gpu-a" }).click();
+    await dialog.waitFor({ state: "detached" });
+    await page.locator(`#nodes-${clusterId}`).waitFor();
+    await page.getByRole("button", { name: "Hide nodes of gpu-a" }).click();
+    return text;
+  }, { skipIf: clusterId ? undefined : "no cluster was registered" });
+
+  await step("one cluster without a session domain is warned about; the warning opens Edit with an honest placeholder", async () => {
+    const warn = page.getByRole("button", { name: /Session domain of gpu-a not set: sessions cannot be opened/ });
+    await warn.waitFor();
+    const title = await warn.getAttribute("title");
+    if (/PATCH/.test(title)) throw new Error(`tooltip: ${title}`);
+    await warn.click();
+    const dialog = page.getByRole("dialog");
+    const input = dialog.getByLabel("Session domain");
+    const placeholder = await input.getAttribute("placeholder");
+    if (/default/.test(placeholder) || !/needed before sessions can be opened/.test(placeholder)) throw new Error(`placeholder: ${placeholder}`);
+    // A scheme or a path is refused next to the field; nothing is saved.
+    let patches = 0;
+    const count = (r) => r.method() === "PATCH" && patches++;
+    page.on("request", count);
+    await input.fill("http://sessions.gpu-a.test/");
+    await dialog.getByRole("button", { name: "Save" }).click();
+    await dialog.locator("#edit-domain-error").waitFor();
+    page.off("request", count);
+    if (patches) throw new Error("a PATCH was sent");
+    await shot("05a-domain-warning-edit");
+    const said = await dialog.locator("#edit-domain-error").textContent();
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+    await dialog.waitFor({ state: "detached" });
+    return `${title} | ${placeholder} | ${said}`;
+  }, { skipIf: clusterId ? undefined : "no cluster was registered" });
 
   await step("clusters page shows the row with state, counts and heartbeat", async () => {
     const row = page.locator(`[data-cluster-id="${clusterId}"]`);
@@ -359,26 +530,37 @@ try {
     await page.getByRole("heading", { name, exact: true }).waitFor();
   };
 
-  await step("offerings page: a GPU offering without GPU memory is refused, the field marked", async () => {
+  await step("offerings page: an empty form flags every missing field in words; an image with spaces too; nothing is sent", async () => {
     await toPage("Offerings");
     await page.getByText("No offering yet").waitFor();
     await page.getByRole("button", { name: "New offering" }).click();
     const dialog = page.getByRole("dialog");
-    await dialog.getByLabel("Name", { exact: true }).fill(OFFERING);
-    await dialog.getByLabel("Image", { exact: true }).fill("registry.example.com/e2e/lab:1.0");
-    await dialog.getByLabel("GPU cores (%)").fill("30");
-    const answer = page.waitForResponse((r) => r.url().endsWith("/api/v1/offerings") && r.request().method() === "POST");
-    await dialog.getByRole("button", { name: "Create offering" }).click();
-    const res = await answer;
-    const body = await res.json();
-    if (res.status() !== 422 || body.error?.details?.errors?.[0]?.loc?.[1] !== "gpu_mem_mb") throw new Error(`expected 422 on gpu_mem_mb: ${res.status()} ${JSON.stringify(body)}`);
-    const alert = dialog.getByRole("alert");
-    await alert.waitFor();
-    await dialog.locator('input[name="gpu_mem_mb"][aria-invalid="true"]').waitFor();
-    const text = (await alert.textContent()).replace(/\s+/g, " ");
-    if (!/gpu_mem_mb/.test(text)) throw new Error(`the error does not name the field: ${text}`);
-    await shot("08-offering-invalid");
-    return text;
+    let posts = 0;
+    const count = (r) => r.url().endsWith("/api/v1/offerings") && r.method() === "POST" && posts++;
+    page.on("request", count);
+    try {
+      await dialog.getByRole("button", { name: "Create offering" }).click();
+      await dialog.getByText("4 fields need attention; nothing was sent.").waitFor();
+      const marked = await dialog.locator('[aria-invalid="true"]').evaluateAll((els) => els.map((e) => e.name));
+      if (marked.join() !== "name,image,gpu_mem_mb,gpu_cores") throw new Error(`marked: ${marked}`);
+      const messages = await dialog.locator(".field-error[id]").allTextContents();
+      if (messages.some((m) => /body\.|missing field|`/.test(m))) throw new Error(`raw messages: ${messages}`);
+      await shot("08-offering-empty");
+      await page.setViewportSize(NARROW);
+      await shot("08-offering-empty-390");
+      await page.setViewportSize(WIDE);
+      await dialog.getByLabel("Name", { exact: true }).fill(OFFERING);
+      await dialog.getByLabel("Image", { exact: true }).fill("registry.example.com/e2e/lab 1.0");
+      await dialog.getByLabel("GPU cores (%)").fill("30");
+      await dialog.getByRole("button", { name: "Create offering" }).click();
+      await dialog.locator("#off-image-error").getByText("An image reference has no spaces").waitFor();
+      await dialog.locator("#off-gpu_mem_mb-error").getByText("Required for a GPU offering", { exact: false }).waitFor();
+      await dialog.getByLabel("Image", { exact: true }).fill("registry.example.com/e2e/lab:1.0");
+      if (posts) throw new Error(`${posts} POSTs were sent`);
+      return messages.join(" | ");
+    } finally {
+      page.off("request", count);
+    }
   });
 
   await step("offerings page: the offering is created and listed", async () => {
@@ -474,6 +656,50 @@ try {
     }
   }, { skipIf: noSession });
 
+  await step("every page at 1440×900 and 390×844: axe-core finds 0 violations; at 390 px nothing is wider than the window and Sign out shows", async () => {
+    const pages = [
+      { name: "Clusters", path: "/clusters", ready: () => page.locator("tr.cluster-row").first().waitFor() },
+      {
+        name: "Clusters with a row expanded",
+        path: "/clusters",
+        ready: async () => {
+          await page.locator("button.disclosure").first().click();
+          await page.locator("tr[data-node]").first().waitFor();
+        },
+      },
+      {
+        name: "Register dialog",
+        path: "/clusters",
+        ready: async () => {
+          await page.getByRole("button", { name: "Register cluster" }).first().click();
+          await page.getByRole("dialog").waitFor();
+        },
+      },
+      { name: "Sessions", path: "/sessions", ready: () => page.locator("tr.session-row, .empty").first().waitFor() },
+      { name: "Offerings", path: "/offerings", ready: () => page.locator("tr.offering-row, .empty").first().waitFor() },
+      { name: "Audit log", path: "/audit", ready: () => page.locator("table.audit tbody tr").first().waitFor() },
+      { name: "Account", path: "/account", ready: () => page.locator(".admins li").first().waitFor() },
+    ];
+    const found = [];
+    const seen = [];
+    for (const size of [WIDE, NARROW]) {
+      await page.setViewportSize(size);
+      for (const p of pages) {
+        await page.goto(`${base}${p.path}`);
+        await p.ready();
+        const v = await axeViolations();
+        const layout = size === NARROW ? await layoutProblems() : [];
+        found.push(...v.map((x) => `${p.name} @${size.width}: ${x}`), ...layout.map((x) => `${p.name} @${size.width}: ${x}`));
+        await shot(`25-${p.name.replace(/\W+/g, "-").toLowerCase()}-${size.width}`);
+        seen.push(`${p.name}@${size.width}`);
+      }
+    }
+    await page.setViewportSize(WIDE);
+    writeFileSync(join(ART, "axe.json"), JSON.stringify({ pages: seen, violations: found }, null, 2));
+    if (found.length) throw new Error(`${found.length} problems:\n${found.join("\n")}`);
+    return `${seen.length} page views, 0 violations`;
+  }, { skipIf: noSession });
+
   await step("unregister refused while in use (the server's 409 lists the session and its allocation)", async () => {
     await toPage("Clusters");
     await page.getByRole("button", { name: "Edit gpu-a-renamed" }).click();
@@ -488,12 +714,20 @@ try {
     if (JSON.stringify(d.sessions) !== JSON.stringify([sessionId]) || d.allocations?.length !== 1 || !/^alc_/.test(d.allocations[0]))
       throw new Error(`details: ${JSON.stringify(d)}`);
     await dialog.getByText("Refused: the cluster is still in use.").waitFor();
-    await dialog.getByText(sessionId).waitFor();
-    await dialog.getByText(d.allocations[0]).waitFor();
+    // Names with links, not ses_/alc_ ids.
+    const links = dialog.getByRole("link", { name: SESSION });
+    await links.first().waitFor();
+    if ((await links.count()) !== 2 || (await links.first().getAttribute("href")) !== `/sessions#${sessionId}`) throw new Error("no link to the session by name");
+    const refusal = (await dialog.locator(".confirm").textContent()).replace(/\s+/g, " ");
+    if (/ses_|alc_/.test(refusal)) throw new Error(`raw ids shown: ${refusal}`);
+    if (!refusal.includes(`held by ${SESSION}`)) throw new Error(`allocation: ${refusal}`);
     await shot("15-unregister-refused");
+    await page.setViewportSize(NARROW);
+    await shot("15-unregister-refused-390");
+    await page.setViewportSize(WIDE);
     await dialog.getByRole("button", { name: "Close" }).click();
     await dialog.waitFor({ state: "detached" });
-    return `409 cluster_in_use: ${sessionId}, ${d.allocations[0]}`;
+    return refusal.slice(0, 240);
   }, { skipIf: noSession });
 
   await step("pause: the row shows paused and the CR has spec.paused=true", async () => {
@@ -580,7 +814,39 @@ try {
     if (sessionId)
       for (const action of ["offering.create", "session.create", "session.connect", "session.pause", "session.resume", "session.delete", "offering.patch"])
         if (!text.includes(action)) throw new Error(`no ${action} entry in the audit log`);
+    // Targets by name (links where the thing still exists), never a bare id; every register has a target.
+    await waitFor("names resolved", async () => !(await page.locator("table.audit td.target code").count()), 10000);
+    const targets = await page.locator("table.audit td.target").allInnerTexts();
+    if (targets.some((t) => /\b(ses|alc|clu|off)_[0-9A-Z]{26}\b/.test(t))) throw new Error(`raw ids in targets: ${targets}`);
+    if (sessionId && !(await page.locator("table.audit td.target a", { hasText: SESSION }).count())) throw new Error("no link to the session by name");
+    const registers = await page.locator("table.audit tr", { hasText: "cluster.register" }).locator("td.target").allInnerTexts();
+    if (registers.some((t) => t.trim() === "—")) throw new Error(`a registration without a target: ${registers}`);
+    // The details column is wrapped, not cut off.
+    const cut = await page.locator("table.audit td.details").evaluateAll((tds) => tds.filter((td) => td.scrollWidth > td.clientWidth + 1).length);
+    if (cut) throw new Error(`${cut} details cells are cut off`);
     return `${await page.locator("table.audit tbody tr").count()} entries`;
+  });
+
+  await step("account page: add an admin (bad inputs refused next to their fields), remove them; the initial password file is gone", async () => {
+    await page.getByRole("link", { name: "admin", exact: true }).click();
+    await page.getByRole("heading", { name: "Account" }).waitFor();
+    const form = page.getByRole("form", { name: "Add an admin" });
+    await form.getByLabel("New admin's username").fill("carol smith");
+    await form.getByLabel("Their first password").fill("short");
+    await form.getByRole("button", { name: "Add admin" }).click();
+    await form.locator("#adm-name-error").waitFor();
+    await form.locator("#adm-pw-error").waitFor();
+    await shot("27-account-bad-inputs");
+    await form.getByLabel("New admin's username").fill("carol");
+    await form.getByLabel("Their first password").fill("carol's first passphrase");
+    await form.getByRole("button", { name: "Add admin" }).click();
+    await page.locator(".admins li", { hasText: "carol" }).waitFor();
+    await page.getByRole("button", { name: "Remove carol" }).click();
+    await page.locator(".admins li", { hasText: "carol" }).waitFor({ state: "detached" });
+    await page.locator(".signins li").first().waitFor();
+    if (existsSync(join(dataDir, "initial-admin-password"))) throw new Error("the initial password file is still there");
+    await shot("27-account");
+    return `${await page.locator(".signins li").count()} recent sign-ins listed`;
   });
 
   await step("reload on a client route keeps the page (index.html fallback) and the session cookie", async () => {
@@ -697,11 +963,19 @@ try {
     return `${failedLoads.length} expected non-2xx API answers logged by Chromium as "Failed to load resource"`;
   });
 
-  await step("sign out", async () => {
+  await step("sign out; the sign-in page passes axe-core at both widths", async () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByLabel("Password").waitFor();
     await page.goto(`${base}/clusters`);
     await page.getByLabel("Password").waitFor();
+    const found = [];
+    for (const size of [WIDE, NARROW]) {
+      await page.setViewportSize(size);
+      found.push(...(await axeViolations()), ...(size === NARROW ? await layoutProblems() : []));
+      await shot(`26-sign-in-${size.width}`);
+    }
+    await page.setViewportSize(WIDE);
+    if (found.length) throw new Error(found.join("\n"));
   });
 } catch (e) {
   results.push({ name: "setup", result: "FAIL", error: String(e?.stack ?? e) });

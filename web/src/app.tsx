@@ -5,6 +5,8 @@ import { useEffect, useState } from "preact/hooks";
 import { setUnauthenticatedHandler } from "./api";
 import { currentAccount, logout, type Account } from "./auth";
 import { ErrorBox } from "./components/Errors";
+import { getAccount } from "./account";
+import { AccountPage, PasswordForm } from "./pages/Account";
 import { AuditPage } from "./pages/Audit";
 import { ClustersPage } from "./pages/Clusters";
 import { LoginPage } from "./pages/Login";
@@ -19,17 +21,35 @@ const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
 ];
 
-type SignIn = { state: "checking" } | { state: "out" } | { state: "in"; account: Account } | { state: "error"; error: unknown };
+type SignIn =
+  | { state: "checking" }
+  | { state: "out" }
+  | { state: "in"; account: Account; mustChange?: boolean }
+  | { state: "error"; error: unknown };
 
 export function App() {
   const path = usePath();
   const [auth, setAuth] = useState<SignIn>({ state: "checking" });
 
-  const check = () =>
-    currentAccount().then(
-      (account) => setAuth(account ? { state: "in", account } : { state: "out" }),
+  /** Signed in: still on the initial password? Then a new one is asked for first. */
+  const signedIn = async (account: Account, known = getAccount()) => {
+    let mustChange = false;
+    try {
+      mustChange = (await known).must_change_password;
+    } catch {
+      // An older server without the account API: nothing to ask.
+    }
+    setAuth({ state: "in", account, mustChange });
+  };
+  const check = () => {
+    // Both at once: a page load waits for one round trip, not two.
+    const known = getAccount();
+    known.catch(() => {});
+    return currentAccount().then(
+      (account) => (account ? signedIn(account, known) : setAuth({ state: "out" })),
       (error) => setAuth({ state: "error", error }),
     );
+  };
   useEffect(() => {
     setUnauthenticatedHandler(() => setAuth({ state: "out" }));
     check();
@@ -51,9 +71,24 @@ export function App() {
         </div>
       </main>
     );
-  if (auth.state === "out") return <LoginPage onSignedIn={(account) => setAuth({ state: "in", account })} />;
+  if (auth.state === "out") return <LoginPage onSignedIn={(a) => signedIn(a)} />;
+  if (auth.mustChange)
+    return (
+      <main class="login">
+        <div class="card wide">
+          <PasswordForm username={auth.account.username} initial onChanged={() => setAuth({ ...auth, mustChange: false })} />
+        </div>
+      </main>
+    );
+  const signOut = () => {
+    setAuth({ state: "out" });
+    navigate("/login", true);
+  };
 
-  const page = PAGES.find((p) => path === p.path || path.startsWith(`${p.path}/`));
+  const page =
+    path === "/account"
+      ? { path: "/account", label: "Account", render: () => <AccountPage username={auth.account.username} onSignedOut={signOut} /> }
+      : PAGES.find((p) => path === p.path || path.startsWith(`${p.path}/`));
   return (
     <div class="shell" onClick={onLinkClick}>
       <a class="skip" href="#main">
@@ -69,9 +104,9 @@ export function App() {
           ))}
         </nav>
         <span class="grow" />
-        <span class="account" title="signed in">
+        <a class="account" href="/account" aria-current={path === "/account" ? "page" : undefined} title="Your account: password, admins, sign-ins">
           {auth.account.username}
-        </span>
+        </a>
         <button
           type="button"
           onClick={async () => {

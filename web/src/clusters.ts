@@ -167,6 +167,7 @@ export interface RegisterBody {
   role: Role;
   kubeconfig_b64: string;
   session_domain?: string;
+  api_server?: string;
 }
 
 export const registerCluster = (body: RegisterBody, idempotencyKey: string) =>

@@ -34,3 +34,18 @@ export function onLinkClick(e: MouseEvent) {
   e.preventDefault();
   navigate(href);
 }
+
+/**
+ * A link like /sessions#ses_… points at one row: once `ready` (the rows are rendered), the row
+ * with `data-<attr>` equal to the hash is scrolled into view and marked (class "target").
+ */
+export function useHashTarget(attr: string, ready: unknown) {
+  useEffect(() => {
+    const id = location.hash.slice(1);
+    if (!id || !ready) return;
+    const row = document.querySelector<HTMLElement>(`[data-${attr}="${CSS.escape(id)}"]`);
+    if (!row) return;
+    row.classList.add("target");
+    row.scrollIntoView({ block: "center" });
+  }, [attr, ready]);
+}

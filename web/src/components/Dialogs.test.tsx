@@ -143,7 +143,24 @@ describe("EditDialog", () => {
     stubFetch({
       "DELETE /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA": () =>
         live
-          ? { status: 409, body: { error: { code: "cluster_in_use", message: "2 live sessions and 1 allocation", details: { sessions: ["ses_1", "ses_2"], allocations: 1 } } } }
+          ? {
+              status: 409,
+              body: {
+                error: {
+                  code: "cluster_in_use",
+                  message: "2 live sessions and 1 allocation",
+                  details: {
+                    sessions: ["ses_1", "ses_2"],
+                    allocations: ["alc_1"],
+                    session_list: [
+                      { id: "ses_1", name: "lab-1", phase: "running" },
+                      { id: "ses_2", name: "lab-2", phase: "paused" },
+                    ],
+                    allocation_list: [{ id: "alc_1", session_id: "ses_1", session_name: "lab-1", gpu_uuid: "GPU-9", gpu_mem_mb: 20480 }],
+                  },
+                },
+              },
+            }
           : { status: 204 },
     });
     const onClose = vi.fn();
@@ -152,7 +169,11 @@ describe("EditDialog", () => {
     expect(document.body.textContent).toContain("nodes, GPU devices, storage pools and kubeconfig file are removed");
     fireEvent.click(screen.getByRole("button", { name: "Unregister gpu-a" }));
     await screen.findByText("Refused: the cluster is still in use.");
-    expect(screen.getByText("ses_2")).toBeTruthy();
+    // Names with links, not raw ids.
+    expect(screen.getByRole("link", { name: "lab-2" }).getAttribute("href")).toBe("/sessions#ses_2");
+    expect(screen.getAllByRole("link", { name: "lab-1" }).length).toBe(2);
+    expect(document.body.textContent).toContain("20 GiB of GPU-9 held by lab-1");
+    expect(document.body.textContent).not.toMatch(/ses_|alc_/);
     expect(document.body.textContent).toContain("2 live sessions");
     expect(document.body.textContent).toContain("1 open GPU allocation");
     expect(document.body.textContent).not.toContain("1 open GPU allocations");
@@ -169,5 +190,115 @@ describe("keyboard focus", () => {
     expect(document.activeElement).toBe(screen.getByLabelText("Name"));
     fireEvent.click(screen.getByRole("button", { name: "Unregister…" }));
     await waitFor(() => expect(document.activeElement).toBe(screen.getByRole("button", { name: "Keep it" })));
+  });
+});
+
+describe("RegisterDialog: what a new admin stumbles on", () => {
+  it("shows stages that never ran as not run, neither passed nor failed", async () => {
+    stubFetch({
+      "POST /api/v1/clusters": () => ({
+        status: 422,
+        body: {
+          error: {
+            code: "probe_failed",
+            message: "probe failed at stage connect",
+            details: {
+              stage: "connect",
+              cause: "cannot connect to 127.0.0.1:1: Connection refused",
+              hint: "nothing accepts connections on 127.0.0.1:1",
+              checks: [
+                { name: "kubeconfig", ok: true, detail: "parsed" },
+                { name: "connect", ok: false, detail: "refused" },
+                { name: "auth", ok: false, detail: "not run" },
+                { name: "version", ok: false, detail: "not run" },
+              ],
+            },
+          },
+        },
+      }),
+    });
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} />);
+    fill("gpu-a", "apiVersion: v1\nkind: Config\n");
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    const alert = await screen.findByRole("alert");
+    expect(alert.querySelectorAll(".checks li.bad").length).toBe(1);
+    const skipped = alert.querySelectorAll(".checks li.skipped");
+    expect(skipped.length).toBe(2);
+    expect(skipped[0].querySelector(".mark")?.textContent).toBe("–");
+    expect(skipped[0].querySelector(".sr-only")?.textContent).toBe("not run");
+    expect(alert.textContent?.match(/failed/g)?.length).toBe(2); // the heading and the one failed stage
+  });
+
+  it("names the cluster a duplicate registration collides with and opens it", async () => {
+    stubFetch({
+      "POST /api/v1/clusters": () => ({
+        status: 409,
+        body: {
+          error: {
+            code: "conflict",
+            message: 'this is the same cluster as "gpu-a", which is already registered (same kube-system namespace UID)',
+            details: { kube_system_uid: "u-1", cluster_id: "clu_01JAAAAAAAAAAAAAAAAAAAAAAA", cluster_name: "gpu-a" },
+          },
+        },
+      }),
+    });
+    const onOpen = vi.fn();
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} onOpenCluster={onOpen} />);
+    fill("gpu-b", "apiVersion: v1\nkind: Config\n");
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    const alert = await screen.findByRole("alert");
+    expect(alert.textContent).toContain('same cluster as "gpu-a", which is already registered');
+    expect(alert.textContent).not.toContain("clu_");
+    fireEvent.click(screen.getByRole("button", { name: "Open gpu-a" }));
+    expect(onOpen).toHaveBeenCalledWith("clu_01JAAAAAAAAAAAAAAAAAAAAAAA");
+  });
+
+  it("refuses a session domain with a scheme or path and an API address with spaces next to the field, sending nothing", async () => {
+    const calls = stubFetch({});
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} />);
+    fill("gpu-a", "apiVersion: v1\nkind: Config\n");
+    const domain = screen.getByLabelText(/Session domain/);
+    fireEvent.input(domain, { target: { value: "https://sessions.example.com/lab" } });
+    fireEvent.input(screen.getByLabelText(/API address/), { target: { value: "https://10.0.0.5 :6443" } });
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    await waitFor(() => expect(domain.getAttribute("aria-invalid")).toBe("true"));
+    expect(document.getElementById("reg-domain-error")?.textContent).toBe("Just the host name, without https:// — e.g. sessions.example.com.");
+    expect(domain.getAttribute("aria-describedby")).toContain("reg-domain-error");
+    expect(document.getElementById("reg-api-error")?.textContent).toContain("no spaces");
+    fireEvent.input(domain, { target: { value: "sessions.example.com/lab" } });
+    fireEvent.input(screen.getByLabelText(/API address/), { target: { value: "" } });
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    await waitFor(() => expect(document.getElementById("reg-domain-error")?.textContent).toContain("without a path"));
+    expect(calls).toEqual([]);
+  });
+
+  it("sends the API address when one is given", async () => {
+    const calls = stubFetch({ "POST /api/v1/clusters": () => ({ status: 201, body: cluster() }) });
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} />);
+    fill("gpu-a", "kind: Config");
+    fireEvent.input(screen.getByLabelText(/API address/), { target: { value: " https://10.0.0.5:6443 " } });
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    await waitFor(() => expect(calls.length).toBe(1));
+    expect((calls[0].body as { api_server?: string }).api_server).toBe("https://10.0.0.5:6443");
+  });
+
+  it("refuses a 10 MB file and binary junk in the file picker, keeping nothing of it", async () => {
+    const calls = stubFetch({});
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} />);
+    const picker = screen.getByLabelText("From a file") as HTMLInputElement;
+    const pick = (f: File) => {
+      Object.defineProperty(picker, "files", { value: [f], configurable: true });
+      fireEvent.change(picker);
+    };
+    pick(new File([new Uint8Array(10 * 1024 * 1024)], "huge.yaml"));
+    await waitFor(() => expect(document.getElementById("reg-file-error")?.textContent).toContain("huge.yaml is 10.0 MiB; a kubeconfig is a few KiB"));
+    expect(picker.getAttribute("aria-invalid")).toBe("true");
+    pick(new File([new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 0, 1, 2, 0xff, 0xfe])], "gshare"));
+    await waitFor(() => expect(document.getElementById("reg-file-error")?.textContent).toBe("gshare is not a text file; a kubeconfig is YAML text."));
+    expect((screen.getByLabelText("or pasted") as HTMLTextAreaElement).value).toBe("");
+    fireEvent.input(screen.getByLabelText("Name"), { target: { value: "gpu-a" } });
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    await waitFor(() => expect(document.getElementById("reg-kc-error")?.textContent).toBe("Choose a kubeconfig file or paste one."));
+    expect(calls).toEqual([]);
   });
 });

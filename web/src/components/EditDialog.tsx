@@ -11,36 +11,75 @@ import {
   type ClusterPatch,
   type ConnectionTest,
 } from "../clusters";
-import { formatTime, plural } from "../format";
+import { formatMib, formatTime, plural } from "../format";
+import { apiServerProblem, hostnameProblem, onlyFieldErrors, serverFieldMessages } from "../form";
+import { FieldError, invalidProps } from "./Field";
 import { Dialog } from "./Dialog";
 import { Checks, ErrorBox } from "./Errors";
 
-function Blockers(props: { details: Record<string, unknown> }) {
-  const show = (one: string, many: string, v: unknown) => {
-    if (v == null) return null;
-    if (Array.isArray(v))
-      return (
+interface UsingSession {
+  id: string;
+  name?: string | null;
+  phase?: string;
+}
+interface OpenAllocation {
+  id: string;
+  session_id: string;
+  session_name?: string | null;
+  gpu_uuid?: string | null;
+  gpu_mem_mb?: number;
+}
+
+/** What still runs on the cluster, by name with links (the server's `session_list` and
+ *  `allocation_list`; bare ids from an older server are still shown). */
+export function Blockers(props: { details: Record<string, unknown> }) {
+  const d = props.details;
+  const sessions: UsingSession[] = Array.isArray(d.session_list)
+    ? (d.session_list as UsingSession[])
+    : Array.isArray(d.sessions)
+      ? (d.sessions as unknown[]).map((id) => ({ id: String(id) }))
+      : [];
+  const allocations: OpenAllocation[] = Array.isArray(d.allocation_list)
+    ? (d.allocation_list as OpenAllocation[])
+    : Array.isArray(d.allocations)
+      ? (d.allocations as unknown[]).map((id) => ({ id: String(id), session_id: "" }))
+      : [];
+  return (
+    <div class="blockers">
+      {sessions.length > 0 && (
         <div>
-          <strong>{plural(v.length, one, many)}</strong>
+          <strong>{plural(sessions.length, "live session", "live sessions")}</strong>
           <ul>
-            {v.map((x, i) => (
-              <li key={i}>
-                <code>{typeof x === "object" ? (((x as Record<string, unknown>).id ?? (x as Record<string, unknown>).name ?? JSON.stringify(x)) as string) : String(x)}</code>
+            {sessions.map((x) => (
+              <li key={x.id}>
+                <a href={`/sessions#${x.id}`}>{x.name || "unnamed session"}</a>
+                {x.phase && <span class="muted"> ({x.phase})</span>}
               </li>
             ))}
           </ul>
         </div>
-      );
-    return (
-      <div>
-        <strong>{typeof v === "number" ? plural(v, one, many) : `${String(v)} ${many}`}</strong>
-      </div>
-    );
-  };
-  return (
-    <div class="blockers">
-      {show("live session", "live sessions", props.details.sessions)}
-      {show("open GPU allocation", "open GPU allocations", props.details.allocations)}
+      )}
+      {allocations.length > 0 && (
+        <div>
+          <strong>{plural(allocations.length, "open GPU allocation", "open GPU allocations")}</strong>
+          <ul>
+            {allocations.map((a) => (
+              <li key={a.id}>
+                {a.gpu_mem_mb ? formatMib(a.gpu_mem_mb) : "a share"} of {a.gpu_uuid ? <code>{a.gpu_uuid}</code> : "a GPU"}
+                {a.session_id && (
+                  <>
+                    {" "}
+                    held by <a href={`/sessions#${a.session_id}`}>{a.session_name || "an unnamed session"}</a>
+                  </>
+                )}
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
+      {(sessions.length > 0 || allocations.length > 0) && (
+        <p class="small">Delete those sessions on the Sessions page (their GPU shares are released with them), then unregister.</p>
+      )}
     </div>
   );
 }
@@ -68,9 +107,20 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   if (ingress.trim() !== (c.session_ingress ?? "")) patch.session_ingress = ingress.trim();
   const dirty = Object.keys(patch).length > 0;
 
+  const local: Record<string, string> = {
+    name: name.trim() ? "" : "Required.",
+    api_server: apiServer.trim() ? apiServerProblem(apiServer) : "Required: the API server's https:// address.",
+    session_domain: hostnameProblem(domain),
+  };
+  const [showLocal, setShowLocal] = useState(false);
+  const server = serverFieldMessages(error);
+  const msg = (k: string) => (showLocal && local[k]) || server[k] || "";
+
   const save = async (e: Event) => {
     e.preventDefault();
     if (!dirty || busy) return;
+    setShowLocal(true);
+    if (Object.values(local).some(Boolean)) return;
     setBusy("save");
     setError(null);
     setSaved(false);
@@ -127,10 +177,13 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         <p class="small muted">
           <code>{c.id}</code>
         </p>
-        <label>
-          Name
-          <input name="name" required maxLength={80} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
-        </label>
+        <div class="field">
+          <label>
+            Name
+            <input name="name" required maxLength={80} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} {...invalidProps("edit-name", msg("name"))} />
+          </label>
+          <FieldError id="edit-name-error" message={msg("name")} />
+        </div>
         <label>
           Role
           <select name="role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value)}>
@@ -138,14 +191,38 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
             <option value="standby">standby</option>
           </select>
         </label>
-        <label>
-          API address
-          <input name="api_server" value={apiServer} onInput={(e) => setApiServer((e.target as HTMLInputElement).value)} />
-        </label>
-        <label>
-          Session domain
-          <input name="session_domain" placeholder="empty: the control plane's default" value={domain} onInput={(e) => setDomain((e.target as HTMLInputElement).value)} />
-        </label>
+        <div class="field">
+          <label>
+            API address
+            <input name="api_server" value={apiServer} spellcheck={false} onInput={(e) => setApiServer((e.target as HTMLInputElement).value)} {...invalidProps("edit-api", msg("api_server"))} />
+          </label>
+          <FieldError id="edit-api-error" message={msg("api_server")} />
+        </div>
+        <div class="field">
+          <label>
+            Session domain
+            <input
+              name="session_domain"
+              placeholder={
+                c.effective_session_domain && !c.session_domain
+                  ? `empty: the server's default, ${c.effective_session_domain}`
+                  : "e.g. sessions.example.com — needed before sessions can be opened"
+              }
+              value={domain}
+              spellcheck={false}
+              onInput={(e) => setDomain((e.target as HTMLInputElement).value)}
+              {...invalidProps("edit-domain", msg("session_domain"), domain.trim() ? undefined : "edit-domain-help")}
+            />
+          </label>
+          <FieldError id="edit-domain-error" message={msg("session_domain")} />
+          {!domain.trim() && (
+            <p class="small muted help" id="edit-domain-help">
+              {c.effective_session_domain
+                ? `Empty: sessions get the server's default domain (${c.effective_session_domain}), which only works if its ingress reaches this cluster.`
+                : "Empty: no domain — sessions on this cluster cannot be opened."}
+            </p>
+          )}
+        </div>
         {patch.session_domain !== undefined && (
           <p class="warning small" role="note">
             Existing sessions keep their ingress host; only new sessions use the new domain.
@@ -165,7 +242,7 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
           Where this server relays <code>/proxy/</code> requests for the cluster's sessions (its ingress controller's
           address), for when the session domain points here. Empty: not relayed.
         </p>
-        <ErrorBox error={error} />
+        {!onlyFieldErrors(error, ["name", "api_server", "session_domain"]) && <ErrorBox error={error} />}
         {saved && <p class="ok">Saved.</p>}
         <footer class="dialog-foot">
           <button type="button" onClick={runTest} disabled={busy !== ""}>

@@ -4,36 +4,42 @@ import type { ComponentChildren } from "preact";
 import { ApiError } from "../api";
 import type { Check } from "../clusters";
 
+/** A stage the probe never reached (an earlier one failed): neither passed nor failed. */
+export const notRun = (c: Check) => !c.ok && c.detail === "not run";
+
 export function Checks(props: { checks: Check[] }) {
   if (!props.checks.length) return null;
   return (
     <ul class="checks">
-      {props.checks.map((c) => (
-        <li key={c.name} class={c.ok ? "ok" : "bad"}>
-          <span class="mark" aria-hidden="true">
-            {c.ok ? "✓" : "✗"}
-          </span>
-          <span class="check-name">{c.name}</span>
-          {c.detail && <span class="check-detail">{c.detail}</span>}
-          <span class="sr-only">{c.ok ? "passed" : "failed"}</span>
-        </li>
-      ))}
+      {props.checks.map((c) => {
+        const state = c.ok ? "ok" : notRun(c) ? "skipped" : "bad";
+        return (
+          <li key={c.name} class={state}>
+            <span class="mark" aria-hidden="true">
+              {state === "ok" ? "✓" : state === "skipped" ? "–" : "✗"}
+            </span>
+            <span class="check-name">{c.name}</span>
+            {c.detail && state !== "skipped" && <span class="check-detail">{c.detail}</span>}
+            {state === "skipped" && (
+              <span class="check-detail" aria-hidden="true">
+                not run
+              </span>
+            )}
+            <span class="sr-only">{state === "ok" ? "passed" : state === "skipped" ? "not run" : "failed"}</span>
+          </li>
+        );
+      })}
     </ul>
   );
 }
 
 function ProbeFailure(props: { error: ApiError }) {
-  const d = props.error.details as { stage?: string; cause?: string; hint?: string; checks?: Check[]; missing?: string[] };
+  const d = props.error.details as { stage?: string; cause?: string; hint?: string; checks?: Check[] };
   return (
     <div class="error probe" role="alert">
       <strong>Probe failed{d.stage ? <> at stage <code class="stage">{d.stage}</code></> : null}</strong>
       <p class="cause">{d.cause ?? props.error.message}</p>
       {d.hint && <p class="hint">Hint: {d.hint}</p>}
-      {d.missing && d.missing.length > 0 && (
-        <p class="missing">
-          Missing: {d.missing.map((m) => <code key={m}>{m} </code>)}
-        </p>
-      )}
       {d.checks && <Checks checks={d.checks} />}
     </div>
   );

@@ -74,6 +74,7 @@ export function NodesPanel(props: { clusterId: string }) {
       <ErrorBox error={polled.error} title={polled.data ? "Refresh failed" : "Cannot load nodes"} />
       {polled.data && polled.data.length === 0 && <p class="muted">No nodes reported yet.</p>}
       {polled.data && polled.data.length > 0 && (
+        <div class="table-wrap" role="region" aria-label={`Nodes of ${props.clusterId}`} tabIndex={0}>
         <table class="nodes-table">
           <caption class="sr-only">Nodes</caption>
           <thead>
@@ -94,6 +95,7 @@ export function NodesPanel(props: { clusterId: string }) {
             ))}
           </tbody>
         </table>
+        </div>
       )}
     </div>
   );

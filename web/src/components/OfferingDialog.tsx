@@ -4,6 +4,8 @@
 
 import { useState } from "preact/hooks";
 import { ApiError } from "../api";
+import { imageProblem, onlyFieldErrors, sentence, serverFieldMessages } from "../form";
+import { FieldError, invalidProps } from "./Field";
 import { createOffering, patchOffering, type GpuMode, type Offering, type OfferingBody, type ResourceClass } from "../offerings";
 import { Dialog } from "./Dialog";
 import { ErrorBox } from "./Errors";
@@ -79,14 +81,46 @@ export function offeringBody(f: Form, original?: Offering): OfferingBody {
   return body as OfferingBody;
 }
 
-/** The fields a 422 names (`details.errors[].loc` = ["body", field, …]). */
-function badFields(e: unknown): Set<string> {
-  const errs = e instanceof ApiError ? (e.details as { errors?: { loc?: unknown[] }[] }).errors : undefined;
-  const out = new Set<string>();
-  if (Array.isArray(errs)) for (const x of errs) out.add(String((x.loc ?? []).filter((l) => l !== "body")[0] ?? ""));
-  if (e instanceof ApiError && e.code === "conflict") out.add("name");
+const intIn = (v: string, lo: number, hi: number, what: string): string => {
+  if (v.trim() === "") return "";
+  const n = Number(v);
+  return Number.isInteger(n) && n >= lo && n <= hi ? "" : `${what} between ${lo} and ${hi}.`;
+};
+
+/**
+ * Everything wrong with the form at once, one message per field, before anything is sent (the
+ * server checks the same and answers with the first problem only).
+ */
+export function formProblems(f: Form, editing: boolean): Record<string, string> {
+  const gpu = f.resource_class === "gpu";
+  const out: Record<string, string> = {
+    name: !f.name.trim() ? "Required: a name people pick sessions by, e.g. a100-20g." : f.name.trim().length > 80 ? "At most 80 characters." : "",
+    image: imageProblem(f.image),
+    gpu_mem_mb: !gpu
+      ? ""
+      : f.gpu_mem_mb.trim() === ""
+        ? editing
+          ? ""
+          : "Required for a GPU offering: the GPU memory each session gets, in MiB (e.g. 20480)."
+        : intIn(f.gpu_mem_mb, 1, 1048576, "Whole MiB"),
+    gpu_cores: !gpu
+      ? ""
+      : f.gpu_cores.trim() === ""
+        ? !editing && f.mode === "fractional"
+          ? "Required for a fractional GPU offering: the share of the card's cores, 0–100 %."
+          : ""
+        : intIn(f.gpu_cores, 0, 100, "A percentage"),
+    cpu: intIn(f.cpu, 1, 1024, "Whole cores"),
+    mem_gb: intIn(f.mem_gb, 1, 16384, "Whole GB"),
+    disk_gb: intIn(f.disk_gb, 1, 65536, "Whole GB"),
+    idle_timeout_sec: intIn(f.idle_timeout_sec, 0, 604800, "Seconds"),
+    max_runtime_sec: intIn(f.max_runtime_sec, 0, 604800, "Seconds"),
+  };
+  for (const k of Object.keys(out)) if (!out[k]) delete out[k];
   return out;
 }
+
+const SHOWN = ["name", "image", "gpu_model", "gpu_mem_mb", "gpu_cores", "cpu", "mem_gb", "disk_gb", "idle_timeout_sec", "max_runtime_sec", "mode"];
 
 export function OfferingDialog(props: { offering?: Offering; onClose: () => void; onSaved: (o: Offering) => void }) {
   const original = props.offering;
@@ -95,14 +129,22 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
   const [error, setError] = useState<unknown>(null);
   const body = offeringBody(f, original);
   const dirty = !original || Object.keys(body).length > 0;
-  const bad = badFields(error);
+  const [checked, setChecked] = useState(false);
+  const local = checked ? formProblems(f, !!original) : {};
+  const server = serverFieldMessages(error);
+  if (error instanceof ApiError && error.code === "conflict") server.name = server.name || sentence(error.message);
+  const msg = (k: string) => local[k] || server[k] || "";
+  const bad = { has: (k: string) => !!msg(k) };
 
   const set = (k: keyof Form) => (e: Event) => setF({ ...f, [k]: (e.target as HTMLInputElement | HTMLSelectElement).value });
   const field = (k: keyof Form, label: string, extra: Record<string, unknown> = {}) => (
-    <label>
-      {label}
-      <input name={k} value={f[k]} onInput={set(k)} aria-invalid={bad.has(k) || undefined} {...extra} />
-    </label>
+    <div class="field">
+      <label>
+        {label}
+        <input name={k} value={f[k]} onInput={set(k)} {...invalidProps(`off-${k}`, msg(k))} {...extra} />
+      </label>
+      <FieldError id={`off-${k}-error`} message={msg(k)} />
+    </div>
   );
   const number = (k: NumField, label: string, extra: Record<string, unknown> = {}) =>
     field(k, label, { type: "number", inputMode: "numeric", step: 1, min: 0, ...extra });
@@ -110,6 +152,14 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
   const submit = async (e: Event) => {
     e.preventDefault();
     if (busy || !dirty) return;
+    setChecked(true);
+    const problems = formProblems(f, !!original);
+    if (Object.keys(problems).length) {
+      setError(null);
+      // Focus the first field that needs attention.
+      (e.target as HTMLFormElement).querySelector<HTMLElement>(`[name="${Object.keys(problems)[0]}"]`)?.focus();
+      return;
+    }
     setBusy(true);
     setError(null);
     try {
@@ -177,7 +227,18 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
             </select>
           </label>
         )}
-        <ErrorBox error={error} title={original ? "Cannot save" : "Cannot create the offering"} />
+        {Object.keys(local).length > 0 && (
+          <p class="field-error" role="alert">
+            {Object.keys(local).length === 1 ? "One field needs attention" : `${Object.keys(local).length} fields need attention`}; nothing was sent.
+          </p>
+        )}
+        {onlyFieldErrors(error, SHOWN) || (error instanceof ApiError && error.code === "conflict") ? (
+          <p class="field-error" role="alert">
+            {original ? "Not saved" : "Not created"}: see the marked field.
+          </p>
+        ) : (
+          <ErrorBox error={error} title={original ? "Cannot save" : "Cannot create the offering"} />
+        )}
         <footer class="dialog-foot">
           <button type="button" onClick={props.onClose}>
             Cancel

@@ -1,6 +1,8 @@
 // The audit log (sign-in issue): GET /api/v1/audit?page&size&action&actor, newest first.
 
-import { useState } from "preact/hooks";
+import { Fragment } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { ID_RE, nameOf, type Named } from "../names";
 import { get, isMissingRoute } from "../api";
 import { ErrorBox } from "../components/Errors";
 import { NotYet } from "../components/NotYet";
@@ -20,7 +22,7 @@ interface AuditEntry {
   details?: unknown;
 }
 
-/** Details as short `key: value` text (the full JSON is in the cell's title). */
+/** Details as short `key: value` text (tests and the title attribute). */
 export function detailText(d: unknown): string {
   if (d == null || (typeof d === "object" && !Array.isArray(d) && Object.keys(d as object).length === 0)) return "";
   if (typeof d !== "object" || Array.isArray(d)) return JSON.stringify(d);
@@ -28,6 +30,86 @@ export function detailText(d: unknown): string {
     .map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
     .join("; ");
 }
+
+/** An id shown by its name with a link (the id itself in the title); unknown ids stay as they are. */
+export function IdRef(props: { id: string; names: Record<string, Named | null>; recorded?: Record<string, string> }) {
+  // "clu_…/gpu-node-0" (a node action): the cluster by name, then the rest.
+  const slash = props.id.indexOf("/");
+  if (slash > 0 && ID_RE.test(props.id.slice(0, slash)))
+    return (
+      <>
+        <IdRef id={props.id.slice(0, slash)} names={props.names} recorded={props.recorded} />
+        {props.id.slice(slash)}
+      </>
+    );
+  const n = props.names[props.id];
+  if (!ID_RE.test(props.id)) return <>{props.id}</>;
+  // Gone since (an unregistered cluster): the name the log itself recorded, without a link.
+  const was = props.recorded?.[props.id];
+  if (!n && was) return <span title={`${props.id} (no longer registered)`}>{was}</span>;
+  if (!n) return <code class="small">{props.id}</code>;
+  return (
+    <a href={n.href} title={props.id}>
+      {n.name}
+    </a>
+  );
+}
+
+function Details(props: { details: unknown; names: Record<string, Named | null> }) {
+  const d = props.details;
+  if (d == null || typeof d !== "object" || Array.isArray(d)) return d == null ? null : <>{JSON.stringify(d)}</>;
+  const entries = Object.entries(d as Record<string, unknown>);
+  if (!entries.length) return null;
+  return (
+    <dl>
+      {entries.map(([k, v]) => (
+        <Fragment key={k}>
+          <dt>{k.replace(/_/g, " ")}</dt>
+          <dd>
+            {typeof v === "string" ? <IdRef id={v} names={props.names} /> : Array.isArray(v) ? v.map(String).join(", ") : JSON.stringify(v)}
+          </dd>
+        </Fragment>
+      ))}
+    </dl>
+  );
+}
+
+/** Names the log recorded for its targets (`details.name` of an entry about that id). */
+export function recordedNames(entries: AuditEntry[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const a of entries ?? []) {
+    const name = (a.details as { name?: unknown } | null | undefined)?.name;
+    if (a.target && ID_RE.test(a.target) && typeof name === "string") out[a.target] = name;
+  }
+  return out;
+}
+
+/** Names for every id an audit page mentions (targets and string details). */
+function useNames(entries: AuditEntry[] | undefined): Record<string, Named | null> {
+  const [names, setNames] = useState<Record<string, Named | null>>({});
+  useEffect(() => {
+    if (!entries) return;
+    const ids = new Set<string>();
+    for (const a of entries) {
+      const t = a.target?.split("/")[0];
+      if (t && ID_RE.test(t)) ids.add(t);
+      if (a.details && typeof a.details === "object")
+        for (const v of Object.values(a.details as Record<string, unknown>)) if (typeof v === "string" && ID_RE.test(v)) ids.add(v);
+    }
+    let live = true;
+    for (const id of ids)
+      if (!(id in names))
+        nameOf(id).then((n) => {
+          if (live) setNames((m) => (id in m ? m : { ...m, [id]: n }));
+        });
+    return () => {
+      live = false;
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [entries]);
+  return names;
+}
+
 interface AuditPage {
   data: AuditEntry[];
   pagination?: { page: number; size: number; total: number; total_pages: number };
@@ -46,6 +128,8 @@ export function AuditPage() {
   const qs = query.toString();
   const polled = usePoll((signal) => get<AuditPage>(`/api/v1/audit?${qs}`, signal), 10000, [qs]);
   const p = polled.data?.pagination;
+  const names = useNames(polled.data?.data);
+  const recorded = recordedNames(polled.data?.data);
 
   if (isMissingRoute(polled.error))
     return (
@@ -78,6 +162,7 @@ export function AuditPage() {
       {polled.loading && !polled.data && <p class="loading">Loading the audit log…</p>}
       {polled.data && polled.data.data.length === 0 && <p class="muted">No entries.</p>}
       {polled.data && polled.data.data.length > 0 && (
+        <div class="table-wrap" role="region" aria-label="Audit entries" tabIndex={0}>
         <table class="audit">
           <thead>
             <tr>
@@ -99,10 +184,10 @@ export function AuditPage() {
                 <td>
                   <code>{a.action}</code>
                 </td>
-                <td>{a.target ?? "—"}</td>
+                <td class="target">{a.target ? <IdRef id={a.target} names={names} recorded={recorded} /> : "—"}</td>
                 <td class={a.result && a.result !== "ok" && a.result !== "success" ? "bad" : undefined}>{a.result ?? "—"}</td>
-                <td class="details" title={a.details ? JSON.stringify(a.details, null, 2) : undefined}>
-                  {detailText(a.details)}
+                <td class="details">
+                  <Details details={a.details} names={names} />
                 </td>
                 <td title={a.user_agent ?? undefined}>{a.client_addr ?? "—"}</td>
                 <td>
@@ -112,6 +197,7 @@ export function AuditPage() {
             ))}
           </tbody>
         </table>
+        </div>
       )}
       {p && <Pager label="Audit pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
     </section>

@@ -23,22 +23,36 @@ describe("ClustersPage", () => {
     const headers = Array.from(container.querySelectorAll("thead th")).map((th) => th.textContent);
     expect(headers.slice(0, 7)).toEqual(["Cluster", "API address", "Session domain", "State", "Operator", "Nodes / GPUs / sessions", "Heartbeat"]);
     const rowB = container.querySelector('[data-cluster-id="clu_01JBBBBBBBBBBBBBBBBBBBBBBB"]') as HTMLElement;
-    expect(within(rowB).getByRole("img", { name: /session domain not set/ })).toBeTruthy();
+    expect(within(rowB).getByRole("button", { name: /Session domain of gpu-b not set: sessions get the server's default domain/ })).toBeTruthy();
     expect(rowB.textContent).toContain("connect");
     expect(rowB.textContent).toContain("connection refused");
     expect(rowB.querySelector(".heartbeat.stale")).toBeTruthy();
     const rowA = container.querySelector('[data-cluster-id="clu_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
-    expect(within(rowA).queryByRole("img", { name: /session domain not set/ })).toBeNull();
+    expect(within(rowA).queryByRole("button", { name: /not set/ })).toBeNull();
     expect(rowA.textContent).toContain("4 / 32 / 3");
     expect(rowA.querySelector(".heartbeat.stale")).toBeNull();
     expect(screen.getByText(/2 clusters · 8 nodes · 64 GPUs · 6 running sessions/)).toBeTruthy();
   });
 
-  it("warns about an unset domain only in a multi-cluster install", async () => {
-    stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ session_domain: null })]) }) });
+  it("warns about a missing session domain with a single cluster too, and the warning opens Edit", async () => {
+    stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ session_domain: null, effective_session_domain: null })]) }) });
+    render(<ClustersPage />);
+    const warn = await screen.findByRole("button", { name: /Session domain of gpu-a not set: sessions cannot be opened\. Edit to set it\./ });
+    expect(warn.getAttribute("title")).toContain("Set it with Edit");
+    expect(warn.getAttribute("title")).not.toContain("PATCH");
+    fireEvent.click(warn);
+    const dialog = await screen.findByRole("dialog", { name: "Edit gpu-a" });
+    const input = within(dialog).getByLabelText("Session domain") as HTMLInputElement;
+    // No made-up default: the placeholder says it is needed.
+    expect(input.placeholder).toContain("needed before sessions can be opened");
+    expect(input.placeholder).not.toContain("default");
+  });
+
+  it("a single cluster on the server's default domain gets no warning", async () => {
+    stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ session_domain: null, effective_session_domain: "console.example" })]) }) });
     render(<ClustersPage />);
     await screen.findByText("gpu-a");
-    expect(screen.queryByRole("img", { name: /session domain not set/ })).toBeNull();
+    expect(screen.queryByRole("button", { name: /not set/ })).toBeNull();
   });
 
   it("follows pagination", async () => {
@@ -94,5 +108,45 @@ describe("ClustersPage", () => {
     stubFetch({ "GET /api/v1/clusters": () => ({ status: 500, body: { error: { code: "internal", message: "boom", details: {} } } }) });
     render(<ClustersPage />);
     await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("Cannot load clusters"));
+  });
+});
+
+describe("live updates", () => {
+  class FakeEventSource {
+    static last: FakeEventSource | null = null;
+    listeners: Record<string, (() => void)[]> = {};
+    onerror: (() => void) | null = null;
+    closed = false;
+    constructor(public url: string) {
+      FakeEventSource.last = this;
+    }
+    addEventListener(kind: string, f: () => void) {
+      (this.listeners[kind] ??= []).push(f);
+    }
+    emit(kind: string) {
+      (this.listeners[kind] ?? []).forEach((f) => f());
+    }
+    close() {
+      this.closed = true;
+    }
+  }
+
+  it("reloads the list when the server says something changed (no polling needed)", async () => {
+    vi.stubGlobal("EventSource", FakeEventSource);
+    let name = "gpu-a";
+    const calls = stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ name })]) }) });
+    const { unmount } = render(<ClustersPage />);
+    await screen.findByText("gpu-a");
+    const es = FakeEventSource.last!;
+    expect(es.url).toBe("/api/v1/events");
+    es.emit("hello");
+    const before = calls.length;
+    name = "gpu-a-renamed";
+    es.emit("change");
+    await screen.findByText("gpu-a-renamed");
+    expect(calls.length).toBeGreaterThan(before);
+    unmount();
+    expect(es.closed).toBe(true);
+    vi.unstubAllGlobals();
   });
 });

@@ -2,7 +2,7 @@
 // nodes; register, edit, test and unregister through dialogs.
 
 import { memo } from "preact/compat";
-import { useCallback, useMemo, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useState, useRef } from "preact/hooks";
 import { AttachPanel } from "../components/AttachPanel";
 import { CopyButton } from "../components/Copy";
 import { Dialog } from "../components/Dialog";
@@ -13,6 +13,7 @@ import { RegisterDialog } from "../components/RegisterDialog";
 import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
 import { formatAge, plural } from "../format";
 import { usePoll } from "../hooks";
+import { LIVE_FALLBACK_MS, useLive } from "../live";
 import { useTick } from "../tick";
 
 /** An operator that has not reported for this long is shown in red (the operator contract's liveness). */
@@ -131,15 +132,20 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
         </td>
         <td>
           {domain ? <span>{domain}</span> : <span class="muted">—</span>}
-          {domainUnset && multiCluster && (
-            <span
+          {domainUnset && (!domain || multiCluster) && (
+            <button
+              type="button"
               class="warn-mark"
-              role="img"
-              aria-label="session domain not set: sessions get the control plane's default domain and their URLs 404"
-              title="Not set: sessions on this cluster get the control plane's default domain, whose ingress is elsewhere (404s). Set it with PATCH session_domain."
+              aria-label={`Session domain of ${c.name} not set: ${domain ? "sessions get the server's default domain, whose ingress is elsewhere" : "sessions cannot be opened"}. Edit to set it.`}
+              title={
+                domain
+                  ? `Not set: sessions on this cluster get the server's default domain (${domain}), whose ingress is on another cluster, so their URLs 404. Set it with Edit.`
+                  : "Not set: sessions on this cluster cannot be opened until it is. Set it with Edit."
+              }
+              onClick={() => onEdit(c)}
             >
-              ⚠
-            </span>
+              ⚠<span class="warn-text">{domain ? "" : " not set"}</span>
+            </button>
           )}
           {domainUnset && domain && <div class="small muted">default</div>}
         </td>
@@ -179,7 +185,11 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
 });
 
 export function ClustersPage() {
-  const polled = usePoll((signal) => listClusters(signal), POLL_MS);
+  // Server-sent events reload the list on change; polling is only the fallback.
+  const reloadRef = useRef(() => {});
+  const live = useLive(() => reloadRef.current());
+  const polled = usePoll((signal) => listClusters(signal), live ? LIVE_FALLBACK_MS : POLL_MS);
+  reloadRef.current = polled.reload;
   const [expanded, setExpanded] = useState<Set<string>>(new Set());
   const [filter, setFilter] = useState("");
   const [dialog, setDialog] = useState<
@@ -195,6 +205,20 @@ export function ClustersPage() {
   }, []);
   const onEdit = useCallback((cluster: Cluster) => setDialog({ kind: "edit", cluster }), []);
   const onAttach = useCallback((cluster: Cluster) => setDialog({ kind: "attach", cluster }), []);
+  /** Expands a cluster's row and brings it into view (a link to /clusters#clu_…, or a duplicate). */
+  const [target, setTarget] = useState(() => (location.hash.startsWith("#clu_") ? location.hash.slice(1) : ""));
+  const openCluster = useCallback((id: string) => {
+    setDialog(null);
+    setTarget(id);
+  }, []);
+  useEffect(() => {
+    if (!target || !polled.data?.some((c) => c.id === target)) return;
+    setExpanded((s) => new Set(s).add(target));
+    const row = document.querySelector<HTMLElement>(`tr[data-cluster-id="${target}"]`);
+    row?.scrollIntoView({ block: "center" });
+    row?.querySelector<HTMLElement>("button.disclosure")?.focus();
+    setTarget("");
+  }, [target, polled.data]);
 
   const clusters = polled.data ?? [];
   const shown = useMemo(() => {
@@ -245,6 +269,7 @@ export function ClustersPage() {
         </div>
       )}
       {shown.length > 0 && (
+        <div class="table-wrap" role="region" aria-label="Cluster list" tabIndex={0}>
         <table class="clusters">
           <thead>
             <tr>
@@ -277,12 +302,14 @@ export function ClustersPage() {
             ))}
           </tbody>
         </table>
+        </div>
       )}
       {polled.data && clusters.length > 0 && shown.length === 0 && <p class="muted">No cluster matches “{filter}”.</p>}
       {dialog?.kind === "register" && (
         <RegisterDialog
           onClose={() => setDialog(null)}
           onRegistered={() => polled.reload()}
+          onOpenCluster={openCluster}
         />
       )}
       {dialog?.kind === "attach" && (

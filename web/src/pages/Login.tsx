@@ -1,22 +1,66 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { ApiError } from "../api";
 import { login, type Account } from "../auth";
 import { ErrorBox } from "../components/Errors";
+
+/** "45 s", "4 min 59 s". */
+export function waitText(s: number): string {
+  const n = Math.max(0, Math.ceil(s));
+  return n < 60 ? `${n} s` : `${Math.floor(n / 60)} min${n % 60 ? ` ${n % 60} s` : ""}`;
+}
+
+/** The wait a 429 asks for, from details.retry_after_s (the server also sends Retry-After). */
+export function retryAfterS(e: unknown): number | null {
+  if (!(e instanceof ApiError) || e.status !== 429) return null;
+  const v = Number((e.details as { retry_after_s?: unknown }).retry_after_s);
+  return Number.isFinite(v) && v > 0 ? v : null;
+}
 
 export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
   const [username, setUsername] = useState("admin");
   const [password, setPassword] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  /** Browser time until which the server refuses sign-ins (throttled), or 0. */
+  const [until, setUntil] = useState(0);
+  const [asked, setAsked] = useState(0);
+  /** A hold on one username (not on this address) ends when another username is typed. */
+  const [heldFor, setHeldFor] = useState<string | null>(null);
+  useEffect(() => {
+    if (heldFor !== null && username !== heldFor) setUntil(0);
+  }, [username, heldFor]);
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (!until) return;
+    const t = setInterval(() => {
+      setNow(Date.now());
+      if (Date.now() >= until) {
+        setUntil(0);
+        setError(null);
+      }
+    }, 1000);
+    return () => clearInterval(t);
+  }, [until]);
+  const waiting = until > now ? (until - now) / 1000 : 0;
   const submit = async (e: Event) => {
     e.preventDefault();
+    if (waiting > 0) return;
     setBusy(true);
     setError(null);
     try {
       props.onSignedIn(await login(username, password));
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) setError(new Error("Wrong username or password."));
-      else if (err instanceof ApiError && err.status === 429) setError(new Error(`${err.message} Try again later.`));
+      else if (err instanceof ApiError && err.status === 429) {
+        const wait = retryAfterS(err);
+        if (wait) {
+          setNow(Date.now());
+          setUntil(Date.now() + wait * 1000);
+          setAsked(wait);
+          setHeldFor((err.details as { scope?: unknown }).scope === "username" ? username : null);
+          setError(null);
+        } else setError(new Error("Too many failed sign-ins. Wait a few minutes before trying again."));
+      }
       else setError(err);
     } finally {
       setBusy(false);
@@ -44,8 +88,14 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
           />
         </label>
         <ErrorBox error={error} />
-        <button type="submit" class="primary" disabled={busy}>
-          {busy ? "Signing in…" : "Sign in"}
+        {waiting > 0 && (
+          <div class="error throttled" role="alert">
+            Too many failed sign-ins. Wait <span class="retry-wait">{waitText(asked)}</span> before trying again — until then
+            no password is checked, not even the right one.
+          </div>
+        )}
+        <button type="submit" class="primary" disabled={busy || waiting > 0}>
+          {busy ? "Signing in…" : waiting > 0 ? `Sign in (in ${waitText(waiting)})` : "Sign in"}
         </button>
         <p class="small muted">
           First start wrote the password of <code>admin</code> to <code>&lt;data_dir&gt;/initial-admin-password</code>.

@@ -77,19 +77,22 @@ describe("OfferingsPage", () => {
     fireEvent.input(within(dialog).getByLabelText("Name"), { target: { value: "CPU small" } });
     choose(within(dialog).getByLabelText("Resource class"), "cpu");
     expect(within(dialog).queryByLabelText("GPU memory (MiB)")).toBeNull();
-    fireEvent.input(within(dialog).getByLabelText("Image"), { target: { value: "not an image!" } });
+    fireEvent.input(within(dialog).getByLabelText("Image"), { target: { value: "NOT-AN-IMAGE!" } });
     fireEvent.input(within(dialog).getByLabelText("CPU cores"), { target: { value: "2" } });
     fireEvent.input(within(dialog).getByLabelText("Memory (GB)"), { target: { value: "4" } });
     fireEvent.click(within(dialog).getByRole("button", { name: "Create offering" }));
 
     const alert = await within(dialog).findByRole("alert");
-    expect(alert.textContent).toContain("Cannot create the offering: image: not a valid image reference");
-    expect(within(dialog).getByLabelText("Image").getAttribute("aria-invalid")).toBe("true");
+    expect(alert.textContent).toContain("Not created: see the marked field.");
+    const image = within(dialog).getByLabelText("Image");
+    expect(image.getAttribute("aria-invalid")).toBe("true");
+    // The server's reason, in words, next to the field and tied to it.
+    expect(document.getElementById(image.getAttribute("aria-describedby") ?? "")?.textContent).toBe("Not a valid image reference.");
     expect(within(dialog).getByLabelText("Name").getAttribute("aria-invalid")).toBeNull();
     expect(calls.find((c) => c.method === "POST")?.body).toEqual({
       name: "CPU small",
       resource_class: "cpu",
-      image: "not an image!",
+      image: "NOT-AN-IMAGE!",
       cpu: 2,
       mem_gb: 4,
       idle_timeout_sec: 1800,
@@ -119,7 +122,7 @@ describe("OfferingsPage", () => {
     fireEvent.input(within(dialog).getByLabelText("GPU cores (%)"), { target: { value: "30" } });
     fireEvent.input(within(dialog).getByLabelText("Idle timeout (seconds, 0 = never)"), { target: { value: "0" } });
     fireEvent.click(within(dialog).getByRole("button", { name: "Create offering" }));
-    await within(dialog).findByText(/an offering named A100 20 GB slice exists/);
+    await within(dialog).findByText(/offering named A100 20 GB slice exists/);
     expect(within(dialog).getByLabelText("Name").getAttribute("aria-invalid")).toBe("true");
     expect(calls.find((c) => c.method === "POST")?.body).toEqual({
       name: "A100 20 GB slice",
@@ -132,6 +135,32 @@ describe("OfferingsPage", () => {
       idle_timeout_sec: 0,
       max_runtime_sec: 0,
     });
+  });
+
+  it("an empty form flags every missing field in words, and sends nothing", async () => {
+    const calls = stubFetch({ "GET /api/v1/offerings": () => ({ body: { data: [] } }) });
+    render(<OfferingsPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "Create the first offering" }));
+    const dialog = screen.getByRole("dialog", { name: "New offering" });
+    fireEvent.click(within(dialog).getByRole("button", { name: "Create offering" }));
+    await within(dialog).findByText("4 fields need attention; nothing was sent.");
+    const said = (label: string) => {
+      const input = within(dialog).getByLabelText(label);
+      expect(input.getAttribute("aria-invalid")).toBe("true");
+      return document.getElementById(input.getAttribute("aria-describedby") ?? "")?.textContent ?? "";
+    };
+    expect(said("Name")).toMatch(/^Required/);
+    expect(said("Image")).toMatch(/^Required/);
+    expect(said("GPU memory (MiB)")).toMatch(/^Required for a GPU offering/);
+    expect(said("GPU cores (%)")).toMatch(/^Required for a fractional GPU offering/);
+    expect(dialog.textContent).not.toMatch(/body\.|missing field|`/);
+    expect(document.activeElement).toBe(within(dialog).getByLabelText("Name"));
+    // An image reference with spaces is caught before sending too.
+    fireEvent.input(within(dialog).getByLabelText("Name"), { target: { value: "lab" } });
+    fireEvent.input(within(dialog).getByLabelText("Image"), { target: { value: "ghcr.io/org/lab 1.0" } });
+    fireEvent.click(within(dialog).getByRole("button", { name: "Create offering" }));
+    await waitFor(() => expect(said("Image")).toBe("An image reference has no spaces — e.g. ghcr.io/org/lab:1.0."));
+    expect(calls.filter((c) => c.method === "POST")).toEqual([]);
   });
 
   it("edits only the changed fields, deactivation included", async () => {

@@ -11,6 +11,7 @@ import { ErrorBox } from "../components/Errors";
 import { NotYet } from "../components/NotYet";
 import { OfferingDialog } from "../components/OfferingDialog";
 import { usePoll } from "../hooks";
+import { useHashTarget } from "../router";
 import { deleteOffering, gpuShape, idleText, listOfferings, maxRuntimeText, patchOffering, resourcesShape, type Offering } from "../offerings";
 
 export const POLL_MS = 10000;
@@ -65,6 +66,7 @@ function DeleteOfferingDialog(props: { offering: Offering; onClose: () => void; 
 
 export function OfferingsPage() {
   const polled = usePoll((signal) => listOfferings({}, signal), POLL_MS);
+  useHashTarget("offering-id", polled.data);
   const [dialog, setDialog] = useState<{ kind: "new" } | { kind: "edit" | "delete"; offering: Offering } | null>(null);
 
   if (isMissingRoute(polled.error))
@@ -108,6 +110,7 @@ export function OfferingsPage() {
         </div>
       )}
       {offerings.length > 0 && (
+        <div class="table-wrap" role="region" aria-label="Offering list" tabIndex={0}>
         <table class="offerings">
           <thead>
             <tr>
@@ -161,6 +164,7 @@ export function OfferingsPage() {
             ))}
           </tbody>
         </table>
+        </div>
       )}
       {dialog?.kind === "new" && <OfferingDialog onClose={() => setDialog(null)} onSaved={() => polled.reload()} />}
       {dialog?.kind === "edit" && <OfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onSaved={() => polled.reload()} />}

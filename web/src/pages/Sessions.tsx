@@ -2,7 +2,7 @@
 // terminal through connect; pause, resume and delete as the server's `actions` allow; start new ones.
 
 import { memo } from "preact/compat";
-import { useCallback, useState } from "preact/hooks";
+import { useCallback, useState, useRef } from "preact/hooks";
 import { ApiError, isMissingRoute } from "../api";
 import { Advice } from "../components/Advice";
 import { CopyButton } from "../components/Copy";
@@ -13,6 +13,8 @@ import { NotYet } from "../components/NotYet";
 import { listClusters } from "../clusters";
 import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
 import { usePoll } from "../hooks";
+import { LIVE_FALLBACK_MS, useLive } from "../live";
+import { useHashTarget } from "../router";
 import {
   CONNECT_KINDS,
   PHASES,
@@ -288,12 +290,18 @@ function DeleteDialog(props: { session: Session; onClose: () => void; onChanged:
 export function SessionsPage() {
   const [clusterId, setClusterId] = useState("");
   const [phase, setPhase] = useState("");
-  const [liveOnly, setLiveOnly] = useState(true);
+  // A link to one session (/sessions#ses_…) may point at an ended one: show the history then.
+  const [liveOnly, setLiveOnly] = useState(() => !location.hash.startsWith("#ses_"));
   const [page, setPage] = useState(1);
   const [dialog, setDialog] = useState<{ kind: "new" } | { kind: "delete"; session: Session } | null>(null);
   const qs = sessionsQuery({ cluster_id: clusterId, phase, live: liveOnly ? true : undefined, page, size: PAGE_SIZE });
-  const polled = usePoll((signal) => listSessions(qs, signal), POLL_MS, [qs]);
+  // Server-sent events reload the list on change; polling is only the fallback.
+  const reloadRef = useRef(() => {});
+  const live = useLive(() => reloadRef.current());
+  const polled = usePoll((signal) => listSessions(qs, signal), live ? LIVE_FALLBACK_MS : POLL_MS, [qs]);
+  reloadRef.current = polled.reload;
   const clusters = usePoll((signal) => listClusters(signal), 0);
+  useHashTarget("session-id", polled.data);
 
   // Any render's reload bumps the same state, so one stable callback keeps the memoized rows still.
   const reload = polled.reload;
@@ -373,6 +381,7 @@ export function SessionsPage() {
         </div>
       )}
       {sessions.length > 0 && (
+        <div class="table-wrap" role="region" aria-label="Session list" tabIndex={0}>
         <table class="sessions">
           <thead>
             <tr>
@@ -395,6 +404,7 @@ export function SessionsPage() {
             ))}
           </tbody>
         </table>
+        </div>
       )}
       {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
       {dialog?.kind === "new" && <NewSessionDialog onClose={() => setDialog(null)} onCreated={() => polled.reload()} onChanged={() => polled.reload()} />}

@@ -1,0 +1,340 @@
+//! Accounts in the running server (the offline CLI does the same with the server stopped):
+//! `GET /api/v1/account` (who am I, and whether the initial password must still be replaced),
+//! `POST /api/v1/account/password` (change one's own password), `POST /api/v1/account/sign-out-everywhere`,
+//! and `GET/POST /api/v1/admins`, `DELETE /api/v1/admins/{username}`.
+//!
+//! Refusals are 422 with one `details.errors[]` entry per field, in words a person can act on.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::accounts::{
+    self, AccountError, AccountSummary, INITIAL_ADMIN, INITIAL_PASSWORD_FILE, MAX_PASSWORD_LEN, MIN_PASSWORD_LEN,
+    Username,
+};
+use super::guard::AdminCaller;
+use crate::App;
+use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::http::error::{ApiError, ErrorBody, FieldError};
+use crate::http::extract::ApiJson;
+
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(account))
+        .routes(routes!(change_password))
+        .routes(routes!(sign_out_everywhere))
+        .routes(routes!(list_admins, add_admin))
+        .routes(routes!(remove_admin))
+}
+
+/// The signed-in admin's account.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AccountView {
+    pub username: String,
+    /// True while `admin` still has the password the first start wrote to
+    /// `<data_dir>/initial-admin-password`: the console asks for a new one first.
+    pub must_change_password: bool,
+    pub created_at: Option<String>,
+    pub password_changed_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewAdmin {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AdminList {
+    pub data: Vec<AccountSummary>,
+}
+
+fn initial_password(app: &App) -> Option<String> {
+    let text = std::fs::read_to_string(app.config.data_dir.join(INITIAL_PASSWORD_FILE)).ok()?;
+    let p = text.trim();
+    (!p.is_empty()).then(|| p.to_string())
+}
+
+/// Whether `account` still has the first start's password (never changed since, and the file
+/// that holds it is still there).
+fn still_initial(app: &App, account: &accounts::Account) -> bool {
+    account.username.as_str() == INITIAL_ADMIN
+        && account.password_changed_at_ms == account.created_at_ms
+        && initial_password(app).is_some()
+}
+
+/// Length rules for a new password, as a field error.
+fn password_rules(field: &str, password: &str) -> Option<FieldError> {
+    let n = password.chars().count();
+    if n < MIN_PASSWORD_LEN {
+        return Some(FieldError::new(
+            &["body", field],
+            format!("must be at least {MIN_PASSWORD_LEN} characters (this one has {n}); a few words make a good one"),
+            "length",
+        ));
+    }
+    if password.len() > MAX_PASSWORD_LEN {
+        return Some(FieldError::new(&["body", field], format!("must be at most {MAX_PASSWORD_LEN} bytes"), "length"));
+    }
+    None
+}
+
+async fn hash(password: String) -> Result<String, ApiError> {
+    tokio::task::spawn_blocking(move || accounts::hash_password(&password))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)
+}
+
+async fn verify(hash: String, password: String) -> Result<bool, ApiError> {
+    tokio::task::spawn_blocking(move || accounts::verify_password(&hash, &password)).await.map_err(ApiError::internal)
+}
+
+fn now_rfc(ms: i64) -> String {
+    crate::clock::rfc3339_ms(ms)
+}
+
+/// The signed-in admin's account, and whether its password must be replaced first.
+#[utoipa::path(get, path = "/api/v1/account", tag = "auth",
+    responses((status = 200, body = AccountView), (status = 401, body = ErrorBody)))]
+async fn account(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axum::Json<AccountView>, ApiError> {
+    let name = caller.username.clone();
+    let found = app.store.read(move |txn| accounts::get(txn, &name)).await?;
+    Ok(axum::Json(match found {
+        Some(a) => AccountView {
+            username: caller.username,
+            must_change_password: still_initial(&app, &a),
+            created_at: Some(now_rfc(a.created_at_ms)),
+            password_changed_at: Some(now_rfc(a.password_changed_at_ms)),
+        },
+        // A CLI-minted token may name an admin without an account: nothing to change.
+        None => AccountView {
+            username: caller.username,
+            must_change_password: false,
+            created_at: None,
+            password_changed_at: None,
+        },
+    }))
+}
+
+/// Change one's own password. Every session signed in before (this one included) ends; the
+/// console signs in again with the new password. The initial password cannot be reused.
+#[utoipa::path(post, path = "/api/v1/account/password", tag = "auth", request_body = PasswordChange,
+    responses(
+        (status = 204, description = "changed; older sessions ended"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "the token names an admin without an account"),
+        (status = 422, body = ErrorBody, description = "a field error per problem: wrong current password, too short, the same as before, the initial password"),
+        (status = 429, body = ErrorBody, description = "too many wrong current passwords, with Retry-After")))]
+async fn change_password(
+    State(app): State<Arc<App>>,
+    caller: AdminCaller,
+    meta: RequestMeta,
+    ApiJson(body): ApiJson<PasswordChange>,
+) -> Result<Response, ApiError> {
+    let name = caller.username.clone();
+    let Some(account) = app.store.read(move |txn| accounts::get(txn, &name)).await? else {
+        return Err(ApiError::not_found(format!(
+            "no account {}: this token was minted for a name without an account",
+            caller.username
+        )));
+    };
+    let mut errors = Vec::new();
+    if let Some(e) = password_rules("new_password", &body.new_password) {
+        errors.push(e);
+    } else if body.new_password == body.current_password {
+        errors.push(FieldError::new(&["body", "new_password"], "must differ from the current password", "value_error"));
+    } else if initial_password(&app).is_some_and(|p| p == body.new_password) {
+        errors.push(FieldError::new(
+            &["body", "new_password"],
+            "must not be the initial password from initial-admin-password",
+            "value_error",
+        ));
+    }
+    // Guessing the current password through this route counts like failed sign-ins.
+    let attempt = app.signin.throttle.begin(meta.client_addr, &caller.username, app.clock.now_ms()).map_err(|l| {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", super::throttle::wait_message(l.retry_after_s))
+            .with_details(serde_json::json!({ "retry_after_s": l.retry_after_s, "scope": l.scope }))
+            .with_header(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(l.retry_after_s))
+    })?;
+    if body.current_password.is_empty()
+        || body.current_password.len() > MAX_PASSWORD_LEN
+        || !verify(account.password_hash.clone(), body.current_password.clone()).await?
+    {
+        errors.insert(0, FieldError::new(&["body", "current_password"], "is not your current password", "value_error"));
+    } else {
+        app.signin.throttle.succeeded(attempt);
+    }
+    let audit =
+        |result| AuditEntry::new(&meta, caller.actor(), "admin.set_password", result).target(caller.username.clone());
+    if !errors.is_empty() {
+        let reasons: Vec<&str> = errors.iter().filter_map(|e| e.loc.last().and_then(|l| l.as_str())).collect();
+        crate::audit::record(&app, audit(AuditResult::Failure).details(serde_json::json!({ "fields": reasons }))).await;
+        return Err(ApiError::validation(errors));
+    }
+    let new_hash = hash(body.new_password).await?;
+    let now_ms = app.clock.now_ms();
+    let user = account.username.clone();
+    accounts::store_password(&app.store, user, new_hash, now_ms).await.map_err(account_error)?;
+    // Older sessions end (tokens issued before this second), and this one explicitly (its second
+    // may be this one); the console signs in again with the new password.
+    app.signin.revoke_all_before(&app.store, &caller.username, now_ms.div_euclid(1000)).await?;
+    if let Some(jti) = &caller.token_id {
+        app.signin.revoke(&app.store, jti, caller.expires_at).await?;
+    }
+    if caller.username == INITIAL_ADMIN {
+        accounts::forget_initial_password(&app.config.data_dir);
+    }
+    crate::audit::record(&app, audit(AuditResult::Success)).await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// End every session of the signed-in admin, this one included.
+#[utoipa::path(post, path = "/api/v1/account/sign-out-everywhere", tag = "auth",
+    responses((status = 204, description = "every token issued before now is refused"), (status = 401, body = ErrorBody)))]
+async fn sign_out_everywhere(
+    State(app): State<Arc<App>>,
+    caller: AdminCaller,
+    meta: RequestMeta,
+) -> Result<Response, ApiError> {
+    // One second past now: tokens minted this very second end too.
+    let now_s = app.clock.now_ms().div_euclid(1000) + 1;
+    app.signin.revoke_all_before(&app.store, &caller.username, now_s).await?;
+    crate::audit::record(
+        &app,
+        AuditEntry::new(&meta, caller.actor(), "auth.sign_out_everywhere", AuditResult::Success)
+            .target(caller.username.clone()),
+    )
+    .await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The admin accounts.
+#[utoipa::path(get, path = "/api/v1/admins", tag = "auth",
+    responses((status = 200, body = AdminList), (status = 401, body = ErrorBody)))]
+async fn list_admins(State(app): State<Arc<App>>, _caller: AdminCaller) -> Result<axum::Json<AdminList>, ApiError> {
+    let all = app.store.read(accounts::list).await?;
+    let mut data: Vec<AccountSummary> = all
+        .into_iter()
+        .map(|a| AccountSummary {
+            username: a.username,
+            created_at: now_rfc(a.created_at_ms),
+            password_changed_at: now_rfc(a.password_changed_at_ms),
+        })
+        .collect();
+    data.sort_by(|a, b| a.username.cmp(&b.username));
+    Ok(axum::Json(AdminList { data }))
+}
+
+/// Add an admin with a first password (at least 12 characters).
+#[utoipa::path(post, path = "/api/v1/admins", tag = "auth", request_body = NewAdmin,
+    responses(
+        (status = 201, body = AccountSummary),
+        (status = 401, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the username is taken"),
+        (status = 422, body = ErrorBody, description = "a field error per problem")))]
+async fn add_admin(
+    State(app): State<Arc<App>>,
+    caller: AdminCaller,
+    meta: RequestMeta,
+    ApiJson(body): ApiJson<NewAdmin>,
+) -> Result<Response, ApiError> {
+    let mut errors = Vec::new();
+    let name = Username::parse(body.username.trim());
+    if name.is_err() {
+        errors.push(FieldError::new(
+            &["body", "username"],
+            "must be 1–64 characters: letters, digits and - _ . @",
+            "value_error",
+        ));
+    }
+    if let Some(e) = password_rules("password", &body.password) {
+        errors.push(e);
+    }
+    let audit = |result, target: &str| {
+        AuditEntry::new(&meta, caller.actor(), "admin.add", result).target(crate::audit::truncate(target.to_string()))
+    };
+    let name = match name {
+        Ok(n) if errors.is_empty() => n,
+        _ => {
+            crate::audit::record(&app, audit(AuditResult::Failure, body.username.trim())).await;
+            return Err(ApiError::validation(errors));
+        }
+    };
+    let password_hash = hash(body.password).await?;
+    let now_ms = app.clock.now_ms();
+    let added = accounts::store_new(&app.store, name.clone(), password_hash, now_ms).await;
+    crate::audit::record(
+        &app,
+        audit(if added.is_ok() { AuditResult::Success } else { AuditResult::Failure }, name.as_str()),
+    )
+    .await;
+    added.map_err(account_error)?;
+    let summary = AccountSummary { username: name, created_at: now_rfc(now_ms), password_changed_at: now_rfc(now_ms) };
+    Ok((StatusCode::CREATED, axum::Json(summary)).into_response())
+}
+
+/// Remove an admin: its sessions end. Never the last one, and not oneself (sign in as another).
+#[utoipa::path(delete, path = "/api/v1/admins/{username}", tag = "auth",
+    params(("username" = String, Path)),
+    responses(
+        (status = 204, description = "removed; its sessions ended"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the last admin, or the caller itself")))]
+async fn remove_admin(
+    State(app): State<Arc<App>>,
+    caller: AdminCaller,
+    meta: RequestMeta,
+    Path(username): Path<String>,
+) -> Result<Response, ApiError> {
+    let audit = |result| {
+        AuditEntry::new(&meta, caller.actor(), "admin.remove", result).target(crate::audit::truncate(username.clone()))
+    };
+    if username == caller.username {
+        crate::audit::record(&app, audit(AuditResult::Failure)).await;
+        return Err(ApiError::conflict(
+            "you cannot remove the account you are signed in with; sign in as another admin",
+        )
+        .with_details(serde_json::json!({ "username": username, "reason": "self" })));
+    }
+    let Ok(name) = Username::parse(&username) else {
+        return Err(ApiError::not_found(format!("no admin account {username}")));
+    };
+    let removed = accounts::store_removal(&app.store, name.clone()).await;
+    if removed.is_ok() {
+        app.signin.revoke_all_before(&app.store, name.as_str(), app.clock.now_ms().div_euclid(1000) + 1).await?;
+    }
+    crate::audit::record(&app, audit(if removed.is_ok() { AuditResult::Success } else { AuditResult::Failure })).await;
+    removed.map_err(account_error)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+fn account_error(e: AccountError) -> ApiError {
+    match e {
+        AccountError::NotFound(n) => ApiError::not_found(format!("no admin account {n}")),
+        AccountError::Exists(n) => ApiError::conflict(format!("an admin named {n} already exists"))
+            .with_details(serde_json::json!({ "username": n })),
+        AccountError::LastAccount(n) => {
+            ApiError::conflict(format!("{n} is the last admin account; add another before removing it"))
+                .with_details(serde_json::json!({ "username": n, "reason": "last" }))
+        }
+        AccountError::Store(e) => ApiError::from(e),
+        other => ApiError::internal(other),
+    }
+}

@@ -1,0 +1,108 @@
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
+import { App } from "../app";
+import { AccountPage } from "./Account";
+import { stubFetch } from "../test/fetch";
+
+const err = (status: number, code: string, message: string, details: Record<string, unknown> = {}) => ({ status, body: { error: { code, message, details } } });
+const said = (input: HTMLElement) => document.getElementById((input.getAttribute("aria-describedby") ?? "").split(" ")[0])?.textContent ?? "";
+
+describe("first sign-in with the initial password", () => {
+  beforeEach(() => history.replaceState(null, "", "/"));
+
+  it("asks for a new password before anything else; refusals land next to their field; then signs in again", async () => {
+    let changed = false;
+    const calls = stubFetch({
+      "GET /api/v1/auth/me": () => ({ body: { username: "admin", auth: "cookie", csrf_token: "c1" } }),
+      "GET /api/v1/account": () => ({ body: { username: "admin", must_change_password: !changed } }),
+      "POST /api/v1/account/password": (c) => {
+        const b = c.body as { current_password: string; new_password: string };
+        if (b.new_password === "the-initial-password")
+          return err(422, "validation_failed", "new_password: must not be the initial password", {
+            errors: [{ loc: ["body", "new_password"], msg: "must not be the initial password from initial-admin-password", type: "value_error" }],
+          });
+        changed = true;
+        return { status: 204 };
+      },
+      "POST /api/v1/auth/login": () => ({ body: { username: "admin", csrf_token: "c2" } }),
+      "GET /api/v1/clusters": () => ({ body: { data: [], pagination: { page: 1, size: 100, total: 0, total_pages: 1 } } }),
+    });
+    render(<App />);
+    await screen.findByRole("heading", { name: "Choose your own password" });
+    expect(screen.queryByRole("navigation")).toBeNull();
+    const current = screen.getByLabelText("Current password");
+    const next = screen.getByLabelText("New password");
+    const repeat = screen.getByLabelText("New password again");
+    // Too short and not repeated: said next to each field, nothing sent.
+    fireEvent.input(current, { target: { value: "the-initial-password" } });
+    fireEvent.input(next, { target: { value: "short" } });
+    fireEvent.click(screen.getByRole("button", { name: "Change password" }));
+    await waitFor(() => expect(said(next)).toBe("At least 12 characters (this one has 5); a few words make a good one."));
+    expect(next.getAttribute("aria-invalid")).toBe("true");
+    // The same as the current one.
+    fireEvent.input(next, { target: { value: "the-initial-password" } });
+    fireEvent.input(repeat, { target: { value: "the-initial-password" } });
+    fireEvent.click(screen.getByRole("button", { name: "Change password" }));
+    await waitFor(() => expect(said(next)).toBe("Must differ from the current password."));
+    expect(calls.filter((c) => c.method === "POST")).toEqual([]);
+    // The server refuses the initial password (typed as current by mistake elsewhere): next to the field.
+    fireEvent.input(current, { target: { value: "something-else-entirely" } });
+    fireEvent.click(screen.getByRole("button", { name: "Change password" }));
+    await waitFor(() => expect(said(next)).toBe("Must not be the initial password from initial-admin-password."));
+    // A good one: changed, signed in again with it, and the console opens.
+    fireEvent.input(next, { target: { value: "a long passphrase of mine" } });
+    fireEvent.input(repeat, { target: { value: "a long passphrase of mine" } });
+    fireEvent.click(screen.getByRole("button", { name: "Change password" }));
+    await screen.findByRole("navigation");
+    const login = calls.find((c) => c.path === "/api/v1/auth/login");
+    expect(login?.body).toEqual({ username: "admin", password: "a long passphrase of mine" });
+  });
+});
+
+describe("AccountPage", () => {
+  it("adds and removes admins, each refusal next to its field, and refuses to remove oneself by offering no button", async () => {
+    let admins = [
+      { username: "admin", created_at: "2026-01-01T00:00:00Z", password_changed_at: "2026-01-01T00:00:00Z" },
+      { username: "bob", created_at: "2026-01-01T00:00:00Z", password_changed_at: "2026-01-01T00:00:00Z" },
+    ];
+    const calls = stubFetch({
+      "GET /api/v1/admins": () => ({ body: { data: admins } }),
+      "GET /api/v1/audit": () => ({ body: { data: [{ at: "2026-01-01T00:00:00Z", client_addr: "192.0.2.1", user_agent: "Chromium" }] } }),
+      "POST /api/v1/admins": (c) => {
+        const b = c.body as { username: string };
+        if (b.username === "bob") return err(409, "conflict", "an admin named bob already exists", { username: "bob" });
+        admins = [...admins, { username: b.username, created_at: "", password_changed_at: "" }];
+        return { status: 201, body: admins[admins.length - 1] };
+      },
+      "DELETE /api/v1/admins/bob": () => {
+        admins = admins.filter((a) => a.username !== "bob");
+        return { status: 204 };
+      },
+    });
+    render(<AccountPage username="admin" onSignedOut={() => {}} />);
+    await screen.findByText("bob");
+    expect(screen.queryByRole("button", { name: "Remove admin" })).toBeNull();
+    await screen.findByText(/from 192\.0\.2\.1/);
+    const form = screen.getByRole("form", { name: "Add an admin" });
+    const name = within(form).getByLabelText("New admin's username");
+    const pw = within(form).getByLabelText("Their first password");
+    fireEvent.input(name, { target: { value: "carol smith" } });
+    fireEvent.input(pw, { target: { value: "short" } });
+    fireEvent.click(within(form).getByRole("button", { name: "Add admin" }));
+    await waitFor(() => expect(said(name)).toBe("1–64 characters: letters, digits and - _ . @ only."));
+    expect(said(pw)).toMatch(/^At least 12 characters/);
+    fireEvent.input(name, { target: { value: "bob" } });
+    fireEvent.input(pw, { target: { value: "twelve chars+" } });
+    fireEvent.click(within(form).getByRole("button", { name: "Add admin" }));
+    await waitFor(() => expect(said(name)).toBe("An admin named bob already exists."));
+    fireEvent.input(name, { target: { value: "carol" } });
+    fireEvent.click(within(form).getByRole("button", { name: "Add admin" }));
+    await screen.findByText("carol");
+    fireEvent.click(screen.getByRole("button", { name: "Remove bob" }));
+    await waitFor(() => expect(screen.queryByText("bob")).toBeNull());
+    expect(calls.filter((c) => c.method !== "GET").map((c) => `${c.method} ${c.path}`)).toEqual([
+      "POST /api/v1/admins",
+      "POST /api/v1/admins",
+      "DELETE /api/v1/admins/bob",
+    ]);
+  });
+});

@@ -1,0 +1,29 @@
+import { fireEvent, render, screen, waitFor } from "@testing-library/preact";
+import { LoginPage, waitText } from "./Login";
+import { stubFetch } from "../test/fetch";
+
+describe("LoginPage", () => {
+  it("says how long a throttled sign-in must wait, once, and holds the button until then", async () => {
+    stubFetch({
+      "POST /api/v1/auth/login": () => ({
+        status: 429,
+        body: { error: { code: "rate_limited", message: "too many failed sign-ins: wait 5 minutes before trying again", details: { retry_after_s: 299, scope: "username" } } },
+      }),
+    });
+    render(<LoginPage onSignedIn={() => {}} />);
+    fireEvent.input(screen.getByLabelText("Password"), { target: { value: "the-right-one" } });
+    fireEvent.click(screen.getByRole("button", { name: "Sign in" }));
+    const alert = await screen.findByRole("alert");
+    expect(alert.textContent).toContain("Wait 4 min 59 s before trying again");
+    expect(alert.textContent).toContain("no password is checked, not even the right one");
+    expect(alert.textContent?.match(/again/gi)?.length).toBe(1);
+    await waitFor(() => expect((screen.getByRole("button", { name: /Sign in \(in 4 min 5\d s\)/ }) as HTMLButtonElement).disabled).toBe(true));
+  });
+
+  it("formats waits", () => {
+    expect(waitText(1)).toBe("1 s");
+    expect(waitText(59.2)).toBe("1 min");
+    expect(waitText(300)).toBe("5 min");
+    expect(waitText(61)).toBe("1 min 1 s");
+  });
+});
