@@ -10,6 +10,8 @@ pub mod clock;
 pub mod clusters;
 pub mod config;
 pub mod console;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod inventory;
 pub mod sessions;

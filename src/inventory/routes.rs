@@ -62,16 +62,74 @@ fn other_cluster(caller: &OperatorCaller, cluster_id: &str) -> ApiError {
         .with_details(serde_json::json!({ "token_cluster": caller.cluster_id.as_str(), "cluster_id": cluster_id }))
 }
 
-/// Upstream's `Body(default_factory=dict)`: an empty body is `{}`; anything but an object is 422.
-fn parse_object<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
+/// Each `/internal` POST body of this module as its handler reads it: JSON (400 `invalid_json`,
+/// 422 for the shape), then the field checks (422), before any cluster scope or store access.
+/// Public so the fuzz targets (`fuzz/`, `crate::fuzzing`) feed them arbitrary bytes.
+pub mod intake {
+    use super::*;
+
+    /// A JSON object: an empty body is 422 (`loc ["body"]`, as every other callback answers it);
+    /// anything but an object is 422; `{}` takes every field's default.
+    fn parse_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+        let v: serde_json::Value = parse_json(body)?;
+        if !v.is_object() {
+            return Err(ApiError::field(&["body"], "must be a JSON object", "dict_type"));
+        }
+        parse_json(body)
     }
-    let v: serde_json::Value = parse_json(body)?;
-    if !v.is_object() {
-        return Err(ApiError::field(&["body"], "must be a JSON object", "dict_type"));
+
+    pub fn node_report(body: &[u8]) -> Result<NodeReport, ApiError> {
+        let r: NodeReport = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
     }
-    parse_json(body)
+
+    pub fn gpu_report(body: &[u8]) -> Result<GpuReport, ApiError> {
+        let r: GpuReport = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
+
+    pub fn drift(body: &[u8]) -> Result<DriftReport, ApiError> {
+        let r: DriftReport = parse_object(body)?;
+        let mut p = Problems::default();
+        if let Some(u) = &r.uuid {
+            p.uuid(&["uuid"], u);
+        }
+        checked(p.into_result())?;
+        Ok(r)
+    }
+
+    /// The hostname to forget; `None` when none was sent (answered `accepted:false`).
+    pub fn decommissioned(body: &[u8]) -> Result<Option<String>, ApiError> {
+        let r: Decommissioned = parse_object(body)?;
+        let hostname = r.hostname.unwrap_or_default().trim().to_string();
+        if hostname.is_empty() {
+            return Ok(None);
+        }
+        let mut p = Problems::default();
+        p.node_name(&["hostname"], &hostname);
+        checked(p.into_result())?;
+        Ok(Some(hostname))
+    }
+
+    pub fn health_event(body: &[u8]) -> Result<HealthEvent, ApiError> {
+        let r: HealthEvent = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
+
+    pub fn operator_audit(body: &[u8]) -> Result<OperatorAudit, ApiError> {
+        let r: OperatorAudit = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
+
+    pub fn volume_sync(body: &[u8]) -> Result<VolumeSync, ApiError> {
+        let r: VolumeSync = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
 }
 
 pub(crate) fn refusal(caller: Option<&OperatorCaller>, r: Refusal) -> ApiError {
@@ -101,8 +159,7 @@ async fn inventory_nodes(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: NodeReport = parse_json(&body)?;
-    checked(r.check())?;
+    let r = intake::node_report(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     app.inventory.report_node(&caller.cluster_id, r).await?;
     Ok(accepted())
@@ -122,8 +179,7 @@ async fn inventory_gpu_devices(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: GpuReport = parse_json(&body)?;
-    checked(r.check())?;
+    let r = intake::gpu_report(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     app.inventory.report_gpu(&caller.cluster_id, r).await?;
     Ok(accepted())
@@ -138,12 +194,7 @@ async fn inventory_drift(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: DriftReport = parse_object(&body)?;
-    let mut p = Problems::default();
-    if let Some(u) = &r.uuid {
-        p.uuid(&["uuid"], u);
-    }
-    checked(p.into_result())?;
+    let r = intake::drift(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     app.inventory.report_drift(&caller.cluster_id, r).await?;
     Ok(accepted())
@@ -178,14 +229,9 @@ async fn nodes_decommissioned(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: Decommissioned = parse_object(&body)?;
-    let hostname = r.hostname.unwrap_or_default().trim().to_string();
-    if hostname.is_empty() {
+    let Some(hostname) = intake::decommissioned(&body)? else {
         return Ok((StatusCode::ACCEPTED, Json(Accepted { accepted: false })).into_response());
-    }
-    let mut p = Problems::default();
-    p.node_name(&["hostname"], &hostname);
-    checked(p.into_result())?;
+    };
     app.inventory.decommissioned(&caller.cluster_id, hostname).await?;
     Ok(accepted())
 }
@@ -195,8 +241,7 @@ async fn nodes_decommissioned(
     request_body = HealthEvent,
     responses((status = 202, body = Accepted), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn health_events(State(app): State<Arc<App>>, caller: OperatorCaller, body: Bytes) -> Result<Response, ApiError> {
-    let r: HealthEvent = parse_json(&body)?;
-    checked(r.check())?;
+    let r = intake::health_event(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     app.inventory.health_event(&caller.cluster_id, r).await?;
     Ok(accepted())
@@ -217,8 +262,7 @@ async fn audit_operator(
     meta: RequestMeta,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: OperatorAudit = parse_json(&body)?;
-    checked(r.check())?;
+    let r = intake::operator_audit(&body)?;
     scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
     app.inventory.operator_audit(&caller.cluster_id, r, meta.request_id).await?;
     Ok(accepted())
@@ -233,8 +277,7 @@ async fn volumes_sync(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<VolumeSyncAnswer>, ApiError> {
-    let r: VolumeSync = parse_json(&body)?;
-    checked(r.check())?;
+    let r = intake::volume_sync(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     Ok(Json(app.inventory.volume_sync(&caller.cluster_id, r).await?))
 }

@@ -209,6 +209,29 @@ impl Sessions {
     }
 }
 
+/// The two `/internal` POST bodies of this module as their handlers read them (see
+/// `inventory::routes::intake`); public for the fuzz targets.
+pub mod intake {
+    use super::*;
+
+    pub fn session_samples(body: &[u8]) -> Result<AgentReport, ApiError> {
+        let r: AgentReport = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
+
+    /// `POST /internal/sessions/{id}/status`: the path's CR name and the report.
+    pub fn session_status(id: &str, body: &[u8]) -> Result<StatusReport, ApiError> {
+        let r: StatusReport = parse_json(body)?;
+        let mut p = Problems::default();
+        if id.len() > MAX_NODE_NAME {
+            p.node_name(&["id"], id);
+        }
+        checked(r.check().and(p.into_result()))?;
+        Ok(r)
+    }
+}
+
 /// The node agent's session samples; the latest per session is kept.
 #[utoipa::path(post, path = "/internal/metrics/session-samples", tag = "internal",
     request_body = AgentReport,
@@ -218,8 +241,7 @@ async fn session_samples(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<SamplesAccepted>, ApiError> {
-    let r: AgentReport = parse_json(&body)?;
-    checked(r.check())?;
+    let r = intake::session_samples(&body)?;
     Ok(Json(app.sessions.session_samples(&caller.cluster_id, r).await?))
 }
 
@@ -239,12 +261,7 @@ async fn session_status(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: StatusReport = parse_json(&body)?;
-    let mut p = Problems::default();
-    if id.len() > MAX_NODE_NAME {
-        p.node_name(&["id"], &id);
-    }
-    checked(r.check().and(p.into_result()))?;
+    let r = intake::session_status(&id, &body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     let applied =
         app.sessions.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
