@@ -195,9 +195,8 @@ pub fn hami_node(data: &[u8]) {
         1 => {
             let mut n = Node::default();
             n.metadata.name = Some("gpu-1".into());
-            n.metadata.annotations = Some(
-                [("hami.io/node-nvidia-register".to_string(), String::from_utf8_lossy(rest).into_owned())].into(),
-            );
+            n.metadata.annotations =
+                Some([("hami.io/node-nvidia-register".to_string(), String::from_utf8_lossy(rest).into_owned())].into());
             n
         }
         _ => {
@@ -206,7 +205,11 @@ pub fn hami_node(data: &[u8]) {
                 ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/gpumem"].map(|k| (k.to_string(), q.clone())).into();
             let mut n = Node::default();
             n.metadata.name = Some("gpu-1".into());
-            n.status = Some(NodeStatus { capacity: Some(capacity.clone()), allocatable: Some(capacity), ..Default::default() });
+            n.status = Some(NodeStatus {
+                capacity: Some(capacity.clone()),
+                allocatable: Some(capacity),
+                ..Default::default()
+            });
             n
         }
     };

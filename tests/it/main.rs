@@ -10,6 +10,7 @@ mod forward_auth;
 mod foundation;
 mod inventory;
 mod packaging;
+mod schema;
 mod sessions;
 mod signin;
 mod snapshot;
