@@ -185,7 +185,7 @@ async fn names_and_images_refuse_bidi_and_zero_width_characters() {
             &s,
             post.clone(),
             "/api/v1/clusters",
-            json!({"name": name, "kubeconfig_b64": kubeconfig_b64}),
+            json!({"name": name, "role": "primary", "kubeconfig_b64": kubeconfig_b64}),
             &["body", "name"],
         )
         .await;
