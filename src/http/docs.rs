@@ -145,6 +145,7 @@ pub fn add_shared_answers(doc: &mut Value) {
                 add("422", "validation_failed: details.errors[{loc,msg,type}] names each field");
             }
             if params.iter().any(|(_, kind)| kind == "query") {
+                add("400", "bad_request: the query string cannot be read (e.g. a parameter given twice)");
                 add("422", "validation_failed: a query parameter is out of range (loc [\"query\", name])");
             }
             if params.iter().any(|(name, kind)| kind == "header" && name.eq_ignore_ascii_case("Idempotency-Key")) {
