@@ -264,7 +264,8 @@ mod tests {
     #[test]
     fn seeds_pass() {
         let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds");
-        let targets: [(&str, fn(&[u8])); 5] = [
+        type Entry = fn(&[u8]);
+        let targets: [(&str, Entry); 5] = [
             ("kubeconfig", kubeconfig),
             ("jwt", jwt),
             ("internal_body", internal_body),

@@ -658,6 +658,7 @@ impl Signals {
 /// The man pages in `packaging/man/` (shipped in the deb and rpm) are generated from the clap
 /// definitions above: one page per command, `gshare.1`, `gshare-token-operator.1`, …
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod man_pages {
     use std::collections::BTreeMap;
     use std::path::Path;
