@@ -11,6 +11,8 @@ pub mod clusters;
 pub mod config;
 pub mod console;
 pub mod events;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod inventory;
 pub mod logging;
@@ -120,7 +122,8 @@ impl App {
             _ => None,
         };
         let (_, doc) = http::api_routes();
-        let doc_json = serde_json::to_value(&doc).map_err(|e| StartError::Other(e.to_string()))?;
+        let mut doc_json = serde_json::to_value(&doc).map_err(|e| StartError::Other(e.to_string()))?;
+        http::docs::add_shared_answers(&mut doc_json);
         let reference_html = http::docs::reference_html(&doc_json);
         let openapi_json = serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
         let clusters = Arc::new(clusters::Clusters::new(store.clone(), config.clone(), clock.clone()));

@@ -795,3 +795,53 @@ impl Signals {
         }
     }
 }
+
+/// The man pages in `packaging/man/` (shipped in the deb and rpm) are generated from the clap
+/// definitions above: one page per command, `gshare.1`, `gshare-token-operator.1`, …
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod man_pages {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use clap::CommandFactory;
+
+    fn pages(dir: &Path) -> BTreeMap<String, String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "1"))
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap()))
+            .collect()
+    }
+
+    /// Fails when a command, flag or help text changed without the pages being regenerated:
+    /// `GSHARE_UPDATE_MAN=1 cargo test --bin gshare man_pages` rewrites them.
+    #[test]
+    fn are_generated_from_the_cli() {
+        let out = tempfile::tempdir().unwrap();
+        clap_mangen::generate_to(super::Cli::command(), out.path()).unwrap();
+        let generated = pages(out.path());
+        assert!(generated.contains_key("gshare.1") && generated.contains_key("gshare-token-operator.1"));
+        let committed_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/man");
+        if std::env::var_os("GSHARE_UPDATE_MAN").is_some() {
+            let _ = std::fs::remove_dir_all(&committed_dir);
+            std::fs::create_dir_all(&committed_dir).unwrap();
+            for (name, text) in &generated {
+                std::fs::write(committed_dir.join(name), text).unwrap();
+            }
+        }
+        let committed = pages(&committed_dir);
+        assert_eq!(
+            committed.keys().collect::<Vec<_>>(),
+            generated.keys().collect::<Vec<_>>(),
+            "packaging/man/ lists other commands than the CLI has; run GSHARE_UPDATE_MAN=1 cargo test --bin gshare man_pages"
+        );
+        for (name, text) in &generated {
+            assert!(
+                committed[name] == *text,
+                "packaging/man/{name} is out of date; run GSHARE_UPDATE_MAN=1 cargo test --bin gshare man_pages"
+            );
+        }
+    }
+}

@@ -26,10 +26,10 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     /// 1-based page number (default 1).
-    #[param(value_type = Option<u64>)]
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 4294967295_u64)]
     page: Option<String>,
     /// Entries per page, 1-500 (default 50).
-    #[param(value_type = Option<u64>)]
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 500)]
     size: Option<String>,
     /// Exact action (`auth.login`), or a prefix ending in `*` (`cluster.*`).
     action: Option<String>,

@@ -165,8 +165,10 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
     /// 1-64 characters.
+    #[schema(min_length = 1, max_length = 64)]
     pub username: String,
     /// 1-1024 bytes.
+    #[schema(min_length = 1, max_length = 1024)]
     pub password: String,
 }
 

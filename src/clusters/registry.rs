@@ -62,7 +62,9 @@ pub struct Conn {
 /// `POST /api/v1/clusters`. Unknown fields are ignored, as upstream does.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct RegisterRequest {
-    /// Display name, 1–80 characters, unique among live clusters.
+    /// Display name, 1–80 characters, unique among live clusters; no control, bidi-override or
+    /// zero-width characters.
+    #[schema(min_length = 1, max_length = 80)]
     pub name: String,
     pub role: Role,
     /// The kubeconfig file, base64-encoded (`base64 -w0 kubeconfig`); credentials must be embedded.
@@ -79,6 +81,7 @@ pub struct RegisterRequest {
 #[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchRequest {
+    #[schema(min_length = 1, max_length = 80)]
     pub name: Option<String>,
     pub role: Option<Role>,
     /// A new API server address (`""` = the kubeconfig's own). Without `kubeconfig_b64` the stored
@@ -137,6 +140,9 @@ pub fn check_name(name: &str) -> Result<String, ClusterError> {
     }
     if name.chars().any(char::is_control) {
         return Err(invalid("must not contain control characters"));
+    }
+    if name.chars().any(crate::http::text::is_deceptive) {
+        return Err(invalid(crate::http::text::DECEPTIVE_MESSAGE));
     }
     Ok(name.to_string())
 }

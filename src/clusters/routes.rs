@@ -126,12 +126,16 @@ async fn register(
 #[into_params(parameter_in = Query)]
 struct ListParams {
     /// 1-based page (default 1).
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 18446744073709551_u64)]
     page: Option<String>,
     /// Page size 1–100 (default 20).
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 100)]
     size: Option<String>,
     /// `primary` or `standby`.
+    #[param(value_type = Option<crate::clusters::model::Role>, inline)]
     role: Option<String>,
     /// `pending`, `connected`, `degraded` or `unreachable`.
+    #[param(value_type = Option<crate::clusters::model::ClusterStatus>, inline)]
     status: Option<String>,
 }
 

@@ -94,3 +94,72 @@ code{{background:#f5f6f8;padding:0 .2rem}}table{{border-collapse:collapse}}td,th
     out.push_str("</html>");
     out
 }
+
+fn error_response(description: &str) -> Value {
+    serde_json::json!({
+        "description": description,
+        "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } }
+    })
+}
+
+/// Adds to every operation the answers that come from what it shares with others — the body
+/// reader, the token guards, the `Idempotency-Key` header, the header-size limit — so that no
+/// route's document can forget one. Route-specific answers (404, 409, 502…) stay on the routes.
+pub fn add_shared_answers(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else { return };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else { continue };
+        for (method, op) in item.iter_mut() {
+            if !["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                continue;
+            }
+            let has_body = op.get("requestBody").is_some();
+            for p in op.get_mut("parameters").and_then(Value::as_array_mut).into_iter().flatten() {
+                if p.get("name").and_then(Value::as_str) == Some("Idempotency-Key")
+                    && let Some(schema) = p.get_mut("schema").and_then(Value::as_object_mut)
+                {
+                    schema.insert("minLength".into(), 1.into());
+                    schema.insert("maxLength".into(), crate::http::idempotency::MAX_KEY_LEN.into());
+                }
+            }
+            let params: Vec<(String, String)> = op
+                .get("parameters")
+                .and_then(Value::as_array)
+                .map(|ps| {
+                    ps.iter()
+                        .map(|p| {
+                            let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                            (text("name"), text("in"))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else { continue };
+            let mut add = |code: &str, description: &str| {
+                responses.entry(code.to_string()).or_insert_with(|| error_response(description));
+            };
+            add("431", "headers_too_large: the request's headers exceed 64 KiB");
+            if has_body {
+                add("400", "invalid_json: the body is not JSON");
+                add("413", "payload_too_large: the body exceeds 1 MiB");
+                add("422", "validation_failed: details.errors[{loc,msg,type}] names each field");
+            }
+            if params.iter().any(|(_, kind)| kind == "query") {
+                add("400", "bad_request: the query string cannot be read (e.g. a parameter given twice)");
+                add("422", "validation_failed: a query parameter is out of range (loc [\"query\", name])");
+            }
+            if params.iter().any(|(name, kind)| kind == "header" && name.eq_ignore_ascii_case("Idempotency-Key")) {
+                add("400", "bad_request: the Idempotency-Key is not 1-255 printable characters");
+                add("409", "a request with this Idempotency-Key is still in progress");
+                add("422", "idempotency_key_reused: the key was used with another body");
+            }
+            if path.starts_with("/api/v1/") && path != "/api/v1/auth/login" {
+                add("401", "unauthenticated: no admin token or console session, or an invalid or ended one");
+                add("403", "forbidden: an operator token, or a console-cookie request without X-CSRF-Token");
+            } else if path.starts_with("/internal/") && path != "/internal/connect/verify" {
+                add("401", "unauthenticated: no operator token, or an invalid one");
+                add("403", "forbidden: an admin token, or another cluster's data");
+            }
+        }
+    }
+}

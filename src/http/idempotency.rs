@@ -18,7 +18,7 @@ use crate::store::{JsonTable, Store};
 
 pub const HEADER: &str = "idempotency-key";
 pub const TTL_MS: i64 = 24 * 3600 * 1000;
-const MAX_KEY_LEN: usize = 255;
+pub const MAX_KEY_LEN: usize = 255;
 
 /// `<scope>\u{1f}<key>` -> stored answer.
 const IDEMPOTENCY: JsonTable<Stored> = JsonTable::new("idempotency");

@@ -9,6 +9,7 @@ pub mod idempotency;
 pub mod middleware;
 pub mod server;
 pub mod system;
+pub mod text;
 pub mod tls;
 
 use std::sync::Arc;

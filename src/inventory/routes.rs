@@ -69,16 +69,65 @@ fn other_cluster(caller: &OperatorCaller, cluster_id: &str) -> ApiError {
         .with_details(serde_json::json!({ "token_cluster": caller.cluster_id.as_str(), "cluster_id": cluster_id }))
 }
 
-/// Upstream's `Body(default_factory=dict)`: an empty body is `{}`; anything but an object is 422.
-fn parse_object<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
+/// Each `/internal` POST body of this module as its handler reads it: JSON (400 `invalid_json`,
+/// 422 for the shape), then the field checks (422), before any cluster scope or store access.
+/// Public so the fuzz targets (`fuzz/`, `crate::fuzzing`) feed them arbitrary bytes.
+pub mod intake {
+    use super::*;
+
+    /// A JSON object: an empty body is 422 (`loc ["body"]`, as every other callback answers it);
+    /// anything but an object is 422; `{}` takes every field's default.
+    fn parse_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+        let v: serde_json::Value = parse_json(body)?;
+        if !v.is_object() {
+            return Err(ApiError::field(&["body"], "must be a JSON object", "dict_type"));
+        }
+        parse_json(body)
     }
-    let v: serde_json::Value = parse_json(body)?;
-    if !v.is_object() {
-        return Err(ApiError::field(&["body"], "must be a JSON object", "dict_type"));
+
+    pub fn node_report(body: &[u8]) -> Result<NodeReport, ApiError> {
+        let r: NodeReport = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
     }
-    parse_json(body)
+
+    pub fn gpu_report(body: &[u8]) -> Result<GpuReport, ApiError> {
+        let r: GpuReport = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
+
+    pub fn drift(body: &[u8]) -> Result<DriftReport, ApiError> {
+        // Any uuid shape upstream accepts (old MIG ids contain '/'); the handler bounds lengths.
+        parse_object(body)
+    }
+
+    /// The hostname to forget; `None` when none was sent (answered `accepted:false`).
+    pub fn decommissioned(body: &[u8]) -> Result<Option<String>, ApiError> {
+        let r: Decommissioned = parse_object(body)?;
+        let hostname = r.hostname.unwrap_or_default().trim().to_string();
+        // Any other name is answered 202 by the handler (no node of that name is being
+        // decommissioned), never a final 422.
+        Ok((!hostname.is_empty()).then_some(hostname))
+    }
+
+    pub fn health_event(body: &[u8]) -> Result<HealthEvent, ApiError> {
+        let r: HealthEvent = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
+
+    pub fn operator_audit(body: &[u8]) -> Result<OperatorAudit, ApiError> {
+        let r: OperatorAudit = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
+
+    pub fn volume_sync(body: &[u8]) -> Result<VolumeSync, ApiError> {
+        let r: VolumeSync = parse_json(body)?;
+        checked(r.check())?;
+        Ok(r)
+    }
 }
 
 pub(crate) fn refusal(caller: Option<&OperatorCaller>, r: Refusal) -> ApiError {
@@ -111,8 +160,7 @@ async fn inventory_nodes(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut r: NodeReport = parse_json(&body)?;
-    checked(r.check())?;
+    let mut r = intake::node_report(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     if !r.usable() {
         return Ok(not_stored("node", &caller.cluster_id, &r.node_id));
@@ -136,8 +184,7 @@ async fn inventory_gpu_devices(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut r: GpuReport = parse_json(&body)?;
-    checked(r.check())?;
+    let mut r = intake::gpu_report(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     if !r.usable() {
         return Ok(not_stored("GPU", &caller.cluster_id, &format!("{}/{}", r.node_id, r.uuid)));
@@ -156,7 +203,7 @@ async fn inventory_drift(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let mut r: DriftReport = parse_object(&body)?;
+    let mut r = intake::drift(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     r.bound();
     app.inventory.report_drift(&caller.cluster_id, r).await?;
@@ -192,11 +239,9 @@ async fn nodes_decommissioned(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let r: Decommissioned = parse_object(&body)?;
-    let hostname = r.hostname.unwrap_or_default().trim().to_string();
-    if hostname.is_empty() {
+    let Some(hostname) = intake::decommissioned(&body)? else {
         return Ok((StatusCode::ACCEPTED, Json(Accepted { accepted: false })).into_response());
-    }
+    };
     // Only a node being decommissioned matches; any other name is "already finalised" (202).
     if is_dns_subdomain(&hostname) {
         app.inventory.decommissioned(&caller.cluster_id, hostname).await?;
@@ -209,8 +254,7 @@ async fn nodes_decommissioned(
     request_body = HealthEvent,
     responses((status = 202, body = Accepted), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn health_events(State(app): State<Arc<App>>, caller: OperatorCaller, body: Bytes) -> Result<Response, ApiError> {
-    let mut r: HealthEvent = parse_json(&body)?;
-    checked(r.check())?;
+    let mut r = intake::health_event(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     r.bound();
     app.inventory.health_event(&caller.cluster_id, r).await?;
@@ -226,8 +270,7 @@ async fn volumes_sync(
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<VolumeSyncAnswer>, ApiError> {
-    let mut r: VolumeSync = parse_json(&body)?;
-    checked(r.check())?;
+    let mut r = intake::volume_sync(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     r.bound();
     Ok(Json(app.inventory.volume_sync(&caller.cluster_id, r).await?))

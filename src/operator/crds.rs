@@ -133,7 +133,7 @@ mod tests {
         s.shape.mode = Some(crate::sessions::model::GpuMode::Fractional);
         s.shape.gpu_mem_mb = Some(4096);
         s.shape.image = "ghcr.io/lab/jupyter:4".into();
-        let obj = cr::build(&s, "gshare-sessions");
+        let obj = cr::build(&s, "gshare-sessions", &["gpu-node-1".to_string()]);
         assert_eq!(obj["apiVersion"], format!("{}/{}", cr::GROUP, cr::VERSION));
         let spec = obj["spec"].as_object().unwrap();
         for key in spec.keys() {

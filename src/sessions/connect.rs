@@ -73,7 +73,7 @@ impl ConnectKeys {
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), c, &self.encoding).map_err(|e| e.to_string())
     }
 
-    fn verify(&self, token: &str, now_s: i64) -> Option<CookieClaims> {
+    pub(crate) fn verify(&self, token: &str, now_s: i64) -> Option<CookieClaims> {
         let mut v = Validation::new(Algorithm::HS256);
         v.set_required_spec_claims(&["exp"]);
         v.validate_exp = false; // checked below against the passed-in clock
@@ -84,7 +84,7 @@ impl ConnectKeys {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct CookieClaims {
+pub(crate) struct CookieClaims {
     sid: String,
     owner: String,
     exp: i64,
@@ -178,7 +178,7 @@ fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
     query
         .split('&')
         .filter_map(|kv| kv.split_once('='))

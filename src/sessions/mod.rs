@@ -59,14 +59,17 @@ pub struct CreateSession {
     /// Omitted: a connected cluster is picked (primary clusters first).
     #[serde(default)]
     pub cluster_id: Option<String>,
-    /// Display name, up to 80 characters.
+    /// Display name, up to 80 characters; no control, bidi-override or zero-width characters.
     #[serde(default)]
+    #[schema(max_length = 80)]
     pub name: Option<String>,
     /// Who the session is for (default: the signed-in admin). 1–64 of `A-Za-z0-9._@-`.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._@-]+$")]
     pub owner: Option<String>,
     /// Overrides the offering's image.
     #[serde(default)]
+    #[schema(max_length = 512)]
     pub image: Option<String>,
 }
 

@@ -15,10 +15,12 @@ const MAX_POLICY_SEC: i64 = 7 * 24 * 3600;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OfferingCreate {
-    /// 1–80 characters, unique.
+    /// 1–80 characters, unique; no control, bidi-override or zero-width characters.
+    #[schema(min_length = 1, max_length = 80)]
     pub name: String,
     pub resource_class: ResourceClass,
-    /// Container image reference, pulled verbatim by the cluster.
+    /// Container image reference, pulled verbatim by the cluster (no spaces).
+    #[schema(min_length = 1, max_length = 512)]
     pub image: String,
     /// GPU only; default `fractional`.
     #[serde(default)]
@@ -52,7 +54,9 @@ pub struct OfferingCreate {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OfferingPatch {
+    #[schema(min_length = 1, max_length = 80)]
     pub name: Option<String>,
+    #[schema(min_length = 1, max_length = 512)]
     pub image: Option<String>,
     pub mode: Option<GpuMode>,
     pub gpu_model: Option<String>,
@@ -75,6 +79,9 @@ pub fn check_name(name: &str) -> Result<String, SessionError> {
     if n.is_empty() || n.chars().count() > MAX_NAME || n.chars().any(char::is_control) {
         return Err(invalid("name", format!("must be 1–{MAX_NAME} printable characters")));
     }
+    if n.chars().any(crate::http::text::is_deceptive) {
+        return Err(invalid("name", crate::http::text::DECEPTIVE_MESSAGE));
+    }
     Ok(n.to_string())
 }
 
@@ -85,6 +92,9 @@ pub fn check_image(image: &str) -> Result<String, SessionError> {
             "image",
             format!("must be an image reference such as ghcr.io/org/lab:1.0 (1–{MAX_IMAGE} characters, no spaces)"),
         ));
+    }
+    if i.chars().any(crate::http::text::is_deceptive) {
+        return Err(invalid("image", crate::http::text::DECEPTIVE_MESSAGE));
     }
     Ok(i.to_string())
 }

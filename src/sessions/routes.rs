@@ -64,6 +64,7 @@ impl From<SessionError> for ApiError {
 #[into_params(parameter_in = Query)]
 struct OfferingParams {
     /// `active` or `inactive`.
+    #[param(value_type = Option<crate::sessions::model::OfferingStatus>, inline)]
     status: Option<String>,
 }
 
@@ -158,13 +159,17 @@ async fn delete_offering(
 struct SessionParams {
     cluster_id: Option<String>,
     /// pending, preparing, running, paused, terminating, terminated or error.
+    #[param(value_type = Option<Phase>, inline)]
     phase: Option<String>,
     owner: Option<String>,
     /// `true`: live only; `false`: ended only.
+    #[param(value_type = Option<bool>)]
     live: Option<String>,
     /// 1-based page (default 1).
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 18446744073709551_u64)]
     page: Option<String>,
     /// Page size 1–100 (default 20).
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 100)]
     size: Option<String>,
 }
 

@@ -95,9 +95,13 @@ fn the_unit_starts_the_binary_the_way_it_accepts() {
         "packaging/rpm/post-install.sh",
         "packaging/rpm/pre-uninstall.sh",
         "packaging/rpm/post-uninstall.sh",
+        "packaging/changelog.Debian",
+        "packaging/man/*.1",
+        "SECURITY.md",
     ] {
         assert!(CARGO_TOML.contains(&format!("\"{source}\"")), "{source} is not in the package metadata");
-        assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join(source).exists(), "{source} missing");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(source.trim_end_matches("*.1"));
+        assert!(path.exists(), "{source} missing");
     }
     for script in ["packaging/deb/postinst", "packaging/deb/postrm"] {
         let out =
@@ -132,4 +136,21 @@ fn systemd_analyze_verifies_the_unit() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level in: {text}"));
     assert!(score <= 2.0, "exposure {score} (systemd-analyze security): {text}");
+}
+
+/// lintian's `no-changelog` and `description-starts-with-package-name`: the deb carries a Debian
+/// changelog whose newest entry is this version, and its synopsis does not start with `gshare`.
+#[test]
+fn the_debian_changelog_is_for_this_version_and_the_synopsis_is_lintian_clean() {
+    const CHANGELOG: &str = include_str!("../../packaging/changelog.Debian");
+    let first = CHANGELOG.lines().next().unwrap();
+    assert_eq!(first, format!("gshare ({}-1) unstable; urgency=medium", env!("CARGO_PKG_VERSION")));
+    let trailer = CHANGELOG.lines().find(|l| l.starts_with(" -- ")).expect("a trailer line");
+    // ` -- Name <email>  Day, DD Mon YYYY HH:MM:SS +ZZZZ` (two spaces before the date).
+    let (who, date) = trailer[4..].split_once(">  ").expect("name <email>  date");
+    assert!(who.contains('<'), "{trailer}");
+    time::OffsetDateTime::parse(date, &time::format_description::well_known::Rfc2822).expect("an RFC 2822 date");
+    let synopsis = env!("CARGO_PKG_DESCRIPTION");
+    assert!(!synopsis.to_lowercase().starts_with("gshare"), "{synopsis}");
+    assert!(synopsis.len() <= 80, "{synopsis}");
 }

@@ -1,0 +1,294 @@
+//! Entry points of the fuzz targets in `fuzz/` (cargo-fuzz; `hack/fuzz.sh`): each takes arbitrary
+//! bytes and drives one parser the way a request or a cluster would, then checks what must hold
+//! whatever the input. A panic here is a finding. Not an API: the functions may change with the
+//! parsers they reach.
+
+use std::sync::OnceLock;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use crate::auth::keys::{KeyRingDir, SigningKey};
+use crate::auth::tokens::{AUD_INTERNAL, LEEWAY_S, TokenAuthority};
+use crate::clock::Clock;
+use crate::clusters::kubeconfig::{self, Origin};
+use crate::http::error::ApiError;
+use crate::inventory::routes::intake;
+use crate::sessions::connect::ConnectKeys;
+
+/// A refused body is the client's fault (400 or 422) and says where, never a 5xx.
+fn client_error(e: &ApiError) {
+    let status = e.status.as_u16();
+    assert!(status == 400 || status == 422, "a body was answered {status}: {}", e.message);
+    if status == 422 {
+        let errors = e.details["errors"].as_array().map_or(0, Vec::len);
+        assert!(errors > 0, "a 422 without details.errors: {}", e.message);
+    }
+}
+
+/// `POST /api/v1/clusters` intake: `kubeconfig_b64` decoded, the YAML checked, and a client built
+/// from what passed (no network: building a client reads certificates and keys only).
+pub fn kubeconfig(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(decoded) = kubeconfig::decode_b64(text) {
+        assert!(decoded.len() <= kubeconfig::MAX_KUBECONFIG_BYTES);
+        kubeconfig_text(&decoded);
+    }
+    kubeconfig_text(text);
+}
+
+fn runtime() -> Option<&'static tokio::runtime::Runtime> {
+    static RT: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_all().build().ok()).as_ref()
+}
+
+fn kubeconfig_text(text: &str) {
+    let Ok(kc) = kubeconfig::check(text, Origin::Submitted, &[]) else { return };
+    assert!(!kc.context.is_empty());
+    assert!(kubeconfig::parse_server(&kc.server).is_ok(), "accepted server {:?} does not parse", kc.server);
+    assert!(!kc.auth_kind.starts_with("exec:") && !kc.auth_kind.starts_with("auth-provider:"));
+    if let Some(rt) = runtime() {
+        let _ = rt.block_on(kubeconfig::client_for(&kc, None, std::time::Duration::from_secs(1)));
+    }
+}
+
+struct Jwt {
+    authority: TokenAuthority,
+    cookies: ConnectKeys,
+    cookie_secret: Vec<u8>,
+    signer: jsonwebtoken::EncodingKey,
+    kid: String,
+    /// A valid operator token minted at start: any change to it must stop it verifying.
+    minted: String,
+}
+
+fn jwt_keys() -> Option<&'static Jwt> {
+    static KEYS: OnceLock<Option<Jwt>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let key = SigningKey::generate().ok()?;
+        let signer = jsonwebtoken::EncodingKey::from_rsa_pem(key.private_pem().expose().as_bytes()).ok()?;
+        let kid = key.kid().to_string();
+        // A ring directory that does not exist: the configured key is the only one.
+        let ring = KeyRingDir::new(std::env::temp_dir().join(format!("gshare-fuzz-none-{}", std::process::id())));
+        let (authority, _) = TokenAuthority::open(AUD_INTERNAL, ring, Some(key), Clock::system()).ok()?;
+        let dir = std::env::temp_dir().join(format!("gshare-fuzz-cookie-{}", std::process::id()));
+        let cookies = ConnectKeys::open(&dir).ok()?;
+        let cookie_secret = std::fs::read(dir.join("session-cookie.key")).ok()?;
+        let _ = std::fs::remove_dir_all(&dir);
+        let minted = authority.mint("operator:clu_local", std::time::Duration::from_secs(3600)).ok()?;
+        Some(Jwt { authority, cookies, cookie_secret, signer, kid, minted })
+    })
+    .as_ref()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Bearer tokens (RS256 operator and admin JWTs) and the HS256 `gshare_session` cookie. The first
+/// byte picks: a raw token; fuzzed claims signed with the real key (so claim parsing past the
+/// signature is reached); fuzzed header and claims; a valid token with bytes changed.
+pub fn jwt(data: &[u8]) {
+    let Some(k) = jwt_keys() else { return };
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let now = k.authority.clock().now();
+    let check = |token: &str| {
+        let cached = k.authority.verify(token);
+        let uncached = k.authority.verify_uncached(token, now);
+        assert_eq!(cached.is_ok(), uncached.is_ok(), "cache and full check disagree on {token:?}");
+        if let Ok(c) = uncached {
+            assert!(!c.sub.is_empty() && c.exp + LEEWAY_S >= now);
+            assert!(c.nbf.is_none_or(|nbf| nbf <= now + LEEWAY_S));
+        }
+        let _ = k.cookies.verify(token, now).is_some();
+    };
+    match mode % 4 {
+        0 => {
+            let token = String::from_utf8_lossy(rest);
+            check(&token);
+            assert!(k.authority.verify_uncached(&token, now).is_err() || *token == *k.minted, "forged: {token:?}");
+        }
+        1 => {
+            let header = serde_json::json!({"alg": "RS256", "typ": "JWT", "kid": k.kid}).to_string();
+            let message = format!("{}.{}", b64(header.as_bytes()), b64(rest));
+            if let Ok(sig) = jsonwebtoken::crypto::sign(message.as_bytes(), &k.signer, jsonwebtoken::Algorithm::RS256) {
+                check(&format!("{message}.{sig}"));
+            }
+            // The same claims as a cookie, signed with the cookie's secret.
+            let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+            let message = format!("{header}.{}", b64(rest));
+            if let Ok(key) = jsonwebtoken::EncodingKey::from_secret(&k.cookie_secret)
+                && let Ok(sig) = jsonwebtoken::crypto::sign(message.as_bytes(), &key, jsonwebtoken::Algorithm::HS256)
+            {
+                let _ = k.cookies.verify(&format!("{message}.{sig}"), now).is_some();
+            }
+        }
+        2 => {
+            // Header and claims both fuzzed, split at the first 0xff; signed with the real key.
+            let split = rest.iter().position(|b| *b == 0xff).unwrap_or(rest.len());
+            let (header, claims) = rest.split_at(split);
+            let message = format!("{}.{}", b64(header), b64(claims.get(1..).unwrap_or_default()));
+            if let Ok(sig) = jsonwebtoken::crypto::sign(message.as_bytes(), &k.signer, jsonwebtoken::Algorithm::RS256) {
+                check(&format!("{message}.{sig}"));
+            }
+        }
+        _ => {
+            // Pairs of (position, xor) applied to the minted token: a changed token never verifies.
+            let mut token = k.minted.clone().into_bytes();
+            for pair in rest.chunks_exact(2) {
+                let at = usize::from(pair[0]) * token.len() / 256;
+                if let Some(b) = token.get_mut(at) {
+                    *b ^= pair[1];
+                }
+            }
+            let token = String::from_utf8_lossy(&token).into_owned();
+            let verified = k.authority.verify_uncached(&token, now).is_ok();
+            assert!(!verified || token == k.minted, "a changed token verified: {token:?}");
+            check(&token);
+        }
+    }
+}
+
+/// Every `/internal/*` POST body through its handler's intake. The first byte picks the route; a
+/// refusal must be a 400 or a 422 with details.
+pub fn internal_body(data: &[u8]) {
+    let Some((&route, body)) = data.split_first() else { return };
+    let outcome = match route % 10 {
+        0 => intake::node_report(body).map(drop),
+        1 => intake::gpu_report(body).map(drop),
+        2 => intake::drift(body).map(drop),
+        3 => intake::decommissioned(body).map(|h| {
+            if let Some(h) = h {
+                assert!(crate::inventory::model::is_dns_subdomain(&h));
+            }
+        }),
+        4 => intake::health_event(body).map(drop),
+        5 => intake::operator_audit(body).map(drop),
+        6 => intake::volume_sync(body).map(drop),
+        7 => crate::sessions::reports::intake::session_samples(body).map(drop),
+        8 => crate::sessions::reports::intake::session_status("ses-01jabcdefghjkmnpqrstvwxyz0", body).map(drop),
+        _ => {
+            // The path's CR name is fuzzed too: up to the first 0xff, the rest is the body.
+            let split = body.iter().position(|b| *b == 0xff).unwrap_or(body.len());
+            let id = String::from_utf8_lossy(&body[..split]);
+            crate::sessions::reports::intake::session_status(&id, body.get(split + 1..).unwrap_or_default()).map(drop)
+        }
+    };
+    if let Err(e) = outcome {
+        client_error(&e);
+        // What the client would receive serialises.
+        let _ = axum::response::IntoResponse::into_response(e);
+    }
+}
+
+/// HAMi's `hami.io/node-nvidia-register` annotation and the capacity fallback, as the probe reads a
+/// Node. The first byte picks: a whole Node as JSON; the annotation's value; a capacity quantity.
+pub fn hami_node(data: &[u8]) {
+    use k8s_openapi::api::core::v1::{Node, NodeStatus};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let node = match mode % 3 {
+        0 => match serde_json::from_slice::<Node>(rest) {
+            Ok(n) => n,
+            Err(_) => return,
+        },
+        1 => {
+            let mut n = Node::default();
+            n.metadata.name = Some("gpu-1".into());
+            n.metadata.annotations =
+                Some([("hami.io/node-nvidia-register".to_string(), String::from_utf8_lossy(rest).into_owned())].into());
+            n
+        }
+        _ => {
+            let q = Quantity(String::from_utf8_lossy(rest).into_owned());
+            let capacity: std::collections::BTreeMap<String, Quantity> =
+                ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/gpumem"].map(|k| (k.to_string(), q.clone())).into();
+            let mut n = Node::default();
+            n.metadata.name = Some("gpu-1".into());
+            n.status = Some(NodeStatus {
+                capacity: Some(capacity.clone()),
+                allocatable: Some(capacity),
+                ..Default::default()
+            });
+            n
+        }
+    };
+    let read = crate::clusters::probe::read_node(&node);
+    for g in &read.gpus {
+        assert!(g.cores <= 100, "cores {} above 100", g.cores);
+        assert!(!g.uuid.is_empty());
+    }
+    assert!(["master", "storage", "gpu", "cpu"].contains(&read.role.as_str()));
+}
+
+/// The forward-auth verify request's target (`X-Original-URI` / `X-Original-URL`, `sessions::proxy_path`):
+/// the session it routes to, the normalised path the relay forwards, and the `gshare_cnx` token of
+/// its query. Input: one URI, or two (URI and URL) split at the first 0xff.
+pub fn verify_uri(data: &[u8]) {
+    use crate::sessions::proxy_path::route;
+    let (a, b) = match data.iter().position(|x| *x == 0xff) {
+        Some(i) => (&data[..i], Some(&data[i + 1..])),
+        None => (data, None),
+    };
+    let uri = String::from_utf8_lossy(a).into_owned();
+    if let Ok(r) = route(&uri) {
+        assert!(!r.cr.is_empty() && !r.cr.contains('/'), "session {:?} from {uri:?}", r.cr);
+        assert!(r.path.starts_with(&format!("/proxy/{}", r.cr)), "{r:?} from {uri:?}");
+        for bad in ["/../", "/./", "//"] {
+            assert!(!format!("{}/", r.path).contains(bad), "{r:?} from {uri:?} keeps {bad}");
+        }
+        assert!(!r.path.to_ascii_lowercase().contains("%2f"), "{r:?} from {uri:?} keeps an encoded slash");
+        // What the relay forwards routes to the same session, unchanged.
+        assert_eq!(route(&r.path_and_query()).as_ref(), Ok(&r), "not a fixed point: {uri:?}");
+        if let Some(q) = &r.query {
+            let _ = crate::sessions::connect::query_param(q, "gshare_cnx");
+        }
+    }
+    let second: Vec<String> = b.map(|b| String::from_utf8_lossy(b).into_owned()).into_iter().collect();
+    let first = vec![uri];
+    if let Ok(r) = crate::sessions::connect::original_target(&first, &second) {
+        // Two headers are accepted only when they route to the same place.
+        assert_eq!(route(&first[0]).as_ref(), Ok(&r));
+        if let Some(u) = second.first() {
+            assert_eq!(route(u).as_ref(), Ok(&r));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fuzz entry points run on the seeds of `fuzz/seeds/` (so they keep compiling and
+    /// passing their own checks in the normal test run).
+    #[test]
+    fn seeds_pass() {
+        let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds");
+        type Entry = fn(&[u8]);
+        let targets: [(&str, Entry); 5] = [
+            ("kubeconfig", kubeconfig),
+            ("jwt", jwt),
+            ("internal_body", internal_body),
+            ("hami_node", hami_node),
+            ("verify_uri", verify_uri),
+        ];
+        for (name, run) in targets {
+            let dir = seeds.join(name);
+            let mut n = 0;
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                run(&std::fs::read(entry.unwrap().path()).unwrap());
+                n += 1;
+            }
+            assert!(n > 0, "no seeds in {}", dir.display());
+        }
+    }
+
+    #[test]
+    fn a_minted_token_verifies_and_a_changed_one_does_not() {
+        let k = jwt_keys().unwrap();
+        assert!(k.authority.verify_uncached(&k.minted, k.authority.clock().now()).is_ok());
+        // Mode 3 with no changes, then with one byte of the signature flipped.
+        jwt(&[3]);
+        jwt(&[3, 250, 1]);
+    }
+}
