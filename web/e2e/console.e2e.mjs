@@ -247,32 +247,8 @@ try {
   const cspViolations = [];
   page.on("console", (m) => /Content Security Policy/i.test(m.text()) && cspViolations.push(m.text()));
 
-  await step("sign-in throttle: the wait is said once, with its length, and ends on another username", async () => {
-    await page.goto(`${base}/`);
-    await page.getByLabel("Password").waitFor();
-    // Five failures for one username start its backoff (1 s, then 2 s, 4 s …); the UI's attempt
-    // lands inside it (or, on a slow machine, after it and doubles it: then the next one does).
-    await page.evaluate(async () => {
-      for (let i = 0; i < 5; i++)
-        await fetch("/api/v1/auth/login", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ username: "visitor", password: "not-it-at-all" }) });
-    });
-    await page.getByLabel("Username").fill("visitor");
-    const alert = page.locator(".error.throttled");
-    for (let i = 0; i < 4 && !(await alert.count()); i++) {
-      await page.getByLabel("Password").fill("still-not-it");
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.locator(".error.throttled, .error").first().waitFor();
-    }
-    const text = (await alert.textContent()).replace(/\s+/g, " ");
-    if (!/Wait \d+ s before trying again/.test(text)) throw new Error(`no wait time: ${text}`);
-    if ((text.match(/again/gi) ?? []).length !== 1 || /later/i.test(text)) throw new Error(`said twice or vaguely: ${text}`);
-    if (!(await page.getByRole("button", { name: /^Sign in \(in / }).isDisabled())) throw new Error("Sign in stays enabled during the wait");
-    await shot("00-sign-in-throttled");
-    await page.getByLabel("Username").fill("admin");
-    await page.getByRole("button", { name: "Sign in", exact: true }).waitFor();
-    return text;
-  });
-
+  // The throttle's wording and countdown are covered by web/src/pages/Login.test.tsx; a browser step
+  // would lock the e2e's own address out for the rest of the run now that the throttle is per address.
   await step("sign-in page, wrong password refused, then signed in", async () => {
     await page.goto(`${base}/`);
     await page.getByLabel("Password").waitFor();
@@ -385,10 +361,10 @@ try {
     await page.getByRole("heading", { name: "Cluster registered" }).waitFor({ timeout: 20000 });
     clusterId = (await page.locator("code.new-cluster-id").textContent()).trim();
     if (!/^clu_[0-9A-HJKMNP-TV-Z]{26}$/.test(clusterId)) throw new Error(`id ${clusterId}`);
-    const token = await page.locator(".command pre code").first().textContent();
-    if (token !== `gshare token operator --cluster-id ${clusterId}`) throw new Error(`token command: ${token}`);
-    const deploy = await page.locator(".command pre code").nth(1).textContent();
-    if (!deploy.includes(`CLUSTER_ID=${clusterId}`)) throw new Error(`deploy command: ${deploy}`);
+    // The attach panel's commands for deploying by hand use the cluster's id and real subcommands.
+    const manual = await page.locator(".command pre code").first().textContent();
+    if (!manual.includes(`gshare token operator --cluster-id ${clusterId}`) || !manual.includes(`gshare operator manifests --cluster-id ${clusterId}`))
+      throw new Error(`manual commands: ${manual}`);
     await shot("04-registered");
     await page.getByRole("button", { name: "Done" }).click();
     await page.locator(`[data-cluster-id="${clusterId}"]`).waitFor();
