@@ -4,9 +4,12 @@
 // Tests may unwrap; server code may not (see [lints] in Cargo.toml).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(test)]
+mod architecture;
 pub mod audit;
 pub mod auth;
 pub mod clock;
+pub mod cluster_id;
 pub mod clusters;
 pub mod config;
 pub mod console;
@@ -126,7 +129,12 @@ impl App {
         http::docs::add_shared_answers(&mut doc_json);
         let reference_html = http::docs::reference_html(&doc_json);
         let openapi_json = serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
-        let clusters = Arc::new(clusters::Clusters::new(store.clone(), config.clone(), clock.clone()));
+        let clusters = Arc::new(clusters::Clusters::new(
+            store.clone(),
+            config.clone(),
+            clock.clone(),
+            Arc::new(sessions::cluster_in_use),
+        ));
         let connect_keys = {
             let dir = config.keys_dir();
             tokio::task::spawn_blocking(move || sessions::connect::ConnectKeys::open(&dir))

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 use super::cookies::{CONSOLE_COOKIE, CSRF_HEADER, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
-use crate::clusters::ClusterId;
+use crate::cluster_id::ClusterId;
 use crate::http::error::ApiError;
 use crate::http::extract::bearer_token;
 

@@ -1,9 +1,19 @@
 //! Why a cluster cannot be unregistered yet, in words a person can act on: its live sessions and
 //! open GPU allocations by name, not only by id.
 
+use std::sync::Arc;
+
+use redb::WriteTransaction;
 use serde_json::{Value, json};
 
 use crate::http::error::plural;
+use crate::store::StoreError;
+
+/// Reads, inside the unregister transaction, what still holds a cluster: its live sessions and
+/// open GPU allocations (empty vectors: nothing does). The domains above clusters know what
+/// "holds" means; the composition root hands `Clusters` their answer (`sessions::cluster_in_use`).
+pub type InUseCheck =
+    Arc<dyn Fn(&WriteTransaction, &str) -> Result<(Vec<UsingSession>, Vec<OpenAllocation>), StoreError> + Send + Sync>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct InUse {

@@ -1,7 +1,6 @@
-//! Clusters: ids, the registry (probe, kubeconfig files, client cache), the directory watcher,
+//! Clusters: the registry (probe, kubeconfig files, client cache), the directory watcher,
 //! and the `/api/v1/clusters` routes.
 
-mod id;
 pub mod in_use;
 pub mod kubeconfig;
 pub mod model;
@@ -10,5 +9,5 @@ pub mod registry;
 pub mod routes;
 pub mod watcher;
 
-pub use id::{ClusterId, ClusterIdError, LOCAL};
+pub use crate::cluster_id::{ClusterId, ClusterIdError, LOCAL};
 pub use registry::{ClusterError, ClusterEvent, Clusters};

@@ -378,3 +378,30 @@ pub struct UnclaimedDir {
     pub reason: String,
     pub first_seen_at: String,
 }
+
+/// `last_error.stage` of a cluster marked degraded because its operator fell silent (the
+/// inventory's liveness sweep sets it; a passing probe keeps it).
+pub const SILENT_STAGE: Stage = Stage::Heartbeat;
+
+/// The `last_error` of a cluster whose operator has not reported for `for_s` seconds.
+pub fn silent_error(for_s: i64) -> ProbeError {
+    ProbeError {
+        stage: SILENT_STAGE,
+        cause: format!("the gShare operator has not reported inventory for {for_s} s"),
+        hint: "check the gshare-operator pod in gshare-system (kubectl -n gshare-system logs deploy/gshare-operator) and its token".into(),
+    }
+}
+
+impl ClusterRecord {
+    /// For the probe: a reachable cluster whose operator is silent stays degraded (a passing
+    /// probe must not hide that the operator stopped reporting).
+    pub fn keep_silence(&mut self, now_ms: i64, heartbeat_stale_after: std::time::Duration) {
+        if self.status == ClusterStatus::Connected
+            && let Some(h) = self.heartbeat_at
+            && now_ms - h > heartbeat_stale_after.as_millis() as i64
+        {
+            self.status = ClusterStatus::Degraded;
+            self.last_error = Some(silent_error((now_ms - h) / 1000));
+        }
+    }
+}

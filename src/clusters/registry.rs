@@ -10,12 +10,12 @@ use serde::Deserialize;
 use tokio::sync::broadcast;
 
 use super::ClusterId;
+use super::in_use::InUseCheck;
 use super::kubeconfig::{self, CheckedKubeconfig, KubeconfigProblem, Origin, ServerAddr};
 use super::model::*;
 use super::probe::{self, ProbeOutcome, ProbedNode};
 use crate::clock::{Clock, rfc3339_ms};
 use crate::config::Config;
-use crate::sessions::SESSIONS;
 use crate::store::{Store, StoreError};
 
 /// Longest cluster name.
@@ -116,6 +116,9 @@ pub struct Clusters {
     /// Live clusters in list order, tagged with the store generation they were read at: the
     /// list endpoint decodes nothing while no write has committed since.
     live_cache: Mutex<Option<(u64, Arc<Vec<ClusterRecord>>)>>,
+    /// What still holds a cluster (live sessions, open GPU allocations): supplied by the domains
+    /// above (the composition root wires `sessions::cluster_in_use`), so clusters names none of them.
+    in_use: InUseCheck,
 }
 
 impl std::fmt::Debug for Clusters {
@@ -184,7 +187,7 @@ fn kubeconfig_failure(p: KubeconfigProblem) -> ClusterError {
 }
 
 impl Clusters {
-    pub fn new(store: Store, config: Arc<Config>, clock: Clock) -> Self {
+    pub fn new(store: Store, config: Arc<Config>, clock: Clock, in_use: InUseCheck) -> Self {
         let (events, _) = broadcast::channel(256);
         Self {
             store,
@@ -196,6 +199,7 @@ impl Clusters {
             registering: Mutex::new(Default::default()),
             events,
             live_cache: Mutex::new(None),
+            in_use,
         }
     }
 
@@ -743,7 +747,7 @@ impl Clusters {
                 }
                 r.last_checked_at = Some(now);
                 // A passing probe must not hide an operator that stopped reporting.
-                crate::inventory::keep_silence(&mut r, now, heartbeat_stale_after);
+                r.keep_silence(now, heartbeat_stale_after);
                 // clu_local learns its identity on its first successful probe.
                 if r.kube_system_uid.is_empty()
                     && let Some(uid) = outcome.kube_system_uid
@@ -845,42 +849,15 @@ impl Clusters {
     pub async fn delete(&self, id: &ClusterId) -> Result<(), ClusterError> {
         let key = id.to_string();
         let now = self.clock.now_ms();
+        let in_use = self.in_use.clone();
         self.store
             .write(move |txn| {
                 let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
                     return Ok(Err(ClusterError::NotFound(key)));
                 };
-                let live: Vec<crate::sessions::model::SessionRecord> = SESSIONS
-                    .list_in_write(txn)?
-                    .into_iter()
-                    .filter(|(_, s)| s.cluster_id == key && s.is_live())
-                    .map(|(_, s)| s)
-                    .collect();
-                let open = crate::inventory::gpu_booking::open_on_cluster(txn, &key)?;
-                if !live.is_empty() || !open.is_empty() {
-                    use super::in_use::{InUse, OpenAllocation, UsingSession};
-                    let sessions = live
-                        .iter()
-                        .map(|s| UsingSession {
-                            id: s.id.clone(),
-                            name: s.name.clone(),
-                            phase: s.phase.as_str().into(),
-                        })
-                        .collect();
-                    let allocations = open
-                        .into_iter()
-                        .map(|a| OpenAllocation {
-                            session_name: match live.iter().find(|s| s.id == a.session_id) {
-                                Some(s) => s.name.clone(),
-                                None => SESSIONS.get_in_write(txn, &a.session_id).ok().flatten().and_then(|s| s.name),
-                            },
-                            id: a.id,
-                            session_id: a.session_id,
-                            gpu_uuid: a.gpu_uuid,
-                            gpu_mem_mb: a.gpu_mem_mb,
-                        })
-                        .collect();
-                    let in_use = InUse::new(key, r.name.clone(), sessions, allocations);
+                let (sessions, allocations) = in_use(txn, &key)?;
+                if !sessions.is_empty() || !allocations.is_empty() {
+                    let in_use = super::in_use::InUse::new(key, r.name.clone(), sessions, allocations);
                     return Ok(Err(ClusterError::InUse(Box::new(in_use))));
                 }
                 let prefix = format!("{key}/");
@@ -934,19 +911,13 @@ impl Clusters {
         };
         self.store
             .write(move |txn| {
-                let existing = CLUSTERS.get_in_write(txn, super::id::LOCAL)?;
+                let existing = CLUSTERS.get_in_write(txn, super::LOCAL)?;
                 if existing.as_ref().is_some_and(ClusterRecord::is_live) {
                     return Ok(());
                 }
-                let record = ClusterRecord::new(
-                    super::id::LOCAL,
-                    "local".into(),
-                    Role::Primary,
-                    api_server,
-                    kubeconfig_ref,
-                    now,
-                );
-                CLUSTERS.put(txn, super::id::LOCAL, &record)
+                let record =
+                    ClusterRecord::new(super::LOCAL, "local".into(), Role::Primary, api_server, kubeconfig_ref, now);
+                CLUSTERS.put(txn, super::LOCAL, &record)
             })
             .await?;
         tracing::info!("local cluster clu_local ensured; probing it in the background");

@@ -8,16 +8,13 @@ use super::gpu_booking::ALLOCATIONS;
 use super::model::*;
 use crate::audit::{AuditEntry, AuditResult};
 use crate::clock::Clock;
-use crate::clusters::model::{
-    CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS, ProbeError, Stage,
-};
+use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS};
 use crate::store::{Outcome, StoreError};
 
 /// Liveness timestamps (`heartbeat_at`, `last_seen`) are rewritten at most this often: a report
 /// that changes nothing else costs no write in between. Far below the 90 s / 120 s thresholds.
 pub const LIVENESS_EVERY_MS: i64 = 5_000;
-/// `last_error.stage` of a cluster the sweep marked degraded because its operator fell silent.
-pub const SILENT_STAGE: Stage = Stage::Heartbeat;
+pub use crate::clusters::model::{SILENT_STAGE, silent_error};
 
 /// A refusal decided from stored data (the write itself succeeded: nothing was written).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -632,14 +629,6 @@ pub fn sweep(
     }
     let wrote = !report.clusters_degraded.is_empty() || !report.nodes_offline.is_empty();
     Ok(outcome(wrote, report))
-}
-
-pub fn silent_error(for_s: i64) -> ProbeError {
-    ProbeError {
-        stage: SILENT_STAGE,
-        cause: format!("the gShare operator has not reported inventory for {for_s} s"),
-        hint: "check the gshare-operator pod in gshare-system (kubectl -n gshare-system logs deploy/gshare-operator) and its token".into(),
-    }
 }
 
 /// What one sweep changed.

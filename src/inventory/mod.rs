@@ -24,7 +24,7 @@ use crate::App;
 use crate::audit::AuditEntry;
 use crate::clock::Clock;
 use crate::clusters::ClusterId;
-use crate::clusters::model::{ClusterRecord, ClusterStatus, NodeRecord};
+use crate::clusters::model::NodeRecord;
 use crate::config::Config;
 use crate::store::{Outcome, Store, StoreError};
 
@@ -228,16 +228,4 @@ pub fn spawn_sweeper(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             }
         }
     });
-}
-
-/// For the registry's probe: a reachable cluster whose operator is silent stays degraded (a
-/// passing probe must not hide that the operator stopped reporting).
-pub fn keep_silence(r: &mut ClusterRecord, now_ms: i64, heartbeat_stale_after: Duration) {
-    if r.status == ClusterStatus::Connected
-        && let Some(h) = r.heartbeat_at
-        && now_ms - h > heartbeat_stale_after.as_millis() as i64
-    {
-        r.status = ClusterStatus::Degraded;
-        r.last_error = Some(apply::silent_error((now_ms - h) / 1000));
-    }
 }

@@ -104,6 +104,39 @@ fn placeable(c: &ClusterRecord) -> bool {
     c.is_live() && matches!(c.status, ClusterStatus::Connected | ClusterStatus::Degraded | ClusterStatus::Pending)
 }
 
+/// What holds a cluster against unregistering: its live sessions and the open GPU allocations on
+/// it, with session names (the composition root hands this to `Clusters`, which knows no sessions).
+pub fn cluster_in_use(
+    txn: &redb::WriteTransaction,
+    cluster_id: &str,
+) -> Result<(Vec<crate::clusters::in_use::UsingSession>, Vec<crate::clusters::in_use::OpenAllocation>), StoreError> {
+    use crate::clusters::in_use::{OpenAllocation, UsingSession};
+    let live: Vec<SessionRecord> = SESSIONS
+        .list_in_write(txn)?
+        .into_iter()
+        .filter(|(_, s)| s.cluster_id == cluster_id && s.is_live())
+        .map(|(_, s)| s)
+        .collect();
+    let open = crate::inventory::gpu_booking::open_on_cluster(txn, cluster_id)?;
+    let mut allocations = Vec::with_capacity(open.len());
+    for a in open {
+        let session_name = match live.iter().find(|s| s.id == a.session_id) {
+            Some(s) => s.name.clone(),
+            None => SESSIONS.get_in_write(txn, &a.session_id)?.and_then(|s| s.name),
+        };
+        allocations.push(OpenAllocation {
+            session_name,
+            id: a.id,
+            session_id: a.session_id,
+            gpu_uuid: a.gpu_uuid,
+            gpu_mem_mb: a.gpu_mem_mb,
+        });
+    }
+    let sessions =
+        live.into_iter().map(|s| UsingSession { phase: s.phase.as_str().into(), id: s.id, name: s.name }).collect();
+    Ok((sessions, allocations))
+}
+
 #[derive(Debug)]
 pub struct Sessions {
     store: Store,

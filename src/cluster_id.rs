@@ -1,4 +1,6 @@
 //! `ClusterId`: `clu_<26-char ULID>` minted at registration, or `clu_local` for the bootstrap cluster.
+//! A plain value type at the bottom layer: the operator caller (`auth::guard`) carries one, and the
+//! clusters domain (which re-exports it) mints them.
 
 use std::fmt;
 
