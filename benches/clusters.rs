@@ -92,46 +92,8 @@ async fn seed_large(app: &gshare::App) {
         app.store
             .write(move |txn| {
                 for n in 0..50u32 {
-                    let node = format!("node-{n:03}");
-                    NODES.put(
-                        txn,
-                        &format!("{id2}/{node}"),
-                        &NodeRecord {
-                            cluster_id: id2.clone(),
-                            name: node.clone(),
-                            ready: true,
-                            schedulable: true,
-                            cordoned: false,
-                            decommissioning: false,
-                            offline: false,
-                            role: Some("gpu".into()),
-                            cpu: Some(64.0),
-                            mem_gb: Some(512.0),
-                            disk_gb: None,
-                            lossless_capable: false,
-                            last_seen: Some(0),
-                            gpu_count: 8,
-                        },
-                    )?;
-                    for g in 0..8u32 {
-                        let uuid = format!("GPU-{c:04}-{n:03}-{g}");
-                        GPUS.put(
-                            txn,
-                            &format!("{id2}/{uuid}"),
-                            &GpuRecord {
-                                cluster_id: id2.clone(),
-                                node: node.clone(),
-                                uuid,
-                                model: "NVIDIA A100-SXM4-80GB".into(),
-                                mode: "fractional".into(),
-                                total_mem_mb: 81920,
-                                used_mem_mb: 0,
-                                total_cores: 100,
-                                used_cores: 0,
-                                status: "ready".into(),
-                            },
-                        )?;
-                    }
+                    let uuids: Vec<String> = (0..8u32).map(|g| format!("GPU-{c:04}-{n:03}-{g}")).collect();
+                    common::seed::node(txn, &id2, &format!("node-{n:03}"), &uuids, 0)?;
                 }
                 CLUSTERS.put(
                     txn,

@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 
 use gshare::RunningServer;
 use gshare::clock::Clock;
-use gshare::clusters::model::{CLUSTERS, ClusterRecord, GPUS, GpuRecord, NODES, NodeRecord, Role};
+use gshare::clusters::model::{CLUSTERS, ClusterRecord, Role};
 use gshare::config::Config;
 use gshare::sessions::model::{Phase, SessionRecord};
 use serde_json::json;
+
+mod common;
 
 const CID: &str = "clu_01KBBENCH0000000000000000A";
 
@@ -48,40 +50,9 @@ async fn populate(s: &RunningServer) {
             .store
             .write(move |txn| {
                 for n in chunk * 100..(chunk + 1) * 100 {
-                    let node = format!("node-{n:04}");
-                    let rec = NodeRecord {
-                        cluster_id: CID.into(),
-                        name: node.clone(),
-                        ready: true,
-                        schedulable: true,
-                        cordoned: false,
-                        decommissioning: false,
-                        offline: false,
-                        role: Some("gpu".into()),
-                        cpu: Some(64.0),
-                        mem_gb: Some(512.0),
-                        disk_gb: Some(2000.0),
-                        lossless_capable: false,
-                        last_seen: Some(now),
-                        gpu_count: 40,
-                    };
-                    NODES.put(txn, &format!("{CID}/{node}"), &rec)?;
-                    for g in 0..40 {
-                        let uuid = format!("GPU-{n:08}-{g:04}-0000-0000-000000000000");
-                        let gpu = GpuRecord {
-                            cluster_id: CID.into(),
-                            node: node.clone(),
-                            uuid: uuid.clone(),
-                            model: "NVIDIA A100-SXM4-80GB".into(),
-                            mode: "fractional".into(),
-                            total_mem_mb: 81920,
-                            used_mem_mb: 0,
-                            total_cores: 100,
-                            used_cores: 0,
-                            status: "ready".into(),
-                        };
-                        GPUS.put(txn, &format!("{CID}/{node}/{uuid}"), &gpu)?;
-                    }
+                    let uuids: Vec<String> =
+                        (0..40).map(|g| format!("GPU-{n:08}-{g:04}-0000-0000-000000000000")).collect();
+                    common::seed::node(txn, CID, &format!("node-{n:04}"), &uuids, now)?;
                 }
                 Ok(())
             })

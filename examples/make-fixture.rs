@@ -12,9 +12,12 @@ use std::path::Path;
 
 use gshare::audit::{self, AuditEntry, AuditResult};
 use gshare::clock::Clock;
-use gshare::clusters::model::{CLUSTERS, ClusterRecord, GPUS, GpuRecord, NODES, NodeRecord, Role};
+use gshare::clusters::model::{CLUSTERS, ClusterRecord, Role};
 use gshare::sessions::model::{OFFERINGS, OfferingRecord, OfferingStatus, Phase, ResourceClass, SessionRecord, Shape};
 use gshare::store::{Store, schema_of};
+
+#[path = "../benches/common/seed.rs"]
+mod seed;
 
 /// 2025-12-01T00:00:00Z: fixed, so regenerating changes only what the schema changed.
 const T0: i64 = 1_764_547_200_000;
@@ -42,39 +45,9 @@ async fn main() -> anyhow::Result<()> {
             c.node_count = 2;
             CLUSTERS.put(txn, cid, &c)?;
             for (n, node) in ["gpu-node-1", "gpu-node-2"].iter().enumerate() {
-                let rec = NodeRecord {
-                    cluster_id: cid.into(),
-                    name: node.to_string(),
-                    ready: true,
-                    schedulable: true,
-                    cordoned: false,
-                    decommissioning: false,
-                    offline: false,
-                    role: Some("worker".into()),
-                    cpu: Some(64.0),
-                    mem_gb: Some(512.0),
-                    disk_gb: Some(2000.0),
-                    lossless_capable: false,
-                    last_seen: Some(T0),
-                    gpu_count: 2,
-                };
-                NODES.put(txn, &format!("{cid}/{node}"), &rec)?;
-                for g in 0..2 {
-                    let uuid = format!("GPU-0000000{n}-000{g}-0000-0000-000000000000");
-                    let gpu = GpuRecord {
-                        cluster_id: cid.into(),
-                        node: node.to_string(),
-                        uuid: uuid.clone(),
-                        model: "NVIDIA A100-SXM4-80GB".into(),
-                        mode: "fractional".into(),
-                        total_mem_mb: 81920,
-                        used_mem_mb: 0,
-                        total_cores: 100,
-                        used_cores: 0,
-                        status: "ready".into(),
-                    };
-                    GPUS.put(txn, &format!("{cid}/{node}/{uuid}"), &gpu)?;
-                }
+                let uuids: Vec<String> =
+                    (0..2).map(|g| format!("GPU-0000000{n}-000{g}-0000-0000-000000000000")).collect();
+                seed::node(txn, cid, node, &uuids, T0)?;
             }
             let shape = Shape {
                 resource_class: ResourceClass::Gpu,

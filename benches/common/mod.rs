@@ -1,6 +1,8 @@
-//! Shared by the benches: one wrk run, summarised on one line.
+//! Shared by the benches: one wrk run, summarised on one line; seeded records (`seed`).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod seed;
 
 /// Is wrk installed (apt-get install wrk)?
 pub fn have_wrk() -> bool {
