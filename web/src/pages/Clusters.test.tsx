@@ -131,7 +131,7 @@ describe("live updates", () => {
     }
   }
 
-  it("reloads the list when the server says something changed (no polling needed)", async () => {
+  it("reloads the list when the server says clusters changed, and only then (no polling needed)", async () => {
     vi.stubGlobal("EventSource", FakeEventSource);
     let name = "gpu-a";
     const calls = stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ name })]) }) });
@@ -140,9 +140,16 @@ describe("live updates", () => {
     const es = FakeEventSource.last!;
     expect(es.url).toBe("/api/v1/events");
     es.emit("hello");
+    // The stream is up: the page settles on the slow fallback poll (one reload as it switches).
+    await new Promise((r) => setTimeout(r, 30));
     const before = calls.length;
     name = "gpu-a-renamed";
-    es.emit("change");
+    // Another page's topics: nothing is fetched.
+    for (const other of ["sessions", "offerings", "audit", "inventory"]) es.emit(other);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls.length).toBe(before);
+    expect(screen.queryByText("gpu-a-renamed")).toBeNull();
+    es.emit("clusters");
     await screen.findByText("gpu-a-renamed");
     expect(calls.length).toBeGreaterThan(before);
     unmount();
