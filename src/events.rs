@@ -162,7 +162,7 @@ async fn events(
         }
     })
     .flatten();
-    let stream = futures::stream::once(async move { Ok(hello) }).chain(changes);
+    let stream = futures::stream::once(async move { Ok::<_, Infallible>(hello) }).chain(changes);
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
