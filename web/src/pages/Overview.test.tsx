@@ -70,7 +70,7 @@ describe("OverviewPage", () => {
     expect(totals).toContain("1 running · 2 live");
     expect(screen.getByRole("img", { name: /Sessions running: 1 now/ })).toBeTruthy();
     expect(screen.getByRole("img", { name: /Callbacks\/s: 1\.2 now/ })).toBeTruthy();
-    const map = screen.getByRole("application", { name: /GPU cards of 1 cluster, 8 cards/ });
+    const map = await screen.findByRole("application", { name: /GPU cards of 1 cluster, 8 cards/ });
     expect(map.getAttribute("data-cards")).toBe("8");
     const row = container.querySelector('[data-overview-cluster="clu_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
     expect(row.textContent).toContain("1 cordoned");
@@ -84,6 +84,7 @@ describe("OverviewPage", () => {
     });
     render(<OverviewPage />);
     const map = await screen.findByRole("application");
+    await waitFor(() => expect(map.getAttribute("data-cards")).toBe("8"));
     act(() => map.focus());
     fireEvent.focus(map);
     await waitFor(() => expect(document.getElementById("fleet-focus")!.textContent).toContain("gpu-a / gpu-node-0, card 1 of 4: NVIDIA A100, 20 GiB of 80 GiB booked (25%), 1 session"));

@@ -256,14 +256,17 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
   useEffect(() => {
     const el = wrap.current;
     if (!el) return;
-    setWidth(el.clientWidth);
+    // (A DOM without layout, as in component tests, reports 0: a default width then.)
+    const measure = () => setWidth(el.clientWidth || 800);
+    measure();
     if (typeof ResizeObserver === "undefined") return;
-    const ro = new ResizeObserver(() => setWidth(el.clientWidth));
+    const ro = new ResizeObserver(measure);
     ro.observe(el);
     return () => ro.disconnect();
   }, []);
   const pitch = pitchFor(width);
-  const l = useMemo(() => layout(clusters, Math.max(8, Math.floor((width || 800) / pitch))), [clusters, width, pitch]);
+  // Laid out once the width is known (the first render only measures).
+  const l = useMemo(() => layout(width ? clusters : [], Math.max(8, Math.floor((width || 800) / pitch))), [clusters, width, pitch]);
   // New data may have fewer cards: keep the focus in range.
   const shown = hover >= 0 ? hover : focus;
   const at = shown < l.count ? shown : -1;
