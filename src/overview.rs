@@ -55,8 +55,14 @@ pub struct OverviewAnswer {
     pub generated_at: String,
     pub totals: Totals,
     #[schema(value_type = Vec<ClusterCells>)]
+    #[serde(serialize_with = "shared_slice")]
     pub clusters: Arc<Vec<ClusterCells>>,
     pub series: Series,
+}
+
+/// Serialises the shared fleet without copying it.
+fn shared_slice<S: serde::Serializer>(v: &Arc<Vec<ClusterCells>>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_slice().serialize(s)
 }
 
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]

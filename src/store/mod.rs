@@ -594,6 +594,36 @@ mod tests {
         assert_eq!(store.read(|txn| THINGS.list(txn)).await.unwrap().len(), 1);
     }
 
+    #[tokio::test]
+    async fn commits_record_which_tables_they_wrote() {
+        const OTHER: JsonTable<serde_json::Value> = JsonTable::new("other");
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), MIGRATIONS).unwrap();
+        assert_eq!(store.table_generation(&["things", "other"]), 0);
+        store.write(|txn| THINGS.put(txn, "a", &serde_json::json!(1))).await.unwrap();
+        let g = store.generation();
+        assert_eq!(store.table_generation(&["things"]), g);
+        assert_eq!(store.table_generation(&["other"]), 0);
+        // A rolled-back write names nothing, and does not leak into the next commit.
+        let _ = store
+            .write(|txn| {
+                OTHER.put(txn, "x", &serde_json::json!(1))?;
+                Err::<(), _>(StoreError::Backend("boom".into()))
+            })
+            .await;
+        store.write(|txn| THINGS.delete(txn, "a").map(drop)).await.unwrap();
+        assert_eq!(store.table_generation(&["other"]), 0);
+        assert_eq!(store.table_generation(&["things"]), store.generation());
+        // Group commits too.
+        store
+            .write_batched(|txn| OTHER.put(txn, "y", &serde_json::json!(2)).map(|()| Outcome::Wrote(())))
+            .await
+            .unwrap();
+        assert_eq!(store.table_generation(&["other"]), store.generation());
+        assert_eq!(store.table_generation(&["things", "other"]), store.generation());
+        assert!(store.table_generation(&["things"]) < store.generation());
+    }
+
     #[test]
     fn second_open_is_refused_clearly() {
         let tmp = tempfile::tempdir().unwrap();

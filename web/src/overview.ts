@@ -187,16 +187,14 @@ export function cardAt(l: Layout, c: number, r: number): number {
 /** The card reached from `i` by an arrow key (or Home/End); `i` itself when there is none. */
 export function move(l: Layout, i: number, key: string): number {
   if (!l.count) return -1;
+  if (key === "Home") return 0;
+  if (key === "End") return l.count - 1;
   if (i < 0) return 0;
   switch (key) {
     case "ArrowRight":
       return Math.min(l.count - 1, i + 1);
     case "ArrowLeft":
       return Math.max(0, i - 1);
-    case "Home":
-      return 0;
-    case "End":
-      return l.count - 1;
     case "ArrowDown":
     case "ArrowUp": {
       const step = key === "ArrowDown" ? 1 : -1;
