@@ -5,15 +5,15 @@
 //! `GET /api/v1/overview` is built to stay cheap at 40,000 cards: the cards of a node travel as
 //! one flat array of numbers (four per card), names once per node, and the answer is gzipped
 //! when the client accepts it. The fleet is computed in one read transaction and kept until the
-//! store's generation moves, so a console polling an idle fleet costs a serialisation, not a
-//! scan. `GET /api/v1/overview/nodes/{cluster_id}/{node}` gives one node's cards in full: uuid,
+//! store's generation moves, and the answer's bytes (and their gzip) until then or the next
+//! sample, so consoles refreshing an unchanged fleet cost a copy, not a scan. `GET /api/v1/overview/nodes/{cluster_id}/{node}` gives one node's cards in full: uuid,
 //! model, booking, and the sessions and slices on each (what the page shows on hover).
 //!
 //! It reads three domains (clusters, inventory, sessions), so it sits at the top layer.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -182,6 +182,28 @@ pub struct Overview {
     samples: Mutex<VecDeque<Sample>>,
     /// The callback counter and time at the last sample.
     last_callbacks: Mutex<Option<(i64, u64)>>,
+    /// The last answer as sent.
+    encoded: Mutex<Option<Arc<Encoded>>>,
+}
+
+/// One serialised answer, and its gzip once a client asked for it.
+#[derive(Debug)]
+pub struct Encoded {
+    key: (u64, i64),
+    pub json: Vec<u8>,
+    gzip: OnceLock<std::io::Result<Vec<u8>>>,
+}
+
+impl Encoded {
+    /// The gzip of `json` (made on first use; blocking: call off the executor).
+    fn gzip(&self) -> Result<&[u8], String> {
+        let r = self.gzip.get_or_init(|| {
+            let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(self.json.len() / 8), flate2::Compression::fast());
+            e.write_all(&self.json)?;
+            e.finish()
+        });
+        r.as_deref().map_err(|e| e.to_string())
+    }
 }
 
 impl Overview {
@@ -192,6 +214,7 @@ impl Overview {
             fleet: tokio::sync::Mutex::new(None),
             samples: Mutex::new(VecDeque::with_capacity(SAMPLES)),
             last_callbacks: Mutex::new(None),
+            encoded: Mutex::new(None),
         }
     }
 
@@ -246,14 +269,28 @@ impl Overview {
         }
     }
 
-    pub async fn answer(&self) -> Result<OverviewAnswer, StoreError> {
+    /// The answer, serialised once per (fleet generation, newest sample): consoles refreshing
+    /// an unchanged fleet get the same bytes (and the same gzip) without any work.
+    pub async fn encoded(&self) -> Result<Arc<Encoded>, StoreError> {
         let fleet = self.fleet().await?;
-        Ok(OverviewAnswer {
+        let newest = self.samples.lock().unwrap_or_else(|p| p.into_inner()).back().map_or(0, |s| s.at_ms);
+        let key = (fleet.generation, newest);
+        if let Some(e) = self.encoded.lock().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|e| e.key == key) {
+            return Ok(e.clone());
+        }
+        let answer = OverviewAnswer {
             generated_at: rfc3339_ms(self.clock.now_ms()),
             totals: fleet.totals.clone(),
             clusters: fleet.clusters.clone(),
             series: self.series(),
-        })
+        };
+        let json = tokio::task::spawn_blocking(move || serde_json::to_vec(&answer))
+            .await
+            .map_err(|e| StoreError::Join(e.to_string()))?
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let e = Arc::new(Encoded { key, json, gzip: OnceLock::new() });
+        *self.encoded.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+        Ok(e)
     }
 
     /// One node's cards in full; `None` when the fleet has no such node.
@@ -446,24 +483,19 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
         (status = 200, body = OverviewAnswer, description = "gzip-encoded when the request accepts it; `clusters[].nodes[].cards` holds four numbers per card: memory MiB, booked MiB, flags (bit 0 not ready, bits 1.. the index into `models`), live sessions"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn overview(State(app): State<Arc<App>>, _admin: AdminCaller, headers: HeaderMap) -> Result<Response, ApiError> {
-    let answer = app.overview.answer().await.map_err(ApiError::internal)?;
-    let body = serde_json::to_vec(&answer).map_err(ApiError::internal)?;
+    let encoded = app.overview.encoded().await.map_err(ApiError::internal)?;
     let json = HeaderValue::from_static("application/json");
     let vary = HeaderValue::from_static("accept-encoding");
-    if body.len() > GZIP_OVER && accepts_gzip(&headers) {
-        let gz = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
-            let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 8), flate2::Compression::fast());
-            e.write_all(&body)?;
-            e.finish()
-        })
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
+    if encoded.json.len() > GZIP_OVER && accepts_gzip(&headers) {
+        let gz = tokio::task::spawn_blocking(move || encoded.gzip().map(<[u8]>::to_vec))
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(ApiError::internal)?;
         let headers =
             [(header::CONTENT_TYPE, json), (header::CONTENT_ENCODING, HeaderValue::from_static("gzip")), (header::VARY, vary)];
         return Ok((headers, gz).into_response());
     }
-    Ok(([(header::CONTENT_TYPE, json), (header::VARY, vary)], body).into_response())
+    Ok(([(header::CONTENT_TYPE, json), (header::VARY, vary)], encoded.json.clone()).into_response())
 }
 
 /// One node's cards in full: uuid, model, booking, and the live sessions on each with the slice

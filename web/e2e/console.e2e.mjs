@@ -442,7 +442,81 @@ try {
     await dialog.waitFor({ state: "detached" });
     const deps = await kubectl("get", "deployments", "-A", "-o", "name");
     if (deps.code === 0 && /gshare-operator/.test(deps.stdout)) throw new Error(`a Deployment was applied: ${deps.stdout}`);
+    // As the message says: the admin sets the cluster's session domain (Edit), then attaches.
+    await row.getByRole("button", { name: "Edit gpu-a" }).click();
+    const edit = page.getByRole("dialog");
+    await edit.getByLabel("Session domain").fill("lab.gpu-a.test");
+    await edit.getByRole("button", { name: "Save" }).click();
+    await edit.waitFor({ state: "detached" });
+    await row.getByText("lab.gpu-a.test").waitFor();
     return text.slice(0, 200);
+  }, { skipIf: clusterId ? undefined : "no cluster was registered" });
+
+  let attachedToken = "";
+  await step("attach: the Attach panel applies the operator's objects to the fake cluster, shows each result and progress, and the row shows the operator's connection state live", async () => {
+    const row = page.locator(`[data-cluster-id="${clusterId}"]`);
+    await row.locator(".badge.operator-not_attached").waitFor({ timeout: 10000 });
+    await page.evaluate(() => (window.__e2eNoReload = true));
+    await row.getByRole("button", { name: "Attach operator to gpu-a" }).click();
+    const dialog = page.getByRole("dialog", { name: "Attach the operator to gpu-a" });
+    await dialog.waitFor();
+    await shot("05b-attach-dialog");
+    const answer = page.waitForResponse((r) => r.url().endsWith(`/api/v1/clusters/${clusterId}/attach`) && r.request().method() === "POST", { timeout: 30000 });
+    await dialog.getByRole("button", { name: "Attach operator" }).click();
+    // Progress: the button says what is happening while the objects are applied.
+    const progress = await dialog.getByRole("button", { name: "Applying the operator's objects…" }).count();
+    let res = await answer;
+    let forced = false;
+    if (res.status() === 409) {
+      // The GShareSession CRD put on the fake by kubectl for the session steps: replacing it is a second click.
+      await dialog.getByRole("button", { name: "Replace the CRDs and attach" }).click();
+      res = await page.waitForResponse((r) => r.url().includes(`/api/v1/clusters/${clusterId}/attach`) && r.request().method() === "POST", { timeout: 30000 });
+      forced = true;
+    }
+    if (res.status() !== 200) throw new Error(`attach answered ${res.status()}: ${await res.text()}`);
+    const report = await res.json();
+    await dialog.locator(".attach-done").getByText(/Operator attached: \d+ of \d+ objects changed/).waitFor();
+    const items = dialog.locator(".attach-objects li");
+    const n = await items.count();
+    if (n !== report.objects.length || n < 10) throw new Error(`${n} objects listed, the server applied ${report.objects.length}`);
+    const shown = await items.allTextContents();
+    for (const want of ["Deployment", "ClusterRole", "Secret", "CustomResourceDefinition"])
+      if (!shown.some((t) => t.includes(want))) throw new Error(`no ${want} in ${shown.join(" | ")}`);
+    if (shown.some((t) => /^\s*failed/.test(t))) throw new Error(`failed objects: ${shown.join(" | ")}`);
+    await shot("05c-attach-done");
+    await page.setViewportSize(NARROW);
+    await shot("05c-attach-done-390");
+    const axe = await axeViolations();
+    await page.setViewportSize(WIDE);
+    if (axe.length) throw new Error(`attach dialog: ${axe.join("\n")}`);
+    await dialog.getByRole("button", { name: "Close" }).last().click();
+    await dialog.waitFor({ state: "detached" });
+    // Attached. Silent (no callback yet, with the likely causes), or already connected when the
+    // heartbeat step's callback is recent enough; either way a callback with the token attach
+    // wrote into the cluster's Secret keeps it connected.
+    await row.locator(".badge.operator-silent, .badge.operator-connected").first().waitFor({ timeout: 10000 });
+    const before = (await row.locator(".operator-state .badge").textContent()).trim();
+    if (before === "silent") {
+      await row.getByText("no callback yet: likely causes").click();
+      const causes = (await row.locator(".operator-causes").textContent()).replace(/\s+/g, " ");
+      if (!causes.includes("gshare-e2e.test")) throw new Error(`causes do not name the public URL: ${causes}`);
+    }
+    await shot("05d-operator-attached");
+    const sec = await kubectl("get", "secret", "-n", "gshare-system", "gshare-operator-internal-jwt", "-o", "jsonpath={.data.internal-jwt}");
+    attachedToken = sec.code === 0 ? Buffer.from(sec.stdout.trim(), "base64").toString() : "";
+    const token = attachedToken || (await operatorToken(clusterId));
+    const cb = await fetch(`${base}/internal/inventory/nodes`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ node_id: "gpu-node-0", node_ready: true, cluster_id: clusterId }),
+    });
+    if (cb.status !== 202) throw new Error(`callback: ${cb.status} ${await cb.text()}`);
+    await row.locator(".badge.operator-connected").waitFor({ timeout: 10000 });
+    await row.getByText(/last callback \d+s ago/).waitFor({ timeout: 10000 });
+    if (!(await page.evaluate(() => window.__e2eNoReload))) throw new Error("the page was reloaded");
+    if (await row.getByRole("button", { name: "Attach operator to gpu-a" }).count()) throw new Error("Attach is still offered on a connected cluster");
+    await shot("05e-operator-connected");
+    return `${n} objects (${report.changed} changed${forced ? ", CRDs replaced" : ""}); progress shown: ${progress > 0}; state after attach: ${before}; token from ${attachedToken ? "the cluster's Secret" : "the CLI (kubectl missing)"}`;
   }, { skipIf: clusterId ? undefined : "no cluster was registered" });
 
   await step("an operator's inventory report shows as a heartbeat that ticks live", async () => {
@@ -502,73 +576,6 @@ try {
     const row = page.locator(`[data-cluster-id="${clusterId}"]`);
     await waitFor("renamed row", async () => /gpu-a-renamed/.test(await row.textContent()) && /sessions\.gpu-a\.test/.test(await row.textContent()), 10000);
     return tested;
-  }, { skipIf: clusterId ? undefined : "no cluster was registered" });
-
-  let attachedToken = "";
-  await step("attach: the Attach panel applies the operator's objects to the fake cluster, shows each result and progress, and the row shows the operator's connection state live", async () => {
-    const row = page.locator(`[data-cluster-id="${clusterId}"]`);
-    await row.locator(".badge.operator-not_attached").waitFor({ timeout: 10000 });
-    await page.evaluate(() => (window.__e2eNoReload = true));
-    await row.getByRole("button", { name: "Attach operator to gpu-a-renamed" }).click();
-    const dialog = page.getByRole("dialog", { name: "Attach the operator to gpu-a-renamed" });
-    await dialog.waitFor();
-    await shot("05b-attach-dialog");
-    const answer = page.waitForResponse((r) => r.url().endsWith(`/api/v1/clusters/${clusterId}/attach`) && r.request().method() === "POST", { timeout: 30000 });
-    await dialog.getByRole("button", { name: "Attach operator" }).click();
-    // Progress: the button says what is happening while the objects are applied.
-    const progress = await dialog.getByRole("button", { name: "Applying the operator's objects…" }).count();
-    let res = await answer;
-    let forced = false;
-    if (res.status() === 409) {
-      // The GShareSession CRD put on the fake by kubectl for the session steps: replacing it is a second click.
-      await dialog.getByRole("button", { name: "Replace the CRDs and attach" }).click();
-      res = await page.waitForResponse((r) => r.url().includes(`/api/v1/clusters/${clusterId}/attach`) && r.request().method() === "POST", { timeout: 30000 });
-      forced = true;
-    }
-    if (res.status() !== 200) throw new Error(`attach answered ${res.status()}: ${await res.text()}`);
-    const report = await res.json();
-    await dialog.locator(".attach-done").getByText(/Operator attached: \d+ of \d+ objects changed/).waitFor();
-    const items = dialog.locator(".attach-objects li");
-    const n = await items.count();
-    if (n !== report.objects.length || n < 10) throw new Error(`${n} objects listed, the server applied ${report.objects.length}`);
-    const shown = await items.allTextContents();
-    for (const want of ["Deployment", "ClusterRole", "Secret", "CustomResourceDefinition"])
-      if (!shown.some((t) => t.includes(want))) throw new Error(`no ${want} in ${shown.join(" | ")}`);
-    if (shown.some((t) => /^\s*failed/.test(t))) throw new Error(`failed objects: ${shown.join(" | ")}`);
-    await shot("05c-attach-done");
-    await page.setViewportSize(NARROW);
-    await shot("05c-attach-done-390");
-    const axe = await axeViolations();
-    await page.setViewportSize(WIDE);
-    if (axe.length) throw new Error(`attach dialog: ${axe.join("\n")}`);
-    await dialog.getByRole("button", { name: "Close" }).last().click();
-    await dialog.waitFor({ state: "detached" });
-    // Attached. Silent (no callback yet, with the likely causes), or already connected when the
-    // heartbeat step's callback is recent enough; either way a callback with the token attach
-    // wrote into the cluster's Secret keeps it connected.
-    await row.locator(".badge.operator-silent, .badge.operator-connected").first().waitFor({ timeout: 10000 });
-    const before = (await row.locator(".operator-state .badge").textContent()).trim();
-    if (before === "silent") {
-      await row.getByText("no callback yet: likely causes").click();
-      const causes = (await row.locator(".operator-causes").textContent()).replace(/\s+/g, " ");
-      if (!causes.includes("gshare-e2e.test")) throw new Error(`causes do not name the public URL: ${causes}`);
-    }
-    await shot("05d-operator-attached");
-    const sec = await kubectl("get", "secret", "-n", "gshare-system", "gshare-operator-internal-jwt", "-o", "jsonpath={.data.internal-jwt}");
-    attachedToken = sec.code === 0 ? Buffer.from(sec.stdout.trim(), "base64").toString() : "";
-    const token = attachedToken || (await operatorToken(clusterId));
-    const cb = await fetch(`${base}/internal/inventory/nodes`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ node_id: "gpu-node-0", node_ready: true, cluster_id: clusterId }),
-    });
-    if (cb.status !== 202) throw new Error(`callback: ${cb.status} ${await cb.text()}`);
-    await row.locator(".badge.operator-connected").waitFor({ timeout: 10000 });
-    await row.getByText(/last callback \d+s ago/).waitFor({ timeout: 10000 });
-    if (!(await page.evaluate(() => window.__e2eNoReload))) throw new Error("the page was reloaded");
-    if (await row.getByRole("button", { name: "Attach operator to gpu-a-renamed" }).count()) throw new Error("Attach is still offered on a connected cluster");
-    await shot("05e-operator-connected");
-    return `${n} objects (${report.changed} changed${forced ? ", CRDs replaced" : ""}); progress shown: ${progress > 0}; state after attach: ${before}; token from ${attachedToken ? "the cluster's Secret" : "the CLI (kubectl missing)"}`;
   }, { skipIf: clusterId ? undefined : "no cluster was registered" });
 
   // --- offerings and sessions, against the real sessions API and the fake's GShareSession CRD
