@@ -37,6 +37,8 @@ use crate::store::{Store, StoreError};
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 /// Samples kept: one hour at [`SAMPLE_EVERY`].
 pub const SAMPLES: usize = 720;
+/// Shortest time between two computations of the fleet.
+pub const MIN_RECOMPUTE: Duration = Duration::from_secs(1);
 /// Answers larger than this are gzipped for clients that accept it.
 const GZIP_OVER: usize = 8 * 1024;
 
@@ -168,6 +170,7 @@ struct Sample {
 #[derive(Debug)]
 struct Fleet {
     generation: u64,
+    computed: std::time::Instant,
     totals: Totals,
     clusters: Arc<Vec<ClusterCells>>,
 }
@@ -198,7 +201,8 @@ impl Encoded {
     /// The gzip of `json` (made on first use; blocking: call off the executor).
     fn gzip(&self) -> Result<&[u8], String> {
         let r = self.gzip.get_or_init(|| {
-            let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(self.json.len() / 8), flate2::Compression::fast());
+            let mut e =
+                flate2::write::GzEncoder::new(Vec::with_capacity(self.json.len() / 8), flate2::Compression::fast());
             e.write_all(&self.json)?;
             e.finish()
         });
@@ -219,14 +223,21 @@ impl Overview {
     }
 
     /// The fleet, recomputed only when a commit landed since the last computation.
+    /// At most one computation per [`MIN_RECOMPUTE`]: under a stream of operator callbacks
+    /// the generation moves all the time, and every console would otherwise rescan the fleet.
     async fn fleet(&self) -> Result<Arc<Fleet>, StoreError> {
         let mut cached = self.fleet.lock().await;
-        let generation = self.store.generation();
-        if let Some(f) = cached.as_ref().filter(|f| f.generation == generation) {
-            return Ok(f.clone());
+        if let Some(f) = cached.as_ref() {
+            if f.generation == self.store.generation() {
+                return Ok(f.clone());
+            }
+            // Later callers wait on the lock and share this computation.
+            tokio::time::sleep(MIN_RECOMPUTE.saturating_sub(f.computed.elapsed())).await;
         }
+        let generation = self.store.generation();
         let (totals, clusters) = self.store.read(compute).await?;
-        let f = Arc::new(Fleet { generation, totals, clusters: Arc::new(clusters) });
+        let f =
+            Arc::new(Fleet { generation, computed: std::time::Instant::now(), totals, clusters: Arc::new(clusters) });
         *cached = Some(f.clone());
         Ok(f)
     }
@@ -358,7 +369,12 @@ fn compute(txn: &redb::ReadTransaction) -> Result<(Totals, Vec<ClusterCells>), S
             continue;
         }
         cluster_at.insert(c.id.clone(), clusters.len());
-        clusters.push(ClusterCells { id: c.id, name: c.name, status: c.status.as_str().to_string(), nodes: Vec::new() });
+        clusters.push(ClusterCells {
+            id: c.id,
+            name: c.name,
+            status: c.status.as_str().to_string(),
+            nodes: Vec::new(),
+        });
     }
     totals.clusters = clusters.len() as u64;
     // Nodes: key `<cluster>/<node>`, so they come grouped by cluster and sorted by name.
@@ -470,7 +486,8 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
         v.split(',').any(|part| {
             let mut it = part.split(';');
             let name = it.next().unwrap_or("").trim();
-            let refused = it.any(|p| matches!(p.trim().replace(' ', "").as_str(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+            let refused =
+                it.any(|p| matches!(p.trim().replace(' ', "").as_str(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
             name.eq_ignore_ascii_case("gzip") && !refused
         })
     })
@@ -491,8 +508,11 @@ async fn overview(State(app): State<Arc<App>>, _admin: AdminCaller, headers: Hea
             .await
             .map_err(ApiError::internal)?
             .map_err(ApiError::internal)?;
-        let headers =
-            [(header::CONTENT_TYPE, json), (header::CONTENT_ENCODING, HeaderValue::from_static("gzip")), (header::VARY, vary)];
+        let headers = [
+            (header::CONTENT_TYPE, json),
+            (header::CONTENT_ENCODING, HeaderValue::from_static("gzip")),
+            (header::VARY, vary),
+        ];
         return Ok((headers, gz).into_response());
     }
     Ok(([(header::CONTENT_TYPE, json), (header::VARY, vary)], encoded.json.clone()).into_response())

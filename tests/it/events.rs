@@ -77,14 +77,9 @@ async fn a_session_change_is_a_sessions_event_and_not_a_clusters_one() {
     let mut text = String::new();
     read_until(&mut stream, &mut text, "event: hello\n").await;
     // A new session is pending: the sessions (and overview) topics; the cluster row is untouched.
-    let ses = crate::sessions::send(
-        &s,
-        reqwest::Method::POST,
-        "/api/v1/sessions",
-        Some(json!({"offering_id": off})),
-        201,
-    )
-    .await;
+    let ses =
+        crate::sessions::send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201)
+            .await;
     read_until(&mut stream, &mut text, "event: sessions\n").await;
     read_until(&mut stream, &mut text, "event: overview\n").await;
     assert!(!text.contains("event: clusters\n"), "{text}");

@@ -52,7 +52,9 @@ async fn the_fleet_shows_every_card_with_its_booking_sessions_and_marks() {
     assert_eq!(detail["cards"].as_array().unwrap().len(), 4);
     let uuid = detail["cards"][1]["uuid"].as_str().unwrap().to_string();
     let off = offering(&s, "slice").await;
-    let ses = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "name": "lab-1"})), 201).await;
+    let ses =
+        send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "name": "lab-1"})), 201)
+            .await;
     let cr = ses["cr_name"].as_str().unwrap();
     let op = operator(&s, &cid);
     report(&s, &op, cr, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": uuid, "node_name": node0})).await;
@@ -92,11 +94,20 @@ async fn the_fleet_shows_every_card_with_its_booking_sessions_and_marks() {
     let n1 = &v["clusters"][0]["nodes"][1];
     assert_eq!(n1["flags"].as_u64().unwrap() & 3, 3, "cordoned and offline: {n1}");
     assert_eq!(card(n1, 0)[2] & 1, 1, "the card in error");
-    assert_eq!((&v["totals"]["nodes_cordoned"], &v["totals"]["nodes_offline"], &v["totals"]["gpus_error"]), (&json!(1), &json!(1), &json!(1)));
+    assert_eq!(
+        (&v["totals"]["nodes_cordoned"], &v["totals"]["nodes_offline"], &v["totals"]["gpus_error"]),
+        (&json!(1), &json!(1), &json!(1))
+    );
 
     // Unknown nodes and clusters are 404 in the error envelope.
-    expect_error(call(&s, reqwest::Method::GET, &format!("/api/v1/overview/nodes/{cid}/no-such-node"), None).await, 404, "not_found").await;
-    expect_error(call(&s, reqwest::Method::GET, "/api/v1/overview/nodes/clu_nope/x", None).await, 404, "not_found").await;
+    expect_error(
+        call(&s, reqwest::Method::GET, &format!("/api/v1/overview/nodes/{cid}/no-such-node"), None).await,
+        404,
+        "not_found",
+    )
+    .await;
+    expect_error(call(&s, reqwest::Method::GET, "/api/v1/overview/nodes/clu_nope/x", None).await, 404, "not_found")
+        .await;
     s.stop().await;
 }
 

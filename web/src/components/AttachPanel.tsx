@@ -11,7 +11,8 @@ import { ErrorBox } from "./Errors";
 export function ObjectResults(props: { objects: ObjectResult[] }) {
   if (!props.objects.length) return null;
   return (
-    <ul class="attach-objects" aria-label="Objects">
+    // Focusable: the list scrolls when long, and keyboard users must be able to scroll it.
+    <ul class="attach-objects" aria-label="Objects" tabIndex={0}>
       {props.objects.map((o) => (
         <li key={o.object} class={`attach-object result-${o.result}`}>
           <span class="attach-result">{o.result}</span> <code>{o.object}</code>

@@ -95,7 +95,7 @@ export function SnapshotsPanel() {
       <ErrorBox error={error} title="The snapshot failed; older snapshots are kept" />
       {files.data && list.length === 0 && <p class="muted">No snapshot in the directory yet.</p>}
       {list.length > 0 && (
-        <ul class="snapshot-list" aria-label="Snapshots, newest first">
+        <ul class="snapshot-list" aria-label="Snapshots, newest first" tabIndex={0}>
           {list.map((f) => (
             <li key={f.name}>
               <code class="wrap">{f.name}</code>
