@@ -104,6 +104,18 @@ describe("ClustersPage", () => {
     expect(calls.some((c) => c.method === "POST" && c.path.endsWith("/cordon"))).toBe(true);
   });
 
+  it("opening the operator's likely causes does not expand the row", async () => {
+    stubFetch({
+      "GET /api/v1/clusters": () => ({ body: page([cluster({ operator: { state: "silent", likely_causes: ["the image cannot be pulled"] } })]) }),
+      "GET /api/v1/clusters/*": () => ({ body: [] }),
+    });
+    const { container } = render(<ClustersPage />);
+    fireEvent.click(await screen.findByText("no callback yet: likely causes"));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(container.querySelector("tr.nodes-row")).toBeNull();
+    expect(container.querySelector("tr.cluster-row.expanded")).toBeNull();
+  });
+
   it("shows an error when the list cannot load", async () => {
     stubFetch({ "GET /api/v1/clusters": () => ({ status: 500, body: { error: { code: "internal", message: "boom", details: {} } } }) });
     render(<ClustersPage />);

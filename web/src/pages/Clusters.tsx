@@ -110,7 +110,7 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
         class={expanded ? "cluster-row expanded" : "cluster-row"}
         data-cluster-id={c.id}
         onClick={(e) => {
-          if (!(e.target as Element).closest("button, a, input")) onToggle(c.id);
+          if (!(e.target as Element).closest("button, a, input, summary, details")) onToggle(c.id);
         }}
       >
         <td>
