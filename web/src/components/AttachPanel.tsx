@@ -7,6 +7,7 @@ import { ApiError } from "../api";
 import { attachOperator, manualCommands, type ObjectResult } from "../clusters";
 import { CommandBlock } from "./Copy";
 import { ErrorBox } from "./Errors";
+import { formatTime } from "../format";
 
 export function ObjectResults(props: { objects: ObjectResult[] }) {
   if (!props.objects.length) return null;
@@ -47,7 +48,7 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
       setObjects(r.objects);
       setDone(
         `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
-          (r.token?.expires_at ? `; its token expires ${r.token.expires_at} and is renewed automatically.` : "."),
+          (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : "."),
       );
       props.onAttached?.();
     } catch (e) {

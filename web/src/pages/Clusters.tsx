@@ -11,7 +11,7 @@ import { EditDialog } from "../components/EditDialog";
 import { NodesPanel } from "../components/NodesPanel";
 import { RegisterDialog } from "../components/RegisterDialog";
 import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
-import { formatAge, plural } from "../format";
+import { formatAge, formatTime, plural } from "../format";
 import { usePoll } from "../hooks";
 import { LIVE_FALLBACK_MS, useLive } from "../live";
 import { useTick } from "../tick";
@@ -84,7 +84,7 @@ export function OperatorCell(props: { cluster: Cluster }) {
           token renewal failed: {op.renewal_error}
         </div>
       )}
-      {op.token?.expires_at && <div class="small muted">token expires {op.token.expires_at}</div>}
+      {op.token?.expires_at && <div class="small muted">token expires {formatTime(op.token.expires_at)}</div>}
     </div>
   );
 }

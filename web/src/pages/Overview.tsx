@@ -92,15 +92,6 @@ function prepare(canvas: HTMLCanvasElement, l: Layout, pitch: number) {
   return { g, w, h };
 }
 
-/** The focus ring, on its own canvas over the map: moving it redraws one rectangle, not 40,000. */
-function drawFocus(canvas: HTMLCanvasElement, l: Layout, pitch: number, focus: number) {
-  const c = prepare(canvas, l, pitch);
-  if (!c || focus < 0 || focus >= l.count) return;
-  c.g.strokeStyle = "#0969da";
-  c.g.lineWidth = 2;
-  c.g.strokeRect(l.col[focus] * pitch - 1.5, l.row[focus] * pitch - 1.5, pitch + 2, pitch + 2);
-}
-
 /** "#rrggbb" as a little-endian RGBA pixel (what a Uint32Array over ImageData holds). */
 const pixel = (hex: string) => {
   const n = parseInt(hex.slice(1), 16);
@@ -288,13 +279,11 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
   // New data may have fewer cards: keep the focus in range.
   const shown = hover >= 0 ? hover : focus;
   const at = shown < l.count ? shown : -1;
-  const overlay = useRef<HTMLCanvasElement>(null);
   useEffect(() => {
     if (canvas.current) draw(canvas.current, l, clusters, pitch);
   }, [l, clusters, pitch]);
-  useEffect(() => {
-    if (overlay.current) drawFocus(overlay.current, l, pitch, focus < l.count ? focus : -1);
-  }, [l, pitch, focus]);
+  // The focus ring is an element over the map: moving it redraws nothing of the 40,000 cells.
+  const ring = focus >= 0 && focus < l.count ? focus : -1;
 
   // The node's detail (sessions and slices on each card), fetched once per node while shown.
   const key = at >= 0 ? `${clusters[l.cluster[at]].id}/${clusters[l.cluster[at]].nodes[l.node[at]].name}` : "";
@@ -381,7 +370,13 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
         onFocus={() => focus < 0 && l.count && setFocus(0)}
         style={{ cursor: hover >= 0 ? "pointer" : "default" }}
       />
-      <canvas ref={overlay} class="fleet-overlay" aria-hidden="true" />
+      {ring >= 0 && (
+        <div
+          class="fleet-ring"
+          aria-hidden="true"
+          style={{ left: `${l.col[ring] * pitch - 2}px`, top: `${l.row[ring] * pitch - 2}px`, width: `${pitch + 2}px`, height: `${pitch + 2}px` }}
+        />
+      )}
       <p id="fleet-focus" class="sr-only" aria-live="polite">
         {announce}
       </p>
