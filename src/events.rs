@@ -1,9 +1,13 @@
-//! `GET /api/v1/events`: server-sent events that tell the console when something changed, so the
-//! clusters, sessions and overview pages refresh on change instead of polling every few seconds.
+//! `GET /api/v1/events`: server-sent events that tell the console what changed, so each page
+//! refreshes when its own data changed instead of polling every few seconds.
 //!
-//! One event kind, `change` (data: `{"generation": N}`), sent after any commit to the store,
-//! at most one per [`MIN_GAP`] (a burst of operator reports is one event); `hello` first, with the
-//! generation the client starts from. Comments keep idle connections open through proxies.
+//! One event kind per [`Topic`] (`clusters`, `sessions`, `offerings`, `inventory`, `overview`,
+//! `audit`), data `{"generation": N}`: sent after a commit that wrote one of the topic's tables,
+//! at most one burst per [`MIN_GAP`] (a burst of operator reports is one event per topic); `hello`
+//! first, with the generation the client starts from and the topics it may hear. The topic is
+//! derived where the write happens: the store notes each table a transaction writes and keeps
+//! the generation of the last commit per table (`Store::table_generation`), so a commit costs
+//! a few map entries and nothing is diffed. Comments keep idle connections open through proxies.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -11,19 +15,83 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::App;
 use crate::auth::guard::AdminCaller;
+use crate::clusters::model::{CLUSTERS, GPUS, NODES, POOLS};
 use crate::http::error::ErrorBody;
+use crate::inventory::gpu_booking::ALLOCATIONS;
+use crate::inventory::model::{DRIFT, HEALTH_EVENTS, SESSION_DISKS, VOLUMES};
+use crate::operator::model::ATTACHMENTS;
+use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS};
+use crate::store::Store;
 
-/// Fewest milliseconds between two `change` events on one connection.
+/// Fewest milliseconds between two bursts of events on one connection.
 pub const MIN_GAP: Duration = Duration::from_millis(500);
 /// A stream ends after this long and the browser reconnects (EventSource does by itself): an
 /// open console tab then never holds a graceful shutdown for longer than this or the grace.
 pub const MAX_STREAM: Duration = Duration::from_secs(300);
+
+/// What a console page watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic {
+    /// The cluster list and detail: registry, nodes and cards (counts), the operator's state.
+    Clusters,
+    /// Sessions and their bookings.
+    Sessions,
+    Offerings,
+    /// Nodes, cards, drift, health events, volumes.
+    Inventory,
+    /// The fleet picture: clusters, nodes, cards, sessions, bookings.
+    Overview,
+    Audit,
+}
+
+impl Topic {
+    pub const ALL: [Topic; 6] =
+        [Topic::Clusters, Topic::Sessions, Topic::Offerings, Topic::Inventory, Topic::Overview, Topic::Audit];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Clusters => "clusters",
+            Self::Sessions => "sessions",
+            Self::Offerings => "offerings",
+            Self::Inventory => "inventory",
+            Self::Overview => "overview",
+            Self::Audit => "audit",
+        }
+    }
+
+    /// The tables whose commits this topic announces.
+    pub fn tables(self) -> &'static [&'static str] {
+        const CLUSTERS_T: &[&str] = &[CLUSTERS.name(), NODES.name(), GPUS.name(), ATTACHMENTS.name()];
+        const SESSIONS_T: &[&str] = &[SESSIONS.name(), LIVE_SESSIONS.name(), ALLOCATIONS.name()];
+        const OFFERINGS_T: &[&str] = &[OFFERINGS.name()];
+        const INVENTORY_T: &[&str] = &[
+            NODES.name(),
+            GPUS.name(),
+            POOLS.name(),
+            DRIFT.name(),
+            HEALTH_EVENTS.name(),
+            VOLUMES.name(),
+            SESSION_DISKS.name(),
+        ];
+        const OVERVIEW_T: &[&str] =
+            &[CLUSTERS.name(), NODES.name(), GPUS.name(), SESSIONS.name(), LIVE_SESSIONS.name(), ALLOCATIONS.name()];
+        const AUDIT_T: &[&str] = &[crate::audit::TABLE_NAME];
+        match self {
+            Self::Clusters => CLUSTERS_T,
+            Self::Sessions => SESSIONS_T,
+            Self::Offerings => OFFERINGS_T,
+            Self::Inventory => INVENTORY_T,
+            Self::Overview => OVERVIEW_T,
+            Self::Audit => AUDIT_T,
+        }
+    }
+}
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(events))
@@ -33,27 +101,83 @@ fn event(kind: &str, generation: u64) -> Event {
     Event::default().event(kind).data(format!("{{\"generation\":{generation}}}"))
 }
 
-/// Live updates for the console: `hello`, then `change` after commits (at most two a second).
+/// What one connection has announced so far: per topic, the last generation sent.
+struct Seen {
+    store: Store,
+    generation: u64,
+    topics: [u64; Topic::ALL.len()],
+}
+
+impl Seen {
+    fn new(store: Store) -> Self {
+        let generation = store.generation();
+        let topics = Topic::ALL.map(|t| store.table_generation(t.tables()));
+        Self { store, generation, topics }
+    }
+
+    /// The topics written since last asked, with their generations.
+    fn changed(&mut self) -> Vec<(Topic, u64)> {
+        let mut out = Vec::new();
+        for (i, t) in Topic::ALL.iter().enumerate() {
+            let g = self.store.table_generation(t.tables());
+            if g > self.topics[i] {
+                self.topics[i] = g;
+                out.push((*t, g));
+            }
+        }
+        out
+    }
+}
+
+/// Live updates for the console: `hello`, then one event per changed topic (at most a burst
+/// every 500 ms).
 #[utoipa::path(get, path = "/api/v1/events", tag = "system",
     responses(
-        (status = 200, content_type = "text/event-stream", description = "`hello` then `change` events, data {\"generation\": N}"),
+        (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {\"generation\": N}, sent when a commit wrote that topic's data"),
         (status = 401, body = ErrorBody)))]
 async fn events(
     State(app): State<Arc<App>>,
     _caller: AdminCaller,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let store = app.store.clone();
-    let start = store.generation();
+    let seen = Seen::new(app.store.clone());
     let until = tokio::time::Instant::now() + MAX_STREAM;
-    let stream = futures::stream::unfold((store, start, true), move |(store, seen, first)| async move {
-        if first {
-            return Some((Ok(event("hello", seen).retry(Duration::from_secs(1))), (store, seen, false)));
+    let topics = Topic::ALL.map(|t| format!("\"{}\"", t.as_str())).join(",");
+    let hello = Event::default()
+        .event("hello")
+        .data(format!("{{\"generation\":{},\"topics\":[{topics}]}}", seen.generation))
+        .retry(Duration::from_secs(1));
+    let changes = futures::stream::unfold(seen, move |mut seen| async move {
+        loop {
+            let now = tokio::time::timeout_at(until, seen.store.changed_since(seen.generation)).await.ok()?;
+            // Let a burst settle into one event per topic; what changed during the gap is in the
+            // next fetch.
+            tokio::time::sleep(MIN_GAP).await;
+            seen.generation = seen.store.generation().max(now);
+            let changed = seen.changed();
+            if !changed.is_empty() {
+                let events: Vec<Result<Event, Infallible>> =
+                    changed.into_iter().map(|(t, g)| Ok(event(t.as_str(), g))).collect();
+                return Some((futures::stream::iter(events), seen));
+            }
         }
-        let now = tokio::time::timeout_at(until, store.changed_since(seen)).await.ok()?;
-        // Let a burst settle into one event; what changed during the gap is in the next fetch.
-        tokio::time::sleep(MIN_GAP).await;
-        let now = store.generation().max(now);
-        Some((Ok(event("change", now)), (store, now, false)))
-    });
+    })
+    .flatten();
+    let stream = futures::stream::once(async move { Ok::<_, Infallible>(hello) }).chain(changes);
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_topic_watches_tables_and_names_are_unique() {
+        let names: std::collections::HashSet<_> = Topic::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names.len(), Topic::ALL.len());
+        for t in Topic::ALL {
+            assert!(!t.tables().is_empty(), "{t:?}");
+        }
+        assert!(!Topic::Clusters.tables().contains(&SESSIONS.name()));
+        assert!(!Topic::Sessions.tables().contains(&CLUSTERS.name()));
+    }
 }

@@ -20,6 +20,7 @@ pub mod http;
 pub mod inventory;
 pub mod logging;
 pub mod operator;
+pub mod overview;
 pub mod sessions;
 pub mod snapshot;
 pub mod store;
@@ -66,6 +67,8 @@ pub struct App {
     pub snapshots: Arc<snapshot::Snapshots>,
     /// The operator on each cluster: attach, detach, token renewal, connection state.
     pub operator: Arc<operator::Operator>,
+    /// The console's fleet picture and its time series (`/api/v1/overview`).
+    pub overview: Arc<overview::Overview>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +162,9 @@ impl App {
         let (store_for_inventory, clock_for_inventory, config_for_inventory) =
             (store.clone(), clock.clone(), config.clone());
         let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
+        let overview = Arc::new(overview::Overview::new(store.clone(), clock.clone()));
         Ok(Arc::new(Self {
+            overview,
             snapshots,
             config,
             store,
@@ -229,6 +234,7 @@ impl RunningServer {
         operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
         snapshot::spawn(app.clone(), rx.clone());
+        overview::spawn(app.clone(), rx.clone());
         let tls_config = match &app.tls {
             Some(tls) => {
                 tls.spawn_watcher(rx.clone())?;

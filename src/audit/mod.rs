@@ -22,7 +22,9 @@ use crate::App;
 use crate::clock::Clock;
 use crate::store::{Store, StoreError};
 
-const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = TableDefinition::new("audit_log");
+/// The audit log's table name (the console's `audit` event topic watches it).
+pub const TABLE_NAME: &str = "audit_log";
+const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = TableDefinition::new(TABLE_NAME);
 /// Entries queued for the writer before `record` waits (back-pressure, never dropping).
 const QUEUE: usize = 4096;
 /// Entries written per transaction at most (one fsync for the lot).
@@ -337,6 +339,7 @@ pub fn record_in(txn: &WriteTransaction, clock: &Clock, entry: AuditEntry) -> Re
 
 fn put(txn: &WriteTransaction, rec: &AuditRecord) -> Result<(), StoreError> {
     let bytes = serde_json::to_vec(rec).map_err(|e| StoreError::Backend(e.to_string()))?;
+    crate::store::note_write(TABLE_NAME);
     let mut table = txn.open_table(TABLE)?;
     table.insert(rec.id.as_str(), bytes.as_slice())?;
     Ok(())
@@ -496,6 +499,7 @@ pub async fn prune(store: &Store, now_ms: i64, retention: Duration, max_entries:
         let cutoff = cutoff.clone();
         let n = store
             .write(move |txn| {
+                crate::store::note_write(TABLE_NAME);
                 let mut table = txn.open_table(TABLE)?;
                 let len = table.len()?;
                 let over = len.saturating_sub(max_entries);

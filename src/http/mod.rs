@@ -48,6 +48,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::auth::login::routes())
         .merge(crate::auth::account_routes::routes())
         .merge(crate::events::routes())
+        .merge(crate::overview::routes())
         .merge(crate::audit::routes::routes())
         .merge(crate::clusters::routes::routes())
         .merge(crate::inventory::routes::routes())

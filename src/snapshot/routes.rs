@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{SnapshotError, SnapshotInfo, check_reason};
+use super::{SnapshotError, SnapshotInfo, SnapshotStatus, check_reason};
 use crate::App;
 use crate::audit::{self, AuditEntry, AuditResult, RequestMeta};
 use crate::auth::guard::AdminCaller;
@@ -21,7 +21,7 @@ use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::parse_json;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(create_snapshot, list_snapshots))
+    OpenApiRouter::new().routes(routes!(create_snapshot, list_snapshots)).routes(routes!(snapshot_status))
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -98,4 +98,37 @@ async fn list_snapshots(
     let dir = app.config.snapshot_dir.clone();
     let list = tokio::task::spawn_blocking(move || super::list(&dir)).await.map_err(ApiError::internal)??;
     Ok(axum::Json(list))
+}
+
+/// `GET /api/v1/snapshots/status`: the schedule and the last result (for the console).
+#[derive(Debug, Clone, serde::Serialize, ToSchema)]
+pub struct SnapshotSchedule {
+    /// Seconds between scheduled snapshots; 0 when the schedule is off.
+    pub interval_s: u64,
+    /// Snapshots kept in `dir` (older ones are pruned after each new one).
+    pub keep: usize,
+    pub dir: String,
+    /// When the next scheduled snapshot is due (RFC 3339), if the schedule is on and one has
+    /// succeeded (the first is taken within five minutes of start).
+    pub next_at: Option<String>,
+    pub status: SnapshotStatus,
+}
+
+/// The snapshot schedule and the last result: time, file, size, error, failures.
+#[utoipa::path(get, path = "/api/v1/snapshots/status", tag = "snapshots",
+    responses((status = 200, body = SnapshotSchedule), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn snapshot_status(State(app): State<Arc<App>>, _admin: AdminCaller) -> axum::Json<SnapshotSchedule> {
+    let status = app.snapshots.status();
+    let interval = app.config.snapshot_interval;
+    let next_at = match status.last_success_ms {
+        Some(ms) if !interval.is_zero() => Some(crate::clock::rfc3339_ms(ms + interval.as_millis() as i64)),
+        _ => None,
+    };
+    axum::Json(SnapshotSchedule {
+        interval_s: interval.as_secs(),
+        keep: app.config.snapshot_keep,
+        dir: app.config.snapshot_dir.display().to_string(),
+        next_at,
+        status,
+    })
 }

@@ -8,10 +8,12 @@ mod batch;
 
 pub use batch::Outcome;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use redb::{
@@ -93,11 +95,36 @@ pub struct Store {
 /// Upper bounds (seconds) of the commit-latency histogram buckets; the last bucket is +Inf.
 pub const COMMIT_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
 
+thread_local! {
+    /// Tables written on this thread since its last commit. A write transaction runs and
+    /// commits on one thread (the blocking pool's or the group-commit writer's), so the commit
+    /// collects exactly what its transaction wrote; an aborted transaction's entries can only
+    /// make a later commit name a table too many, never one too few.
+    static WRITTEN: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Notes that the current write transaction writes table `name` (done by [`JsonTable`]'s
+/// writers; code that opens a redb table itself calls it). Feeds [`Store::table_generation`].
+pub fn note_write(name: &'static str) {
+    WRITTEN.with(|w| {
+        let mut w = w.borrow_mut();
+        if !w.contains(&name) {
+            w.push(name);
+        }
+    });
+}
+
+fn forget_writes() {
+    WRITTEN.with(|w| w.borrow_mut().clear());
+}
+
 /// Counters of every durable commit, whichever path made it (for `/metrics`), and the commit
 /// generation that lets readers know nothing changed since they last looked.
 #[derive(Debug, Default)]
 pub struct CommitStats {
     generation: AtomicU64,
+    /// Table name -> the generation of the last commit that wrote it (the console's event topics).
+    tables: Mutex<HashMap<&'static str, u64>>,
     /// Woken after every commit (the console's live updates wait on it).
     changed: tokio::sync::Notify,
     buckets: [AtomicU64; COMMIT_BUCKETS.len()],
@@ -126,7 +153,16 @@ impl CommitStats {
     fn committed(&self, started: Instant) {
         // Bump the generation first: a reader that sees the old value afterwards only loses
         // its shortcut, never gets a stale answer (see `Store::generation`).
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        // Tables first, then the generation: a reader woken by the new generation finds them.
+        let written = WRITTEN.with(|w| std::mem::take(&mut *w.borrow_mut()));
+        {
+            let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+            let next = self.generation.load(Ordering::Acquire) + 1;
+            for name in written {
+                tables.insert(name, next);
+            }
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
         self.changed.notify_waiters();
         let secs = started.elapsed().as_secs_f64();
         if let Some(i) = COMMIT_BUCKETS.iter().position(|b| secs <= *b) {
@@ -254,6 +290,7 @@ impl Store {
     {
         let (db, stats) = (self.db.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
+            forget_writes();
             let txn = db.begin_write()?;
             match f(&txn) {
                 Ok(v) => {
@@ -264,6 +301,7 @@ impl Store {
                 }
                 Err(e) => {
                     let _ = txn.abort();
+                    forget_writes();
                     Err(e)
                 }
             }
@@ -282,6 +320,7 @@ impl Store {
     {
         let (db, stats) = (self.db.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
+            forget_writes();
             let txn = db.begin_write().map_err(StoreError::from)?;
             match f(&txn) {
                 Ok(v) => {
@@ -292,6 +331,7 @@ impl Store {
                 }
                 Err(e) => {
                     let _ = txn.abort();
+                    forget_writes();
                     Err(e)
                 }
             }
@@ -337,6 +377,12 @@ impl Store {
         self.stats.generation.load(Ordering::Acquire)
     }
 
+    /// The generation of the last commit that wrote any of `tables` (0: none since start).
+    pub fn table_generation(&self, tables: &[&str]) -> u64 {
+        let t = self.stats.tables.lock().unwrap_or_else(|p| p.into_inner());
+        tables.iter().filter_map(|name| t.get(name).copied()).max().unwrap_or(0)
+    }
+
     /// Commit latency and batching counters since start.
     pub fn commit_stats(&self) -> CommitSnapshot {
         self.stats.snapshot()
@@ -364,6 +410,11 @@ impl<T> Copy for JsonTable<T> {}
 impl<T: Serialize + DeserializeOwned> JsonTable<T> {
     pub const fn new(name: &'static str) -> Self {
         Self { name, _t: PhantomData }
+    }
+
+    /// The table's name (what [`Store::table_generation`] is asked about).
+    pub const fn name(&self) -> &'static str {
+        self.name
     }
 
     fn def(&self) -> TableDefinition<'static, &'static str, &'static [u8]> {
@@ -466,6 +517,7 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
     }
 
     pub fn put(&self, txn: &WriteTransaction, key: &str, value: &T) -> Result<(), StoreError> {
+        note_write(self.name);
         let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Backend(e.to_string()))?;
         let mut table = txn.open_table(self.def())?;
         table.insert(key, bytes.as_slice())?;
@@ -474,6 +526,7 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
 
     /// Removes a record; returns whether it existed.
     pub fn delete(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
+        note_write(self.name);
         let mut table = txn.open_table(self.def())?;
         let existed = table.remove(key)?.is_some();
         Ok(existed)
@@ -481,6 +534,7 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
 
     /// Removes every record whose key starts with `prefix`; returns how many.
     pub fn delete_prefix(&self, txn: &WriteTransaction, prefix: &str) -> Result<usize, StoreError> {
+        note_write(self.name);
         let mut table = txn.open_table(self.def())?;
         let keys: Vec<String> = {
             let mut keys = Vec::new();
@@ -538,6 +592,36 @@ mod tests {
         assert!(store.read(|txn| THINGS.get(txn, "c/1")).await.unwrap().is_none());
         assert_eq!(store.write(|txn| THINGS.delete_prefix(txn, "a/")).await.unwrap(), 2);
         assert_eq!(store.read(|txn| THINGS.list(txn)).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn commits_record_which_tables_they_wrote() {
+        const OTHER: JsonTable<serde_json::Value> = JsonTable::new("other");
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), MIGRATIONS).unwrap();
+        assert_eq!(store.table_generation(&["things", "other"]), 0);
+        store.write(|txn| THINGS.put(txn, "a", &serde_json::json!(1))).await.unwrap();
+        let g = store.generation();
+        assert_eq!(store.table_generation(&["things"]), g);
+        assert_eq!(store.table_generation(&["other"]), 0);
+        // A rolled-back write names nothing, and does not leak into the next commit.
+        let _ = store
+            .write(|txn| {
+                OTHER.put(txn, "x", &serde_json::json!(1))?;
+                Err::<(), _>(StoreError::Backend("boom".into()))
+            })
+            .await;
+        store.write(|txn| THINGS.delete(txn, "a").map(drop)).await.unwrap();
+        assert_eq!(store.table_generation(&["other"]), 0);
+        assert_eq!(store.table_generation(&["things"]), store.generation());
+        // Group commits too.
+        store
+            .write_batched(|txn| OTHER.put(txn, "y", &serde_json::json!(2)).map(|()| Outcome::Wrote(())))
+            .await
+            .unwrap();
+        assert_eq!(store.table_generation(&["other"]), store.generation());
+        assert_eq!(store.table_generation(&["things", "other"]), store.generation());
+        assert!(store.table_generation(&["things"]) < store.generation());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `GET /api/v1/events`: the console's live updates (server-sent events) — `hello`, then a
-//! `change` after a write, for signed-in admins only.
+//! `GET /api/v1/events`: the console's live updates (server-sent events) — `hello`, then one
+//! event per topic whose data a commit changed, for signed-in admins only.
 
 use std::time::Duration;
 
@@ -9,8 +9,13 @@ use crate::support::{TestServer, expect_error};
 
 /// Reads the stream until `want` appears (bounded: an event that never comes fails the test).
 async fn read_until(res: &mut reqwest::Response, text: &mut String, want: &str) {
+    read_until_from(res, text, 0, want).await
+}
+
+/// Reads the stream until `want` appears after byte `from` of what was read.
+async fn read_until_from(res: &mut reqwest::Response, text: &mut String, from: usize, want: &str) {
     tokio::time::timeout(Duration::from_secs(10), async {
-        while !text.contains(want) {
+        while !text[from..].contains(want) {
             let chunk = res.chunk().await.expect("stream error").expect("stream ended");
             text.push_str(&String::from_utf8_lossy(&chunk));
         }
@@ -19,8 +24,15 @@ async fn read_until(res: &mut reqwest::Response, text: &mut String, want: &str) 
     .unwrap_or_else(|_| panic!("no {want:?} in {text:?}"));
 }
 
+/// The generation in the data of the first `kind` event.
+fn generation(text: &str, kind: &str) -> u64 {
+    let at = text.find(&format!("event: {kind}\n")).unwrap_or_else(|| panic!("no {kind} in {text}"));
+    let data = text[at..].lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+    serde_json::from_str::<serde_json::Value>(data).unwrap()["generation"].as_u64().unwrap()
+}
+
 #[tokio::test]
-async fn a_write_is_pushed_to_the_console_as_a_change_event() {
+async fn a_write_is_pushed_to_the_console_under_its_topic() {
     let s = TestServer::start().await;
     let token = s.app().auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap();
     expect_error(s.client.get(s.url("/api/v1/events")).send().await.unwrap(), 401, "unauthenticated").await;
@@ -30,9 +42,9 @@ async fn a_write_is_pushed_to_the_console_as_a_change_event() {
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
     let mut text = String::new();
     read_until(&mut stream, &mut text, "event: hello\n").await;
-    assert!(!text.contains("event: change"), "{text}");
+    assert!(text.contains(r#""topics":["clusters","sessions","offerings","inventory","overview","audit"]"#), "{text}");
 
-    // Any committed change: an offering is created.
+    // An offering is created: the offerings topic, not the sessions' or the clusters'.
     let res = s
         .client
         .post(s.url("/api/v1/offerings"))
@@ -42,13 +54,44 @@ async fn a_write_is_pushed_to_the_console_as_a_change_event() {
         .await
         .unwrap();
     assert_eq!(res.status(), 201);
-    read_until(&mut stream, &mut text, "event: change\n").await;
-    let generation = |kind: &str| -> u64 {
-        let at = text.find(&format!("event: {kind}\n")).unwrap();
-        let data = text[at..].lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
-        serde_json::from_str::<serde_json::Value>(data).unwrap()["generation"].as_u64().unwrap()
-    };
-    assert!(generation("change") > generation("hello"), "{text}");
+    read_until(&mut stream, &mut text, "event: offerings\n").await;
+    assert!(generation(&text, "offerings") > generation(&text, "hello"), "{text}");
+    // Its audit entry lands too (written by the audit log's own writer).
+    read_until(&mut stream, &mut text, "event: audit\n").await;
+    for other in ["clusters", "sessions", "inventory", "overview"] {
+        assert!(!text.contains(&format!("event: {other}\n")), "{other} in {text}");
+    }
+    drop(stream);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_change_is_a_sessions_event_and_not_a_clusters_one() {
+    let s = crate::sessions::server().await;
+    let c = crate::sessions::cluster("gpu-a").await;
+    let cid = crate::sessions::register(&s, "gpu-a", &c).await;
+    let off = crate::sessions::offering(&s, "slice").await;
+    let token = crate::sessions::admin(&s);
+
+    let mut stream = s.client.get(s.url("/api/v1/events")).bearer_auth(&token).send().await.unwrap();
+    let mut text = String::new();
+    read_until(&mut stream, &mut text, "event: hello\n").await;
+    // A new session is pending: the sessions (and overview) topics; the cluster row is untouched.
+    let ses =
+        crate::sessions::send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201)
+            .await;
+    read_until(&mut stream, &mut text, "event: sessions\n").await;
+    read_until(&mut stream, &mut text, "event: overview\n").await;
+    assert!(!text.contains("event: clusters\n"), "{text}");
+    assert!(!text.contains("event: offerings\n"), "{text}");
+
+    // Running: the cluster's running-session count changes, so clusters hears of it now.
+    let seen = text.len();
+    let op = crate::sessions::operator(&s, &cid);
+    let cr = ses["cr_name"].as_str().unwrap();
+    crate::sessions::report(&s, &op, cr, json!({"phase": "Running", "ts": crate::sessions::ts(&s)})).await;
+    read_until_from(&mut stream, &mut text, seen, "event: clusters\n").await;
+    read_until_from(&mut stream, &mut text, seen, "event: sessions\n").await;
     drop(stream);
     s.stop().await;
 }

@@ -13,6 +13,7 @@ mod forward_auth;
 mod foundation;
 mod inventory;
 mod operator;
+mod overview;
 mod packaging;
 mod replay;
 mod schema;

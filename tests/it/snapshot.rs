@@ -633,3 +633,45 @@ async fn kill_9_mid_save_leaves_no_partial_file_under_the_final_name() {
     let snap = std::fs::read(&target).unwrap();
     assert_eq!(format::decode(&snap).unwrap().header.tables.get("crash_blobs"), Some(&3_000));
 }
+
+/// `GET /api/v1/snapshots/status` (the console's snapshot section): the schedule, then the last
+/// result once a snapshot was taken through the API.
+#[tokio::test]
+async fn the_status_route_tells_the_schedule_and_the_last_result() {
+    let s = crate::support::TestServer::start().await;
+    let token = s.app().auth.api.mint("admin:admin", std::time::Duration::from_secs(3600)).unwrap();
+    let status = || async {
+        let res = s.client.get(s.url("/api/v1/snapshots/status")).bearer_auth(&token).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        res.json::<serde_json::Value>().await.unwrap()
+    };
+    let v = status().await;
+    assert_eq!(v["interval_s"], s.app().config.snapshot_interval.as_secs());
+    assert_eq!(v["keep"], s.app().config.snapshot_keep as u64);
+    assert_eq!(v["dir"], s.app().config.snapshot_dir.display().to_string());
+    assert!(v["status"]["last_success_at"].is_null(), "{v}");
+    let res = s
+        .client
+        .post(s.url("/api/v1/snapshots"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"reason": "console"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let made: serde_json::Value = res.json().await.unwrap();
+    let v = status().await;
+    assert_eq!(v["status"]["last_success_at"], made["created_at"]);
+    assert_eq!(v["status"]["last_size_bytes"], made["size_bytes"]);
+    assert_eq!(v["status"]["last_file"], made["path"]);
+    if v["interval_s"].as_u64().unwrap() > 0 {
+        assert!(v["next_at"].is_string(), "{v}");
+    }
+    crate::support::expect_error(
+        s.client.get(s.url("/api/v1/snapshots/status")).send().await.unwrap(),
+        401,
+        "unauthenticated",
+    )
+    .await;
+    s.stop().await;
+}

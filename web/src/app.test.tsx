@@ -1,6 +1,6 @@
 import { fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { App } from "./app";
-import { cluster, offering, page, stubFetch } from "./test/fetch";
+import { cluster, offering, overview, page, stubFetch } from "./test/fetch";
 
 describe("App", () => {
   beforeEach(() => history.replaceState(null, "", "/"));
@@ -17,6 +17,7 @@ describe("App", () => {
       },
       "POST /api/v1/auth/logout": () => ({ status: 204 }),
       "GET /api/v1/clusters": () => ({ body: page([cluster()]) }),
+      "GET /api/v1/overview": () => ({ body: overview() }),
     });
     render(<App />);
     const password = await screen.findByLabelText("Password");
@@ -25,13 +26,24 @@ describe("App", () => {
     await screen.findByText("Wrong username or password.");
     fireEvent.input(password, { target: { value: "pw" } });
     fireEvent.click(screen.getByRole("button", { name: "Sign in" }));
-    await screen.findByText("gpu-a");
-    expect(location.pathname).toBe("/clusters");
+    // A cluster exists: the overview is the first page.
+    await screen.findByRole("heading", { name: "Overview" });
+    expect(location.pathname).toBe("/overview");
     expect(screen.getByText("admin")).toBeTruthy();
     fireEvent.click(screen.getByRole("button", { name: "Sign out" }));
     await screen.findByLabelText("Password");
     const logout = calls.find((c) => c.path === "/api/v1/auth/logout");
     expect(logout?.headers["X-CSRF-Token"]).toBe("c1");
+  });
+
+  it("lands on the clusters page while no cluster is registered", async () => {
+    stubFetch({
+      "GET /api/v1/auth/me": () => ({ body: { username: "admin" } }),
+      "GET /api/v1/clusters": () => ({ body: page([]) }),
+    });
+    render(<App />);
+    await screen.findByText("No cluster is registered yet.");
+    expect(location.pathname).toBe("/clusters");
   });
 
   it("says plainly when a page's API does not exist yet", async () => {

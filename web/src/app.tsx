@@ -6,15 +6,18 @@ import { setUnauthenticatedHandler } from "./api";
 import { currentAccount, logout, type Account } from "./auth";
 import { ErrorBox } from "./components/Errors";
 import { getAccount } from "./account";
+import { get } from "./api";
 import { AccountPage, PasswordForm } from "./pages/Account";
 import { AuditPage } from "./pages/Audit";
 import { ClustersPage } from "./pages/Clusters";
 import { LoginPage } from "./pages/Login";
 import { OfferingsPage } from "./pages/Offerings";
+import { OverviewPage } from "./pages/Overview";
 import { SessionsPage } from "./pages/Sessions";
 import { navigate, onLinkClick, usePath } from "./router";
 
 const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
+  { path: "/overview", label: "Overview", render: () => <OverviewPage /> },
   { path: "/clusters", label: "Clusters", render: () => <ClustersPage /> },
   { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
@@ -55,8 +58,18 @@ export function App() {
     check();
   }, []);
 
+  // The first page after sign-in: the overview once a cluster exists, else the clusters page
+  // (where the first one is registered).
   useEffect(() => {
-    if (auth.state === "in" && (path === "/" || path === "/login")) navigate("/clusters", true);
+    if (auth.state !== "in" || (path !== "/" && path !== "/login")) return;
+    let gone = false;
+    get<{ pagination?: { total?: number } }>("/api/v1/clusters?page=1&size=1").then(
+      (p) => !gone && navigate((p.pagination?.total ?? 0) > 0 ? "/overview" : "/clusters", true),
+      () => !gone && navigate("/clusters", true),
+    );
+    return () => {
+      gone = true;
+    };
   }, [auth.state, path]);
 
   if (auth.state === "checking") return <p class="loading center">Loading…</p>;

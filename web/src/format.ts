@@ -15,9 +15,10 @@ export function formatAge(seconds: number | null | undefined): string {
   return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
 }
 
-/** MiB as "80 GiB" / "512 MiB". */
+/** MiB as "3125 TiB" / "80 GiB" / "512 MiB". */
 export function formatMib(mb: number | undefined): string {
   if (mb == null) return "—";
+  if (mb >= 1024 * 1024) return `${+(mb / 1024 / 1024).toFixed(1)} TiB`;
   return mb >= 1024 ? `${+(mb / 1024).toFixed(1)} GiB` : `${mb} MiB`;
 }
 

@@ -1,13 +1,22 @@
 // Live updates: one EventSource on /api/v1/events shared by the pages that show live state. The
-// server sends `change` after commits (at most two a second); pages reload then, and poll only
-// slowly as a fallback while the stream is up.
+// server sends one event per topic whose data changed (at most a burst every 500 ms); a page
+// reloads only on its own topics, and polls only slowly as a fallback while the stream is up.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 
 /** How often pages still reload while the event stream is up (a missed event heals by then). */
 export const LIVE_FALLBACK_MS = 60_000;
 
-const onChange = new Set<() => void>();
+/** The server's event topics (src/events.rs `Topic`). */
+export const TOPICS = ["clusters", "sessions", "offerings", "inventory", "overview", "audit"] as const;
+export type Topic = (typeof TOPICS)[number];
+
+interface Listener {
+  topics: readonly Topic[];
+  f: () => void;
+}
+
+const listeners = new Set<Listener>();
 const onState = new Set<(up: boolean) => void>();
 let source: EventSource | null = null;
 let up = false;
@@ -17,38 +26,44 @@ function setUp(v: boolean) {
   onState.forEach((f) => f(v));
 }
 
+/** Calls every listener that watches `topic` (exported for tests). */
+export function dispatch(topic: Topic) {
+  listeners.forEach((l) => l.topics.includes(topic) && l.f());
+}
+
 function open() {
   if (source || typeof EventSource === "undefined") return;
   source = new EventSource("/api/v1/events");
   source.addEventListener("hello", () => setUp(true));
-  source.addEventListener("change", () => onChange.forEach((f) => f()));
+  for (const t of TOPICS) source.addEventListener(t, () => dispatch(t));
   // The browser reconnects by itself; until then the pages poll at their usual pace.
   source.onerror = () => setUp(false);
 }
 
 function closeIfIdle() {
-  if (onChange.size) return;
+  if (listeners.size) return;
   source?.close();
   source = null;
   setUp(false);
 }
 
-/** Calls `reload` on every server-side change; true while the stream is connected. */
-export function useLive(reload: () => void): boolean {
+/** Calls `reload` when the server says one of `topics` changed; true while the stream is connected. */
+export function useLive(reload: () => void, topics: readonly Topic[]): boolean {
   const [connected, setConnected] = useState(up);
   const ref = useRef(reload);
   ref.current = reload;
+  const key = topics.join(",");
   useEffect(() => {
-    const f = () => ref.current();
-    onChange.add(f);
+    const l: Listener = { topics: key.split(",") as Topic[], f: () => ref.current() };
+    listeners.add(l);
     onState.add(setConnected);
     open();
     setConnected(up);
     return () => {
-      onChange.delete(f);
+      listeners.delete(l);
       onState.delete(setConnected);
       closeIfIdle();
     };
-  }, []);
+  }, [key]);
   return connected;
 }

@@ -7,11 +7,13 @@ import { ApiError } from "../api";
 import { attachOperator, manualCommands, type ObjectResult } from "../clusters";
 import { CommandBlock } from "./Copy";
 import { ErrorBox } from "./Errors";
+import { formatTime } from "../format";
 
 export function ObjectResults(props: { objects: ObjectResult[] }) {
   if (!props.objects.length) return null;
   return (
-    <ul class="attach-objects" aria-label="Objects">
+    // Focusable: the list scrolls when long, and keyboard users must be able to scroll it.
+    <ul class="attach-objects" aria-label="Objects" tabIndex={0}>
       {props.objects.map((o) => (
         <li key={o.object} class={`attach-object result-${o.result}`}>
           <span class="attach-result">{o.result}</span> <code>{o.object}</code>
@@ -46,7 +48,7 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
       setObjects(r.objects);
       setDone(
         `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
-          (r.token?.expires_at ? `; its token expires ${r.token.expires_at} and is renewed automatically.` : "."),
+          (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : "."),
       );
       props.onAttached?.();
     } catch (e) {

@@ -1,6 +1,6 @@
 // A cluster's nodes, shown beneath its row: readiness, cordon state, GPUs; cordon/uncordon.
 
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { gpuMemMb, isCordoned, listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
 import { formatMib, formatTime } from "../format";
 import { usePoll } from "../hooks";
@@ -66,8 +66,16 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
   );
 }
 
-export function NodesPanel(props: { clusterId: string }) {
+export function NodesPanel(props: { clusterId: string; /** A node to bring into view and mark (a link from the overview). */ highlight?: string }) {
   const polled = usePoll((signal) => listNodes(props.clusterId, signal), 10000, [props.clusterId]);
+  const loaded = !!polled.data;
+  useEffect(() => {
+    if (!props.highlight || !loaded) return;
+    const row = document.querySelector<HTMLElement>(`#nodes-${CSS.escape(props.clusterId)} tr[data-node="${CSS.escape(props.highlight)}"]`);
+    if (!row) return;
+    row.classList.add("target");
+    row.scrollIntoView?.({ block: "center" });
+  }, [props.highlight, props.clusterId, loaded]);
   if (polled.loading && !polled.data) return <p class="loading">Loading nodes…</p>;
   return (
     <div class="nodes">

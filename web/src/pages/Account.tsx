@@ -14,6 +14,7 @@ import {
   signOutEverywhere,
 } from "../account";
 import { ErrorBox } from "../components/Errors";
+import { SnapshotsPanel } from "../components/SnapshotsPanel";
 import { FieldError, invalidProps } from "../components/Field";
 import { formatTime } from "../format";
 import { onlyFieldErrors, serverFieldMessages } from "../form";
@@ -297,6 +298,9 @@ export function AccountPage(props: { username: string; onSignedOut: () => void }
         </div>
         <div class="card">
           <SignIns me={props.username} onSignedOut={props.onSignedOut} />
+        </div>
+        <div class="card">
+          <SnapshotsPanel />
         </div>
       </div>
     </section>

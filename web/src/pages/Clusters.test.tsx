@@ -104,6 +104,18 @@ describe("ClustersPage", () => {
     expect(calls.some((c) => c.method === "POST" && c.path.endsWith("/cordon"))).toBe(true);
   });
 
+  it("opening the operator's likely causes does not expand the row", async () => {
+    stubFetch({
+      "GET /api/v1/clusters": () => ({ body: page([cluster({ operator: { state: "silent", likely_causes: ["the image cannot be pulled"] } })]) }),
+      "GET /api/v1/clusters/*": () => ({ body: [] }),
+    });
+    const { container } = render(<ClustersPage />);
+    fireEvent.click(await screen.findByText("no callback yet: likely causes"));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(container.querySelector("tr.nodes-row")).toBeNull();
+    expect(container.querySelector("tr.cluster-row.expanded")).toBeNull();
+  });
+
   it("shows an error when the list cannot load", async () => {
     stubFetch({ "GET /api/v1/clusters": () => ({ status: 500, body: { error: { code: "internal", message: "boom", details: {} } } }) });
     render(<ClustersPage />);
@@ -131,7 +143,7 @@ describe("live updates", () => {
     }
   }
 
-  it("reloads the list when the server says something changed (no polling needed)", async () => {
+  it("reloads the list when the server says clusters changed, and only then (no polling needed)", async () => {
     vi.stubGlobal("EventSource", FakeEventSource);
     let name = "gpu-a";
     const calls = stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ name })]) }) });
@@ -140,9 +152,16 @@ describe("live updates", () => {
     const es = FakeEventSource.last!;
     expect(es.url).toBe("/api/v1/events");
     es.emit("hello");
+    // The stream is up: the page settles on the slow fallback poll (one reload as it switches).
+    await new Promise((r) => setTimeout(r, 30));
     const before = calls.length;
     name = "gpu-a-renamed";
-    es.emit("change");
+    // Another page's topics: nothing is fetched.
+    for (const other of ["sessions", "offerings", "audit", "inventory"]) es.emit(other);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(calls.length).toBe(before);
+    expect(screen.queryByText("gpu-a-renamed")).toBeNull();
+    es.emit("clusters");
     await screen.findByText("gpu-a-renamed");
     expect(calls.length).toBeGreaterThan(before);
     unmount();

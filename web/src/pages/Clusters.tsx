@@ -11,7 +11,7 @@ import { EditDialog } from "../components/EditDialog";
 import { NodesPanel } from "../components/NodesPanel";
 import { RegisterDialog } from "../components/RegisterDialog";
 import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
-import { formatAge, plural } from "../format";
+import { formatAge, formatTime, plural } from "../format";
 import { usePoll } from "../hooks";
 import { LIVE_FALLBACK_MS, useLive } from "../live";
 import { useTick } from "../tick";
@@ -84,7 +84,7 @@ export function OperatorCell(props: { cluster: Cluster }) {
           token renewal failed: {op.renewal_error}
         </div>
       )}
-      {op.token?.expires_at && <div class="small muted">token expires {op.token.expires_at}</div>}
+      {op.token?.expires_at && <div class="small muted">token expires {formatTime(op.token.expires_at)}</div>}
     </div>
   );
 }
@@ -97,9 +97,11 @@ interface RowProps {
   onToggle: (id: string) => void;
   onEdit: (c: Cluster) => void;
   onAttach?: (c: Cluster) => void;
+  /** A node of this cluster to mark when its nodes show. */
+  highlightNode?: string;
 }
 
-export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multiCluster, loadedAt, onToggle, onEdit, onAttach }: RowProps) {
+export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multiCluster, loadedAt, onToggle, onEdit, onAttach, highlightNode }: RowProps) {
   const domain = effectiveDomain(c);
   const domainUnset = !c.session_domain;
   return (
@@ -108,7 +110,7 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
         class={expanded ? "cluster-row expanded" : "cluster-row"}
         data-cluster-id={c.id}
         onClick={(e) => {
-          if (!(e.target as Element).closest("button, a, input")) onToggle(c.id);
+          if (!(e.target as Element).closest("button, a, input, summary, details")) onToggle(c.id);
         }}
       >
         <td>
@@ -176,7 +178,7 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
       {expanded && (
         <tr class="nodes-row" id={`nodes-${c.id}`}>
           <td colSpan={COLUMNS}>
-            <NodesPanel clusterId={c.id} />
+            <NodesPanel clusterId={c.id} highlight={highlightNode} />
           </td>
         </tr>
       )}
@@ -187,7 +189,7 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
 export function ClustersPage() {
   // Server-sent events reload the list on change; polling is only the fallback.
   const reloadRef = useRef(() => {});
-  const live = useLive(() => reloadRef.current());
+  const live = useLive(() => reloadRef.current(), ["clusters"]);
   const polled = usePoll((signal) => listClusters(signal), live ? LIVE_FALLBACK_MS : POLL_MS);
   reloadRef.current = polled.reload;
   const [expanded, setExpanded] = useState<Set<string>>(new Set());
@@ -206,7 +208,12 @@ export function ClustersPage() {
   const onEdit = useCallback((cluster: Cluster) => setDialog({ kind: "edit", cluster }), []);
   const onAttach = useCallback((cluster: Cluster) => setDialog({ kind: "attach", cluster }), []);
   /** Expands a cluster's row and brings it into view (a link to /clusters#clu_…, or a duplicate). */
-  const [target, setTarget] = useState(() => (location.hash.startsWith("#clu_") ? location.hash.slice(1) : ""));
+  // `#clu_…/<node>` (from the overview) also marks the node in the expanded row.
+  const [target, setTarget] = useState(() => (location.hash.startsWith("#clu_") ? location.hash.slice(1).split("/")[0] : ""));
+  const [highlight] = useState(() => {
+    const [id, node] = location.hash.slice(1).split("/");
+    return id?.startsWith("clu_") && node ? { id, node: decodeURIComponent(node) } : null;
+  });
   const openCluster = useCallback((id: string) => {
     setDialog(null);
     setTarget(id);
@@ -298,6 +305,7 @@ export function ClustersPage() {
                 onToggle={onToggle}
                 onEdit={onEdit}
                 onAttach={onAttach}
+                highlightNode={highlight?.id === c.id ? highlight.node : undefined}
               />
             ))}
           </tbody>

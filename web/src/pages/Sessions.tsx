@@ -297,7 +297,7 @@ export function SessionsPage() {
   const qs = sessionsQuery({ cluster_id: clusterId, phase, live: liveOnly ? true : undefined, page, size: PAGE_SIZE });
   // Server-sent events reload the list on change; polling is only the fallback.
   const reloadRef = useRef(() => {});
-  const live = useLive(() => reloadRef.current());
+  const live = useLive(() => reloadRef.current(), ["sessions"]);
   const polled = usePoll((signal) => listSessions(qs, signal), live ? LIVE_FALLBACK_MS : POLL_MS, [qs]);
   reloadRef.current = polled.reload;
   const clusters = usePoll((signal) => listClusters(signal), 0);

@@ -105,3 +105,34 @@ export const session = (over: Record<string, unknown> = {}) => ({
   actions: ["pause", "delete", "connect"],
   ...over,
 });
+
+/** An overview answer: gpu-a with two nodes of 4 cards (the second cordoned, one card in error). */
+export const overview = (over: Record<string, unknown> = {}) => ({
+  generated_at: new Date().toISOString(),
+  totals: {
+    clusters: 1,
+    nodes: 2,
+    gpus: 8,
+    gpu_mem_total_mb: 8 * 81920,
+    gpu_mem_booked_mb: 20480,
+    gpus_busy: 1,
+    gpus_error: 1,
+    nodes_cordoned: 1,
+    nodes_offline: 0,
+    sessions_live: 2,
+    sessions_running: 1,
+  },
+  clusters: [
+    {
+      id: "clu_01JAAAAAAAAAAAAAAAAAAAAAAA",
+      name: "gpu-a",
+      status: "connected",
+      nodes: [
+        { name: "gpu-node-0", flags: 0, models: ["NVIDIA A100"], cards: [81920, 20480, 0, 1, 81920, 0, 0, 0, 81920, 0, 0, 0, 81920, 0, 0, 0] },
+        { name: "gpu-node-1", flags: 1, models: ["NVIDIA A100"], cards: [81920, 0, 0, 0, 81920, 0, 1, 0, 81920, 0, 0, 0, 81920, 0, 0, 0] },
+      ],
+    },
+  ],
+  series: { interval_s: 5, t: [Date.now() - 10000, Date.now() - 5000, Date.now()], sessions_running: [0, 1, 1], gpu_mem_booked_mb: [0, 20480, 20480], callbacks_per_s: [0, 2.5, 1.2] },
+  ...over,
+});
