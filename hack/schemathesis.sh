@@ -40,6 +40,12 @@ trap cleanup EXIT
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export GSHARE_CONFIG=/dev/null GSHARE_DATA_DIR="$work/data" GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=warn
+# Both tokens before the server starts: `admin token` makes the key rings, and `token operator`
+# then signs offline. With a server running, `token operator` asks it instead, and the server
+# refuses a token for a cluster that is not registered (clu_local is not), which ended this script
+# right after the admin token with no message (its stderr was discarded).
+admin=$("$bin" admin token --ttl 1h | tail -1)
+operator=$("$bin" token operator --cluster-id clu_local --ttl 1h | tail -1)
 "$bin" serve >"$work/server.log" 2>&1 &
 server_pid=$!
 base="http://127.0.0.1:$port"
@@ -50,8 +56,6 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "$base/healthz" >/dev/null
 
-admin=$("$bin" admin token --ttl 1h | tail -1)
-operator=$("$bin" token operator --cluster-id clu_local --ttl 1h 2>/dev/null | tail -1)
 
 run() { # run <label> <token> <schemathesis filter args...>
     local label=$1 token=$2

@@ -10,6 +10,7 @@ mod events;
 mod exhaustion;
 mod fake_kube;
 mod forward_auth;
+mod hostile;
 mod foundation;
 mod inventory;
 mod operator;
