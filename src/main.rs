@@ -495,7 +495,10 @@ fn recorded_operator_tokens(config: &Config) -> Result<Vec<gshare::operator::key
             let path = format!("/api/v1/clusters?page={page}&size=100");
             let (status, body) = rt.block_on(cli::call(config, "GET", &path, None)).map_err(anyhow::Error::msg)?;
             if status != 200 {
-                bail!("cannot list the clusters to check their operator tokens ({status}): {}", cli::error_message(&body));
+                bail!(
+                    "cannot list the clusters to check their operator tokens ({status}): {}",
+                    cli::error_message(&body)
+                );
             }
             let uses = key_use::from_cluster_page(&body).map_err(anyhow::Error::msg)?;
             all.extend(uses);

@@ -346,9 +346,10 @@ impl KeyRingDir {
     pub fn prune_only(&self, now: i64, older_than_s: i64, only: Option<&[String]>) -> Result<Vec<String>, KeyError> {
         self.locked(|| {
             let (mut file, _) = self.read_ring_file()?;
-            let (gone, kept): (Vec<_>, Vec<_>) = file.keys.into_iter().partition(|k| {
-                is_prunable(k, now, older_than_s) && only.is_none_or(|kids| kids.contains(&k.kid))
-            });
+            let (gone, kept): (Vec<_>, Vec<_>) = file
+                .keys
+                .into_iter()
+                .partition(|k| is_prunable(k, now, older_than_s) && only.is_none_or(|kids| kids.contains(&k.kid)));
             file.keys = kept;
             self.write_ring_file(&file)?;
             for k in &gone {

@@ -127,10 +127,8 @@ mod tests {
             {"id": "clu_c", "name": "c", "operator": null},
         ]});
         let uses = from_cluster_page(&page).unwrap();
-        assert_eq!(uses, vec![u("clu_a", "k1", 1_796_119_200)].into_iter().map(|mut x| {
-            x.cluster_name = Some("a".into());
-            x
-        }).collect::<Vec<_>>());
+        let want = KeyUse { cluster_name: Some("a".into()), ..u("clu_a", "k1", 1_796_119_200) };
+        assert_eq!(uses, vec![want]);
         assert!(from_cluster_page(&serde_json::json!({"error": {}})).is_err());
     }
 }

@@ -162,12 +162,7 @@ async fn wrong_methods_bodies_and_ids_are_refused_in_the_envelope() {
 
     // Bodies: not JSON, the wrong shape, empty where one is required, and over 1 MiB.
     let raw = |method: Method, path: &str, body: Vec<u8>, ctype: &'static str| {
-        s.client
-            .request(method, s.url(path))
-            .bearer_auth(admin(&s))
-            .header("content-type", ctype)
-            .body(body)
-            .send()
+        s.client.request(method, s.url(path)).bearer_auth(admin(&s)).header("content-type", ctype).body(body).send()
     };
     let json_routes = [
         (Method::POST, format!("/api/v1/clusters/{NO_CLUSTER}/operator-token")),
