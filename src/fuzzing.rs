@@ -288,55 +288,91 @@ mod tests {
         }
     }
 
-    /// A brief deterministic fuzz run for CI (cargo-fuzz needs nightly flags and minutes): every
-    /// seed of `fuzz/seeds/` mutated [`MUTATIONS`] times (bit flips, byte changes, inserts, cuts,
-    /// splices with another seed) by a fixed-seed generator, through the same entry points.
-    #[test]
-    fn mutated_seeds_pass() {
-        const MUTATIONS: usize = 150;
-        let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds");
-        type Entry = fn(&[u8]);
-        let targets: [(&str, Entry); 5] = [
-            ("kubeconfig", kubeconfig),
-            ("jwt", jwt),
-            ("internal_body", internal_body),
-            ("hami_node", hami_node),
-            ("verify_uri", verify_uri),
-        ];
-        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    type Entry = fn(&[u8]);
+    const TARGETS: [(&str, Entry); 5] = [
+        ("kubeconfig", kubeconfig),
+        ("jwt", jwt),
+        ("internal_body", internal_body),
+        ("hami_node", hami_node),
+        ("verify_uri", verify_uri),
+    ];
+
+    /// Feeds `run` mutations of the seeds of `fuzz/seeds/<name>/` (bit flips, byte changes,
+    /// inserts, cuts, splices with another seed) from a xorshift generator started at `seed`,
+    /// while `more(executions)` says so. A panicking input is written to
+    /// `fuzz/artifacts/<name>/mutated-crash` before the panic goes on. Returns the executions.
+    fn mutate_seeds(name: &str, run: Entry, seed: u64, mut more: impl FnMut(usize) -> bool) -> usize {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+        let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(dir.join("seeds").join(name))
+            .unwrap()
+            .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        inputs.sort();
+        let mut state = seed | 1;
         let mut next = move || {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state
         };
-        for (name, run) in targets {
-            let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(seeds.join(name))
-                .unwrap()
-                .map(|e| std::fs::read(e.unwrap().path()).unwrap())
-                .collect();
-            inputs.sort();
-            for i in 0..inputs.len() * MUTATIONS {
-                let mut data = inputs[i % inputs.len()].clone();
-                for _ in 0..1 + next() % 4 {
-                    let at = if data.is_empty() { 0 } else { (next() as usize) % data.len() };
-                    match next() % 6 {
-                        0 if !data.is_empty() => data[at] ^= 1 << (next() % 8),
-                        1 if !data.is_empty() => data[at] = next() as u8,
-                        2 => data.insert(at, [b'/', b'.', b'%', b'"', b'{', b'}', b'\0', 0xff][next() as usize % 8]),
-                        3 => data.truncate(at),
-                        4 if !data.is_empty() => drop(data.remove(at)),
-                        _ => {
-                            let other = &inputs[next() as usize % inputs.len()];
-                            let from = if other.is_empty() { 0 } else { next() as usize % other.len() };
-                            let tail = data.split_off(at);
-                            data.extend(other[from..].iter().take(64));
-                            data.extend(tail);
-                        }
+        let mut done = 0;
+        while more(done) {
+            let mut data = inputs[done % inputs.len()].clone();
+            for _ in 0..1 + next() % 4 {
+                let at = if data.is_empty() { 0 } else { (next() as usize) % data.len() };
+                match next() % 6 {
+                    0 if !data.is_empty() => data[at] ^= 1 << (next() % 8),
+                    1 if !data.is_empty() => data[at] = next() as u8,
+                    2 => data.insert(at, [b'/', b'.', b'%', b'"', b'{', b'}', b'\0', 0xff][next() as usize % 8]),
+                    3 => data.truncate(at),
+                    4 if !data.is_empty() => drop(data.remove(at)),
+                    _ => {
+                        let other = &inputs[next() as usize % inputs.len()];
+                        let from = if other.is_empty() { 0 } else { next() as usize % other.len() };
+                        let tail = data.split_off(at);
+                        data.extend(other[from..].iter().take(64));
+                        data.extend(tail);
                     }
                 }
-                run(&data);
             }
+            if let Err(panic) = std::panic::catch_unwind(|| run(&data)) {
+                let out = dir.join("artifacts").join(name);
+                let _ = std::fs::create_dir_all(&out);
+                let _ = std::fs::write(out.join("mutated-crash"), &data);
+                std::panic::resume_unwind(panic);
+            }
+            done += 1;
+        }
+        done
+    }
+
+    /// A brief deterministic fuzz run for CI (cargo-fuzz needs nightly flags and minutes): every
+    /// seed of `fuzz/seeds/` mutated 150 times through the same entry points.
+    #[test]
+    fn mutated_seeds_pass() {
+        for (name, run) in TARGETS {
+            let seeds =
+                std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(name))
+                    .unwrap()
+                    .count();
+            assert_eq!(mutate_seeds(name, run, 0x9e37_79b9_7f4a_7c15, |n| n < seeds * 150), seeds * 150);
+        }
+    }
+
+    /// The same mutations for as long as asked, without coverage guidance (for machines where the
+    /// instrumented cargo-fuzz build is not available):
+    /// `GSHARE_FUZZ_TARGET=jwt GSHARE_FUZZ_SECONDS=600 cargo test --lib fuzzing::tests::soak -- --ignored --nocapture`
+    #[test]
+    #[ignore = "runs for GSHARE_FUZZ_SECONDS"]
+    fn soak() {
+        let seconds: u64 = std::env::var("GSHARE_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+        let only = std::env::var("GSHARE_FUZZ_TARGET").ok();
+        for (name, run) in TARGETS.into_iter().filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n)) {
+            let start = std::time::Instant::now();
+            let seed =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64);
+            let done = mutate_seeds(name, run, seed, |_| start.elapsed().as_secs() < seconds);
+            println!("soak {name}: {} s, {done} executions, 0 crashes (seed {seed:#x})", start.elapsed().as_secs());
         }
     }
 
