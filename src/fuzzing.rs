@@ -376,6 +376,16 @@ mod tests {
         }
     }
 
+    /// Inputs the mutation run found that broke the harness's own checks (not the parsers): a
+    /// routed path ending in `/`, and a decommissioned hostname that is not a DNS name (answered
+    /// 202, acted on only when it is one).
+    #[test]
+    fn harness_regressions() {
+        verify_uri(b"https://s.example.aom/proxy/lab/");
+        verify_uri(b"/proxy/ses-1/\xff/proxy/ses-1/");
+        internal_body(b"\x03{\"hostname\": \"Not_A.DNS name\"}");
+    }
+
     #[test]
     fn a_minted_token_verifies_and_a_changed_one_does_not() {
         let k = jwt_keys().unwrap();
