@@ -5,8 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
 what="${1:-all}"
-cargo build --release --locked -q
-bin="$CARGO_TARGET_DIR/release/gshare"
+# GSHARE_BENCH_BIN: measure an existing binary (e.g. the dist build, $CARGO_TARGET_DIR/dist/gshare)
+# instead of building the release one.
+if [ -n "${GSHARE_BENCH_BIN:-}" ]; then
+  bin="$GSHARE_BENCH_BIN"
+else
+  cargo build --release --locked -q
+  bin="$CARGO_TARGET_DIR/release/gshare"
+fi
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -53,9 +59,10 @@ idle_rss() {
   done
 }
 
-# RSS before and after an attack storm (issue 12): 300 alias-bomb kubeconfig registrations, 3,000
-# failed logins from one address and 3,000 malformed bodies, 16 at a time; RSS right after and
-# after 5 s idle (does the allocator give memory back?).
+# RSS before, during (peak) and after an attack storm (issue 12): 300 alias-bomb kubeconfig
+# registrations, 3,000 failed logins from one address, 3,000 malformed bodies and 400 bodies at the
+# 1 MiB limit (half just over it), 16 at a time; RSS right after and after 5 s and 30 s idle (does
+# the allocator give memory back?).
 storm_rss() {
   local data="$work/storm" port pid admin
   mkdir -p "$data"
@@ -105,14 +112,21 @@ jobs = []
 jobs += [("/api/v1/clusters", json.dumps({"name": f"bomb{i}", "role": "primary", "kubeconfig_b64": b64}).encode(), admin) for i in range(300)]
 jobs += [("/api/v1/auth/login", json.dumps({"username": "admin", "password": f"wrong{i}"}).encode(), None) for i in range(3000)]
 jobs += [("/api/v1/clusters", b'{"name": [[[[[[[[' * 200, admin) for i in range(3000)]
+# Bodies just under the 1 MiB JSON limit (a kubeconfig_b64 of junk) and just over it.
+big = json.dumps({"name": "big", "role": "primary", "kubeconfig_b64": "A" * (1024 * 1024 - 100)}).encode()
+jobs += [("/api/v1/clusters", big, admin) for i in range(200)]
+jobs += [("/api/v1/clusters", big + b" " * 200, admin) for i in range(200)]
 with ThreadPoolExecutor(16) as ex:
     codes = list(ex.map(lambda j: post(*j), jobs))
 five = sum(1 for c in codes if c >= 500 or c == 0)
 print(f"storm: {len(codes)} requests, 5xx or dropped: {five}")
 PY
   echo "storm: RSS right after: $(rss)"
+  echo "storm: RSS peak during the storm (VmHWM): $(awk '/VmHWM/ {printf "%.1f MiB", $2/1024}' /proc/$pid/status)"
   sleep 5
   echo "storm: RSS after 5 s idle: $(rss)"
+  sleep 25
+  echo "storm: RSS after 30 s idle: $(rss)"
   kill $pid; wait $pid 2>/dev/null || true
 }
 

@@ -214,8 +214,19 @@ enum KeysCommand {
     List,
     /// Make a new signing key; tokens signed by older keys keep verifying until pruned.
     Rotate,
-    /// Drop keys retired for longer than the longest token lifetime (30 days).
-    Prune,
+    /// Drop keys retired for longer than the longest token lifetime (30 days). Refuses, naming
+    /// the clusters, while an attached cluster's current operator token was signed by a key it
+    /// would drop and has not expired.
+    Prune {
+        /// Drop keys retired longer ago than this (e.g. `2h`, `0s`). Operator tokens minted by
+        /// hand (`gshare token operator`) are not recorded: below 30 days they may stop verifying.
+        #[arg(long, default_value = "30d")]
+        older_than: String,
+        /// Prune even when an attached cluster's live operator token needs the key (its operator
+        /// is refused until the token is renewed).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -446,17 +457,64 @@ fn keys(config: &Config, cmd: KeysCommand) -> Result<()> {
             println!("a running server picks the new key up within 10 s");
             Ok(())
         }
-        KeysCommand::Prune => {
-            let gone = ring.prune(clock.now(), ttl_s)?;
-            if gone.is_empty() {
+        KeysCommand::Prune { older_than, force } => {
+            let older_than_s = humantime::parse_duration(older_than.trim())
+                .map_err(|e| anyhow::anyhow!("--older-than {older_than:?}: {e} (e.g. 30d, 12h, 0s)"))?
+                .as_secs()
+                .min(i64::MAX as u64) as i64;
+            let now = clock.now();
+            let kids: Vec<String> = ring.prunable(now, older_than_s)?.into_iter().map(|k| k.kid).collect();
+            if kids.is_empty() {
                 println!("nothing to prune");
+                return Ok(());
             }
-            for kid in gone {
+            let needed = gshare::operator::key_use::needing(recorded_operator_tokens(config)?, &kids, now);
+            if !needed.is_empty() {
+                let message = gshare::operator::key_use::refusal(&needed);
+                if !force {
+                    bail!("{message}");
+                }
+                eprintln!("--force: pruning anyway.\n{message}");
+            }
+            for kid in ring.prune_only(now, older_than_s, Some(&kids))? {
                 println!("pruned {kid}");
             }
             Ok(())
         }
     }
+}
+
+/// The operator tokens gShare wrote into attached clusters: from the running server, else from
+/// the state file (none when there is no state file yet).
+fn recorded_operator_tokens(config: &Config) -> Result<Vec<gshare::operator::key_use::KeyUse>> {
+    use gshare::operator::{cli, key_use};
+    let rt = offline_runtime()?;
+    if rt.block_on(cli::server_running(config)) {
+        let mut all = Vec::new();
+        for page in 1.. {
+            let path = format!("/api/v1/clusters?page={page}&size=100");
+            let (status, body) = rt.block_on(cli::call(config, "GET", &path, None)).map_err(anyhow::Error::msg)?;
+            if status != 200 {
+                bail!(
+                    "cannot list the clusters to check their operator tokens ({status}): {}",
+                    cli::error_message(&body)
+                );
+            }
+            let uses = key_use::from_cluster_page(&body).map_err(anyhow::Error::msg)?;
+            all.extend(uses);
+            if body["data"].as_array().is_none_or(|d| d.len() < 100) {
+                break;
+            }
+        }
+        return Ok(all);
+    }
+    if !config.state_file().exists() {
+        return Ok(Vec::new());
+    }
+    rt.block_on(async {
+        let store = gshare::auth::offline::open_store(config, gshare::MIGRATIONS)?;
+        Ok(key_use::recorded(&store).await?)
+    })
 }
 
 /// A passphrase from `file`, $GSHARE_SNAPSHOT_PASSPHRASE, or a terminal prompt (`confirm`: twice).

@@ -331,14 +331,25 @@ impl KeyRingDir {
         })
     }
 
+    /// The keys [`Self::prune`] would drop now (nothing changes).
+    pub fn prunable(&self, now: i64, older_than_s: i64) -> Result<Vec<RingEntry>, KeyError> {
+        let (file, _) = self.read_ring_file()?;
+        Ok(file.keys.into_iter().filter(|k| is_prunable(k, now, older_than_s)).collect())
+    }
+
     /// Drops keys retired for longer than `older_than_s`; returns the dropped kids.
     pub fn prune(&self, now: i64, older_than_s: i64) -> Result<Vec<String>, KeyError> {
+        self.prune_only(now, older_than_s, None)
+    }
+
+    /// [`Self::prune`], limited to the kids in `only` when given (the ones a caller checked).
+    pub fn prune_only(&self, now: i64, older_than_s: i64, only: Option<&[String]>) -> Result<Vec<String>, KeyError> {
         self.locked(|| {
             let (mut file, _) = self.read_ring_file()?;
             let (gone, kept): (Vec<_>, Vec<_>) = file
                 .keys
                 .into_iter()
-                .partition(|k| k.state == KeyState::Retired && k.retired_at.is_some_and(|at| now - at > older_than_s));
+                .partition(|k| is_prunable(k, now, older_than_s) && only.is_none_or(|kids| kids.contains(&k.kid)));
             file.keys = kept;
             self.write_ring_file(&file)?;
             for k in &gone {
@@ -364,6 +375,10 @@ impl KeyRingDir {
             .map_err(|e| KeyError::Ring { path: path.clone(), message: e.to_string() })?;
         write_private_file(&path, &bytes).map_err(io_err(&path))
     }
+}
+
+fn is_prunable(k: &RingEntry, now: i64, older_than_s: i64) -> bool {
+    k.state == KeyState::Retired && k.retired_at.is_some_and(|at| now - at > older_than_s)
 }
 
 /// Creates `dir` (and parents) with mode 0700 for the leaf, and tightens an existing leaf to 0700.
@@ -435,7 +450,11 @@ mod tests {
         assert_eq!(loaded.entries[0].0.state, KeyState::Retired);
 
         // Not yet old enough.
+        assert!(ring.prunable(2000 + 100, 100).unwrap().is_empty());
         assert!(ring.prune(2000 + 100, 100).unwrap().is_empty());
+        assert_eq!(ring.prunable(2000 + 101, 100).unwrap()[0].kid, first);
+        // Limited to other kids: nothing goes.
+        assert!(ring.prune_only(2000 + 101, 100, Some(&["other".to_string()])).unwrap().is_empty());
         assert_eq!(ring.prune(2000 + 101, 100).unwrap(), vec![first.clone()]);
         assert!(!pem.exists());
         assert_eq!(ring.load().unwrap().entries.len(), 1);

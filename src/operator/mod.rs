@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod cli;
 pub mod crds;
+pub mod key_use;
 pub mod manifests;
 pub mod model;
 pub mod routes;

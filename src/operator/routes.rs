@@ -124,7 +124,8 @@ fn parse_id(raw: &str) -> Result<ClusterId, ApiError> {
 #[into_params(parameter_in = Query)]
 struct AttachParams {
     /// `true` replaces CRDs on the cluster that differ from the shipped ones.
-    force: Option<bool>,
+    #[param(value_type = Option<bool>)]
+    force: Option<String>,
 }
 
 /// Attach the operator: server-side apply (field manager `gshare`) of its CRDs, namespaces, RBAC,
@@ -146,7 +147,12 @@ async fn attach(
     Query(p): Query<AttachParams>,
 ) -> Result<axum::Json<Report>, ApiError> {
     let id = parse_id(&id)?;
-    let force = p.force.unwrap_or(false);
+    // Parsed here, so a bad value is a 422 naming the parameter (axum's Query says only 400).
+    let force = match p.force.as_deref() {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(ApiError::field(&["query", "force"], "must be true or false", "bool_parsing")),
+    };
     let outcome = app.operator.attach(&id, force).await.map_err(ApiError::from);
     let details = match &outcome {
         Ok(r) => json!({ "force": force, "changed": r.changed, "kid": r.token.as_ref().map(|t| &t.kid) }),

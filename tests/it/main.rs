@@ -11,6 +11,7 @@ mod exhaustion;
 mod fake_kube;
 mod forward_auth;
 mod foundation;
+mod hostile;
 mod inventory;
 mod operator;
 mod overview;

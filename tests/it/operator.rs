@@ -448,6 +448,79 @@ async fn operator_tokens_and_rejections() {
     assert!(view["likely_causes"][0].as_str().unwrap().contains("rejected"), "{view}");
 }
 
+/// `gshare keys prune` after `keys rotate`: refused, naming the cluster, while an attached cluster's
+/// live token still needs the old key (through the running server and from the state file), allowed
+/// for the clusters that renewal moved to the new key, and forced with `--force`.
+#[tokio::test]
+async fn keys_prune_refuses_while_a_live_operator_token_needs_the_old_key() {
+    let s = server().await;
+    let (ca, cb) = (fake("gpu-pa").await, fake("gpu-pb").await);
+    let a = register(&s, "gpu-pa", &ca).await;
+    let b = register(&s, "gpu-pb", &cb).await;
+    assert_eq!(attach(&s, &a, "").await.status(), 200);
+    assert_eq!(attach(&s, &b, "").await.status(), 200);
+    let old = s.app().auth.internal.signing_kid().unwrap();
+
+    // Rotated 10 s ago; cluster A moves to the new key, B is unreachable and keeps the old one.
+    let ring = gshare::auth::internal_ring(&s.app().config);
+    ring.rotate(s.clock.now() - 10).unwrap();
+    s.app().auth.internal.reload_if_changed().unwrap();
+    cb.knobs().set_unreachable(true);
+    assert_eq!(s.app().operator.renew_due().await.unwrap(), vec![a.clone()]);
+
+    let prune = |extra: &[&str], listen: String| {
+        let dir = s.data_dir();
+        let mut args = vec!["keys", "prune", "--older-than", "5s"];
+        args.extend_from_slice(extra);
+        let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            gshare(&dir, &args, &[("GSHARE_LISTEN", &listen)])
+        })
+    };
+    let listen = s.app_addr().to_string();
+    let out = prune(&[], listen.clone()).await.unwrap();
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("cluster gpu-pb ({b})")) && err.contains(&old), "{err}");
+    assert!(!err.contains(&a), "cluster A holds a token under the new key: {err}");
+    assert!(err.contains("--force"), "{err}");
+    assert!(ring.load().unwrap().entries.iter().any(|(e, _)| e.kid == old), "nothing pruned");
+
+    // The same from the state file with the server stopped, then forced.
+    let crate::support::TestServer { server, dir, .. } = s;
+    server.unwrap().stop().await;
+    let data = dir.path().join("data");
+    // The server's background tasks let go of the state file once they see the stop.
+    let state = data.join("gshare.redb");
+    let mut released = false;
+    for _ in 0..100_000 {
+        match gshare::store::Store::open(&state, gshare::MIGRATIONS) {
+            Ok(store) => {
+                drop(store);
+                released = true;
+                break;
+            }
+            Err(gshare::store::StoreError::AlreadyOpen { .. }) => tokio::task::yield_now().await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(released, "the stopped server still holds {}", state.display());
+    let out = gshare(&data, &["keys", "prune", "--older-than", "5s"], &[("GSHARE_LISTEN", "127.0.0.1:1")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains(&format!("cluster gpu-pb ({b})")), "{}", stderr(&out));
+    let out = gshare(&data, &["keys", "prune", "--older-than", "5s", "--force"], &[("GSHARE_LISTEN", "127.0.0.1:1")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&b), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), format!("pruned {old}"));
+    assert!(ring.load().unwrap().entries.iter().all(|(e, _)| e.kid != old));
+    // Nothing left to prune; a bad duration is named.
+    let out = gshare(&data, &["keys", "prune"], &[("GSHARE_LISTEN", "127.0.0.1:1")]);
+    assert_eq!(stdout(&out).trim(), "nothing to prune");
+    let out = gshare(&data, &["keys", "prune", "--older-than", "soon"], &[("GSHARE_LISTEN", "127.0.0.1:1")]);
+    assert!(!out.status.success() && stderr(&out).contains("--older-than"), "{}", stderr(&out));
+}
+
 fn script(name: &str, env: &[(&str, &str)], args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new("bash");
     cmd.arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hack").join(name))
