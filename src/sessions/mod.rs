@@ -90,7 +90,7 @@ impl SessionQuery {
         self.cluster_id.as_ref().is_none_or(|c| c == cluster_id)
             && self.phase.is_none_or(|p| p == phase)
             && self.owner.as_ref().is_none_or(|o| o == owner)
-            && self.live.is_none_or(|l| !phase.is_final() == l)
+            && self.live.is_none_or(|l| phase.is_final() != l)
     }
 
     fn matches(&self, s: &SessionRecord) -> bool {
