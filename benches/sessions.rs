@@ -1,10 +1,12 @@
-//! Session benchmarks (release build, in-process server on loopback, wrk as the client):
+//! Session benchmarks (release build, in-process server on loopback, wrk as the client), with
+//! 20,000 ended sessions in the history and 2,000 live ones stored before anything is measured:
 //! 1. `GET /internal/connect/verify` with the `gshare_session` cookie: the forward-auth every
 //!    proxied request of a session pays, against `GET /healthz` in the same run;
 //! 2. the `/proxy/<cr>/…` relay to a stand-in ingress, against hitting that ingress directly;
-//! 3. `GET /api/v1/sessions?live=true` with 10,000 ended sessions in the history and 100 live.
+//! 3. `GET /api/v1/sessions` pages: live, all (first and a deep page), by owner, by phase.
 //!
-//! Run: `cargo bench --bench sessions` (needs `wrk`: apt-get install wrk).
+//! Run: `cargo bench --bench sessions` (needs `wrk`: apt-get install wrk). `BENCH_HISTORY` and
+//! `BENCH_LIVE` change the stored sessions, `BENCH_SECONDS` each wrk run's length (10).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -104,9 +106,35 @@ async fn run() {
     assert_eq!(res.status(), 200);
     let cookie = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
 
-    println!("16 connections, wrk -t2 -c16 -d10s (separate process, same 2 cores):");
-    wrk("GET /healthz (baseline)", &format!("{base}/healthz"), &[]).await;
-    wrk(
+    // History: ended sessions and live ones on the same cluster, all older than the real one.
+    let env_n = |k: &str, d: u32| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (history, live) = (env_n("BENCH_HISTORY", 20_000), env_n("BENCH_LIVE", 2_000));
+    let (cid2, now) = (cid.clone(), app.clock.now_ms());
+    app.store
+        .write(move |txn| {
+            let every = (history + live) / live.max(1);
+            let mut made_live = 0;
+            for i in 0..history + live {
+                let created = now - 60_000 - i64::from(i) * 1000;
+                let id = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(i)));
+                let mut s = SessionRecord::new(&id, &cid2, "bench", &format!("user{}", i % 100), created);
+                s.phase = if made_live < live && i % every == 0 {
+                    made_live += 1;
+                    if i % 2 == 0 { Phase::Running } else { Phase::Pending }
+                } else {
+                    Phase::Terminated
+                };
+                gshare::sessions::model::put_session(txn, &s)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    println!("{history} ended sessions and {live} live ones stored (plus the one measured)");
+
+    println!("16 connections, wrk -t2 -c16 (separate process, same 2 cores):");
+    let health = wrk("GET /healthz (baseline)", &format!("{base}/healthz"), &[]).await;
+    let verify = wrk(
         "GET /internal/connect/verify (cookie)",
         &format!("{base}/internal/connect/verify"),
         &[format!("Cookie: {cookie}"), format!("X-Original-URI: /proxy/{cr}/lab/api/kernels")],
@@ -123,32 +151,36 @@ async fn run() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    wrk("GET ingress directly (baseline)", &format!("http://{ing}/proxy/{cr}/lab/api/kernels"), &[]).await;
-    wrk("GET /proxy/<cr>/lab/… through the relay", &format!("{base}/proxy/{cr}/lab/api/kernels"), &[]).await;
-
-    // History: 10,000 ended sessions and 100 live ones on the same cluster.
-    let (cid2, now) = (cid.clone(), app.clock.now_ms());
-    app.store
-        .write(move |txn| {
-            for i in 0..10_100u32 {
-                let created = now - 60_000 - i64::from(i) * 1000;
-                let id = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(i)));
-                let mut s = SessionRecord::new(&id, &cid2, "bench", "alice", created);
-                s.phase = if i % 101 == 0 { Phase::Pending } else { Phase::Terminated };
-                gshare::sessions::model::put_session(txn, &s)?;
-            }
-            Ok(())
-        })
-        .await
-        .unwrap();
-    let auth = format!("Authorization: Bearer {admin}");
-    wrk(
-        "GET /api/v1/sessions?live=true (10k history)",
-        &format!("{base}/api/v1/sessions?live=true"),
-        std::slice::from_ref(&auth),
+    let direct = wrk("GET ingress directly (baseline)", &format!("http://{ing}/proxy/{cr}/lab/api/kernels"), &[]).await;
+    let relayed =
+        wrk("GET /proxy/<cr>/lab/… through the relay", &format!("{base}/proxy/{cr}/lab/api/kernels"), &[]).await;
+    // As a browser sends it: with the session's cookie (checked, and passed on).
+    let relayed_cookie = wrk(
+        "GET /proxy/<cr>/lab/… relay, session cookie",
+        &format!("{base}/proxy/{cr}/lab/api/kernels"),
+        &[format!("Cookie: {cookie}")],
     )
     .await;
-    wrk("GET /api/v1/sessions (all, page 1 of 506)", &format!("{base}/api/v1/sessions"), &[auth]).await;
+
+    let auth = format!("Authorization: Bearer {admin}");
+    let total = history + live + 1;
+    let deep = (total / 20).max(1);
+    for (label, query) in [
+        (format!("GET /api/v1/sessions?live=true ({live} live)"), "live=true".to_string()),
+        ("GET /api/v1/sessions (all, page 1)".to_string(), String::new()),
+        (format!("GET /api/v1/sessions?page={deep} (of {})", total.div_ceil(20)), format!("page={deep}")),
+        ("GET /api/v1/sessions?owner=user7".to_string(), "owner=user7".to_string()),
+        ("GET /api/v1/sessions?phase=terminated".to_string(), "phase=terminated".to_string()),
+        ("GET /api/v1/sessions?live=false".to_string(), "live=false".to_string()),
+    ] {
+        wrk(&label, &format!("{base}/api/v1/sessions?{query}"), std::slice::from_ref(&auth)).await;
+    }
+    println!(
+        "ratios: verify / healthz = {:.2} (target >= 0.7), relay / direct = {:.2} (with cookie {:.2}; target >= 0.5)",
+        verify.rps / health.rps,
+        relayed.rps / direct.rps,
+        relayed_cookie.rps / direct.rps
+    );
     server.stop().await;
 }
 

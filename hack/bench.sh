@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
-# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|all]   (default: all)
+# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|all]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
@@ -224,8 +224,18 @@ snapshot() {
   cargo bench --locked --bench snapshot 2>/dev/null | grep -E '^(snapshot|gpu-devices)'
 }
 
+# Forward-auth verify vs /healthz, the /proxy/ relay vs its ingress directly, and the session list
+# pages, with 20,000 ended and 2,000 live sessions stored (BENCH_HISTORY, BENCH_LIVE change them).
+sessions() {
+  command -v wrk >/dev/null || { echo "sessions: wrk is needed (apt-get install wrk)" >&2; return 1; }
+  echo "load before: $(uptime)"
+  nice -n 10 cargo bench --locked --bench sessions 2>/dev/null | grep -vE '^(running|test result|$)'
+  echo "load after: $(uptime)"
+}
+
 case "$what" in
   start) start_to_ready ;;
+  sessions) sessions ;;
   snapshot) snapshot ;;
   rss) idle_rss ;;
   storm) storm_rss ;;
@@ -233,5 +243,5 @@ case "$what" in
   jwt) jwt ;;
   callbacks) callbacks ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|all]" >&2; exit 2 ;;
 esac

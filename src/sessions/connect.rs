@@ -267,9 +267,17 @@ impl Sessions {
                 other_session = true;
                 continue;
             }
-            let sid = claims.sid.clone();
-            let current = self.store().read(move |txn| SESSIONS.get(txn, &sid)).await?;
-            if current.is_some_and(|s| s.phase == Phase::Running && s.owner == claims.owner) {
+            // The session as of the last commit (remembered per CR name until the next one); read
+            // by id when the name stands for another id than the cookie's.
+            let running = match self.target(&routed.cr).await? {
+                Some(t) if t.session_id == claims.sid => t.phase == Phase::Running && t.owner == claims.owner,
+                _ => {
+                    let sid = claims.sid.clone();
+                    let current = self.store().read(move |txn| SESSIONS.get(txn, &sid)).await?;
+                    current.is_some_and(|s| s.phase == Phase::Running && s.owner == claims.owner)
+                }
+            };
+            if running {
                 return Ok(Ok(Verified { session_id: claims.sid, owner: None, cookie: None }));
             }
         }

@@ -6,6 +6,7 @@
 
 pub mod connect;
 pub mod cr;
+pub mod lookup;
 pub mod model;
 pub mod offerings;
 pub mod proxy_path;
@@ -84,6 +85,27 @@ pub struct SessionQuery {
     pub size: u64,
 }
 
+impl SessionQuery {
+    fn matches_fields(&self, cluster_id: &str, phase: Phase, owner: &str) -> bool {
+        self.cluster_id.as_ref().is_none_or(|c| c == cluster_id)
+            && self.phase.is_none_or(|p| p == phase)
+            && self.owner.as_ref().is_none_or(|o| o == owner)
+            && self.live.is_none_or(|l| phase.is_final() != l)
+    }
+
+    fn matches(&self, s: &SessionRecord) -> bool {
+        self.matches_fields(&s.cluster_id, s.phase, &s.owner)
+    }
+}
+
+/// The fields the list filters by, read without decoding the rest of a record.
+#[derive(Deserialize)]
+struct Filtered {
+    cluster_id: String,
+    owner: String,
+    phase: Phase,
+}
+
 fn check_owner(owner: &str) -> Result<String, SessionError> {
     let ok = !owner.is_empty()
         && owner.len() <= 64
@@ -146,6 +168,8 @@ pub struct Sessions {
     pub connect: connect::ConnectKeys,
     /// Pooled connections for the `/proxy/` relay.
     pub relay: relay::RelayClient,
+    /// What verify and the relay look up per request, kept until the next commit.
+    lookups: lookup::LookupCache,
 }
 
 impl Sessions {
@@ -156,7 +180,7 @@ impl Sessions {
         clusters: Arc<Clusters>,
         connect: connect::ConnectKeys,
     ) -> Self {
-        Self { store, clock, config, clusters, connect, relay: relay::RelayClient::new() }
+        Self { store, clock, config, clusters, connect, relay: relay::RelayClient::new(), lookups: Default::default() }
     }
 
     fn cr_client(&self, cluster_id: &str) -> Result<CrClient, CrError> {
@@ -294,38 +318,65 @@ impl Sessions {
 
     // ---- sessions --------------------------------------------------------------------------
 
+    /// A page of sessions, newest first. What is decoded never grows with the history for the
+    /// whole list, the live list (from the live index) and any live phase; `live=false` judges by
+    /// key only; the other filters (owner, cluster, an ended phase) read each record's filtered
+    /// fields and decode only the page.
     pub async fn list(&self, q: SessionQuery) -> Result<SessionPage, SessionError> {
         Ok(self
             .store
             .read(move |txn| {
                 let start = (q.page - 1).saturating_mul(q.size);
-                let unfiltered = q.cluster_id.is_none() && q.phase.is_none() && q.owner.is_none() && q.live.is_none();
+                let skip = usize::try_from(start).unwrap_or(usize::MAX);
+                let take = q.size as usize;
+                let by_fields = q.cluster_id.is_some() || q.phase.is_some() || q.owner.is_some();
                 // Newest first: ids are `ses_<ULID>`, and ULIDs sort by creation time.
-                let (total, data) = if unfiltered {
-                    // The whole history, one page decoded.
-                    let skip = usize::try_from(start).unwrap_or(usize::MAX);
-                    let page = SESSIONS.page_rev(txn, skip, q.size as usize)?;
-                    (SESSIONS.len(txn)?, page.iter().map(|(_, s)| SessionView::from(s)).collect())
-                } else {
-                    let candidates = if q.live == Some(true) {
-                        live_sessions(txn)?
-                    } else {
-                        SESSIONS.list(txn)?.into_iter().map(|(_, s)| s).collect()
-                    };
-                    let mut rows: Vec<SessionRecord> = candidates
-                        .into_iter()
-                        .filter(|s| q.cluster_id.as_ref().is_none_or(|c| &s.cluster_id == c))
-                        .filter(|s| q.phase.is_none_or(|p| s.phase == p))
-                        .filter(|s| q.owner.as_ref().is_none_or(|o| &s.owner == o))
-                        .filter(|s| q.live.is_none_or(|l| s.is_live() == l))
-                        .collect();
-                    rows.sort_by(|a, b| b.id.cmp(&a.id));
-                    let total = rows.len() as u64;
-                    let skip = usize::try_from(start.min(total)).unwrap_or(usize::MAX);
-                    (total, rows.iter().skip(skip).take(q.size as usize).map(SessionView::from).collect())
+                let (total, records): (u64, Vec<SessionRecord>) = match q.live {
+                    None if !by_fields => {
+                        let page = SESSIONS.page_rev(txn, skip, take)?;
+                        (SESSIONS.len(txn)?, page.into_iter().map(|(_, s)| s).collect())
+                    }
+                    Some(true) if !by_fields => {
+                        let mut rows = Vec::with_capacity(take);
+                        for (id, _) in LIVE_SESSIONS.page_rev(txn, skip, take)? {
+                            rows.extend(SESSIONS.get(txn, &id)?);
+                        }
+                        (LIVE_SESSIONS.len(txn)?, rows)
+                    }
+                    Some(false) if !by_fields => {
+                        let live: std::collections::HashSet<String> =
+                            LIVE_SESSIONS.list(txn)?.into_iter().map(|(id, _)| id).collect();
+                        let page = SESSIONS.page_rev_where(txn, skip, take, |id| !live.contains(id))?;
+                        let total = SESSIONS.len(txn)?.saturating_sub(live.len() as u64);
+                        (total, page.into_iter().map(|(_, s)| s).collect())
+                    }
+                    _ if q.live == Some(true) || q.phase.is_some_and(|p| !p.is_final()) => {
+                        // Only live sessions can match: the live index bounds the work.
+                        let mut rows: Vec<SessionRecord> =
+                            live_sessions(txn)?.into_iter().filter(|s| q.matches(s)).collect();
+                        rows.sort_by(|a, b| b.id.cmp(&a.id));
+                        let total = rows.len() as u64;
+                        (total, rows.into_iter().skip(skip).take(take).collect())
+                    }
+                    _ => {
+                        let (mut total, mut ids) = (0u64, Vec::with_capacity(take));
+                        SESSIONS.for_each_rev_as::<Filtered>(txn, |id, f| {
+                            if q.matches_fields(&f.cluster_id, f.phase, &f.owner) {
+                                if total >= start && ids.len() < take {
+                                    ids.push(id.to_string());
+                                }
+                                total += 1;
+                            }
+                        })?;
+                        let mut rows = Vec::with_capacity(ids.len());
+                        for id in ids {
+                            rows.extend(SESSIONS.get(txn, &id)?);
+                        }
+                        (total, rows)
+                    }
                 };
                 Ok(SessionPage {
-                    data,
+                    data: records.iter().map(SessionView::from).collect(),
                     pagination: crate::clusters::model::Pagination {
                         page: q.page,
                         size: q.size,

@@ -21,11 +21,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, cr_name, find_by_cr_name};
+use super::model::{Phase, cr_name};
 use super::proxy_path::{Refusal, route};
 use crate::App;
 use crate::auth::cookies::{CONSOLE_COOKIE, CSRF_COOKIE};
-use crate::clusters::model::CLUSTERS;
 use crate::http::error::ApiError;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,15 +43,6 @@ const HOP_BY_HOP: &[&str] = &[
     "transfer-encoding",
     "upgrade",
 ];
-
-/// The session a CR name stands for.
-fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<SessionRecord>, crate::store::StoreError> {
-    find_by_cr_name(
-        name,
-        |id| SESSIONS.get(txn, id),
-        || Ok(LIVE_SESSIONS.list(txn)?.into_iter().map(|(id, _)| id).collect()),
-    )
-}
 
 /// Drops the console's cookies (an admin's token must never reach a session's app) and every
 /// `gshare_session` cookie `keep_session` refuses (those of other sessions).
@@ -87,6 +77,9 @@ fn is_client_forbidden(name: &str) -> bool {
 /// Drops an app's `Set-Cookie` for the console's cookies, and for `gshare_session` unless it is
 /// scoped to this session's own path (the one verify sets, passed back by the ingress).
 fn filter_set_cookies(h: &mut HeaderMap, cr: &str) {
+    if !h.contains_key(header::SET_COOKIE) {
+        return;
+    }
     let own_path = format!("/proxy/{cr}/");
     let kept: Vec<HeaderValue> = h
         .get_all(header::SET_COOKIE)
@@ -162,26 +155,16 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
                 .into_response();
         }
     };
-    let name = routed.cr.clone();
-    let looked_up = app
-        .store
-        .read(move |txn| {
-            let Some(s) = find(txn, &name)? else { return Ok(None) };
-            let c = CLUSTERS.get(txn, &s.cluster_id)?;
-            Ok(Some((s, c)))
-        })
-        .await;
-    let (session, cluster) = match looked_up {
+    // The session and where its requests go, as of the last commit (see `super::lookup`).
+    let session = match app.sessions.target(&routed.cr).await {
         Ok(Some(found)) => found,
         Ok(None) => return relay_error(StatusCode::NOT_FOUND, "not_found", "no such session".into()),
         Err(e) => return ApiError::internal(e).into_response(),
     };
     if session.phase.is_final() {
-        return relay_error(StatusCode::NOT_FOUND, "not_found", format!("session {} has ended", session.id));
+        return relay_error(StatusCode::NOT_FOUND, "not_found", format!("session {} has ended", session.session_id));
     }
-    let target =
-        cluster.as_ref().and_then(|c| c.session_ingress.clone()).or_else(|| app.config.session_ingress.clone());
-    let Some(target) = target else {
+    let Some(target) = session.ingress.clone() else {
         return relay_error(
             StatusCode::NOT_FOUND,
             "no_session_ingress",
@@ -192,7 +175,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         );
     };
     if session.phase != Phase::Running {
-        tracing::debug!(session_id = %session.id, phase = session.phase.as_str(), "relaying to a session that is not running");
+        tracing::debug!(session_id = %session.session_id, phase = session.phase.as_str(), "relaying to a session that is not running");
     }
 
     let upgrade = is_upgrade(req.headers());
@@ -210,13 +193,13 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     let keep_session = |c: &str| app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
     let mut headers = forward_headers(&parts.headers, upgrade, &keep_session);
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
-    let host = cluster.as_ref().and_then(|c| app.sessions.session_domain(c)).unwrap_or_else(|| target.clone());
-    let Ok(host) = HeaderValue::from_str(&host) else {
+    let host = session.domain.as_deref().unwrap_or(&target);
+    let Ok(host) = HeaderValue::from_str(host) else {
         return relay_error(StatusCode::BAD_GATEWAY, "relay_failed", "the session domain is not a header value".into());
     };
     headers.insert(header::HOST, host.clone());
     headers.insert(HeaderName::from_static("x-forwarded-host"), host);
-    for (name, value) in [("x-gshare-session", &session.id), ("x-gshare-user", &session.owner)] {
+    for (name, value) in [("x-gshare-session", &session.session_id), ("x-gshare-user", &session.owner)] {
         if let Ok(v) = HeaderValue::from_str(value) {
             headers.insert(HeaderName::from_static(name), v);
         }
@@ -231,7 +214,10 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     headers.insert(HeaderName::from_static("x-forwarded-proto"), HeaderValue::from_static(scheme));
     // The normalised path verify will route, never the raw one.
     let path_and_query = routed.path_and_query();
-    let Ok(uri) = path_and_query.parse::<Uri>() else {
+    // Plain requests go by the pooled client (an absolute URI names the ingress); an upgrade goes
+    // on a connection of its own (origin form).
+    let uri = if upgrade { path_and_query.parse::<Uri>() } else { format!("http://{target}{path_and_query}").parse() };
+    let Ok(uri) = uri else {
         return relay_error(StatusCode::BAD_REQUEST, "bad_request", "unusable request target".into());
     };
     let mut out = hyper::Request::new(body);
@@ -240,11 +226,6 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     *out.headers_mut() = headers;
 
     if !upgrade {
-        // Plain requests share pooled keep-alive connections to the ingress.
-        let Ok(absolute) = format!("http://{target}{path_and_query}").parse::<Uri>() else {
-            return relay_error(StatusCode::BAD_REQUEST, "bad_request", "unusable request target".into());
-        };
-        *out.uri_mut() = absolute;
         let resp = match tokio::time::timeout(HEAD_TIMEOUT, app.sessions.relay.0.request(out)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return unreachable(&target, &error_chain(&e)),
@@ -291,7 +272,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
             );
         };
         let upstream_upgrade = hyper::upgrade::on(&mut resp);
-        let sid = session.id.clone();
+        let sid = session.session_id.clone();
         tokio::spawn(async move {
             match tokio::try_join!(client_upgrade, upstream_upgrade) {
                 Ok((client, upstream)) => {

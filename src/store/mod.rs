@@ -477,17 +477,63 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
 
     /// Up to `take` records after skipping `skip`, in descending key order; only those are decoded.
     pub fn page_rev(&self, txn: &ReadTransaction, skip: usize, take: usize) -> Result<Vec<(String, T)>, StoreError> {
+        self.page_rev_where(txn, skip, take, |_| true)
+    }
+
+    /// Like [`JsonTable::page_rev`] over the keys `keep` accepts (judged by key, nothing decoded).
+    pub fn page_rev_where(
+        &self,
+        txn: &ReadTransaction,
+        skip: usize,
+        take: usize,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<(String, T)>, StoreError> {
         let table = match txn.open_table(self.def()) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(e.into()),
         };
-        let mut out = Vec::with_capacity(take);
-        for item in table.range::<&str>(..)?.rev().skip(skip).take(take) {
+        let mut out = Vec::with_capacity(take.min(1024));
+        let mut skipped = 0;
+        for item in table.range::<&str>(..)?.rev() {
+            if out.len() >= take {
+                break;
+            }
             let (k, v) = item?;
+            if !keep(k.value()) {
+                continue;
+            }
+            if skipped < skip {
+                skipped += 1;
+                continue;
+            }
             out.push((k.value().to_string(), self.decode(k.value(), v.value())?));
         }
         Ok(out)
+    }
+
+    /// Every record in descending key order, decoded as `U` (some of `T`'s fields: serde skips the
+    /// rest, cheaper than decoding whole records), handed to `f`.
+    pub fn for_each_rev_as<U: DeserializeOwned>(
+        &self,
+        txn: &ReadTransaction,
+        mut f: impl FnMut(&str, U),
+    ) -> Result<(), StoreError> {
+        let table = match txn.open_table(self.def()) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        for item in table.range::<&str>(..)?.rev() {
+            let (k, v) = item?;
+            let u = serde_json::from_slice(v.value()).map_err(|e| StoreError::Decode {
+                table: self.name,
+                key: k.value().to_string(),
+                message: e.to_string(),
+            })?;
+            f(k.value(), u);
+        }
+        Ok(())
     }
 
     /// All records in key order.

@@ -451,3 +451,65 @@ async fn a_session_domain_cannot_be_the_consoles_host() {
     .await;
     s.stop().await;
 }
+
+/// Verify and the relay remember what they look up per request until the next commit (issue 15):
+/// a remembered answer never outlives a state change and never answers for another session.
+#[tokio::test]
+async fn remembered_lookups_end_with_the_session_and_stay_with_their_session() {
+    let (s, _c, cid, [a, b]) = two_sessions("gpu-fd").await;
+    let (ingress, _st) = auth_ingress(&s).await;
+    let body = json!({"session_ingress": ingress.to_string()});
+    send(&s, reqwest::Method::PATCH, &format!("/api/v1/clusters/{cid}"), Some(body), 200).await;
+    let ca = cookie(&s, &a).await;
+    let cb = cookie(&s, &b).await;
+    let check = |jar: &str, o: &Open| {
+        let (jar, uri) = (jar.to_string(), format!("/proxy/{}/lab", o.cr));
+        let s = &s;
+        async move { outcome(verify(s, &[("Cookie", &jar), ("X-Original-URI", &uri)]).await).await }
+    };
+    let ok = |o: &Open| (200, o.sid.clone(), String::new());
+    let other = (401, String::new(), "other_session".to_string());
+
+    // Both sessions' lookups are remembered, then answered from memory: each cookie still opens
+    // its own session only, in any order and with both in the jar.
+    assert_eq!(check(&ca, &a).await, ok(&a));
+    assert_eq!(check(&cb, &b).await, ok(&b));
+    let (hits0, _) = s.app().sessions.lookup_stats();
+    let both = format!("{ca}; {cb}");
+    for _ in 0..3 {
+        assert_eq!(check(&ca, &a).await, ok(&a));
+        assert_eq!(check(&cb, &b).await, ok(&b));
+        assert_eq!(check(&ca, &b).await, other);
+        assert_eq!(check(&cb, &a).await, other);
+        assert_eq!(check(&both, &b).await, ok(&b));
+        assert_eq!(check(&both, &a).await, ok(&a));
+    }
+    let (hits1, _) = s.app().sessions.lookup_stats();
+    assert!(hits1 > hits0, "verify answered from memory ({hits0} -> {hits1} hits)");
+    // Through the relay (whose lookup is the same entry), each session's app sees its own session.
+    for (o, c) in [(&a, &ca), (&b, &cb), (&a, &ca)] {
+        let r = raw(&s, &format!("/proxy/{}/lab", o.cr), &[("Cookie", c)]).await;
+        assert_eq!((r.status, r.all("x-authed-session")), (200, vec![o.sid.as_str()]));
+    }
+    // A token is spent once, remembered lookups or not.
+    let t = token(&s, &a.sid).await;
+    let url = format!("http://{DOMAIN}/proxy/{}/lab?gshare_cnx={t}", a.cr);
+    assert_eq!(outcome(verify(&s, &[("X-Original-URL", &url)]).await).await.0, 200);
+    assert_eq!(outcome(verify(&s, &[("X-Original-URL", &url)]).await).await.2, "token_unknown_or_used");
+
+    // Paused between two verifies: the second is refused, and so is the relayed request.
+    assert_eq!(check(&ca, &a).await, ok(&a));
+    send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{}/pause", a.sid), None, 200).await;
+    assert_eq!(check(&ca, &a).await.0, 401);
+    assert_eq!(raw(&s, &format!("/proxy/{}/lab", a.cr), &[("Cookie", &ca)]).await.status, 401);
+    // Ended between two verifies: deleted (terminating), then reported gone; the relay refuses an
+    // ended session itself.
+    assert_eq!(check(&cb, &b).await, ok(&b));
+    send(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{}", b.sid), None, 200).await;
+    assert_eq!(check(&cb, &b).await.0, 401);
+    report(&s, &operator(&s, &cid), &b.cr, json!({"phase": "Terminated", "ts": ts(&s)})).await;
+    assert_eq!(check(&cb, &b).await.0, 401);
+    let r = raw(&s, &format!("/proxy/{}/lab", b.cr), &[("Cookie", &cb)]).await;
+    assert_eq!((r.status, r.body["error"]["code"].as_str()), (404, Some("not_found")));
+    s.stop().await;
+}

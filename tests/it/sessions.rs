@@ -1039,3 +1039,59 @@ async fn cr_names_of_other_id_shapes_are_found_among_live_sessions() {
     assert_eq!(session(&s, "ses_Lab_1").await["phase"], "terminated");
     s.stop().await;
 }
+
+/// The list's filters page through the history newest first with exact totals, whichever way each
+/// is answered (live index, keys only, or the filtered fields).
+#[tokio::test]
+async fn list_filters_page_the_history() {
+    use gshare::sessions::model::{Phase, SessionRecord, put_session};
+    let s = server().await;
+    let now = s.clock.now_ms();
+    // 60 sessions: every 3rd live (running or pending), owners u0..u3, clusters clu_a / clu_b.
+    s.app()
+        .store
+        .write(move |txn| {
+            for i in 0..60u32 {
+                let created = now - i64::from(i) * 1000;
+                let id = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(i)));
+                let cluster = if i % 2 == 0 { "clu_a" } else { "clu_b" };
+                let mut r = SessionRecord::new(&id, cluster, "c", &format!("u{}", i % 4), created);
+                r.phase = match i % 6 {
+                    0 => Phase::Running,
+                    3 => Phase::Pending,
+                    1 | 4 => Phase::Error,
+                    _ => Phase::Terminated,
+                };
+                put_session(txn, &r)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let all = send(&s, reqwest::Method::GET, "/api/v1/sessions?size=100", None, 200).await;
+    let all: Vec<Value> = all["data"].as_array().unwrap().clone();
+    assert_eq!(all.len(), 60);
+    let expect = |f: &dyn Fn(&Value) -> bool| all.iter().filter(|v| f(v)).map(|v| v["id"].clone()).collect::<Vec<_>>();
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        ("live=true", expect(&|v| v["live"] == true)),
+        ("live=false", expect(&|v| v["live"] == false)),
+        ("phase=running", expect(&|v| v["phase"] == "running")),
+        ("phase=terminated", expect(&|v| v["phase"] == "terminated")),
+        ("owner=u1", expect(&|v| v["owner"] == "u1")),
+        ("cluster_id=clu_b&live=false", expect(&|v| v["cluster_id"] == "clu_b" && v["live"] == false)),
+        ("owner=u0&phase=running", expect(&|v| v["owner"] == "u0" && v["phase"] == "running")),
+    ];
+    for (query, want) in cases {
+        assert!(!want.is_empty(), "{query}");
+        // Pages of 7: their concatenation is the expected list, and the total is exact.
+        let mut got = Vec::new();
+        for page in 1..=want.len().div_ceil(7) + 1 {
+            let v = send(&s, reqwest::Method::GET, &format!("/api/v1/sessions?{query}&size=7&page={page}"), None, 200)
+                .await;
+            assert_eq!(v["pagination"]["total"], want.len(), "{query}");
+            got.extend(v["data"].as_array().unwrap().iter().map(|r| r["id"].clone()));
+        }
+        assert_eq!(got, want, "{query}");
+    }
+    s.stop().await;
+}

@@ -1,0 +1,178 @@
+//! What `GET /internal/connect/verify` and the `/proxy/` relay look up for every request — the
+//! session a CR name stands for, its cluster's ingress and session domain — kept in memory and
+//! tagged with the store generation it was read at ([`crate::store::Store::generation`]).
+//!
+//! Every commit moves the generation, and an entry read at another generation is never served: a
+//! session paused, ended or deleted (or a cluster's ingress or domain changed) is read afresh by
+//! the first request after the change commits, as if there were no cache. An entry is found by the
+//! CR name it was read for and names its session id, which verify compares with the cookie's, so
+//! it never answers for another session. Connection tokens are not cached here: redeeming one is a
+//! write that must happen once.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::Sessions;
+use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, find_by_cr_name};
+use crate::clusters::model::CLUSTERS;
+use crate::store::StoreError;
+
+/// Entries kept at most; past it the map starts over (a flood of names costs reads, not memory).
+const MAX_ENTRIES: usize = 4096;
+
+/// A session as verify and the relay need it, with where its requests go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionTarget {
+    pub session_id: String,
+    pub owner: String,
+    pub phase: Phase,
+    pub cluster_name: String,
+    /// `host:port` the relay passes requests to: the cluster's session ingress, else the server's.
+    pub ingress: Option<String>,
+    /// The `Host` the ingress routes by: the cluster's session domain, else the server's (none
+    /// when the cluster is gone).
+    pub domain: Option<String>,
+}
+
+/// The in-memory side: one map, valid for one store generation.
+#[derive(Debug, Default)]
+pub struct LookupCache {
+    entries: Mutex<Entries>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    generation: u64,
+    by_cr: HashMap<String, Arc<SessionTarget>>,
+}
+
+fn lock(m: &Mutex<Entries>) -> std::sync::MutexGuard<'_, Entries> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LookupCache {
+    fn get(&self, cr: &str, generation: u64) -> Option<Arc<SessionTarget>> {
+        let e = lock(&self.entries);
+        if e.generation != generation {
+            return None;
+        }
+        e.by_cr.get(cr).cloned()
+    }
+
+    /// Keeps what was read at `generation` (taken before the read: a commit in between only makes
+    /// the entry stale at once, never wrong).
+    fn put(&self, cr: &str, generation: u64, target: Arc<SessionTarget>) {
+        let mut e = lock(&self.entries);
+        if e.generation != generation {
+            if generation < e.generation {
+                return; // read before a commit another request has already seen
+            }
+            e.by_cr.clear();
+            e.generation = generation;
+        }
+        if e.by_cr.len() >= MAX_ENTRIES {
+            e.by_cr.clear();
+        }
+        e.by_cr.insert(cr.to_string(), target);
+    }
+
+    /// (hits, misses) since start.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
+    }
+}
+
+/// The session a CR name stands for, from a read transaction.
+pub(crate) fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<SessionRecord>, StoreError> {
+    find_by_cr_name(
+        name,
+        |id| SESSIONS.get(txn, id),
+        || Ok(LIVE_SESSIONS.list(txn)?.into_iter().map(|(id, _)| id).collect()),
+    )
+}
+
+impl Sessions {
+    /// The session `cr` names, with its ingress and domain: from memory while no commit has landed
+    /// since it was read, else from the store. Unknown names are not remembered.
+    pub async fn target(&self, cr: &str) -> Result<Option<Arc<SessionTarget>>, StoreError> {
+        // The generation before the data (see `LookupCache::put`).
+        let generation = self.store.generation();
+        if let Some(t) = self.lookups.get(cr, generation) {
+            self.lookups.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(t));
+        }
+        self.lookups.misses.fetch_add(1, Ordering::Relaxed);
+        let name = cr.to_string();
+        let found = self
+            .store
+            .read(move |txn| {
+                let Some(s) = find(txn, &name)? else { return Ok(None) };
+                let c = CLUSTERS.get(txn, &s.cluster_id)?;
+                Ok(Some((s, c)))
+            })
+            .await?;
+        let Some((s, cluster)) = found else { return Ok(None) };
+        let target = Arc::new(SessionTarget {
+            ingress: cluster
+                .as_ref()
+                .and_then(|c| c.session_ingress.clone())
+                .or_else(|| self.config.session_ingress.clone()),
+            domain: cluster.as_ref().and_then(|c| self.session_domain(c)),
+            session_id: s.id,
+            owner: s.owner,
+            phase: s.phase,
+            cluster_name: s.cluster_name,
+        });
+        self.lookups.put(cr, generation, target.clone());
+        Ok(Some(target))
+    }
+
+    /// (hits, misses) of the per-request lookups.
+    pub fn lookup_stats(&self) -> (u64, u64) {
+        self.lookups.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(id: &str) -> Arc<SessionTarget> {
+        Arc::new(SessionTarget {
+            session_id: id.into(),
+            owner: "alice".into(),
+            phase: Phase::Running,
+            cluster_name: "c".into(),
+            ingress: None,
+            domain: None,
+        })
+    }
+
+    #[test]
+    fn an_entry_serves_only_its_generation_and_name() {
+        let c = LookupCache::default();
+        c.put("ses-a", 5, target("ses_A"));
+        assert_eq!(c.get("ses-a", 5).unwrap().session_id, "ses_A");
+        assert!(c.get("ses-b", 5).is_none(), "another name");
+        assert!(c.get("ses-a", 6).is_none(), "after a commit");
+        assert!(c.get("ses-a", 4).is_none());
+        // A read from an older generation never replaces a newer map.
+        c.put("ses-b", 6, target("ses_B"));
+        c.put("ses-a", 5, target("ses_A"));
+        assert!(c.get("ses-a", 6).is_none());
+        assert_eq!(c.get("ses-b", 6).unwrap().session_id, "ses_B");
+    }
+
+    #[test]
+    fn the_map_is_bounded() {
+        let c = LookupCache::default();
+        for i in 0..MAX_ENTRIES + 10 {
+            c.put(&format!("ses-{i}"), 1, target("ses_X"));
+        }
+        assert!(lock(&c.entries).by_cr.len() <= MAX_ENTRIES);
+        assert!(c.get(&format!("ses-{}", MAX_ENTRIES + 9), 1).is_some(), "the newest is kept");
+    }
+}
