@@ -1,8 +1,9 @@
 //! What `GET /internal/connect/verify` and the `/proxy/` relay look up for every request — the
 //! session a CR name stands for, its cluster's ingress and session domain — kept in memory and
-//! tagged with the store generation it was read at ([`crate::store::Store::generation`]).
+//! tagged with the generation of the last commit that wrote the tables it is read from (sessions,
+//! the live-session index, clusters: [`crate::store::Store::table_generation`]).
 //!
-//! Every commit moves the generation, and an entry read at another generation is never served: a
+//! Every commit to those tables moves that generation, and an entry read at another one is never served: a
 //! session paused, ended or deleted (or a cluster's ingress or domain changed) is read afresh by
 //! the first request after the change commits, as if there were no cache. An entry is found by the
 //! CR name it was read for and names its session id, which verify compares with the cookie's, so
@@ -98,8 +99,10 @@ impl Sessions {
     /// The session `cr` names, with its ingress and domain: from memory while no commit has landed
     /// since it was read, else from the store. Unknown names are not remembered.
     pub async fn target(&self, cr: &str) -> Result<Option<Arc<SessionTarget>>, StoreError> {
-        // The generation before the data (see `LookupCache::put`).
-        let generation = self.store.generation();
+        // The generation before the data (see `LookupCache::put`): the last commit that wrote a
+        // table this answer is read from, so operator reports that write only inventory tables
+        // (the steady flood) leave the entries valid.
+        let generation = self.store.table_generation(&[SESSIONS.name(), LIVE_SESSIONS.name(), CLUSTERS.name()]);
         if let Some(t) = self.lookups.get(cr, generation) {
             self.lookups.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(t));
