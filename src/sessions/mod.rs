@@ -6,6 +6,7 @@
 
 pub mod connect;
 pub mod cr;
+pub mod metrics;
 pub mod model;
 pub mod offerings;
 pub mod proxy_path;
