@@ -80,7 +80,10 @@ fn store(store: &Store, out: &mut String) {
     );
     let _ = writeln!(out, "# TYPE gshare_store_unchanged_batches_total counter");
     let _ = writeln!(out, "gshare_store_unchanged_batches_total {}", s.skipped_batches);
-    let _ = writeln!(out, "# HELP gshare_store_batch_writes Writes per batch the store's writer ran (committed or rolled back).");
+    let _ = writeln!(
+        out,
+        "# HELP gshare_store_batch_writes Writes per batch the store's writer ran (committed or rolled back)."
+    );
     let _ = writeln!(out, "# TYPE gshare_store_batch_writes histogram");
     for (le, n) in BATCH_BUCKETS.iter().zip(&s.batch_cumulative) {
         let _ = writeln!(out, "gshare_store_batch_writes_bucket{{le=\"{le}\"}} {n}");

@@ -468,10 +468,7 @@ pub fn hostnames(
 
 /// What the operator's two GETs answer, from one scan: a cluster's node names: (cordoned and not being decommissioned, being decommissioned), each
 /// sorted (keys are in order).
-pub fn operator_hostnames(
-    txn: &ReadTransaction,
-    cluster_id: &str,
-) -> Result<(Vec<String>, Vec<String>), StoreError> {
+pub fn operator_hostnames(txn: &ReadTransaction, cluster_id: &str) -> Result<(Vec<String>, Vec<String>), StoreError> {
     let prefix = format!("{cluster_id}/");
     let (mut cordoned, mut parked) = (Vec::new(), Vec::new());
     for (_, n) in NODES.list_prefix(txn, &prefix)? {

@@ -99,6 +99,9 @@ pub struct Inventory {
     tags: Tags,
     /// Liveness of repeat reports, not yet written.
     liveness: Mutex<PendingLiveness>,
+    /// Held by a flush until its write is answered: a flush that returns has written all that
+    /// was noted before it began (the stop relies on it while the background flush also runs).
+    flushing: tokio::sync::Mutex<()>,
     hostnames: Mutex<HashMap<String, HostLists>>,
     pub metrics: metrics::Callbacks,
 }
@@ -118,6 +121,7 @@ impl Inventory {
             remembered: Mutex::new(HashMap::new()),
             tags: Tags::default(),
             liveness: Mutex::new(PendingLiveness::default()),
+            flushing: tokio::sync::Mutex::new(()),
             hostnames: Mutex::new(HashMap::new()),
             metrics: Default::default(),
         }
@@ -166,6 +170,7 @@ impl Inventory {
     /// The background task calls it every `liveness_flush_every`, the sweep before it judges
     /// silence, and the server once more when it stops.
     pub async fn flush_liveness(&self) -> Result<usize, StoreError> {
+        let _one_at_a_time = self.flushing.lock().await;
         let pending = std::mem::take(&mut *lock(&self.liveness));
         if pending.is_empty() {
             return Ok(0);
@@ -287,8 +292,10 @@ impl Inventory {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
         let log = ev.clone();
-        let known =
-            self.store.write_batched_in(cluster.as_str(), move |txn| apply::record_health_event(txn, &id, &ev, now)).await?;
+        let known = self
+            .store
+            .write_batched_in(cluster.as_str(), move |txn| apply::record_health_event(txn, &id, &ev, now))
+            .await?;
         self.tags.bump(cluster.as_str());
         tracing::warn!(cluster_id = %cluster, node = %log.node_id, kind = %log.kind, severity = %log.severity, action = ?log.action, known_node = known, "node health event");
         Ok(())
@@ -297,7 +304,8 @@ impl Inventory {
     pub async fn volume_sync(&self, cluster: &ClusterId, r: VolumeSync) -> Result<VolumeSyncAnswer, StoreError> {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
-        let answer = self.store.write_batched_in(cluster.as_str(), move |txn| apply::volume_sync(txn, &id, &r, now)).await?;
+        let answer =
+            self.store.write_batched_in(cluster.as_str(), move |txn| apply::volume_sync(txn, &id, &r, now)).await?;
         if answer.orphans > 0 {
             tracing::warn!(cluster_id = %cluster, orphans = answer.orphans, "volume sync: PVCs without a volume id; left untouched");
         }
@@ -313,8 +321,10 @@ impl Inventory {
         audit: AuditEntry,
     ) -> Result<Result<NodeRecord, Refusal>, StoreError> {
         let (id, clock) = (cluster.to_string(), self.clock.clone());
-        let done =
-            self.store.write_batched(move |txn| apply::node_action(txn, &id, &node, action, audit.clone(), &clock)).await;
+        let done = self
+            .store
+            .write_batched(move |txn| apply::node_action(txn, &id, &node, action, audit.clone(), &clock))
+            .await;
         self.tags.bump(cluster.as_str());
         done
     }

@@ -714,7 +714,8 @@ async fn hostname_lists_follow_every_change() {
     assert_eq!(lists(ta.clone()).await, empty);
     assert_eq!(s.app().store.generation(), g);
     // A health event with action cordon (the operator's own path).
-    let ev = json!({"node_id": "gpu-node-1", "kind": "xid", "severity": "critical", "action": "cordon", "cluster_id": a});
+    let ev =
+        json!({"node_id": "gpu-node-1", "kind": "xid", "severity": "critical", "action": "cordon", "cluster_id": a});
     assert_eq!(call(&s, &ta, "/internal/nodes/health-events", &ev).await.status(), 202);
     assert_eq!(lists(ta.clone()).await, (json!({"hostnames": ["gpu-node-1"]}), json!({"hostnames": []})));
     assert_eq!(lists(tb.clone()).await, empty);
@@ -936,7 +937,8 @@ async fn metrics_and_openapi_cover_the_callbacks() {
         assert!(text.contains(want), "missing {want}:\n{text}");
     }
     // By cluster: the two calls whose token verified (the 422 too), not the 401.
-    let want = format!("gshare_callbacks_by_cluster_total{{route=\"/internal/inventory/nodes\",cluster_id=\"{id}\"}} 2\n");
+    let want =
+        format!("gshare_callbacks_by_cluster_total{{route=\"/internal/inventory/nodes\",cluster_id=\"{id}\"}} 2\n");
     assert!(text.contains(&want), "missing {want}:\n{text}");
     assert_eq!(text.matches("gshare_callbacks_by_cluster_total{route=\"/internal/inventory/nodes\"").count(), 1);
     let doc: Value = s.get("/api/openapi.json").await.json().await.unwrap();
