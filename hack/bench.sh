@@ -245,16 +245,17 @@ fleet() {
   mkdir -p "$data"
   echo "fleet: $clusters clusters x $nodes nodes x $gpus GPUs, $sessions running sessions, ${dur}s per run, profile ${BENCH_PROFILE:-release}"
   local ids; ids=$("$seed" seed --data-dir "$data" --clusters "$clusters" --sessions "$sessions" --out "$plan")
-  local toks="tokens = {"
-  for id in $ids; do
-    toks+="\"$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" token operator --cluster-id "$id" --ttl 1d 2>/dev/null | tail -n1)\","
-  done
-  echo "$toks}" >>"$plan"
   local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s)
   port=$(free_port); url="http://127.0.0.1:$port"
   env "${env[@]}" GSHARE_LISTEN="127.0.0.1:$port" "$bin" serve 2>"$work/fleet.log" &
   pid=$!
   until curl -fs "$url/readyz" >/dev/null; do sleep 0.05; done
+  # Tokens once the first start made the key ring.
+  local toks="tokens = {"
+  for id in $ids; do
+    toks+="\"$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" token operator --cluster-id "$id" --ttl 1d 2>/dev/null | tail -n1)\","
+  done
+  echo "$toks}" >>"$plan"
   "$seed" populate --url "$url" --plan "$plan" --nodes "$nodes" --gpus "$gpus"
   local admin first_id
   admin=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" admin token 2>/dev/null | tail -n1)
