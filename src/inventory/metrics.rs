@@ -15,12 +15,15 @@ use crate::auth::guard::CallerSlot;
 use crate::clusters::model::{CLUSTERS, ClusterStatus};
 use crate::store::Store;
 
+/// Counts by route template, then by a second label.
+type ByRoute<K> = Mutex<HashMap<Arc<str>, HashMap<K, u64>>>;
+
 /// Callback counts by route template, then by status and by cluster (both bounded: routes are
 /// templates, clusters are the verified tokens' registered ids).
 #[derive(Debug, Default)]
 pub struct Callbacks {
-    by_status: Mutex<HashMap<Arc<str>, HashMap<u16, u64>>>,
-    by_cluster: Mutex<HashMap<Arc<str>, HashMap<Arc<str>, u64>>>,
+    by_status: ByRoute<u16>,
+    by_cluster: ByRoute<Arc<str>>,
 }
 
 fn bump<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u64>, k: K) {
