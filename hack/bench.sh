@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
-# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|all]   (default: all)
+# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|fleet|all]
+# (default: all). `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
+# BENCH_PROFILE=dev measures a debug build instead (quicker to build, much slower to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gshare/target}"
 what="${1:-all}"
+[ $# -gt 0 ] && shift
 # GSHARE_BENCH_BIN: measure an existing binary (e.g. the dist build, $CARGO_TARGET_DIR/dist/gshare)
 # instead of building the release one.
 if [ -n "${GSHARE_BENCH_BIN:-}" ]; then
   bin="$GSHARE_BENCH_BIN"
+elif [ "${BENCH_PROFILE:-release}" = dev ]; then
+  cargo build --locked -q
+  bin="$CARGO_TARGET_DIR/debug/gshare"
 else
   cargo build --release --locked -q
   bin="$CARGO_TARGET_DIR/release/gshare"
@@ -233,6 +239,117 @@ sessions() {
   echo "load after: $(uptime)"
 }
 
+# Fleet scale (issue 15): C clusters x N nodes x G GPUs and S running sessions. The state is
+# seeded (examples/fleet_seed.rs), every node and card reported once, then hack/fleet.lua drives
+# the operators' steady mix at full speed with wrk on the same cores. Prints the mix's rate,
+# p50/p99 and its ratio to /healthz (same run), fsyncs/s, RSS, the state file's size, the
+# cluster list's and one node page's latency during the flood, one cluster flooding at ~10x its
+# share while the others' p99 is measured, and start-to-ready with that state.
+fleet() {
+  local clusters=10 nodes=500 gpus=8 sessions=2000 dur=15
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --clusters) clusters=$2; shift 2 ;;
+      --nodes) nodes=$2; shift 2 ;;
+      --gpus) gpus=$2; shift 2 ;;
+      --sessions) sessions=$2; shift 2 ;;
+      --seconds) dur=$2; shift 2 ;;
+      *) echo "fleet: unknown flag $1" >&2; return 2 ;;
+    esac
+  done
+  command -v wrk >/dev/null || { echo "installing wrk (Debian package)" >&2; apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null; }
+  local profile_flag=(--release) seed
+  [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
+  cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
+  seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  local data="$work/fleet" plan="$work/plan.lua" port pid url
+  mkdir -p "$data"
+  echo "fleet: $clusters clusters x $nodes nodes x $gpus GPUs, $sessions running sessions, ${dur}s per run, profile ${BENCH_PROFILE:-release}"
+  local ids; ids=$("$seed" seed --data-dir "$data" --clusters "$clusters" --sessions "$sessions" --out "$plan")
+  local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s)
+  port=$(free_port); url="http://127.0.0.1:$port"
+  env "${env[@]}" GSHARE_LISTEN="127.0.0.1:$port" "$bin" serve 2>"$work/fleet.log" &
+  pid=$!
+  until curl -fs "$url/readyz" >/dev/null; do sleep 0.05; done
+  # Tokens once the first start made the key ring.
+  local toks="tokens = {"
+  for id in $ids; do
+    toks+="\"$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" token operator --cluster-id "$id" --ttl 1d 2>/dev/null | tail -n1)\","
+  done
+  echo "$toks}" >>"$plan"
+  "$seed" populate --url "$url" --plan "$plan" --nodes "$nodes" --gpus "$gpus"
+  local admin first_id
+  admin=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" admin token 2>/dev/null | tail -n1)
+  first_id=$(head -n1 <<<"$ids")
+  rss() { awk '/VmRSS/ {printf "%.1f", $2/1024}' /proc/$pid/status; }
+  commits() { curl -fs "$url/metrics" | awk '$1 == "gshare_store_commit_seconds_count" {print $2}'; }
+  # wrk: prints "rps p50 p99 non2xx" (ms).
+  wrk_run() {
+    local out; out=$(wrk -t2 -c"$1" -d"${dur}s" --latency "${@:2}")
+    local ms='{v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; printf "%.2f", v}'
+    echo "$(awk '/^Requests\/sec/ {print $2}' <<<"$out") $(awk '$1 == "50%"' <<<"$out" | awk "$ms") $(awk '$1 == "99%"' <<<"$out" | awk "$ms") $(awk '/Non-2xx/ {print $5}' <<<"$out" | grep . || echo 0)"
+  }
+  # Latency of an admin GET, sampled every 0.5 s while a run lasts: "median max" (ms).
+  sample() {
+    local path=$1 until=$((SECONDS + dur - 1))
+    while [ $SECONDS -lt $until ]; do
+      curl -fs -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $admin" "$url$path" || echo 99
+      sleep 0.5
+    done | awk '{printf "%.1f\n", $1 * 1000}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[NR]}'
+  }
+  export FLEET_PLAN="$plan" FLEET_NODES="$nodes" FLEET_GPUS="$gpus"
+  local base mix c0 c1
+  read -r base _ base99 _ <<<"$(wrk_run 64 "$url/healthz")"
+  echo "baseline GET /healthz: $base req/s, p99 ${base99} ms"
+  sample /api/v1/clusters >"$work/list.lat" &
+  local s1=$!
+  sample "/api/v1/clusters/$first_id/nodes" >"$work/nodes.lat" &
+  local s2=$!
+  c0=$(commits)
+  local rps p50 p99 bad
+  read -r rps p50 p99 bad <<<"$(FLEET_MODE=mix FLEET_FIRST=1 wrk_run 64 -s hack/fleet.lua "$url")"
+  c1=$(commits)
+  wait $s1 $s2
+  echo "mix: $rps callbacks/s (target >= 8000), p50 $p50 ms, p99 $p99 ms (target <= 20), non-2xx $bad"
+  awk -v m="$rps" -v b="$base" 'BEGIN {printf "mix / healthz = %.2f (target >= 0.5)\n", m / b}'
+  awk -v a="$c0" -v b="$c1" -v d="$dur" -v m="$rps" 'BEGIN {printf "fsyncs: %.1f/s (%.1f callbacks per fsync)\n", (b - a) / d, (b > a) ? m * d / (b - a) : 0}'
+  read -r lm lx <"$work/list.lat"; read -r nm nx <"$work/nodes.lat"
+  echo "during the mix: GET /api/v1/clusters median $lm ms, max $lx ms; GET /api/v1/clusters/{id}/nodes ($nodes nodes) median $nm ms, max $nx ms (target <= 50)"
+  echo "RSS after the mix: $(rss) MiB (target <= 150); state file: $(stat -c %s "$data/gshare.redb" | awk '{printf "%.1f MiB", $1/1048576}')"
+  if [ "$clusters" -ge 2 ]; then
+    read -r rps p50 p99 bad <<<"$(FLEET_MODE=mix FLEET_FIRST=2 wrk_run 48 -s hack/fleet.lua "$url")"
+    echo "flood: the other $((clusters - 1)) clusters alone: $rps callbacks/s, p99 $p99 ms"
+    FLEET_MODE=flood FLEET_FIRST=1 wrk_run 48 -s hack/fleet.lua "$url" >"$work/flood.out" &
+    local f=$!
+    read -r rps p50 p99 bad <<<"$(FLEET_MODE=mix FLEET_FIRST=2 wrk_run 48 -s hack/fleet.lua "$url")"
+    wait $f
+    read -r frps _ f99 fbad <"$work/flood.out"
+    echo "flood: cluster 1 sends state-changing gpu-devices in a loop at $frps/s (p99 $f99 ms, non-2xx $fbad) on 48 connections; the other $((clusters - 1)) clusters meanwhile: $rps callbacks/s, p99 $p99 ms, non-2xx $bad"
+  fi
+  echo "$(curl -fs "$url/metrics" | grep -cE '^gshare_callbacks_total') callback series in /metrics"
+  kill $pid; wait $pid 2>/dev/null || true
+  for _ in $(seq 1 5); do
+    port=$(free_port)
+    python3 - "$bin" "$port" "${env[@]}" <<'PY'
+import os, subprocess, sys, time, urllib.request
+bin, port, *env = sys.argv[1:]
+e = dict(kv.split("=", 1) for kv in env)
+e.update({"GSHARE_LISTEN": f"127.0.0.1:{port}", "PATH": os.environ["PATH"]})
+t0 = time.perf_counter()
+p = subprocess.Popen([bin, "serve"], env=e, stderr=subprocess.DEVNULL)
+while True:
+    try:
+        if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1).status == 200:
+            break
+    except Exception:
+        time.sleep(0.002)
+print(f"{(time.perf_counter() - t0) * 1000:.1f}")
+p.terminate(); p.wait()
+PY
+  done | median | xargs -I{} echo "start-to-ready with this state, median of 5: {} ms (target <= 1000)"
+  echo "load: $(uptime)"
+}
+
 case "$what" in
   start) start_to_ready ;;
   sessions) sessions ;;
@@ -242,6 +359,7 @@ case "$what" in
   size) binary_size ;;
   jwt) jwt ;;
   callbacks) callbacks ;;
+  fleet) fleet "$@" ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|fleet [flags]|all]" >&2; exit 2 ;;
 esac

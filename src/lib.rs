@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod inventory;
 pub mod logging;
+pub mod metrics;
 pub mod operator;
 pub mod overview;
 pub mod sessions;
@@ -233,6 +234,7 @@ impl RunningServer {
         spawn_cluster_upkeep(app.clone(), rx.clone());
         operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
+        inventory::spawn_liveness_flush(app.clone(), rx.clone());
         snapshot::spawn(app.clone(), rx.clone());
         overview::spawn(app.clone(), rx.clone());
         let tls_config = match &app.tls {
@@ -297,16 +299,25 @@ impl RunningServer {
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        flush_at_stop(&self.app).await;
     }
 
     /// Waits until the server task ends (after a stop).
     pub async fn wait(self) {
         let _ = self.task.await;
+        flush_at_stop(&self.app).await;
     }
 
     /// A handle that triggers a graceful stop.
     pub fn stopper(&self) -> watch::Sender<bool> {
         self.shutdown.clone()
+    }
+}
+
+/// Writes what is held in memory only (liveness times) before the process ends.
+async fn flush_at_stop(app: &App) {
+    if let Err(e) = app.inventory.flush_liveness().await {
+        tracing::error!(error = %e, "cannot write the last liveness times at stop");
     }
 }
 

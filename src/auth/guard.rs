@@ -106,6 +106,11 @@ fn is_safe_method(m: &Method) -> bool {
     matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
+/// Where the operator guard leaves the cluster it verified, for a layer around the handler (the
+/// callback counters of `/metrics`): that layer puts one in the request's extensions.
+#[derive(Debug, Clone, Default)]
+pub struct CallerSlot(pub Arc<std::sync::OnceLock<ClusterId>>);
+
 /// An authenticated cluster operator.
 #[derive(Debug, Clone)]
 pub struct OperatorCaller {
@@ -126,6 +131,9 @@ impl FromRequestParts<Arc<App>> for OperatorCaller {
                     .strip_prefix(OPERATOR_PREFIX)
                     .and_then(|id| ClusterId::parse(id).ok())
                     .ok_or_else(|| ApiError::unauthenticated("token subject is not operator:<cluster_id>"))?;
+                if let Some(slot) = parts.extensions.get::<CallerSlot>() {
+                    let _ = slot.0.set(id.clone());
+                }
                 Ok(OperatorCaller { cluster_id: id })
             }
             Err(e) => {

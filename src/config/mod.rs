@@ -68,6 +68,9 @@ pub struct Config {
     pub local_kubeconfig: Option<PathBuf>,
     pub node_stale_after: Duration,
     pub heartbeat_stale_after: Duration,
+    /// How often the liveness times of reports that changed nothing else are written (what a
+    /// crash may lose of them).
+    pub liveness_flush_every: Duration,
     pub shutdown_grace: Duration,
     /// Sign-in: nearest proxies allowed to set X-Forwarded-For (empty = any peer, when hops > 0).
     pub trusted_proxies: Vec<ipnet::IpNet>,
@@ -129,6 +132,7 @@ struct FileLayer {
     local_kubeconfig: Option<PathBuf>,
     node_stale_after: Option<String>,
     heartbeat_stale_after: Option<String>,
+    liveness_flush_every: Option<String>,
     shutdown_grace: Option<String>,
     trusted_proxies: Option<Vec<String>>,
     login_ttl: Option<String>,
@@ -331,6 +335,12 @@ impl Config {
             "90s",
             Duration::from_secs(15)..=Duration::from_secs(86400),
         )?;
+        let liveness_flush_every = layer.duration(
+            "liveness_flush_every",
+            f.liveness_flush_every,
+            "5s",
+            Duration::from_secs(1)..=Duration::from_secs(60),
+        )?;
         let shutdown_grace = layer.duration(
             "shutdown_grace",
             f.shutdown_grace,
@@ -504,6 +514,7 @@ impl Config {
             local_kubeconfig,
             node_stale_after,
             heartbeat_stale_after,
+            liveness_flush_every,
             shutdown_grace,
             trusted_proxies,
             login_ttl,
@@ -574,6 +585,7 @@ impl Config {
         );
         t.insert("node_stale_after".into(), d(self.node_stale_after));
         t.insert("heartbeat_stale_after".into(), d(self.heartbeat_stale_after));
+        t.insert("liveness_flush_every".into(), d(self.liveness_flush_every));
         t.insert("shutdown_grace".into(), d(self.shutdown_grace));
         t.insert(
             "trusted_proxies".into(),

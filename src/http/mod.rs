@@ -56,6 +56,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::sessions::reports::routes())
         .merge(crate::snapshot::routes::routes())
         .merge(crate::operator::routes::routes())
+        .merge(crate::metrics::routes())
         .split_for_parts()
 }
 

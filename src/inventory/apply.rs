@@ -1,20 +1,126 @@
 //! The domain functions behind the callbacks: each runs inside a (batched) write transaction,
 //! compares the report with what is stored, writes only what changed, and keeps the cluster's
 //! counters (nodes, GPUs, VRAM, running sessions) exact in the same transaction.
+//!
+//! The two hot reports (`nodes`, `gpu-devices`) are written against [`Rows`], so the same code
+//! also runs on a read transaction ([`DryRun`]) to learn, without the writer, whether a report
+//! would change anything durable; liveness times are then kept in memory (see `Inventory`) and
+//! written by [`flush_liveness`].
 
-use redb::WriteTransaction;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use redb::{ReadTransaction, WriteTransaction};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::gpu_booking::ALLOCATIONS;
 use super::model::*;
 use crate::audit::{AuditEntry, AuditResult};
 use crate::clock::Clock;
 use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS};
-use crate::store::{Outcome, StoreError};
+use crate::store::{JsonTable, Outcome, StoreError};
 
-/// Liveness timestamps (`heartbeat_at`, `last_seen`) are rewritten at most this often: a report
-/// that changes nothing else costs no write in between. Far below the 90 s / 120 s thresholds.
+/// A write that changes something anyway renews liveness timestamps (`heartbeat_at`,
+/// `last_seen`) older than this. Reports that change nothing else only note them in memory,
+/// written together every `liveness_flush_every` (see `Inventory::flush_liveness`).
 pub const LIVENESS_EVERY_MS: i64 = 5_000;
 pub use crate::clusters::model::{SILENT_STAGE, silent_error};
+
+/// Where the report functions read and write rows.
+pub trait Rows {
+    fn get<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str) -> Result<Option<T>, StoreError>;
+    fn put<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str, value: &T)
+    -> Result<(), StoreError>;
+    /// Whether liveness times are written here (the writer) or kept in memory (a dry run).
+    fn stamps(&self) -> bool;
+}
+
+impl Rows for WriteTransaction {
+    fn get<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str) -> Result<Option<T>, StoreError> {
+        table.get_in_write(self, key)
+    }
+
+    fn put<T: Serialize + DeserializeOwned>(
+        &self,
+        table: JsonTable<T>,
+        key: &str,
+        value: &T,
+    ) -> Result<(), StoreError> {
+        table.put(self, key, value)
+    }
+
+    fn stamps(&self) -> bool {
+        true
+    }
+}
+
+/// A read transaction standing in for the writer: nothing is written, `put` only notes that the
+/// report would change a row.
+pub struct DryRun<'a> {
+    txn: &'a ReadTransaction,
+    would_write: Cell<bool>,
+}
+
+impl<'a> DryRun<'a> {
+    pub fn new(txn: &'a ReadTransaction) -> Self {
+        Self { txn, would_write: Cell::new(false) }
+    }
+
+    /// What the report leaves to memory, when it changes nothing durable.
+    pub fn verdict(&self, o: Outcome<Seen>) -> Option<Seen> {
+        (!o.wrote() && !self.would_write.get()).then(|| o.into_inner())
+    }
+}
+
+impl Rows for DryRun<'_> {
+    fn get<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str) -> Result<Option<T>, StoreError> {
+        table.get(self.txn, key)
+    }
+
+    fn put<T: Serialize + DeserializeOwned>(&self, _: JsonTable<T>, _: &str, _: &T) -> Result<(), StoreError> {
+        self.would_write.set(true);
+        Ok(())
+    }
+
+    fn stamps(&self) -> bool {
+        false
+    }
+}
+
+/// The two hot reports, applied to either kind of [`Rows`].
+pub trait Report: Clone + Send + Sync + 'static {
+    fn apply<R: Rows>(&self, rows: &R, cluster_id: &str, now: i64) -> Result<Outcome<Seen>, StoreError>;
+}
+
+impl Report for NodeReport {
+    fn apply<R: Rows>(&self, rows: &R, cluster_id: &str, now: i64) -> Result<Outcome<Seen>, StoreError> {
+        apply_node(rows, cluster_id, self, now)
+    }
+}
+
+impl Report for GpuReport {
+    fn apply<R: Rows>(&self, rows: &R, cluster_id: &str, now: i64) -> Result<Outcome<Seen>, StoreError> {
+        apply_gpu(rows, cluster_id, self, now)
+    }
+}
+
+/// A digest of what a node report can change (all it carries but the cluster, checked before).
+pub fn node_digest(r: &NodeReport) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    (&r.node_id, r.node_cpu, r.node_ready, r.node_mem_gb, r.node_disk_gb, r.lossless_capable, &r.role).hash(&mut h);
+    h.finish()
+}
+
+/// A digest of what a card report can change on a stored card: `used_*` are advisory (our
+/// allocations own occupancy) and only read when the card is new, which is never a repeat.
+pub fn gpu_digest(r: &GpuReport) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    (&r.node_id, &r.uuid, &r.mode, r.total_mem_mb, r.total_cores, &r.status, &r.model).hash(&mut h);
+    (r.node_cpu, r.node_ready, r.node_mem_gb, r.node_disk_gb).hash(&mut h);
+    h.finish()
+}
 
 /// A refusal decided from stored data (the write itself succeeded: nothing was written).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,14 +144,15 @@ pub(crate) fn outcome<T>(wrote: bool, v: T) -> Outcome<T> {
 }
 
 /// The cluster if it is registered and not unregistered; reports for others change nothing.
-pub fn live_cluster(txn: &WriteTransaction, id: &str) -> Result<Option<ClusterRecord>, StoreError> {
-    Ok(CLUSTERS.get_in_write(txn, id)?.filter(ClusterRecord::is_live))
+pub fn live_cluster(txn: &impl Rows, id: &str) -> Result<Option<ClusterRecord>, StoreError> {
+    Ok(txn.get(CLUSTERS, id)?.filter(ClusterRecord::is_live))
 }
 
-/// An inventory report is the operator's heartbeat. Returns whether the record changed.
-pub fn beat(c: &mut ClusterRecord, now: i64) -> bool {
+/// An inventory report is the operator's heartbeat. Returns whether the record changed. Without
+/// `stamp` only a first heartbeat is set (the rest is kept in memory).
+pub fn beat(c: &mut ClusterRecord, now: i64, stamp: bool) -> bool {
     let mut changed = false;
-    if c.heartbeat_at.is_none_or(|h| now - h >= LIVENESS_EVERY_MS || now < h) {
+    if c.heartbeat_at.is_none_or(|h| stamp && (now - h >= LIVENESS_EVERY_MS || now < h)) {
         c.heartbeat_at = Some(now);
         changed = true;
     }
@@ -58,15 +165,16 @@ pub fn beat(c: &mut ClusterRecord, now: i64) -> bool {
 }
 
 /// The node's Ready condition drives liveness: `last_seen` moves only while it is ready (absent =
-/// ready, as from older operators); NotReady is offline at once.
-pub fn touch(n: &mut NodeRecord, ready: Option<bool>, now: i64) {
+/// ready, as from older operators); NotReady is offline at once. Without `stamp` only a first
+/// `last_seen` is set (the rest is kept in memory).
+pub fn touch(n: &mut NodeRecord, ready: Option<bool>, now: i64, stamp: bool) {
     if ready == Some(false) {
         n.ready = false;
         n.offline = true;
     } else {
         n.ready = true;
         n.offline = false;
-        if n.last_seen.is_none_or(|t| now - t >= LIVENESS_EVERY_MS || now < t) {
+        if n.last_seen.is_none_or(|t| stamp && (now - t >= LIVENESS_EVERY_MS || now < t)) {
             n.last_seen = Some(now);
         }
     }
@@ -101,37 +209,29 @@ fn new_node(cluster_id: &str, name: &str, ready: Option<bool>, now: i64) -> Node
         last_seen: None,
         gpu_count: 0,
     };
-    touch(&mut n, ready, now);
+    touch(&mut n, ready, now, true);
     n
 }
 
-/// What a liveness-relevant report found stored, for the shortcut cache (see `Inventory`).
-#[derive(Debug, Clone, Copy, Default)]
+/// What a report that changes nothing durable still means: whose liveness it renews.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Seen {
-    /// The store generation the comparison was made at.
-    pub generation: u64,
+    /// The cluster is registered: the report is its operator's heartbeat.
     pub live: bool,
-    pub heartbeat_at: Option<i64>,
-    pub last_seen: Option<i64>,
-    /// The node is being decommissioned: its reports are no-ops.
-    pub parked: bool,
+    /// The node's `last_seen` moves (it is ready and not being decommissioned).
+    pub node_alive: bool,
 }
 
 /// `POST /internal/inventory/nodes`.
-pub fn apply_node(
-    txn: &WriteTransaction,
-    generation: u64,
-    cluster_id: &str,
-    r: &NodeReport,
-    now: i64,
-) -> Result<Outcome<Seen>, StoreError> {
+pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -> Result<Outcome<Seen>, StoreError> {
     let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
-        return Ok(Outcome::Unchanged(Seen { generation, ..Seen::default() }));
+        return Ok(Outcome::Unchanged(Seen::default()));
     };
-    let mut cluster_changed = beat(&mut cluster, now);
+    let stamp = txn.stamps();
+    let mut cluster_changed = beat(&mut cluster, now, stamp);
     let key = format!("{cluster_id}/{}", r.node_id);
     let mut wrote = false;
-    let node = match NODES.get_in_write(txn, &key)? {
+    let node = match txn.get(NODES, &key)? {
         None => {
             let mut n = new_node(cluster_id, &r.node_id, r.node_ready, now);
             capacity(&mut n, r.node_cpu, r.node_mem_gb, r.node_disk_gb);
@@ -139,7 +239,7 @@ pub fn apply_node(
             n.role = r.role.clone().filter(|s| !s.is_empty());
             cluster.node_count += 1;
             cluster_changed = true;
-            NODES.put(txn, &key, &n)?;
+            txn.put(NODES, &key, &n)?;
             wrote = true;
             n
         }
@@ -147,50 +247,36 @@ pub fn apply_node(
         Some(n) if n.decommissioning => n,
         Some(before) => {
             let mut n = before.clone();
-            touch(&mut n, r.node_ready, now);
+            touch(&mut n, r.node_ready, now, stamp);
             capacity(&mut n, r.node_cpu, r.node_mem_gb, r.node_disk_gb);
             n.lossless_capable = r.lossless_capable;
             if let Some(role) = r.role.as_deref().filter(|s| !s.is_empty()) {
                 n.role = Some(role.to_string());
             }
             if n != before {
-                NODES.put(txn, &key, &n)?;
+                txn.put(NODES, &key, &n)?;
                 wrote = true;
             }
             n
         }
     };
     if cluster_changed {
-        CLUSTERS.put(txn, cluster_id, &cluster)?;
+        txn.put(CLUSTERS, cluster_id, &cluster)?;
         wrote = true;
     }
-    Ok(outcome(
-        wrote,
-        Seen {
-            generation,
-            live: true,
-            heartbeat_at: cluster.heartbeat_at,
-            last_seen: node.last_seen,
-            parked: node.decommissioning,
-        },
-    ))
+    Ok(outcome(wrote, Seen { live: true, node_alive: !node.decommissioning && r.node_ready != Some(false) }))
 }
 
 /// `POST /internal/inventory/gpu-devices`: upsert by (cluster, uuid); `used_*` stay ours.
-pub fn apply_gpu(
-    txn: &WriteTransaction,
-    generation: u64,
-    cluster_id: &str,
-    r: &GpuReport,
-    now: i64,
-) -> Result<Outcome<Seen>, StoreError> {
+pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> Result<Outcome<Seen>, StoreError> {
     let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
-        return Ok(Outcome::Unchanged(Seen { generation, ..Seen::default() }));
+        return Ok(Outcome::Unchanged(Seen::default()));
     };
-    let mut cluster_changed = beat(&mut cluster, now);
+    let stamp = txn.stamps();
+    let mut cluster_changed = beat(&mut cluster, now, stamp);
     let mut wrote = false;
     let node_key = format!("{cluster_id}/{}", r.node_id);
-    let stored_node = NODES.get_in_write(txn, &node_key)?;
+    let stored_node = txn.get(NODES, &node_key)?;
     let mut node = match stored_node.clone() {
         None => {
             let mut n = new_node(cluster_id, &r.node_id, r.node_ready, now);
@@ -202,19 +288,12 @@ pub fn apply_gpu(
         Some(n) if n.decommissioning => {
             // Do not re-create the cards an administrator just cleared.
             if cluster_changed {
-                CLUSTERS.put(txn, cluster_id, &cluster)?;
+                txn.put(CLUSTERS, cluster_id, &cluster)?;
             }
-            let seen = Seen {
-                generation,
-                live: true,
-                heartbeat_at: cluster.heartbeat_at,
-                last_seen: n.last_seen,
-                parked: true,
-            };
-            return Ok(outcome(cluster_changed, seen));
+            return Ok(outcome(cluster_changed, Seen { live: true, node_alive: false }));
         }
         Some(mut n) => {
-            touch(&mut n, r.node_ready, now);
+            touch(&mut n, r.node_ready, now, stamp);
             capacity(&mut n, r.node_cpu, r.node_mem_gb, r.node_disk_gb);
             n
         }
@@ -222,7 +301,7 @@ pub fn apply_gpu(
 
     let gpu_key = format!("{cluster_id}/{}", r.uuid);
     let total_mem = r.total_mem_mb.max(0) as u64;
-    match GPUS.get_in_write(txn, &gpu_key)? {
+    match txn.get(GPUS, &gpu_key)? {
         None => {
             let g = GpuRecord {
                 cluster_id: cluster_id.to_string(),
@@ -237,7 +316,7 @@ pub fn apply_gpu(
                 used_cores: r.used_cores.max(0) as u64,
                 status: r.status.clone(),
             };
-            GPUS.put(txn, &gpu_key, &g)?;
+            txn.put(GPUS, &gpu_key, &g)?;
             wrote = true;
             node.gpu_count += 1;
             cluster.gpu_count += 1;
@@ -263,9 +342,9 @@ pub fn apply_gpu(
             if g.node != r.node_id {
                 // The card moved: the old node loses it.
                 let old_key = format!("{cluster_id}/{}", g.node);
-                if let Some(mut old) = NODES.get_in_write(txn, &old_key)? {
+                if let Some(mut old) = txn.get(NODES, &old_key)? {
                     old.gpu_count = old.gpu_count.saturating_sub(1);
-                    NODES.put(txn, &old_key, &old)?;
+                    txn.put(NODES, &old_key, &old)?;
                 }
                 node.gpu_count += 1;
                 g.node = r.node_id.clone();
@@ -275,23 +354,76 @@ pub fn apply_gpu(
                 cluster_changed = true;
             }
             if g != before {
-                GPUS.put(txn, &gpu_key, &g)?;
+                txn.put(GPUS, &gpu_key, &g)?;
                 wrote = true;
             }
         }
     }
     if stored_node.as_ref() != Some(&node) {
-        NODES.put(txn, &node_key, &node)?;
+        txn.put(NODES, &node_key, &node)?;
         wrote = true;
     }
     if cluster_changed {
-        CLUSTERS.put(txn, cluster_id, &cluster)?;
+        txn.put(CLUSTERS, cluster_id, &cluster)?;
         wrote = true;
     }
-    Ok(outcome(
-        wrote,
-        Seen { generation, live: true, heartbeat_at: cluster.heartbeat_at, last_seen: node.last_seen, parked: false },
-    ))
+    Ok(outcome(wrote, Seen { live: true, node_alive: r.node_ready != Some(false) }))
+}
+
+/// Liveness noted in memory since the last flush: the latest report time per cluster and per
+/// node (`<cluster>/<node>`).
+#[derive(Debug, Clone, Default)]
+pub struct PendingLiveness {
+    pub clusters: HashMap<String, i64>,
+    pub nodes: HashMap<String, i64>,
+}
+
+impl PendingLiveness {
+    pub fn is_empty(&self) -> bool {
+        self.clusters.is_empty() && self.nodes.is_empty()
+    }
+
+    /// Takes in what `other` noted (a failed flush goes back).
+    pub fn merge(&mut self, other: PendingLiveness) {
+        for (k, t) in other.clusters {
+            let e = self.clusters.entry(k).or_insert(t);
+            *e = (*e).max(t);
+        }
+        for (k, t) in other.nodes {
+            let e = self.nodes.entry(k).or_insert(t);
+            *e = (*e).max(t);
+        }
+    }
+}
+
+/// Writes the liveness noted in memory: `heartbeat_at` of live clusters (and, like any report,
+/// a cluster degraded for silence is connected again), `last_seen` of nodes that are ready and
+/// online (a node that went offline comes back only through a report the writer applies).
+/// Times only move forward. Returns how many rows it wrote.
+pub fn flush_liveness(txn: &WriteTransaction, p: &PendingLiveness) -> Result<Outcome<usize>, StoreError> {
+    let mut n = 0;
+    for (id, t) in &p.clusters {
+        let Some(mut c) = live_cluster(txn, id)? else { continue };
+        let mut changed = false;
+        if c.heartbeat_at.is_none_or(|h| h < *t) {
+            c.heartbeat_at = Some(*t);
+            changed = true;
+        }
+        changed |= beat(&mut c, *t, false);
+        if changed {
+            CLUSTERS.put(txn, id, &c)?;
+            n += 1;
+        }
+    }
+    for (key, t) in &p.nodes {
+        let Some(mut node) = NODES.get_in_write(txn, key)? else { continue };
+        if node.ready && !node.offline && !node.decommissioning && node.last_seen.is_none_or(|s| s < *t) {
+            node.last_seen = Some(*t);
+            NODES.put(txn, key, &node)?;
+            n += 1;
+        }
+    }
+    Ok(outcome(n > 0, n))
 }
 
 /// `POST /internal/inventory/drift`: kept per card (the latest), and logged by the caller.
@@ -319,7 +451,7 @@ pub fn record_drift(
 
 /// Node names of a cluster whose node rows match `pred`, sorted (keys are in order).
 pub fn hostnames(
-    txn: &redb::ReadTransaction,
+    txn: &ReadTransaction,
     cluster_id: &str,
     pred: impl Fn(&NodeRecord) -> bool,
 ) -> Result<Vec<String>, StoreError> {
@@ -329,6 +461,25 @@ pub fn hostnames(
     names.sort();
     names.dedup();
     Ok(names)
+}
+
+/// What the operator's two GETs answer, from one scan: a cluster's node names: (cordoned and not being decommissioned, being decommissioned), each
+/// sorted (keys are in order).
+pub fn operator_hostnames(txn: &ReadTransaction, cluster_id: &str) -> Result<(Vec<String>, Vec<String>), StoreError> {
+    let prefix = format!("{cluster_id}/");
+    let (mut cordoned, mut parked) = (Vec::new(), Vec::new());
+    for (_, n) in NODES.list_prefix(txn, &prefix)? {
+        if n.decommissioning {
+            parked.push(n.name);
+        } else if n.cordoned {
+            cordoned.push(n.name);
+        }
+    }
+    for names in [&mut cordoned, &mut parked] {
+        names.sort();
+        names.dedup();
+    }
+    Ok((cordoned, parked))
 }
 
 /// `POST /internal/nodes/decommissioned`: the operator deleted the Node; the row goes with it.

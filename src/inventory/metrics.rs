@@ -1,7 +1,8 @@
-//! `GET /metrics`: Prometheus text (format 0.0.4), written by hand: operator callbacks by route
-//! and status, the verified-token caches, store commit latency and batching, clusters by status.
+//! The inventory's part of `GET /metrics` (Prometheus text, format 0.0.4, written by hand):
+//! operator callbacks by route and status and by route and cluster, and clusters by status.
+//! The whole document is put together in `crate::metrics`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
@@ -10,96 +11,115 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::App;
+use crate::auth::guard::CallerSlot;
 use crate::clusters::model::{CLUSTERS, ClusterStatus};
+use crate::store::Store;
 
-/// Callback counts by (route template, status).
+/// Counts by route template, then by a second label.
+type ByRoute<K> = Mutex<HashMap<Arc<str>, HashMap<K, u64>>>;
+
+/// Callback counts by route template, then by status and by cluster (both bounded: routes are
+/// templates, clusters are the verified tokens' registered ids).
 #[derive(Debug, Default)]
 pub struct Callbacks {
-    counts: Mutex<BTreeMap<(Arc<str>, u16), u64>>,
+    by_status: ByRoute<u16>,
+    by_cluster: ByRoute<Arc<str>>,
+}
+
+fn bump<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u64>, k: K) {
+    *m.entry(k).or_insert(0) += 1;
 }
 
 impl Callbacks {
-    pub fn count(&self, route: &str, status: u16) {
-        let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        // Look up by reference first: the common case allocates nothing.
-        if let Some((_, n)) = m.iter_mut().find(|((r, s), _)| *s == status && &**r == route) {
-            *n += 1;
-            return;
+    pub fn count(&self, route: &str, status: u16, cluster: Option<&str>) {
+        {
+            let mut m = self.by_status.lock().unwrap_or_else(|p| p.into_inner());
+            match m.get_mut(route) {
+                Some(s) => bump(s, status),
+                None => {
+                    m.insert(Arc::from(route), HashMap::from([(status, 1)]));
+                }
+            }
         }
-        m.insert((Arc::from(route), status), 1);
+        let Some(cluster) = cluster else { return };
+        let mut m = self.by_cluster.lock().unwrap_or_else(|p| p.into_inner());
+        let per = match m.get_mut(route) {
+            Some(per) => per,
+            None => m.entry(Arc::from(route)).or_default(),
+        };
+        match per.get_mut(cluster) {
+            Some(n) => *n += 1,
+            None => {
+                per.insert(Arc::from(cluster), 1);
+            }
+        }
     }
 
+    /// (route, status, count), sorted.
     pub fn snapshot(&self) -> Vec<(String, u16, u64)> {
-        let m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        m.iter().map(|((r, s), n)| (r.to_string(), *s, *n)).collect()
+        let m = self.by_status.lock().unwrap_or_else(|p| p.into_inner());
+        let sorted: BTreeMap<(&str, u16), u64> =
+            m.iter().flat_map(|(r, s)| s.iter().map(move |(st, n)| ((&**r, *st), *n))).collect();
+        sorted.into_iter().map(|((r, s), n)| (r.to_string(), s, n)).collect()
+    }
+
+    /// (route, cluster, count), sorted.
+    pub fn by_cluster(&self) -> Vec<(String, String, u64)> {
+        let m = self.by_cluster.lock().unwrap_or_else(|p| p.into_inner());
+        let sorted: BTreeMap<(&str, &str), u64> =
+            m.iter().flat_map(|(r, c)| c.iter().map(move |(id, n)| ((&**r, &**id), *n))).collect();
+        sorted.into_iter().map(|((r, c), n)| (r.to_string(), c.to_string(), n)).collect()
     }
 }
 
-/// Middleware (on the whole router): counts every answer of an `/internal` route.
-pub async fn count_callbacks(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string());
+/// Middleware (on the whole router): counts every answer of an `/internal` route, by status and,
+/// once the operator guard verified the caller, by cluster.
+pub async fn count_callbacks(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str())
+        .filter(|r| r.starts_with("/internal/"))
+        .map(str::to_string);
+    let Some(route) = route else { return next.run(req).await };
+    let slot = CallerSlot::default();
+    req.extensions_mut().insert(slot.clone());
     let res = next.run(req).await;
-    if let Some(route) = route.filter(|r| r.starts_with("/internal/")) {
-        app.inventory.metrics.count(&route, res.status().as_u16());
-    }
+    app.inventory.metrics.count(&route, res.status().as_u16(), slot.0.get().map(|c| c.as_str()));
     res
 }
 
-fn escape(v: &str) -> String {
+pub fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// The exposition text.
-pub async fn render(app: &App) -> String {
-    let mut out = String::new();
+/// Callbacks and clusters by status.
+pub async fn render(callbacks: &Callbacks, store: &Store, out: &mut String) {
     let _ = writeln!(out, "# HELP gshare_callbacks_total Operator callbacks answered, by route and status.");
     let _ = writeln!(out, "# TYPE gshare_callbacks_total counter");
-    for (route, status, n) in app.inventory.metrics.snapshot() {
+    for (route, status, n) in callbacks.snapshot() {
         let _ = writeln!(out, "gshare_callbacks_total{{route=\"{}\",status=\"{status}\"}} {n}", escape(&route));
     }
-
     let _ = writeln!(
         out,
-        "# HELP gshare_token_verify_cache_hits_total Bearer tokens answered from the verified-token cache."
+        "# HELP gshare_callbacks_by_cluster_total Operator callbacks with a verified token, by route and cluster (rates: rate() in Prometheus)."
     );
-    let _ = writeln!(out, "# TYPE gshare_token_verify_cache_hits_total counter");
-    let _ = writeln!(out, "# HELP gshare_token_verify_cache_misses_total Bearer tokens that needed a signature check.");
-    let _ = writeln!(out, "# TYPE gshare_token_verify_cache_misses_total counter");
-    for (audience, (hits, misses)) in [
-        (app.auth.internal.audience(), app.auth.internal.cache_stats()),
-        (app.auth.api.audience(), app.auth.api.cache_stats()),
-    ] {
-        let _ = writeln!(out, "gshare_token_verify_cache_hits_total{{audience=\"{audience}\"}} {hits}");
-        let _ = writeln!(out, "gshare_token_verify_cache_misses_total{{audience=\"{audience}\"}} {misses}");
+    let _ = writeln!(out, "# TYPE gshare_callbacks_by_cluster_total counter");
+    for (route, cluster, n) in callbacks.by_cluster() {
+        let _ = writeln!(
+            out,
+            "gshare_callbacks_by_cluster_total{{route=\"{}\",cluster_id=\"{}\"}} {n}",
+            escape(&route),
+            escape(&cluster)
+        );
     }
-
-    let s = app.store.commit_stats();
-    let _ = writeln!(out, "# HELP gshare_store_commit_seconds Durable commits of the state file (each one fsync).");
-    let _ = writeln!(out, "# TYPE gshare_store_commit_seconds histogram");
-    for (le, n) in crate::store::COMMIT_BUCKETS.iter().zip(&s.cumulative) {
-        let _ = writeln!(out, "gshare_store_commit_seconds_bucket{{le=\"{le}\"}} {n}");
-    }
-    let _ = writeln!(out, "gshare_store_commit_seconds_bucket{{le=\"+Inf\"}} {}", s.count);
-    let _ = writeln!(out, "gshare_store_commit_seconds_sum {}", s.sum_seconds);
-    let _ = writeln!(out, "gshare_store_commit_seconds_count {}", s.count);
-    let _ = writeln!(out, "# HELP gshare_store_group_commits_total Group commits, and the writes they carried.");
-    let _ = writeln!(out, "# TYPE gshare_store_group_commits_total counter");
-    let _ = writeln!(out, "gshare_store_group_commits_total {}", s.batches);
-    let _ = writeln!(out, "# TYPE gshare_store_group_commit_writes_total counter");
-    let _ = writeln!(out, "gshare_store_group_commit_writes_total {}", s.batched_ops);
-    let _ = writeln!(
-        out,
-        "# HELP gshare_store_unchanged_batches_total Batches that changed nothing (rolled back, no fsync)."
-    );
-    let _ = writeln!(out, "# TYPE gshare_store_unchanged_batches_total counter");
-    let _ = writeln!(out, "gshare_store_unchanged_batches_total {}", s.skipped_batches);
 
     let mut by_status: BTreeMap<&'static str, u64> =
         [ClusterStatus::Pending, ClusterStatus::Connected, ClusterStatus::Degraded, ClusterStatus::Unreachable]
             .iter()
             .map(|s| (s.as_str(), 0))
             .collect();
-    match app.store.read(|txn| CLUSTERS.list(txn)).await {
+    match store.read(|txn| CLUSTERS.list(txn)).await {
         Ok(all) => {
             for (_, c) in all.iter().filter(|(_, c)| c.is_live()) {
                 *by_status.entry(c.status.as_str()).or_default() += 1;
@@ -112,41 +132,4 @@ pub async fn render(app: &App) -> String {
     for (status, n) in by_status {
         let _ = writeln!(out, "gshare_clusters{{status=\"{status}\"}} {n}");
     }
-
-    use crate::sessions::model::{Phase, live_sessions};
-    let live = [Phase::Pending, Phase::Preparing, Phase::Running, Phase::Paused, Phase::Terminating];
-    let mut by_phase: BTreeMap<&'static str, u64> = live.iter().map(|p| (p.as_str(), 0)).collect();
-    let mut open_allocations = 0u64;
-    let counted = app
-        .store
-        .read(|txn| {
-            // Open allocations belong to live sessions: read only theirs.
-            let live = live_sessions(txn)?;
-            let mut open = 0u64;
-            for s in &live {
-                open += super::gpu_booking::open_of_session(txn, &s.id)?;
-            }
-            Ok((live.into_iter().map(|s| s.phase).collect::<Vec<Phase>>(), open))
-        })
-        .await;
-    match counted {
-        Ok((phases, open)) => {
-            for p in phases.into_iter().filter(|p| !p.is_final()) {
-                *by_phase.entry(p.as_str()).or_default() += 1;
-            }
-            open_allocations = open;
-        }
-        Err(e) => tracing::warn!(error = %e, "metrics: cannot read sessions"),
-    }
-    let _ = writeln!(out, "# HELP gshare_sessions Live sessions by phase.");
-    let _ = writeln!(out, "# TYPE gshare_sessions gauge");
-    for (phase, n) in by_phase {
-        let _ = writeln!(out, "gshare_sessions{{phase=\"{phase}\"}} {n}");
-    }
-    let _ = writeln!(out, "# HELP gshare_gpu_allocations_open GPU allocations held by sessions.");
-    let _ = writeln!(out, "# TYPE gshare_gpu_allocations_open gauge");
-    let _ = writeln!(out, "gshare_gpu_allocations_open {open_allocations}");
-    app.snapshots.render_metrics(&mut out);
-    out.push_str(&app.operator.metrics().await);
-    out
 }

@@ -2,9 +2,14 @@
 //! session status and samples) through upstream's `/internal` callbacks, liveness (heartbeats and
 //! the sweep that marks silence), the admin's node cordon/decommission, and `/metrics`.
 //!
-//! Reports arrive every 15 s per node and mostly repeat what is stored. A repeat is answered from
-//! memory when nothing was committed since it was last compared (the store's generation), so it
-//! costs no transaction; everything else goes through the store's group commit.
+//! Reports arrive every 15 s per node and mostly repeat what is stored. A repeat costs no write:
+//! the first time, a read transaction runs the report's code without writing ([`apply::DryRun`]);
+//! if nothing durable would change, the report's digest is remembered, tagged with its cluster's
+//! inventory tag (moved by every inventory write of that cluster), and later repeats are answered
+//! from memory. Either way their liveness times go to memory and are written every
+//! `liveness_flush_every` (5 s) in one batched write: a crash loses at most that much liveness
+//! (a node or cluster then looks up to 5 s less recently seen; the 90 s / 120 s thresholds are far).
+//! Everything else goes through the store's group commit, in the reporting cluster's lane.
 
 pub mod apply;
 pub mod gpu_booking;
@@ -13,12 +18,14 @@ pub mod model;
 pub mod routes;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use tokio::sync::watch;
 
-use self::apply::{LIVENESS_EVERY_MS, NodeAction, Refusal, Seen, SweepReport};
+use self::apply::{DryRun, NodeAction, PendingLiveness, Refusal, Seen, SweepReport};
 use self::model::*;
 use crate::App;
 use crate::audit::AuditEntry;
@@ -28,13 +35,58 @@ use crate::clusters::model::NodeRecord;
 use crate::config::Config;
 use crate::store::{Outcome, Store, StoreError};
 
-/// Repeat-report entries kept at most (one per node and card); beyond, the memory starts over.
-const MAX_REMEMBERED: usize = 1 << 16;
+/// Repeat-report entries kept at most (one per node and card: 4x the 45,000 of a 5,000-node
+/// fleet); beyond, the memory starts over.
+const MAX_REMEMBERED: usize = 1 << 18;
 
-#[derive(Debug, Clone, PartialEq)]
-enum Remembered {
-    Node(NodeReport),
-    Gpu(GpuReport),
+/// A report known to change nothing durable while its cluster's tag stays the same.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    digest: u64,
+    tag: u64,
+    seen: Seen,
+}
+
+/// The answers of one cluster's two hostname GETs (`{"hostnames":[…]}`, rendered once), at one tag.
+#[derive(Debug)]
+struct HostLists {
+    tag: u64,
+    cordoned: Bytes,
+    decommissioning: Bytes,
+}
+
+/// Inventory tags: a number per cluster that moves (after the commit) with every inventory write
+/// that may change its clusters', nodes' or cards' rows, and one that moves for all (the sweep).
+/// What was read at a tag holds while the tag stays. Rows other domains write are not compared
+/// by reports (allocations own `used_*`, sessions `running_sessions`); the registry writes a
+/// cluster's rows at registration (a new id) and unregistration (its reports are no-ops then).
+#[derive(Debug, Default)]
+struct Tags {
+    counter: AtomicU64,
+    all: AtomicU64,
+    clusters: Mutex<HashMap<String, u64>>,
+}
+
+impl Tags {
+    fn current(&self, cluster: &str) -> u64 {
+        let all = self.all.load(Ordering::Acquire);
+        let own = lock(&self.clusters).get(cluster).copied().unwrap_or(0);
+        all.max(own)
+    }
+
+    fn bump(&self, cluster: &str) {
+        let t = self.counter.fetch_add(1, Ordering::AcqRel) + 1;
+        lock(&self.clusters).insert(cluster.to_string(), t);
+    }
+
+    fn bump_all(&self) {
+        let t = self.counter.fetch_add(1, Ordering::AcqRel) + 1;
+        self.all.store(t, Ordering::Release);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The inventory service: the domain side of the callbacks.
@@ -42,8 +94,15 @@ pub struct Inventory {
     store: Store,
     clock: Clock,
     config: Arc<Config>,
-    /// `n|<cluster>|<node>` / `g|<cluster>|<uuid>` -> the last report compared with the store.
-    remembered: Mutex<HashMap<String, (Remembered, Seen)>>,
+    /// `n|<cluster>|<node>` / `g|<cluster>|<uuid>` -> the last report found to change nothing.
+    remembered: Mutex<HashMap<String, Known>>,
+    tags: Tags,
+    /// Liveness of repeat reports, not yet written.
+    liveness: Mutex<PendingLiveness>,
+    /// Held by a flush until its write is answered: a flush that returns has written all that
+    /// was noted before it began (the stop relies on it while the background flush also runs).
+    flushing: tokio::sync::Mutex<()>,
+    hostnames: Mutex<HashMap<String, HostLists>>,
     pub metrics: metrics::Callbacks,
 }
 
@@ -53,95 +112,168 @@ impl std::fmt::Debug for Inventory {
     }
 }
 
-fn fresh(at: Option<i64>, now: i64) -> bool {
-    at.is_some_and(|t| t <= now && now - t < LIVENESS_EVERY_MS)
-}
-
 impl Inventory {
     pub fn new(store: Store, clock: Clock, config: Arc<Config>) -> Self {
-        Self { store, clock, config, remembered: Mutex::new(HashMap::new()), metrics: Default::default() }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Remembered, Seen)>> {
-        self.remembered.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Is this report known to change nothing (no commit since it was compared, and no liveness
-    /// timestamp due)?
-    fn is_repeat(&self, key: &str, report: &Remembered, node_ready: Option<bool>, now: i64) -> bool {
-        let map = self.lock();
-        let Some((last, seen)) = map.get(key) else { return false };
-        if seen.generation != self.store.generation() || last != report {
-            return false;
+        Self {
+            store,
+            clock,
+            config,
+            remembered: Mutex::new(HashMap::new()),
+            tags: Tags::default(),
+            liveness: Mutex::new(PendingLiveness::default()),
+            flushing: tokio::sync::Mutex::new(()),
+            hostnames: Mutex::new(HashMap::new()),
+            metrics: Default::default(),
         }
-        if !seen.live {
-            return true;
-        }
-        fresh(seen.heartbeat_at, now) && (seen.parked || node_ready == Some(false) || fresh(seen.last_seen, now))
     }
 
-    fn remember(&self, key: String, report: Remembered, seen: Seen) {
-        let mut map = self.lock();
+    /// Answers a repeat from memory: true when `key` was found to change nothing at the
+    /// cluster's current tag with the same digest (its liveness is then noted).
+    fn known(&self, key: &str, digest: u64, cluster: &str, node: &str, now: i64) -> bool {
+        let tag = self.tags.current(cluster);
+        let seen = match lock(&self.remembered).get(key) {
+            Some(k) if k.digest == digest && k.tag == tag => k.seen,
+            _ => return false,
+        };
+        self.note(cluster, node, seen, now);
+        true
+    }
+
+    fn remember(&self, key: String, known: Known) {
+        let mut map = lock(&self.remembered);
         if map.len() >= MAX_REMEMBERED && !map.contains_key(&key) {
             map.clear();
         }
-        map.insert(key, (report, seen));
+        map.insert(key, known);
+    }
+
+    /// Notes a no-op report's liveness for the next flush.
+    fn note(&self, cluster: &str, node: &str, seen: Seen, now: i64) {
+        if !seen.live {
+            return;
+        }
+        let mut p = lock(&self.liveness);
+        match p.clusters.get_mut(cluster) {
+            Some(t) => *t = (*t).max(now),
+            None => {
+                p.clusters.insert(cluster.to_string(), now);
+            }
+        }
+        if seen.node_alive {
+            let key = format!("{cluster}/{node}");
+            let t = p.nodes.entry(key).or_insert(now);
+            *t = (*t).max(now);
+        }
+    }
+
+    /// Writes the liveness noted in memory (one batched write); returns how many rows moved.
+    /// The background task calls it every `liveness_flush_every`, the sweep before it judges
+    /// silence, and the server once more when it stops.
+    pub async fn flush_liveness(&self) -> Result<usize, StoreError> {
+        let _one_at_a_time = self.flushing.lock().await;
+        let pending = std::mem::take(&mut *lock(&self.liveness));
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let p = Arc::new(pending);
+        let batch = p.clone();
+        match self.store.write_batched(move |txn| apply::flush_liveness(txn, &batch)).await {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                // Kept for the next flush.
+                lock(&self.liveness).merge(Arc::unwrap_or_clone(p));
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs one report: from memory when known; else a dry run on a read transaction (a repeat
+    /// that changes nothing durable costs no write); else the write, in the cluster's lane.
+    async fn report<R: apply::Report>(
+        &self,
+        cluster: &ClusterId,
+        key: String,
+        digest: u64,
+        node: String,
+        r: R,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        let id = cluster.as_str();
+        if self.known(&key, digest, id, &node, now) {
+            return Ok(());
+        }
+        let tag = self.tags.current(id);
+        let checked = {
+            let (cid, r) = (id.to_string(), r.clone());
+            self.store
+                .read(move |txn| {
+                    let dry = DryRun::new(txn);
+                    let o = r.apply(&dry, &cid, now)?;
+                    Ok(dry.verdict(o))
+                })
+                .await?
+        };
+        if let Some(seen) = checked {
+            self.remember(key, Known { digest, tag, seen });
+            self.note(id, &node, seen, now);
+            return Ok(());
+        }
+        let cid = id.to_string();
+        self.store.write_batched_in(id, move |txn| r.apply(txn, &cid, now)).await?;
+        self.tags.bump(id);
+        Ok(())
     }
 
     /// `POST /internal/inventory/nodes`.
     pub async fn report_node(&self, cluster: &ClusterId, r: NodeReport) -> Result<(), StoreError> {
-        let now = self.clock.now_ms();
         let key = format!("n|{cluster}|{}", r.node_id);
-        let remembered = Remembered::Node(r.clone());
-        if self.is_repeat(&key, &remembered, r.node_ready, now) {
-            return Ok(());
-        }
-        let (store, id) = (self.store.clone(), cluster.to_string());
-        let seen =
-            self.store.write_batched(move |txn| apply::apply_node(txn, store.generation(), &id, &r, now)).await?;
-        self.remember(key, remembered, seen);
-        Ok(())
+        let (digest, node) = (apply::node_digest(&r), r.node_id.clone());
+        self.report(cluster, key, digest, node, r).await
     }
 
     /// `POST /internal/inventory/gpu-devices`.
     pub async fn report_gpu(&self, cluster: &ClusterId, r: GpuReport) -> Result<(), StoreError> {
-        let now = self.clock.now_ms();
         let key = format!("g|{cluster}|{}", r.uuid);
-        let ready = r.node_ready;
-        let remembered = Remembered::Gpu(r.clone());
-        if self.is_repeat(&key, &remembered, ready, now) {
-            return Ok(());
-        }
-        let (store, id) = (self.store.clone(), cluster.to_string());
-        let seen = self.store.write_batched(move |txn| apply::apply_gpu(txn, store.generation(), &id, &r, now)).await?;
-        self.remember(key, remembered, seen);
-        Ok(())
+        let (digest, node) = (apply::gpu_digest(&r), r.node_id.clone());
+        self.report(cluster, key, digest, node, r).await
     }
 
     pub async fn report_drift(&self, cluster: &ClusterId, r: DriftReport) -> Result<(), StoreError> {
         let now = self.clock.now_ms();
         tracing::warn!(cluster_id = %cluster, uuid = ?r.uuid, used_mem_mb = ?r.used_mem_mb, total_mem_mb = ?r.total_mem_mb, "inventory drift reported: used memory above total");
         let id = cluster.to_string();
-        self.store.write_batched(move |txn| apply::record_drift(txn, &id, &r, now)).await
+        self.store.write_batched_in(cluster.as_str(), move |txn| apply::record_drift(txn, &id, &r, now)).await
     }
 
-    /// Node names of the token's cluster that are cordoned (or being decommissioned).
-    pub async fn hostnames(&self, cluster: &ClusterId, decommissioning: bool) -> Result<Vec<String>, StoreError> {
-        let id = cluster.to_string();
-        self.store
-            .read(move |txn| {
-                apply::hostnames(txn, &id, |n| {
-                    if decommissioning { n.decommissioning } else { n.cordoned && !n.decommissioning }
-                })
-            })
-            .await
+    /// `{"hostnames":[…]}`: node names of the token's cluster that are cordoned (or being
+    /// decommissioned), sorted. Every node's reconcile asks; both answers are read from one scan
+    /// once per cluster tag and served from memory until an inventory write of that cluster
+    /// moves the tag.
+    pub async fn hostnames_json(&self, cluster: &ClusterId, decommissioning: bool) -> Result<Bytes, StoreError> {
+        let id = cluster.as_str();
+        let pick = |h: &HostLists| if decommissioning { h.decommissioning.clone() } else { h.cordoned.clone() };
+        let tag = self.tags.current(id);
+        if let Some(h) = lock(&self.hostnames).get(id).filter(|h| h.tag == tag) {
+            return Ok(pick(h));
+        }
+        let cid = id.to_string();
+        let (cordoned, decommissioning_list) = self.store.read(move |txn| apply::operator_hostnames(txn, &cid)).await?;
+        let render = |hostnames: Vec<String>| {
+            serde_json::to_vec(&model::Hostnames { hostnames })
+                .map(Bytes::from)
+                .map_err(|e| StoreError::Backend(e.to_string()))
+        };
+        let h = HostLists { tag, cordoned: render(cordoned)?, decommissioning: render(decommissioning_list)? };
+        let answer = pick(&h);
+        lock(&self.hostnames).insert(id.to_string(), h);
+        Ok(answer)
     }
 
     pub async fn decommissioned(&self, cluster: &ClusterId, hostname: String) -> Result<(), StoreError> {
         let (id, clock) = (cluster.to_string(), self.clock.clone());
         let removed = self
             .store
-            .write_batched(move |txn| {
+            .write_batched_in(cluster.as_str(), move |txn| {
                 let o = apply::node_decommissioned(txn, &clock, &id, &hostname)?;
                 Ok::<_, StoreError>(match o {
                     Outcome::Wrote(()) => Outcome::Wrote(Some(hostname.clone())),
@@ -149,6 +281,7 @@ impl Inventory {
                 })
             })
             .await?;
+        self.tags.bump(cluster.as_str());
         if let Some(h) = removed {
             tracing::info!(cluster_id = %cluster, node = %h, "node removed from the cluster and the inventory");
         }
@@ -159,7 +292,11 @@ impl Inventory {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
         let log = ev.clone();
-        let known = self.store.write_batched(move |txn| apply::record_health_event(txn, &id, &ev, now)).await?;
+        let known = self
+            .store
+            .write_batched_in(cluster.as_str(), move |txn| apply::record_health_event(txn, &id, &ev, now))
+            .await?;
+        self.tags.bump(cluster.as_str());
         tracing::warn!(cluster_id = %cluster, node = %log.node_id, kind = %log.kind, severity = %log.severity, action = ?log.action, known_node = known, "node health event");
         Ok(())
     }
@@ -167,7 +304,8 @@ impl Inventory {
     pub async fn volume_sync(&self, cluster: &ClusterId, r: VolumeSync) -> Result<VolumeSyncAnswer, StoreError> {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
-        let answer = self.store.write_batched(move |txn| apply::volume_sync(txn, &id, &r, now)).await?;
+        let answer =
+            self.store.write_batched_in(cluster.as_str(), move |txn| apply::volume_sync(txn, &id, &r, now)).await?;
         if answer.orphans > 0 {
             tracing::warn!(cluster_id = %cluster, orphans = answer.orphans, "volume sync: PVCs without a volume id; left untouched");
         }
@@ -183,15 +321,25 @@ impl Inventory {
         audit: AuditEntry,
     ) -> Result<Result<NodeRecord, Refusal>, StoreError> {
         let (id, clock) = (cluster.to_string(), self.clock.clone());
-        self.store.write_batched(move |txn| apply::node_action(txn, &id, &node, action, audit.clone(), &clock)).await
+        let done = self
+            .store
+            .write_batched(move |txn| apply::node_action(txn, &id, &node, action, audit.clone(), &clock))
+            .await;
+        self.tags.bump(cluster.as_str());
+        done
     }
 
-    /// Marks silence: see [`apply::sweep`]. Tests call it after moving the clock.
+    /// Marks silence: see [`apply::sweep`]. Liveness held in memory is written first. Tests
+    /// call it after moving the clock.
     pub async fn sweep(&self) -> Result<SweepReport, StoreError> {
+        self.flush_liveness().await?;
         let now = self.clock.now_ms();
         let node_ms = self.config.node_stale_after.as_millis() as i64;
         let hb_ms = self.config.heartbeat_stale_after.as_millis() as i64;
         let report = self.store.write_batched(move |txn| apply::sweep(txn, now, node_ms, hb_ms)).await?;
+        if report != SweepReport::default() {
+            self.tags.bump_all();
+        }
         for c in &report.clusters_degraded {
             tracing::warn!(cluster_id = %c, "operator silent; cluster marked degraded");
         }
@@ -225,6 +373,27 @@ pub fn spawn_sweeper(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             }
             if let Err(e) = app.inventory.sweep().await {
                 tracing::error!(error = %e, "inventory sweep failed");
+            }
+        }
+    });
+}
+
+/// Starts the liveness flush: every `liveness_flush_every` (5 s), and once more at the stop.
+pub fn spawn_liveness_flush(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(app.config.liveness_flush_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.wait_for(|v| *v) => true,
+            };
+            if let Err(e) = app.inventory.flush_liveness().await {
+                tracing::error!(error = %e, "cannot write the nodes' and clusters' liveness times");
+            }
+            if stopping {
+                return;
             }
         }
     });

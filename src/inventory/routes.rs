@@ -38,7 +38,6 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(cordon))
         .routes(routes!(uncordon))
         .routes(routes!(decommission))
-        .routes(routes!(metrics))
 }
 
 pub(crate) fn accepted() -> Response {
@@ -213,18 +212,20 @@ async fn inventory_drift(
 /// Nodes to cordon (the cluster is the token's), sorted.
 #[utoipa::path(get, path = "/internal/nodes/cordoned", tag = "internal",
     responses((status = 200, body = Hostnames), (status = 401, body = ErrorBody)))]
-async fn nodes_cordoned(State(app): State<Arc<App>>, caller: OperatorCaller) -> Result<Json<Hostnames>, ApiError> {
-    Ok(Json(Hostnames { hostnames: app.inventory.hostnames(&caller.cluster_id, false).await? }))
+async fn nodes_cordoned(State(app): State<Arc<App>>, caller: OperatorCaller) -> Result<Response, ApiError> {
+    Ok(json_bytes(app.inventory.hostnames_json(&caller.cluster_id, false).await?))
+}
+
+/// A JSON answer rendered beforehand.
+fn json_bytes(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
 /// Nodes to delete from the cluster (the cluster is the token's), sorted.
 #[utoipa::path(get, path = "/internal/nodes/decommissioning", tag = "internal",
     responses((status = 200, body = Hostnames), (status = 401, body = ErrorBody)))]
-async fn nodes_decommissioning(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-) -> Result<Json<Hostnames>, ApiError> {
-    Ok(Json(Hostnames { hostnames: app.inventory.hostnames(&caller.cluster_id, true).await? }))
+async fn nodes_decommissioning(State(app): State<Arc<App>>, caller: OperatorCaller) -> Result<Response, ApiError> {
+    Ok(json_bytes(app.inventory.hostnames_json(&caller.cluster_id, true).await?))
 }
 
 /// The operator deleted a decommissioned Node: its row goes (audited as `node.delete`).
@@ -391,14 +392,4 @@ async fn decommission(
     Path((id, node)): Path<(String, String)>,
 ) -> Result<Json<NodeView>, ApiError> {
     admin_node_action(&app, &admin, &meta, &id, &node, NodeAction::Decommission).await
-}
-
-/// Prometheus metrics: callbacks by route and status, token-cache hits, store commit latency,
-/// clusters by status. Unauthenticated, like `/healthz`; it carries counts only.
-#[utoipa::path(get, path = "/metrics", tag = "system",
-    responses((status = 200, content_type = "text/plain; version=0.0.4", body = String)))]
-async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let text = super::metrics::render(&app).await;
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))], text)
-        .into_response()
 }

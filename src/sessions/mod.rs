@@ -7,6 +7,7 @@
 pub mod connect;
 pub mod cr;
 pub mod lookup;
+pub mod metrics;
 pub mod model;
 pub mod offerings;
 pub mod proxy_path;

@@ -256,12 +256,12 @@ impl Sessions {
     ) -> Result<Result<StatusApplied, Refusal>, StoreError> {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
-        self.store.write_batched(move |txn| record_status(txn, &id, &name, &r, now)).await
+        self.store.write_batched_in(cluster.as_str(), move |txn| record_status(txn, &id, &name, &r, now)).await
     }
 
     pub async fn session_samples(&self, cluster: &ClusterId, r: AgentReport) -> Result<SamplesAccepted, StoreError> {
         let id = cluster.to_string();
-        self.store.write_batched(move |txn| record_samples(txn, &id, &r)).await
+        self.store.write_batched_in(cluster.as_str(), move |txn| record_samples(txn, &id, &r)).await
     }
 }
 

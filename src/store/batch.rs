@@ -1,7 +1,13 @@
 //! Group commit. redb has none of its own: every `commit()` is one fsync, so one write per request
-//! caps a server at the disk's fsync rate. Here one writer thread takes the first queued write,
-//! drains whatever else queued meanwhile (up to [`MAX_BATCH`]), runs them all in one transaction
-//! and commits once, then answers each caller. While it waits for the disk the next batch queues.
+//! caps a server at the disk's fsync rate. Here one writer thread takes the queued writes (up to
+//! [`MAX_BATCH`]), runs them all in one transaction and commits once, then answers each caller.
+//! While it waits for the disk the next batch queues.
+//!
+//! Fairness: writes queue in lanes (the caller names one, e.g. the reporting cluster; unnamed
+//! writes share the default lane) and a batch takes one write from each lane in turn, so a lane
+//! that floods (a broken operator resending in a tight loop) cannot push another lane's write
+//! further back than the next batch. Each lane holds at most [`LANE_QUEUE`] writes; beyond, its
+//! callers wait for room (back-pressure, never dropping) while other lanes keep their room.
 //!
 //! Isolation: redb's ephemeral savepoints can only be taken on a clean transaction, so a failing
 //! write cannot be rolled back alone. Instead the whole transaction is aborted and the batch runs
@@ -9,18 +15,20 @@
 //! are `FnMut` and decide from what they read, so running one twice is harmless. A batch in which
 //! every write reported [`Outcome::Unchanged`] is rolled back: nothing to make durable, no fsync.
 
-use std::sync::{Arc, Weak};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use redb::{Database, WriteTransaction};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::{CommitStats, StoreError};
 
 /// Writes committed together at most.
 pub const MAX_BATCH: usize = 256;
-/// Writes queued before callers wait for room (back-pressure, never dropping).
-const QUEUE: usize = 4096;
+/// Writes queued in one lane before its callers wait for room.
+pub const LANE_QUEUE: usize = 1024;
 
 /// What a batched write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,50 +97,145 @@ where
     }
 }
 
+/// A queued write and its place in its lane (given back when the writer takes it).
+struct Queued {
+    op: Box<dyn Op>,
+    _room: OwnedSemaphorePermit,
+}
+
+#[derive(Default)]
+struct Lanes {
+    /// Lanes with queued writes, in serving order: a lane served goes to the back.
+    ring: VecDeque<Arc<str>>,
+    queued: HashMap<Arc<str>, VecDeque<Queued>>,
+    /// Every `Store` is gone: the writer ends once the queue is empty.
+    closed: bool,
+}
+
+impl Lanes {
+    /// Up to `max` writes, one from each lane in turn.
+    fn take_round_robin(&mut self, max: usize) -> Vec<Box<dyn Op>> {
+        let mut ops = Vec::new();
+        while ops.len() < max {
+            let Some(lane) = self.ring.pop_front() else { break };
+            let Some(q) = self.queued.get_mut(&lane) else { continue };
+            if let Some(w) = q.pop_front() {
+                ops.push(w.op);
+            }
+            if q.is_empty() {
+                self.queued.remove(&lane);
+            } else {
+                self.ring.push_back(lane);
+            }
+        }
+        ops
+    }
+}
+
+/// What the callers and the writer thread share.
+#[derive(Default)]
+struct Queue {
+    lanes: Mutex<Lanes>,
+    ready: Condvar,
+    depth: AtomicUsize,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Lanes> {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The sending side of the writer thread.
 pub(super) struct Batcher {
-    tx: mpsc::Sender<Box<dyn Op>>,
+    queue: Arc<Queue>,
+    /// Each lane's room (permits = free places).
+    room: Mutex<HashMap<Arc<str>, Arc<Semaphore>>>,
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.queue.lock().closed = true;
+        self.queue.ready.notify_all();
+    }
 }
 
 impl Batcher {
     /// Starts the writer thread. It holds the database weakly and ends when every `Store` clone
-    /// (and so every sender) is gone, so dropping the store still closes the file promptly.
+    /// (and so this batcher) is gone, so dropping the store still closes the file promptly.
     pub(super) fn start(db: &Arc<Database>, stats: Arc<CommitStats>) -> Self {
-        let (tx, rx) = mpsc::channel(QUEUE);
+        let queue = Arc::new(Queue::default());
         let weak = Arc::downgrade(db);
+        let q = queue.clone();
         let spawned =
-            std::thread::Builder::new().name("gshare-store-writer".into()).spawn(move || writer(weak, stats, rx));
+            std::thread::Builder::new().name("gshare-store-writer".into()).spawn(move || writer(weak, stats, q));
         if let Err(e) = spawned {
-            // Without the thread every batched write fails with a clear error (below).
             tracing::error!(error = %e, "cannot start the state store writer thread");
+            // Without the thread every batched write fails with a clear error (below).
+            queue.lock().closed = true;
         }
-        Self { tx }
+        Self { queue, room: Mutex::new(HashMap::new()) }
     }
 
-    pub(super) async fn submit<T, E, F>(&self, f: F) -> Result<T, E>
+    /// Writes queued and not yet taken by the writer.
+    pub(super) fn depth(&self) -> usize {
+        self.queue.depth.load(Ordering::Relaxed)
+    }
+
+    pub(super) async fn submit<T, E, F>(&self, lane: &str, f: F) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
         F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
     {
+        let stopped = || E::from(StoreError::Join("the state store writer has stopped".into()));
+        let (lane, room): (Arc<str>, Arc<Semaphore>) = {
+            let mut rooms = self.room.lock().unwrap_or_else(|p| p.into_inner());
+            match rooms.get_key_value(lane) {
+                Some((k, r)) => (k.clone(), r.clone()),
+                None => {
+                    let (k, r): (Arc<str>, _) = (Arc::from(lane), Arc::new(Semaphore::new(LANE_QUEUE)));
+                    rooms.insert(k.clone(), r.clone());
+                    (k, r)
+                }
+            }
+        };
+        let permit = room.acquire_owned().await.map_err(|_| stopped())?;
         let (reply, answer) = oneshot::channel();
         let op: Box<dyn Op> = Box::new(Pending { f, result: None, reply });
-        if self.tx.send(op).await.is_err() {
-            return Err(E::from(StoreError::Join("the state store writer has stopped".into())));
+        {
+            let mut lanes = self.queue.lock();
+            if lanes.closed {
+                return Err(stopped());
+            }
+            let q = lanes.queued.entry(lane.clone()).or_default();
+            let first = q.is_empty();
+            q.push_back(Queued { op, _room: permit });
+            if first {
+                lanes.ring.push_back(lane);
+            }
+            self.queue.depth.fetch_add(1, Ordering::Relaxed);
         }
+        self.queue.ready.notify_one();
         answer.await.map_err(|_| E::from(StoreError::Join("the state store writer dropped a write".into())))?
     }
 }
 
-fn writer(db: Weak<Database>, stats: Arc<CommitStats>, mut rx: mpsc::Receiver<Box<dyn Op>>) {
-    while let Some(first) = rx.blocking_recv() {
-        let mut ops = vec![first];
-        while ops.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => ops.push(op),
-                Err(_) => break,
+fn writer(db: Weak<Database>, stats: Arc<CommitStats>, queue: Arc<Queue>) {
+    loop {
+        let ops = {
+            let mut lanes = queue.lock();
+            while lanes.ring.is_empty() {
+                if lanes.closed {
+                    return;
+                }
+                lanes = queue.ready.wait(lanes).unwrap_or_else(|p| p.into_inner());
             }
-        }
+            let ops = lanes.take_round_robin(MAX_BATCH);
+            queue.depth.fetch_sub(ops.len(), Ordering::Relaxed);
+            ops
+        };
+        stats.batch_size(ops.len());
         match db.upgrade() {
             Some(db) => run_batch(db, &stats, ops),
             None => {
@@ -216,6 +319,8 @@ fn commit_batch(db: &Database, stats: &CommitStats, mut ops: Vec<Box<dyn Op>>) -
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
     use crate::store::{JsonTable, Store};
 
@@ -259,6 +364,70 @@ mod tests {
         assert_eq!(s.batched_ops, 196);
         assert!(s.batches <= 196);
         assert_eq!(store.generation(), s.count);
+    }
+
+    /// One lane floods (600 writes queued behind a write that holds the writer); a write queued
+    /// after all of them in another lane runs in the very next batch, second after one of the
+    /// flood's. With one FIFO queue it would run 601st, three batches later.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flooding_lane_does_not_starve_another() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), &[crate::store::FIRST_SCHEMA]).unwrap();
+        let order: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let gate = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .write_batched_in("gate", move |txn| {
+                        let _ = held.lock().unwrap().recv();
+                        T.put(txn, "gate", &serde_json::json!(0)).map(Outcome::Wrote)
+                    })
+                    .await
+            })
+        };
+        // The gate is taken by the writer before anything else queues.
+        while store.commit_stats().batch_count == 0 && store.writer_queue_depth() == 0 {
+            tokio::task::yield_now().await;
+        }
+        while store.writer_queue_depth() != 0 {
+            tokio::task::yield_now().await;
+        }
+        let write = |lane: &'static str, i: u32| {
+            let (store, order) = (store.clone(), order.clone());
+            tokio::spawn(async move {
+                store
+                    .write_batched_in(lane, move |txn| {
+                        order.lock().unwrap().push(format!("{lane}{i}"));
+                        T.put(txn, &format!("{lane}/{i:04}"), &serde_json::json!(i)).map(Outcome::Wrote)
+                    })
+                    .await
+            })
+        };
+        let mut tasks: Vec<_> = (0..600).map(|i| write("flood", i)).collect();
+        while store.writer_queue_depth() < 600 {
+            tokio::task::yield_now().await;
+        }
+        tasks.push(write("calm", 0));
+        while store.writer_queue_depth() < 601 {
+            tokio::task::yield_now().await;
+        }
+        release.send(()).unwrap();
+        gate.await.unwrap().unwrap();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        assert_eq!(order.len(), 601);
+        let calm = order.iter().position(|o| o == "calm0").unwrap();
+        assert_eq!(calm, 1, "{:?}", &order[..4]);
+        assert!(order[0].starts_with("flood") && order[2].starts_with("flood"), "{:?}", &order[..4]);
+        // Every write landed.
+        assert_eq!(store.read(|txn| T.list(txn)).await.unwrap().len(), 602);
+        // 1 (gate) + 601 writes in batches of at most MAX_BATCH.
+        assert_eq!(store.commit_stats().batch_count, 1 + 601u64.div_ceil(MAX_BATCH as u64));
+        assert_eq!(store.writer_queue_depth(), 0);
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 
 mod batch;
 
-pub use batch::Outcome;
+pub use batch::{LANE_QUEUE, MAX_BATCH, Outcome};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -94,6 +94,8 @@ pub struct Store {
 
 /// Upper bounds (seconds) of the commit-latency histogram buckets; the last bucket is +Inf.
 pub const COMMIT_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+/// Upper bounds of the batch-size histogram buckets (writes per batch); the last is +Inf.
+pub const BATCH_BUCKETS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 thread_local! {
     /// Tables written on this thread since its last commit. A write transaction runs and
@@ -133,6 +135,10 @@ pub struct CommitStats {
     batches: AtomicU64,
     batched_ops: AtomicU64,
     skipped_batches: AtomicU64,
+    /// Writes per batch the writer thread ran (committed or rolled back), by [`BATCH_BUCKETS`].
+    batch_buckets: [AtomicU64; BATCH_BUCKETS.len()],
+    batch_count: AtomicU64,
+    batch_sum: AtomicU64,
 }
 
 /// A copy of [`CommitStats`] at one moment.
@@ -147,6 +153,10 @@ pub struct CommitSnapshot {
     pub batched_ops: u64,
     /// Batches in which no write changed anything: rolled back, no fsync.
     pub skipped_batches: u64,
+    /// Cumulative counts per bucket of [`BATCH_BUCKETS`]: writes per batch run.
+    pub batch_cumulative: Vec<u64>,
+    pub batch_count: u64,
+    pub batch_sum: u64,
 }
 
 impl CommitStats {
@@ -172,8 +182,25 @@ impl CommitStats {
         self.sum_us.fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
     }
 
+    fn batch_size(&self, n: usize) {
+        if let Some(i) = BATCH_BUCKETS.iter().position(|b| n as u64 <= *b) {
+            self.batch_buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.batch_count.fetch_add(1, Ordering::Relaxed);
+        self.batch_sum.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> CommitSnapshot {
         let mut acc = 0;
+        let mut batch_acc = 0;
+        let batch_cumulative = self
+            .batch_buckets
+            .iter()
+            .map(|b| {
+                batch_acc += b.load(Ordering::Relaxed);
+                batch_acc
+            })
+            .collect();
         let cumulative = self
             .buckets
             .iter()
@@ -189,6 +216,9 @@ impl CommitStats {
             batches: self.batches.load(Ordering::Relaxed),
             batched_ops: self.batched_ops.load(Ordering::Relaxed),
             skipped_batches: self.skipped_batches.load(Ordering::Relaxed),
+            batch_cumulative,
+            batch_count: self.batch_count.load(Ordering::Relaxed),
+            batch_sum: self.batch_sum.load(Ordering::Relaxed),
         }
     }
 }
@@ -352,8 +382,25 @@ impl Store {
         E: From<StoreError> + Send + 'static,
         F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
     {
+        self.write_batched_in("", f).await
+    }
+
+    /// [`Store::write_batched`] in a named lane: the writer serves lanes in turn, one write each
+    /// per turn, so one lane's flood cannot starve another's writes (callers use the reporting
+    /// cluster's id). Unnamed writes share the default lane `""`.
+    pub async fn write_batched_in<T, E, F>(&self, lane: &str, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+    {
         let batcher = self.batcher.get_or_init(|| batch::Batcher::start(&self.db, self.stats.clone()));
-        batcher.submit(f).await
+        batcher.submit(lane, f).await
+    }
+
+    /// Batched writes queued and not yet taken by the writer thread.
+    pub fn writer_queue_depth(&self) -> usize {
+        self.batcher.get().map_or(0, batch::Batcher::depth)
     }
 
     /// Changes with every durable commit. Equal values before and after a read mean no commit

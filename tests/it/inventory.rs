@@ -576,6 +576,168 @@ async fn liveness_notready_and_the_sweep() {
     s.stop().await;
 }
 
+/// A stored cluster's `heartbeat_at` and one node's `last_seen`, as the state file has them.
+async fn stored_liveness(s: &TestServer, id: &str, node: &str) -> (Option<i64>, Option<i64>) {
+    let (cid, key) = (id.to_string(), format!("{id}/{node}"));
+    s.app()
+        .store
+        .read(move |txn| {
+            let c = CLUSTERS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
+            let n = gshare::clusters::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
+            Ok((c, n))
+        })
+        .await
+        .unwrap()
+}
+
+/// Reports that change nothing durable cost no write: their liveness waits in memory and is
+/// written by the flush (every 5 s, before a sweep, and at the stop) in one commit. What is
+/// durable in between is what a crash (kill -9) leaves: at most one flush interval of liveness
+/// times is lost, nothing else. The clock moves; nothing sleeps.
+#[tokio::test]
+async fn liveness_of_repeats_waits_in_memory_for_the_flush() {
+    // The background flush waits a minute of real time: this test flushes by hand.
+    let mut s = TestServer::start_with(&[("GSHARE_LIVENESS_FLUSH_EVERY", "60s")]).await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    let node = node_report(&id, "gpu-node-0");
+    let card = gpu_report(&id, "gpu-node-0", "GPU-live-0", 81920);
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node).await.status(), 202);
+    assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &card).await.status(), 202);
+    let (hb0, seen0) = stored_liveness(&s, &id, "gpu-node-0").await;
+    assert!(hb0.is_some() && seen0.is_some());
+
+    s.clock.advance(Duration::from_secs(6));
+    let t1 = s.clock.now_ms();
+    let g = s.app().store.generation();
+    for i in 0..3 {
+        assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node).await.status(), 202);
+        // `used_*` are advisory: a card whose only news is its occupancy is a repeat too.
+        let mut busy = card.clone();
+        busy["used_mem_mb"] = (1024 * i).into();
+        assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &busy).await.status(), 202);
+    }
+    assert_eq!(s.app().store.generation(), g, "a repeat was written");
+    // What a crash would leave now: the times from before the repeats.
+    assert_eq!(stored_liveness(&s, &id, "gpu-node-0").await, (hb0, seen0));
+    // The flush writes the cluster's heartbeat and the node's last_seen in one commit.
+    assert_eq!(s.app().inventory.flush_liveness().await.unwrap(), 2);
+    assert_eq!(s.app().store.generation(), g + 1);
+    let (hb1, seen1) = stored_liveness(&s, &id, "gpu-node-0").await;
+    assert!(hb1.unwrap() >= t1 && seen1.unwrap() >= t1, "{hb1:?} {seen1:?} < {t1}");
+    assert_eq!(s.app().inventory.flush_liveness().await.unwrap(), 0);
+    assert_eq!(s.app().store.generation(), g + 1);
+
+    // A report with news is written at once, its liveness with it.
+    s.clock.advance(Duration::from_secs(6));
+    let t2 = s.clock.now_ms();
+    let mut grown = node.clone();
+    grown["node_cpu"] = 128.into();
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &grown).await.status(), 202);
+    assert_eq!(s.app().store.generation(), g + 2);
+    let (hb2, seen2) = stored_liveness(&s, &id, "gpu-node-0").await;
+    assert!(hb2.unwrap() >= t2 && seen2.unwrap() >= t2);
+    assert_eq!(admin_get(&s, &format!("/api/v1/clusters/{id}/nodes")).await[0]["name"], "gpu-node-0");
+
+    // A node that goes NotReady is a change (offline at once), not a repeat; its liveness stops.
+    s.clock.advance(Duration::from_secs(6));
+    let mut down = grown.clone();
+    down["node_ready"] = false.into();
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &down).await.status(), 202);
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &down).await.status(), 202);
+    s.app().inventory.flush_liveness().await.unwrap();
+    assert_eq!(stored_liveness(&s, &id, "gpu-node-0").await.1, seen2);
+    assert_eq!(admin_get(&s, &format!("/api/v1/clusters/{id}/nodes")).await[0]["offline"], true);
+
+    // The sweep writes what memory holds before it judges silence: a cluster whose operator
+    // only repeated itself for 95 s is not silent.
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &grown).await.status(), 202);
+    let mut card = card.clone();
+    card["node_cpu"] = 128.into();
+    assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &card).await.status(), 202);
+    let g = s.app().store.generation();
+    for _ in 0..19 {
+        s.clock.advance(Duration::from_secs(5));
+        assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &card).await.status(), 202);
+    }
+    assert_eq!(s.app().store.generation(), g, "a repeat was written");
+    let report = gshare::inventory::sweep(s.app()).await.unwrap();
+    assert_eq!(report, Default::default(), "90 s of repeats judged as silence");
+
+    // A graceful stop writes the last liveness.
+    s.clock.advance(Duration::from_secs(6));
+    let t3 = s.clock.now_ms();
+    assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &card).await.status(), 202);
+    let server = s.server.take().unwrap();
+    let app = server.app.clone();
+    server.stop().await;
+    let (cid, key) = (id.clone(), format!("{id}/gpu-node-0"));
+    let (hb, seen) = app
+        .store
+        .read(move |txn| {
+            let c = CLUSTERS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
+            let n = gshare::clusters::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
+            Ok((c, n))
+        })
+        .await
+        .unwrap();
+    assert!(hb.unwrap() >= t3 && seen.unwrap() >= t3, "{hb:?} {seen:?} < {t3}");
+}
+
+/// The operator's two GETs are answered from a per-cluster list kept until an inventory write
+/// of that cluster: every change that moves a node in or out of them shows at once, another
+/// cluster's changes leave them alone, and answering them writes nothing.
+#[tokio::test]
+async fn hostname_lists_follow_every_change() {
+    let s = TestServer::start().await;
+    let (ca, cb) = (fake("a").await, fake("b").await);
+    let (a, b) = (register(&s, "gpu-a", &ca).await, register(&s, "gpu-b", &cb).await);
+    let (ta, tb) = (operator(&s, &a), operator(&s, &b));
+    for (id, tok) in [(&a, &ta), (&b, &tb)] {
+        for n in ["gpu-node-0", "gpu-node-1"] {
+            assert_eq!(call(&s, tok, "/internal/inventory/nodes", &node_report(id, n)).await.status(), 202);
+        }
+    }
+    let lists = |tok: String| {
+        let s = &s;
+        async move {
+            (
+                operator_get(s, &tok, "/internal/nodes/cordoned").await,
+                operator_get(s, &tok, "/internal/nodes/decommissioning").await,
+            )
+        }
+    };
+    let empty = (json!({"hostnames": []}), json!({"hostnames": []}));
+    assert_eq!(lists(ta.clone()).await, empty);
+    let g = s.app().store.generation();
+    assert_eq!(lists(ta.clone()).await, empty);
+    assert_eq!(s.app().store.generation(), g);
+    // A health event with action cordon (the operator's own path).
+    let ev =
+        json!({"node_id": "gpu-node-1", "kind": "xid", "severity": "critical", "action": "cordon", "cluster_id": a});
+    assert_eq!(call(&s, &ta, "/internal/nodes/health-events", &ev).await.status(), 202);
+    assert_eq!(lists(ta.clone()).await, (json!({"hostnames": ["gpu-node-1"]}), json!({"hostnames": []})));
+    assert_eq!(lists(tb.clone()).await, empty);
+    // The admin's cordon and decommission.
+    let post_admin = |path: String| {
+        let (client, url, t) = (s.client.clone(), s.url(&path), admin(&s));
+        async move { client.post(url).bearer_auth(t).send().await.unwrap().status() }
+    };
+    assert_eq!(post_admin(format!("/api/v1/clusters/{a}/nodes/gpu-node-0/cordon")).await, 200);
+    assert_eq!(lists(ta.clone()).await.0, json!({"hostnames": ["gpu-node-0", "gpu-node-1"]}));
+    assert_eq!(post_admin(format!("/api/v1/clusters/{a}/nodes/gpu-node-1/decommission")).await, 200);
+    assert_eq!(lists(ta.clone()).await, (json!({"hostnames": ["gpu-node-0"]}), json!({"hostnames": ["gpu-node-1"]})));
+    // The operator deleted the node: it leaves the list.
+    let done = json!({"hostname": "gpu-node-1"});
+    assert_eq!(call(&s, &ta, "/internal/nodes/decommissioned", &done).await.status(), 202);
+    assert_eq!(lists(ta.clone()).await, (json!({"hostnames": ["gpu-node-0"]}), json!({"hostnames": []})));
+    assert_eq!(post_admin(format!("/api/v1/clusters/{a}/nodes/gpu-node-0/uncordon")).await, 200);
+    assert_eq!(lists(ta).await, empty);
+    assert_eq!(lists(tb).await, empty);
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn cordon_and_decommission_round_trip() {
     let s = TestServer::start().await;
@@ -767,9 +929,18 @@ async fn metrics_and_openapi_cover_the_callbacks() {
         "gshare_store_commit_seconds_count",
         "gshare_clusters{status=\"connected\"} 1",
         "gshare_clusters{status=\"degraded\"} 0",
+        "# TYPE gshare_store_batch_writes histogram",
+        "gshare_store_batch_writes_bucket{le=\"+Inf\"}",
+        "# TYPE gshare_store_writer_queue_depth gauge",
+        "gshare_store_writer_queue_depth 0",
     ] {
         assert!(text.contains(want), "missing {want}:\n{text}");
     }
+    // By cluster: the two calls whose token verified (the 422 too), not the 401.
+    let want =
+        format!("gshare_callbacks_by_cluster_total{{route=\"/internal/inventory/nodes\",cluster_id=\"{id}\"}} 2\n");
+    assert!(text.contains(&want), "missing {want}:\n{text}");
+    assert_eq!(text.matches("gshare_callbacks_by_cluster_total{route=\"/internal/inventory/nodes\"").count(), 1);
     let doc: Value = s.get("/api/openapi.json").await.json().await.unwrap();
     for (path, method) in [
         ("/internal/inventory/nodes", "post"),
