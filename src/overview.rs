@@ -531,9 +531,15 @@ async fn overview_node(
     _admin: AdminCaller,
     Path((cluster_id, node)): Path<(String, String)>,
 ) -> Result<axum::Json<NodeDetail>, ApiError> {
-    match app.overview.node(&cluster_id, &node).await.map_err(ApiError::internal)? {
+    // The same id rule as every cluster route: a path trick or a huge string is not echoed back.
+    let cluster_id =
+        crate::cluster_id::ClusterId::parse(&cluster_id).map_err(|e| ApiError::not_found(e.to_string()))?;
+    match app.overview.node(cluster_id.as_str(), &node).await? {
         Some(d) => Ok(axum::Json(d)),
-        None => Err(ApiError::not_found(format!("no node {node:?} in cluster {cluster_id:?}"))),
+        None => {
+            let shown: String = node.chars().take(80).collect();
+            Err(ApiError::not_found(format!("no node {shown:?} in cluster {cluster_id}")))
+        }
     }
 }
 

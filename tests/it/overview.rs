@@ -108,6 +108,17 @@ async fn the_fleet_shows_every_card_with_its_booking_sessions_and_marks() {
     .await;
     expect_error(call(&s, reqwest::Method::GET, "/api/v1/overview/nodes/clu_nope/x", None).await, 404, "not_found")
         .await;
+    // Path tricks are not cluster ids, and huge names are not echoed back whole.
+    let huge = "a".repeat(10_000);
+    for path in [
+        "/api/v1/overview/nodes/..%2F..%2Fetc/passwd".to_string(),
+        format!("/api/v1/overview/nodes/{huge}/x"),
+        format!("/api/v1/overview/nodes/{cid}/{huge}"),
+    ] {
+        let body = expect_error(call(&s, reqwest::Method::GET, &path, None).await, 404, "not_found").await;
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.len() < 300, "{message}");
+    }
     s.stop().await;
 }
 
