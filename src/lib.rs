@@ -235,6 +235,7 @@ impl RunningServer {
         operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
         inventory::spawn_liveness_flush(app.clone(), rx.clone());
+        sessions::reports::spawn_heartbeat_flush(app.clone(), rx.clone());
         snapshot::spawn(app.clone(), rx.clone());
         overview::spawn(app.clone(), rx.clone());
         let tls_config = match &app.tls {
@@ -318,6 +319,9 @@ impl RunningServer {
 async fn flush_at_stop(app: &App) {
     if let Err(e) = app.inventory.flush_liveness().await {
         tracing::error!(error = %e, "cannot write the last liveness times at stop");
+    }
+    if let Err(e) = app.sessions.flush_heartbeats().await {
+        tracing::error!(error = %e, "cannot write the sessions' last heartbeats at stop");
     }
 }
 

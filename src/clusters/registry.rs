@@ -103,6 +103,16 @@ pub struct ListQuery {
     pub status: Option<ClusterStatus>,
 }
 
+/// Node pages kept rendered (most recent first).
+const NODE_PAGES_KEPT: usize = 2;
+
+#[derive(Debug)]
+struct NodePage {
+    cluster_id: String,
+    generation: u64,
+    json: axum::body::Bytes,
+}
+
 pub struct Clusters {
     store: Store,
     config: Arc<Config>,
@@ -116,6 +126,11 @@ pub struct Clusters {
     /// Live clusters in list order, tagged with the store generation they were read at: the
     /// list endpoint decodes nothing while no write has committed since.
     live_cache: Mutex<Option<(u64, Arc<Vec<ClusterRecord>>)>>,
+    /// The node page (`GET /api/v1/clusters/{id}/nodes`) of the last clusters asked for, rendered,
+    /// with the generation of the nodes and GPU tables it was read at: a console polling a
+    /// 2,000-node cluster during the operators' flood costs one render per liveness flush (5 s),
+    /// not one per request. A few entries only: each holds a whole cluster's answer.
+    node_pages: Mutex<Vec<NodePage>>,
     /// What still holds a cluster (live sessions, open GPU allocations): supplied by the domains
     /// above (the composition root wires `sessions::cluster_in_use`), so clusters names none of them.
     in_use: InUseCheck,
@@ -199,6 +214,7 @@ impl Clusters {
             registering: Mutex::new(Default::default()),
             events,
             live_cache: Mutex::new(None),
+            node_pages: Mutex::new(Vec::new()),
             in_use,
         }
     }
@@ -507,6 +523,31 @@ impl Clusters {
             kubernetes_version: record.kubernetes_version.clone(),
             last_checked_at: record.last_checked_at.map(rfc3339_ms),
         })
+    }
+
+    /// [`Self::nodes`] rendered as JSON, from memory while no commit has written the nodes or
+    /// GPU tables since it was rendered.
+    pub async fn nodes_json(&self, id: &ClusterId) -> Result<axum::body::Bytes, ClusterError> {
+        // The generation before the data (a commit in between only costs a render later).
+        let generation = self.store.table_generation(&[NODES.name(), GPUS.name()]);
+        let kept = lock(&self.node_pages)
+            .iter()
+            .find(|p| p.cluster_id == id.as_str() && p.generation == generation)
+            .map(|p| p.json.clone());
+        if let Some(json) = kept {
+            // Still registered (the cluster row is not in the generation above).
+            self.live_record(id).await?;
+            return Ok(json);
+        }
+        let views = self.nodes(id).await?;
+        let json = axum::body::Bytes::from(
+            serde_json::to_vec(&views).map_err(|e| ClusterError::Store(StoreError::Backend(e.to_string())))?,
+        );
+        let mut pages = lock(&self.node_pages);
+        pages.retain(|p| p.cluster_id != id.as_str() && p.generation >= generation);
+        pages.insert(0, NodePage { cluster_id: id.to_string(), generation, json: json.clone() });
+        pages.truncate(NODE_PAGES_KEPT);
+        Ok(json)
     }
 
     pub async fn nodes(&self, id: &ClusterId) -> Result<Vec<NodeView>, ClusterError> {

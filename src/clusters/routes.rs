@@ -255,13 +255,10 @@ async fn unregister(
 #[utoipa::path(get, path = "/api/v1/clusters/{id}/nodes", tag = "clusters",
     params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
     responses((status = 200, body = Vec<NodeView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn nodes(
-    State(app): State<Arc<App>>,
-    _admin: AdminCaller,
-    Path(id): Path<String>,
-) -> Result<axum::Json<Vec<NodeView>>, ApiError> {
+async fn nodes(State(app): State<Arc<App>>, _admin: AdminCaller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
-    Ok(axum::Json(app.clusters.nodes(&id).await?))
+    let json = app.clusters.nodes_json(&id).await?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
 /// Probe the cluster now and record the result.

@@ -33,7 +33,14 @@ const KEY_BYTES: usize = 32;
 pub struct ConnectKeys {
     encoding: EncodingKey,
     decoding: DecodingKey,
+    /// Cookies whose signature was checked, by their exact value (an HS256 check and two JSON
+    /// parses per request otherwise): the same bytes always check the same, and expiry is still
+    /// compared on every use. Only signed values get in, so a flood of junk cannot fill it.
+    checked: std::sync::Mutex<std::collections::HashMap<String, CookieClaims>>,
 }
+
+/// Checked cookies kept at most (one per open browser tab of a session); beyond, it starts over.
+const MAX_CHECKED: usize = 4096;
 
 impl std::fmt::Debug for ConnectKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,6 +73,7 @@ impl ConnectKeys {
         Ok(Self {
             encoding: EncodingKey::from_secret(&secret).map_err(bad)?,
             decoding: DecodingKey::from_secret(&secret).map_err(bad)?,
+            checked: Default::default(),
         })
     }
 
@@ -74,12 +82,26 @@ impl ConnectKeys {
     }
 
     pub(crate) fn verify(&self, token: &str, now_s: i64) -> Option<CookieClaims> {
+        let lock = || self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = lock().get(token) {
+            return (c.exp > now_s).then(|| c.clone());
+        }
+        let c = self.check(token)?;
+        let mut map = lock();
+        if map.len() >= MAX_CHECKED {
+            map.clear();
+        }
+        map.insert(token.to_string(), c.clone());
+        (c.exp > now_s).then_some(c)
+    }
+
+    /// The claims of a cookie signed with this key (expiry not compared).
+    fn check(&self, token: &str) -> Option<CookieClaims> {
         let mut v = Validation::new(Algorithm::HS256);
         v.set_required_spec_claims(&["exp"]);
         v.validate_exp = false; // checked below against the passed-in clock
         v.leeway = 0;
-        let c = jsonwebtoken::decode::<CookieClaims>(token, &self.decoding, &v).ok()?.claims;
-        (c.exp > now_s).then_some(c)
+        Some(jsonwebtoken::decode::<CookieClaims>(token, &self.decoding, &v).ok()?.claims)
     }
 }
 
@@ -387,6 +409,18 @@ mod tests {
         // alg=none and a tampered payload are refused.
         let parts: Vec<&str> = t.split('.').collect();
         assert!(keys.verify(&format!("eyJhbGciOiJub25lIn0.{}.", parts[1]), 10).is_none());
+        // Remembered by exact value once checked: a changed signature or payload is still
+        // refused, junk is never remembered, and expiry is compared on every use.
+        let mut forged_sig = t.clone();
+        forged_sig.pop();
+        forged_sig.push(if t.ends_with('A') { 'B' } else { 'A' });
+        assert!(keys.verify(&forged_sig, 10).is_none());
+        let other_claims = CookieClaims { sid: "ses_2".into(), owner: "alice".into(), exp: 1000 };
+        let other_payload = other.sign(&other_claims).unwrap();
+        let spliced = format!("{}.{}.{}", parts[0], other_payload.split('.').nth(1).unwrap(), parts[2]);
+        assert!(keys.verify(&spliced, 10).is_none(), "a payload under another session's name");
+        assert_eq!(keys.checked.lock().unwrap().len(), 1, "only the signed cookie is remembered");
+        assert!(keys.verify(&t, 2000).is_none(), "a remembered cookie still expires");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);

@@ -171,6 +171,8 @@ pub struct Sessions {
     pub relay: relay::RelayClient,
     /// What verify and the relay look up per request, kept until the next commit.
     lookups: lookup::LookupCache,
+    /// Heartbeats of running sessions waiting for the next flush (see `reports`).
+    beats: reports::HeldBeats,
 }
 
 impl Sessions {
@@ -181,7 +183,16 @@ impl Sessions {
         clusters: Arc<Clusters>,
         connect: connect::ConnectKeys,
     ) -> Self {
-        Self { store, clock, config, clusters, connect, relay: relay::RelayClient::new(), lookups: Default::default() }
+        Self {
+            store,
+            clock,
+            config,
+            clusters,
+            connect,
+            relay: relay::RelayClient::new(),
+            lookups: Default::default(),
+            beats: Default::default(),
+        }
     }
 
     fn cr_client(&self, cluster_id: &str) -> Result<CrClient, CrError> {

@@ -248,6 +248,11 @@ impl Sessions {
             .await
     }
 
+    /// A status report. A plain Heartbeat of a running session changes only its `last_report_at`
+    /// and the kept last report: it is checked on a read transaction and held in memory until the
+    /// next heartbeat flush ([`Self::flush_heartbeats`]); every other report is written at once,
+    /// after the session's held heartbeat (same transaction, so the order of the operator's
+    /// reports is what is stored).
     pub async fn session_status(
         &self,
         cluster: &ClusterId,
@@ -256,13 +261,163 @@ impl Sessions {
     ) -> Result<Result<StatusApplied, Refusal>, StoreError> {
         let now = self.clock.now_ms();
         let id = cluster.to_string();
-        self.store.write_batched_in(cluster.as_str(), move |txn| record_status(txn, &id, &name, &r, now)).await
+        // Shared with other reports, exclusive for a flush: a flush never replays a heartbeat
+        // after a later report of the same session was written.
+        let _no_flush = self.beats.order.read().await;
+        if is_plain_heartbeat(&r) {
+            let (cid, n) = (id.clone(), name.clone());
+            let held = self.store.read(move |txn| heartbeat_only(txn, &cid, &n)).await?;
+            if let Some(session_id) = held {
+                self.beats.hold(HeldBeat { name, cluster_id: id, report: r, at: now });
+                return Ok(Ok(StatusApplied { session_id: Some(session_id), ..Default::default() }));
+            }
+        }
+        let earlier = self.beats.take(&name);
+        let replay = earlier.clone();
+        let written = self
+            .store
+            .write_batched_in(cluster.as_str(), move |txn| {
+                let before = match &replay {
+                    Some(b) => matches!(record_status(txn, &b.cluster_id, &name, &b.report, b.at)?, Outcome::Wrote(_)),
+                    None => false,
+                };
+                Ok(match record_status(txn, &id, &name, &r, now)? {
+                    Outcome::Unchanged(v) if before => Outcome::Wrote(v),
+                    o => o,
+                })
+            })
+            .await;
+        if written.is_err()
+            && let Some(b) = earlier
+        {
+            self.beats.hold_back(b);
+        }
+        written
+    }
+
+    /// Writes the heartbeats held in memory, in one batched write, through the same code as a
+    /// report written at once (at the time each arrived). Returns how many were written. Runs
+    /// every `liveness_flush_every` (5 s) and at the stop: a crash loses at most that much of
+    /// the sessions' `last_report_at` (nothing judges a session by it; it is shown).
+    pub async fn flush_heartbeats(&self) -> Result<usize, StoreError> {
+        let _exclusive = self.beats.order.write().await;
+        let held = self.beats.take_all();
+        if held.is_empty() {
+            return Ok(0);
+        }
+        let batch = Arc::new(held);
+        let replay = batch.clone();
+        let written = self
+            .store
+            .write_batched(move |txn| {
+                let mut n = 0;
+                for b in replay.iter() {
+                    if matches!(record_status(txn, &b.cluster_id, &b.name, &b.report, b.at)?, Outcome::Wrote(_)) {
+                        n += 1;
+                    }
+                }
+                Ok(if n > 0 { Outcome::Wrote(n) } else { Outcome::Unchanged(0) })
+            })
+            .await;
+        if written.is_err() {
+            for b in Arc::unwrap_or_clone(batch) {
+                self.beats.hold_back(b);
+            }
+        }
+        written
     }
 
     pub async fn session_samples(&self, cluster: &ClusterId, r: AgentReport) -> Result<SamplesAccepted, StoreError> {
         let id = cluster.to_string();
         self.store.write_batched_in(cluster.as_str(), move |txn| record_samples(txn, &id, &r)).await
     }
+}
+
+/// Starts the heartbeat flush: every `liveness_flush_every` (5 s), and once more at the stop.
+pub fn spawn_heartbeat_flush(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(app.config.liveness_flush_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.wait_for(|v| *v) => true,
+            };
+            if let Err(e) = app.sessions.flush_heartbeats().await {
+                tracing::error!(error = %e, "cannot write the sessions' heartbeats");
+            }
+            if stopping {
+                return;
+            }
+        }
+    });
+}
+
+/// A heartbeat held in memory: the report, the token's cluster and when it arrived.
+#[derive(Debug, Clone)]
+pub struct HeldBeat {
+    /// The CR name (or id) it was reported for.
+    name: String,
+    cluster_id: String,
+    report: StatusReport,
+    at: i64,
+}
+
+/// Heartbeats of running sessions not yet written, by the CR name they were reported for (the
+/// latest per session), and the order between them and the reports written at once.
+#[derive(Debug, Default)]
+pub struct HeldBeats {
+    held: std::sync::Mutex<std::collections::HashMap<String, HeldBeat>>,
+    order: tokio::sync::RwLock<()>,
+}
+
+impl HeldBeats {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, HeldBeat>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn hold(&self, b: HeldBeat) {
+        self.lock().insert(b.name.clone(), b);
+    }
+
+    /// Puts back what a failed write took, unless a later heartbeat arrived meanwhile.
+    fn hold_back(&self, b: HeldBeat) {
+        let mut held = self.lock();
+        if held.get(&b.name).is_none_or(|later| later.at < b.at) {
+            held.insert(b.name.clone(), b);
+        }
+    }
+
+    fn take(&self, name: &str) -> Option<HeldBeat> {
+        self.lock().remove(name)
+    }
+
+    fn take_all(&self) -> Vec<HeldBeat> {
+        self.lock().drain().map(|(_, b)| b).collect()
+    }
+}
+
+/// A Heartbeat that cannot end the session (no crash-loop restart count).
+fn is_plain_heartbeat(r: &StatusReport) -> bool {
+    super::status::ReportedPhase::parse(&r.phase) == super::status::ReportedPhase::Heartbeat
+        && !super::status::is_crash_loop(r)
+}
+
+/// The session id when a plain heartbeat for `name` would change nothing but the session's
+/// `last_report_at` and kept report: a running, unpaused session of this live cluster (a
+/// heartbeat while pending or preparing starts the session, which is written at once).
+fn heartbeat_only(txn: &redb::ReadTransaction, cluster_id: &str, name: &str) -> Result<Option<String>, StoreError> {
+    let session = match super::model::SESSIONS.get(txn, name)? {
+        Some(s) => Some(s),
+        None => super::lookup::find(txn, name)?,
+    };
+    let Some(s) = session else { return Ok(None) };
+    if s.cluster_id != cluster_id || s.phase != super::model::Phase::Running || s.paused {
+        return Ok(None);
+    }
+    let live = crate::clusters::model::CLUSTERS.get(txn, cluster_id)?.is_some_and(|c| c.is_live());
+    Ok(live.then_some(s.id))
 }
 
 /// The object an operator audit entry names must be its own cluster's: the session (by CR name)

@@ -126,9 +126,7 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
         return Ok(out);
     }
     // A pod crash-looping for good ends the session, whatever phase the report names.
-    if r.restart_count.is_some_and(|n| n >= CRASH_LOOP_RESTARTS)
-        && r.container_state.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("Waiting:CrashLoopBackOff"))
-    {
+    if is_crash_loop(r) {
         s.reason = Some(Reason::CrashLoop.as_str().into());
         s.message = Some(format!("container restarted {} times (CrashLoopBackOff)", r.restart_count.unwrap_or(0)));
         end(txn, s, Phase::Error, now)?;
@@ -198,6 +196,12 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
         _ => {}
     }
     Ok(out)
+}
+
+/// A pod crash-looping for good: the session ends, whatever phase the report names.
+pub(crate) fn is_crash_loop(r: &StatusReport) -> bool {
+    r.restart_count.is_some_and(|n| n >= CRASH_LOOP_RESTARTS)
+        && r.container_state.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("Waiting:CrashLoopBackOff"))
 }
 
 /// Paused and final reports from before the last resume describe the previous run. Only a

@@ -857,6 +857,8 @@ async fn volumes_status_samples_health_and_operator_audit() {
     for _ in 0..2 {
         assert_eq!(call(&s, &tok, "/internal/sessions/ses-01jbbbbbbbbbbbbbbbbbbbbbbb/status", &st).await.status(), 202);
     }
+    // A running session's heartbeats wait in memory for the flush.
+    assert_eq!(s.app().sessions.flush_heartbeats().await.unwrap(), 1);
     let rec = s.app().store.read(move |txn| SESSIONS.get(txn, sid)).await.unwrap().unwrap();
     assert!(rec.last_report_at.is_some());
     let report =
@@ -967,4 +969,154 @@ async fn metrics_and_openapi_cover_the_callbacks() {
         }
     }
     s.stop().await;
+}
+
+/// The node page is kept rendered per cluster while nothing writes nodes or cards: every kind
+/// of change shows on the next request, a page never answers for another cluster, and an
+/// unregistered cluster's page is gone even while rendered.
+#[tokio::test]
+async fn the_node_page_follows_every_change() {
+    let s = TestServer::start_with(&[("GSHARE_LIVENESS_FLUSH_EVERY", "60s")]).await;
+    let (ca, cb) = (fake("a").await, fake("b").await);
+    let (a, b) = (register(&s, "gpu-a", &ca).await, register(&s, "gpu-b", &cb).await);
+    let (ta, tb) = (operator(&s, &a), operator(&s, &b));
+    let card = gpu_report(&a, "gpu-node-0", "GPU-page-0", 81920);
+    assert_eq!(call(&s, &ta, "/internal/inventory/gpu-devices", &card).await.status(), 202);
+    assert_eq!(call(&s, &tb, "/internal/inventory/nodes", &node_report(&b, "b-node")).await.status(), 202);
+    let page = |id: String| {
+        let s = &s;
+        async move { admin_get(s, &format!("/api/v1/clusters/{id}/nodes")).await }
+    };
+    let first = page(a.clone()).await;
+    // The cards the registration seeded from the fake's HAMi annotations, and the reported one.
+    let cards = first[0]["gpus"].as_array().unwrap().len();
+    assert!(first[0]["gpus"].as_array().unwrap().iter().any(|g| g["uuid"] == "GPU-page-0"), "{first}");
+    assert_eq!(page(a.clone()).await, first, "asked twice, nothing changed");
+    // Another cluster, then back: each its own nodes.
+    assert_eq!(page(b.clone()).await[0]["name"], "b-node");
+    assert_eq!(page(a.clone()).await, first);
+
+    // A new card.
+    let second = gpu_report(&a, "gpu-node-0", "GPU-page-1", 40960);
+    assert_eq!(call(&s, &ta, "/internal/inventory/gpu-devices", &second).await.status(), 202);
+    assert_eq!(page(a.clone()).await[0]["gpus"].as_array().unwrap().len(), cards + 1);
+    // Liveness of repeats, once flushed.
+    let seen = page(a.clone()).await[0]["last_seen"].clone();
+    s.clock.advance(Duration::from_secs(6));
+    assert_eq!(call(&s, &ta, "/internal/inventory/gpu-devices", &card).await.status(), 202);
+    assert_eq!(page(a.clone()).await[0]["last_seen"], seen, "not flushed yet");
+    assert!(s.app().inventory.flush_liveness().await.unwrap() > 0);
+    assert_ne!(page(a.clone()).await[0]["last_seen"], seen, "the flushed time shows");
+    // The admin's cordon.
+    let res = s
+        .client
+        .post(s.url(&format!("/api/v1/clusters/{a}/nodes/gpu-node-0/cordon")))
+        .bearer_auth(admin(&s))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(page(a.clone()).await[0]["cordoned"], true);
+    // Silence: the sweep's offline mark.
+    s.clock.advance(Duration::from_secs(200));
+    let report = gshare::inventory::sweep(s.app()).await.unwrap();
+    assert!(!report.nodes_offline.is_empty());
+    assert_eq!(page(a.clone()).await[0]["offline"], true);
+    assert_eq!(page(b.clone()).await[0]["offline"], true);
+    // Unregistered while its page is rendered: 404.
+    let res = s.client.delete(s.url(&format!("/api/v1/clusters/{b}"))).bearer_auth(admin(&s)).send().await.unwrap();
+    assert_eq!(res.status(), 204);
+    let res = s.client.get(s.url(&format!("/api/v1/clusters/{b}/nodes"))).bearer_auth(admin(&s)).send().await.unwrap();
+    assert_eq!(res.status(), 404);
+    assert_eq!(res.headers()["content-type"], "application/json");
+    s.stop().await;
+}
+
+/// A running session's Heartbeat changes only its `last_report_at` and kept report: it costs a
+/// read, waits in memory and is written by the flush (every 5 s and at the stop). Any other
+/// report is written at once, after the held heartbeat, so the last report kept is the last sent.
+#[tokio::test]
+async fn heartbeats_of_running_sessions_wait_in_memory_for_the_flush() {
+    let mut s = TestServer::start_with(&[("GSHARE_LIVENESS_FLUSH_EVERY", "60s")]).await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    let (run, pend) = ("ses_01JCCCCCCCCCCCCCCCCCCCCCCC", "ses_01JDDDDDDDDDDDDDDDDDDDDDDD");
+    let cid = id.clone();
+    s.app()
+        .store
+        .write(move |txn| {
+            gshare::sessions::model::put_session(txn, &session(run, &cid))?;
+            let pending = SessionRecord { phase: Phase::Pending, ..SessionRecord::new(pend, &cid, "x", "u", 0) };
+            gshare::sessions::model::put_session(txn, &pending)
+        })
+        .await
+        .unwrap();
+    let path = |sid: &str| format!("/internal/sessions/{}/status", sid.to_lowercase().replace('_', "-"));
+    let beat = |ts: &str| json!({"phase": "Heartbeat", "restart_count": 0, "container_state": "Running", "ts": ts, "cluster_id": id});
+    let stored = |sid: &'static str| {
+        let s = &s;
+        async move {
+            let rec = s.app().store.read(move |txn| SESSIONS.get(txn, sid)).await.unwrap().unwrap();
+            let rep =
+                s.app().store.read(move |txn| gshare::sessions::reports::SESSION_REPORTS.get(txn, sid)).await.unwrap();
+            (rec.phase, rec.last_report_at, rep.map(|r| r.ts))
+        }
+    };
+
+    let g = s.app().store.generation();
+    assert_eq!(call(&s, &tok, &path(run), &beat("2025-05-01T10:00:00Z")).await.status(), 202);
+    s.clock.advance(Duration::from_secs(1));
+    let t1 = s.clock.now_ms();
+    assert_eq!(call(&s, &tok, &path(run), &beat("2025-05-01T10:00:01Z")).await.status(), 202);
+    let t1_end = s.clock.now_ms();
+    assert_eq!(s.app().store.generation(), g, "a heartbeat was written at once");
+    assert_eq!(stored(run).await, (Phase::Running, None, None), "what a crash would leave");
+    // The flush writes the latest, at the time it arrived.
+    assert_eq!(s.app().sessions.flush_heartbeats().await.unwrap(), 1);
+    assert_eq!(s.app().store.generation(), g + 1);
+    let (phase, at, ts) = stored(run).await;
+    assert_eq!((phase, ts.as_deref()), (Phase::Running, Some("2025-05-01T10:00:01Z")));
+    assert!(at.is_some_and(|t| (t1..=t1_end).contains(&t)), "{at:?} not in {t1}..={t1_end}");
+    assert_eq!(s.app().sessions.flush_heartbeats().await.unwrap(), 0);
+
+    // A heartbeat of a pending session means the Running report was missed: written at once.
+    assert_eq!(call(&s, &tok, &path(pend), &beat("2025-05-01T10:00:02Z")).await.status(), 202);
+    assert_eq!(stored(pend).await.0, Phase::Running);
+
+    // Held, then the session ends: the end is written after the heartbeat, in one commit, and
+    // a flush afterwards replays nothing over it.
+    s.clock.advance(Duration::from_secs(1));
+    let t3 = s.clock.now_ms();
+    assert_eq!(call(&s, &tok, &path(run), &beat("2025-05-01T10:00:03Z")).await.status(), 202);
+    let t3_end = s.clock.now_ms();
+    let g = s.app().store.generation();
+    let end = json!({"phase": "Terminated", "message": "done", "ts": "2025-05-01T10:00:04Z", "cluster_id": id});
+    assert_eq!(call(&s, &tok, &path(run), &end).await.status(), 202);
+    assert_eq!(s.app().store.generation(), g + 1);
+    let (phase, at, ts) = stored(run).await;
+    assert_eq!((phase, ts.as_deref()), (Phase::Terminated, Some("2025-05-01T10:00:04Z")));
+    assert!(at.is_some_and(|t| (t3..=t3_end).contains(&t)), "the held heartbeat's time: {at:?}");
+    assert_eq!(s.app().sessions.flush_heartbeats().await.unwrap(), 0);
+    // An ended session's heartbeat is not held (nothing to keep alive); it is recorded as sent.
+    assert_eq!(call(&s, &tok, &path(run), &beat("2025-05-01T10:00:05Z")).await.status(), 202);
+    assert_eq!(stored(run).await.0, Phase::Terminated);
+
+    // Another cluster's token cannot park a heartbeat on this session.
+    let other = fake("b").await;
+    let b = register(&s, "gpu-b", &other).await;
+    let mut foreign = beat("2025-05-01T10:00:06Z");
+    foreign["cluster_id"] = json!(b);
+    expect_error(call(&s, &operator(&s, &b), &path(pend), &foreign).await, 403, "forbidden").await;
+
+    // The graceful stop writes what is held.
+    s.clock.advance(Duration::from_secs(1));
+    let t2 = s.clock.now_ms();
+    assert_eq!(call(&s, &tok, &path(pend), &beat("2025-05-01T10:00:07Z")).await.status(), 202);
+    let t2_end = s.clock.now_ms();
+    let server = s.server.take().unwrap();
+    let app = server.app.clone();
+    server.stop().await;
+    let rec = app.store.read(move |txn| SESSIONS.get(txn, pend)).await.unwrap().unwrap();
+    assert!(rec.last_report_at.is_some_and(|t| (t2..=t2_end).contains(&t)), "{:?}", rec.last_report_at);
 }
