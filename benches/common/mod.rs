@@ -4,6 +4,12 @@
 
 pub mod seed;
 
+/// The allocator the `gshare` binary ships with (src/main.rs), so that in-process servers measure
+/// what runs in production.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Is wrk installed (apt-get install wrk)?
 pub fn have_wrk() -> bool {
     std::process::Command::new("wrk").arg("--version").output().is_ok()
