@@ -500,14 +500,16 @@ impl KeySet {
         self.name
     }
 
-    fn def(&self) -> TableDefinition<'static, &'static str, ()> {
+    /// Values are empty byte strings, not `()`: a table of the bytes kind, which snapshots carry.
+    fn def(&self) -> TableDefinition<'static, &'static str, &'static [u8]> {
         TableDefinition::new(self.name)
     }
 
     /// Adds a key; returns whether it is new.
     pub fn insert(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
         note_write(self.name);
-        Ok(txn.open_table(self.def())?.insert(key, ())?.is_none())
+        let empty: &[u8] = &[];
+        Ok(txn.open_table(self.def())?.insert(key, empty)?.is_none())
     }
 
     /// Removes a key; returns whether it was there.
