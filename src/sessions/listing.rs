@@ -5,7 +5,7 @@
 
 use redb::ReadTransaction;
 
-use super::model::{LIVE_SESSIONS, ListIndex, Phase, SESSIONS, SessionPage, SessionView};
+use super::model::{LIVE_SESSIONS, ListIndex, Phase, SESSION_IDS, SESSIONS, SessionPage, SessionView};
 use crate::store::StoreError;
 
 /// Filters and position of `GET /api/v1/sessions`.
@@ -85,7 +85,7 @@ impl Source {
             })
         };
         match self {
-            Self::All | Self::Ended => SESSIONS.walk_keys_rev(txn, below, &mut step)?,
+            Self::All | Self::Ended => SESSION_IDS.walk_rev(txn, "", below, &mut step)?,
             Self::Live => LIVE_SESSIONS.walk_keys_rev(txn, below, &mut step)?,
             Self::Index(idx, value) => idx.set().walk_rev(txn, &ListIndex::prefix(value), below, &mut step)?,
         }

@@ -21,6 +21,9 @@ pub const LIVE_SESSIONS: JsonTable<String> = JsonTable::new("live_sessions");
 pub const SESSIONS_BY_OWNER: KeySet = KeySet::new("sessions_by_owner");
 pub const SESSIONS_BY_CLUSTER: KeySet = KeySet::new("sessions_by_cluster");
 pub const SESSIONS_BY_PHASE: KeySet = KeySet::new("sessions_by_phase");
+/// Every session id, keys only: the unfiltered list walks this, not the records (a deep page by
+/// number then reads a few pages of ids instead of every record above it).
+pub const SESSION_IDS: KeySet = KeySet::new("session_ids");
 /// How many keys each index holds under one value (`owner\0<owner>`, `cluster\0<id>`,
 /// `phase\0<phase>`): a one-filter list's total without counting.
 pub const SESSION_COUNTS: JsonTable<u64> = JsonTable::new("session_counts");
@@ -408,6 +411,9 @@ fn index_for_lists(
     old: Option<&SessionRecord>,
     new: &SessionRecord,
 ) -> Result<(), StoreError> {
+    if old.is_none() {
+        SESSION_IDS.insert(txn, &new.id)?;
+    }
     for idx in ListIndex::ALL {
         let now = idx.value_of(new);
         let was = old.map(|o| idx.value_of(o));
@@ -428,6 +434,7 @@ pub fn rebuild_list_indexes(txn: &redb::WriteTransaction) -> Result<usize, Store
     for idx in ListIndex::ALL {
         idx.set().clear(txn)?;
     }
+    SESSION_IDS.clear(txn)?;
     SESSION_COUNTS.delete_prefix(txn, "")?;
     let sessions = SESSIONS.list_in_write(txn)?;
     for (_, s) in &sessions {

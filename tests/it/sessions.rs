@@ -1243,6 +1243,8 @@ async fn assert_list_indexes_exact(s: &TestServer) {
         }
     }
     assert_eq!(counts, want_counts.into_iter().collect::<Vec<_>>(), "counts");
+    let ids = s.app().store.read(|txn| gshare::sessions::model::SESSION_IDS.keys(txn)).await.unwrap();
+    assert_eq!(ids, sessions.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(), "every id");
 }
 
 /// The cursor keeps its place while sessions are created: every row once, none skipped, in order;
