@@ -39,8 +39,12 @@ use store::Store;
 
 /// The state file's schema, in order: each domain declares the steps for its own tables, and
 /// this list is the only place that knows them all (the store knows no domain).
-pub const MIGRATIONS: &[store::Migration] =
-    &[store::FIRST_SCHEMA, sessions::model::INDEX_LIVE_SESSIONS, inventory::gpu_booking::KEY_BY_SESSION];
+pub const MIGRATIONS: &[store::Migration] = &[
+    store::FIRST_SCHEMA,
+    sessions::model::INDEX_LIVE_SESSIONS,
+    inventory::gpu_booking::KEY_BY_SESSION,
+    sessions::model::INDEX_SESSION_LISTS,
+];
 
 /// Everything a request handler can reach, shared as `Arc<App>` through axum's state.
 #[derive(Debug)]

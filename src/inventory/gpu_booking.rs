@@ -171,7 +171,7 @@ mod tests {
             store.write(move |txn| ALLOCATIONS.put(txn, "alc_1", &alloc)).await.unwrap();
         }
         let store = Store::open(&path, crate::MIGRATIONS).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), crate::store::schema_of(crate::MIGRATIONS));
         let keys: Vec<String> =
             store.read(|txn| ALLOCATIONS.list(txn)).await.unwrap().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["ses_A/alc_1"]);

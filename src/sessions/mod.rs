@@ -6,6 +6,7 @@
 
 pub mod connect;
 pub mod cr;
+pub mod listing;
 pub mod lookup;
 pub mod metrics;
 pub mod model;
@@ -22,6 +23,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+pub use listing::SessionQuery;
 use model::*;
 pub use model::{SESSIONS, SessionRecord};
 
@@ -73,38 +75,6 @@ pub struct CreateSession {
     #[serde(default)]
     #[schema(max_length = 512)]
     pub image: Option<String>,
-}
-
-/// Filters of `GET /api/v1/sessions`.
-#[derive(Debug, Clone, Default)]
-pub struct SessionQuery {
-    pub cluster_id: Option<String>,
-    pub phase: Option<Phase>,
-    pub owner: Option<String>,
-    pub live: Option<bool>,
-    pub page: u64,
-    pub size: u64,
-}
-
-impl SessionQuery {
-    fn matches_fields(&self, cluster_id: &str, phase: Phase, owner: &str) -> bool {
-        self.cluster_id.as_ref().is_none_or(|c| c == cluster_id)
-            && self.phase.is_none_or(|p| p == phase)
-            && self.owner.as_ref().is_none_or(|o| o == owner)
-            && self.live.is_none_or(|l| phase.is_final() != l)
-    }
-
-    fn matches(&self, s: &SessionRecord) -> bool {
-        self.matches_fields(&s.cluster_id, s.phase, &s.owner)
-    }
-}
-
-/// The fields the list filters by, read without decoding the rest of a record.
-#[derive(Deserialize)]
-struct Filtered {
-    cluster_id: String,
-    owner: String,
-    phase: Phase,
 }
 
 fn check_owner(owner: &str) -> Result<String, SessionError> {
@@ -330,74 +300,9 @@ impl Sessions {
 
     // ---- sessions --------------------------------------------------------------------------
 
-    /// A page of sessions, newest first. What is decoded never grows with the history for the
-    /// whole list, the live list (from the live index) and any live phase; `live=false` judges by
-    /// key only; the other filters (owner, cluster, an ended phase) read each record's filtered
-    /// fields and decode only the page.
+    /// A page of sessions, newest first (see `listing`).
     pub async fn list(&self, q: SessionQuery) -> Result<SessionPage, SessionError> {
-        Ok(self
-            .store
-            .read(move |txn| {
-                let start = (q.page - 1).saturating_mul(q.size);
-                let skip = usize::try_from(start).unwrap_or(usize::MAX);
-                let take = q.size as usize;
-                let by_fields = q.cluster_id.is_some() || q.phase.is_some() || q.owner.is_some();
-                // Newest first: ids are `ses_<ULID>`, and ULIDs sort by creation time.
-                let (total, records): (u64, Vec<SessionRecord>) = match q.live {
-                    None if !by_fields => {
-                        let page = SESSIONS.page_rev(txn, skip, take)?;
-                        (SESSIONS.len(txn)?, page.into_iter().map(|(_, s)| s).collect())
-                    }
-                    Some(true) if !by_fields => {
-                        let mut rows = Vec::with_capacity(take);
-                        for (id, _) in LIVE_SESSIONS.page_rev(txn, skip, take)? {
-                            rows.extend(SESSIONS.get(txn, &id)?);
-                        }
-                        (LIVE_SESSIONS.len(txn)?, rows)
-                    }
-                    Some(false) if !by_fields => {
-                        let live: std::collections::HashSet<String> =
-                            LIVE_SESSIONS.list(txn)?.into_iter().map(|(id, _)| id).collect();
-                        let page = SESSIONS.page_rev_where(txn, skip, take, |id| !live.contains(id))?;
-                        let total = SESSIONS.len(txn)?.saturating_sub(live.len() as u64);
-                        (total, page.into_iter().map(|(_, s)| s).collect())
-                    }
-                    _ if q.live == Some(true) || q.phase.is_some_and(|p| !p.is_final()) => {
-                        // Only live sessions can match: the live index bounds the work.
-                        let mut rows: Vec<SessionRecord> =
-                            live_sessions(txn)?.into_iter().filter(|s| q.matches(s)).collect();
-                        rows.sort_by(|a, b| b.id.cmp(&a.id));
-                        let total = rows.len() as u64;
-                        (total, rows.into_iter().skip(skip).take(take).collect())
-                    }
-                    _ => {
-                        let (mut total, mut ids) = (0u64, Vec::with_capacity(take));
-                        SESSIONS.for_each_rev_as::<Filtered>(txn, |id, f| {
-                            if q.matches_fields(&f.cluster_id, f.phase, &f.owner) {
-                                if total >= start && ids.len() < take {
-                                    ids.push(id.to_string());
-                                }
-                                total += 1;
-                            }
-                        })?;
-                        let mut rows = Vec::with_capacity(ids.len());
-                        for id in ids {
-                            rows.extend(SESSIONS.get(txn, &id)?);
-                        }
-                        (total, rows)
-                    }
-                };
-                Ok(SessionPage {
-                    data: records.iter().map(SessionView::from).collect(),
-                    pagination: crate::clusters::model::Pagination {
-                        page: q.page,
-                        size: q.size,
-                        total,
-                        total_pages: total.div_ceil(q.size),
-                    },
-                })
-            })
-            .await?)
+        Ok(self.store.read(move |txn| listing::page(txn, &q)).await?)
     }
 
     pub async fn get(&self, id: &str) -> Result<SessionRecord, SessionError> {

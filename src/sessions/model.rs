@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::{CLUSTERS, GPUS, NODES};
-use crate::store::{JsonTable, Migration};
+use crate::store::{JsonTable, KeySet, Migration, StoreError};
 
 /// `off_…` -> offering (the catalogue sessions are created from).
 pub const OFFERINGS: JsonTable<OfferingRecord> = JsonTable::new("offerings");
@@ -15,6 +15,18 @@ pub const SESSIONS: JsonTable<SessionRecord> = JsonTable::new("sessions");
 /// Live session id -> its cluster id: an index kept by [`put_session`], so the
 /// live list, offering counts and metrics never decode the whole history.
 pub const LIVE_SESSIONS: JsonTable<String> = JsonTable::new("live_sessions");
+/// The session list's indexes, kept by [`put_session`]: `<owner>\0<session id>`,
+/// `<cluster id>\0<session id>` and `<phase>\0<session id>`, so a filtered page walks the
+/// matching ids newest first instead of the whole history.
+pub const SESSIONS_BY_OWNER: KeySet = KeySet::new("sessions_by_owner");
+pub const SESSIONS_BY_CLUSTER: KeySet = KeySet::new("sessions_by_cluster");
+pub const SESSIONS_BY_PHASE: KeySet = KeySet::new("sessions_by_phase");
+/// Every session id, keys only: the unfiltered list walks this, not the records (a deep page by
+/// number then reads a few pages of ids instead of every record above it).
+pub const SESSION_IDS: KeySet = KeySet::new("session_ids");
+/// How many keys each index holds under one value (`owner\0<owner>`, `cluster\0<id>`,
+/// `phase\0<phase>`): a one-filter list's total without counting.
+pub const SESSION_COUNTS: JsonTable<u64> = JsonTable::new("session_counts");
 /// SHA-256 of a connection token (hex) -> the session it opens, until redeemed or expired.
 pub const CONNECT_TOKENS: JsonTable<ConnectTokenRecord> = JsonTable::new("connect_tokens");
 
@@ -316,6 +328,121 @@ pub fn rebuild_live_index(txn: &redb::WriteTransaction) -> Result<usize, crate::
     Ok(n)
 }
 
+/// Schema 3: the session list's owner, cluster and phase indexes (built from the sessions).
+pub const INDEX_SESSION_LISTS: Migration = Migration {
+    to: 3,
+    what: "the session list's owner, cluster and phase indexes",
+    run: |txn| rebuild_list_indexes(txn).map(drop),
+};
+
+/// One of the session list's indexes: which field it keys by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListIndex {
+    Owner,
+    Cluster,
+    Phase,
+}
+
+impl ListIndex {
+    pub const ALL: [ListIndex; 3] = [ListIndex::Owner, ListIndex::Cluster, ListIndex::Phase];
+
+    pub fn set(self) -> KeySet {
+        match self {
+            Self::Owner => SESSIONS_BY_OWNER,
+            Self::Cluster => SESSIONS_BY_CLUSTER,
+            Self::Phase => SESSIONS_BY_PHASE,
+        }
+    }
+
+    /// The field's value in `s`.
+    pub fn value_of(self, s: &SessionRecord) -> &str {
+        match self {
+            Self::Owner => &s.owner,
+            Self::Cluster => &s.cluster_id,
+            Self::Phase => s.phase.as_str(),
+        }
+    }
+
+    /// The keys of one value start with this (`\0` ends it, so `u1` never matches `u10`).
+    pub fn prefix(value: &str) -> String {
+        format!("{value}\0")
+    }
+
+    /// The [`SESSION_COUNTS`] key of one value.
+    pub fn count_key(self, value: &str) -> String {
+        let field = match self {
+            Self::Owner => "owner",
+            Self::Cluster => "cluster",
+            Self::Phase => "phase",
+        };
+        format!("{field}\0{value}")
+    }
+
+    /// How many sessions have this value.
+    pub fn count(self, txn: &redb::ReadTransaction, value: &str) -> Result<u64, StoreError> {
+        Ok(SESSION_COUNTS.get(txn, &self.count_key(value))?.unwrap_or(0))
+    }
+
+    fn add(self, txn: &redb::WriteTransaction, value: &str, id: &str) -> Result<(), StoreError> {
+        if self.set().insert(txn, &format!("{}{id}", Self::prefix(value)))? {
+            let key = self.count_key(value);
+            let n = SESSION_COUNTS.get_in_write(txn, &key)?.unwrap_or(0);
+            SESSION_COUNTS.put(txn, &key, &(n + 1))?;
+        }
+        Ok(())
+    }
+
+    fn remove(self, txn: &redb::WriteTransaction, value: &str, id: &str) -> Result<(), StoreError> {
+        if self.set().remove(txn, &format!("{}{id}", Self::prefix(value)))? {
+            let key = self.count_key(value);
+            match SESSION_COUNTS.get_in_write(txn, &key)?.unwrap_or(0) {
+                0 | 1 => SESSION_COUNTS.delete(txn, &key).map(drop)?,
+                n => SESSION_COUNTS.put(txn, &key, &(n - 1))?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Moves `new`'s index keys from what `old` (its stored row, if any) had; touches only the
+/// fields that changed, so a report that changes no listed field writes no index.
+fn index_for_lists(
+    txn: &redb::WriteTransaction,
+    old: Option<&SessionRecord>,
+    new: &SessionRecord,
+) -> Result<(), StoreError> {
+    if old.is_none() {
+        SESSION_IDS.insert(txn, &new.id)?;
+    }
+    for idx in ListIndex::ALL {
+        let now = idx.value_of(new);
+        let was = old.map(|o| idx.value_of(o));
+        if was == Some(now) {
+            continue;
+        }
+        if let Some(was) = was {
+            idx.remove(txn, was, &new.id)?;
+        }
+        idx.add(txn, now, &new.id)?;
+    }
+    Ok(())
+}
+
+/// Rebuilds the list indexes and their counts from the sessions (schema migration, and a
+/// repair); returns how many sessions were indexed.
+pub fn rebuild_list_indexes(txn: &redb::WriteTransaction) -> Result<usize, StoreError> {
+    for idx in ListIndex::ALL {
+        idx.set().clear(txn)?;
+    }
+    SESSION_IDS.clear(txn)?;
+    SESSION_COUNTS.delete_prefix(txn, "")?;
+    let sessions = SESSIONS.list_in_write(txn)?;
+    for (_, s) in &sessions {
+        index_for_lists(txn, None, s)?;
+    }
+    Ok(sessions.len())
+}
+
 /// The live sessions, from the index.
 pub fn live_sessions(txn: &redb::ReadTransaction) -> Result<Vec<SessionRecord>, crate::store::StoreError> {
     let mut out = Vec::new();
@@ -413,7 +540,11 @@ impl From<&SessionRecord> for SessionView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SessionPage {
     pub data: Vec<SessionView>,
+    /// `page` is 0 when the page was asked with `after` (its position is not counted).
     pub pagination: crate::clusters::model::Pagination,
+    /// Pass as `after` for the next page (the last id of this one); null on the last page.
+    /// Paging by `after` costs the same at any depth, and new sessions never shift it.
+    pub next: Option<String>,
 }
 
 /// A one-time connection token, stored by its hash.
@@ -435,10 +566,12 @@ pub struct Connection {
     pub expires_at: String,
 }
 
-/// Writes a session row and keeps its cluster's `running_sessions` exact in the same
-/// transaction (for the session state machine: every phase change goes through here).
+/// Writes a session row and keeps its cluster's `running_sessions`, the live index and the list
+/// indexes exact in the same transaction (for the session state machine: every phase change goes
+/// through here).
 pub fn put_session(txn: &redb::WriteTransaction, session: &SessionRecord) -> Result<(), crate::store::StoreError> {
-    let was_running = SESSIONS.get_in_write(txn, &session.id)?.is_some_and(|s| s.phase == Phase::Running);
+    let old = SESSIONS.get_in_write(txn, &session.id)?;
+    let was_running = old.as_ref().is_some_and(|s| s.phase == Phase::Running);
     let is_running = session.phase == Phase::Running;
     if was_running != is_running
         && let Some(mut c) = CLUSTERS.get_in_write(txn, &session.cluster_id)?
@@ -451,6 +584,7 @@ pub fn put_session(txn: &redb::WriteTransaction, session: &SessionRecord) -> Res
     } else {
         LIVE_SESSIONS.delete(txn, &session.id)?;
     }
+    index_for_lists(txn, old.as_ref(), session)?;
     SESSIONS.put(txn, &session.id, session)
 }
 
@@ -584,8 +718,77 @@ mod tests {
                 .unwrap();
         }
         let store = Store::open(&path, crate::MIGRATIONS).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), crate::store::schema_of(crate::MIGRATIONS));
         let live: Vec<(String, String)> = store.read(|txn| LIVE_SESSIONS.list(txn)).await.unwrap();
         assert_eq!(live, [("ses_A".to_string(), "clu_1".to_string())]);
+    }
+
+    #[tokio::test]
+    async fn schema_2_files_get_the_list_indexes_and_writes_keep_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        let before: Vec<_> = crate::MIGRATIONS.iter().copied().filter(|m| m.to <= 2).collect();
+        {
+            // A schema-2 file: sessions and the live index, no list indexes.
+            let store = Store::open(&path, &before).unwrap();
+            store
+                .write(|txn| {
+                    for (id, owner, phase) in [
+                        ("ses_A", "u1", Phase::Running),
+                        ("ses_B", "u1", Phase::Terminated),
+                        ("ses_C", "u2", Phase::Error),
+                    ] {
+                        let s = SessionRecord { phase, ..SessionRecord::new(id, "clu_1", "c", owner, 0) };
+                        SESSIONS.put(txn, id, &s)?;
+                    }
+                    rebuild_live_index(txn).map(drop)
+                })
+                .await
+                .unwrap();
+            assert!(store.read(|txn| SESSIONS_BY_OWNER.keys(txn)).await.unwrap().is_empty());
+        }
+        let store = Store::open(&path, crate::MIGRATIONS).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 3);
+        let (owners, clusters, phases) = store
+            .read(|txn| {
+                Ok((SESSIONS_BY_OWNER.keys(txn)?, SESSIONS_BY_CLUSTER.keys(txn)?, SESSIONS_BY_PHASE.keys(txn)?))
+            })
+            .await
+            .unwrap();
+        assert_eq!(owners, ["u1\0ses_A", "u1\0ses_B", "u2\0ses_C"]);
+        assert_eq!(clusters, ["clu_1\0ses_A", "clu_1\0ses_B", "clu_1\0ses_C"]);
+        assert_eq!(phases, ["error\0ses_C", "running\0ses_A", "terminated\0ses_B"]);
+        let counts = |store: Store| async move {
+            store
+                .read(|txn| {
+                    Ok([
+                        ListIndex::Owner.count(txn, "u1")?,
+                        ListIndex::Cluster.count(txn, "clu_1")?,
+                        ListIndex::Phase.count(txn, "running")?,
+                        ListIndex::Phase.count(txn, "terminated")?,
+                    ])
+                })
+                .await
+                .unwrap()
+        };
+        assert_eq!(counts(store.clone()).await, [2, 3, 1, 1]);
+        // A phase change moves the phase key and its counts; the other indexes stay.
+        store
+            .write(|txn| {
+                let mut s = SESSIONS.get_in_write(txn, "ses_A")?.unwrap();
+                s.set_phase(Phase::Terminated, 1);
+                put_session(txn, &s)
+            })
+            .await
+            .unwrap();
+        assert_eq!(counts(store.clone()).await, [2, 3, 0, 2]);
+        let phases = store.read(|txn| SESSIONS_BY_PHASE.keys(txn)).await.unwrap();
+        assert_eq!(phases, ["error\0ses_C", "terminated\0ses_A", "terminated\0ses_B"]);
+        // A count that reaches 0 leaves no row; a rebuild gives what the writes kept.
+        assert!(store.read(|txn| SESSION_COUNTS.get(txn, "phase\0running")).await.unwrap().is_none());
+        let kept = store.read(|txn| SESSION_COUNTS.list(txn)).await.unwrap();
+        store.write(|txn| rebuild_list_indexes(txn).map(drop)).await.unwrap();
+        let rebuilt = store.read(|txn| SESSION_COUNTS.list(txn)).await.unwrap();
+        assert_eq!(kept, rebuilt);
     }
 }

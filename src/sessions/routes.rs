@@ -165,17 +165,25 @@ struct SessionParams {
     /// `true`: live only; `false`: ended only.
     #[param(value_type = Option<bool>)]
     live: Option<String>,
-    /// 1-based page (default 1).
+    /// 1-based page (default 1). Its cost grows with its depth (the rows before it are walked,
+    /// keys only): to read far into the history, page with `after`. Not with `after`.
     #[param(value_type = Option<u64>, minimum = 1, maximum = 18446744073709551_u64)]
     page: Option<String>,
     /// Page size 1–100 (default 20).
     #[param(value_type = Option<u64>, minimum = 1, maximum = 100)]
     size: Option<String>,
+    /// Cursor: the `next` of the previous answer (a session id, `ses_<ULID>`). Answers the rows
+    /// after it, newest first, at the cost of one page at any depth; an id that is not (or no
+    /// longer) listed answers from where it would sort. Not with `page`.
+    #[param(value_type = Option<String>, min_length = 30, max_length = 30, pattern = "^ses_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]
+    after: Option<String>,
 }
 
-/// Sessions, newest first.
+/// Sessions, newest first, with their total; by `page`, or by the cursor `after` (each answer's
+/// `next`), which keeps its place while new sessions are created.
 #[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions", params(SessionParams),
-    responses((status = 200, body = SessionPage), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = SessionPage), (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a bad filter, page, size or cursor (`after`), or `page` with `after`")))]
 async fn list_sessions(
     State(app): State<Arc<App>>,
     _admin: AdminCaller,
@@ -197,6 +205,19 @@ async fn list_sessions(
         Some("false") => Some(false),
         Some(_) => return Err(ApiError::field(&["query", "live"], "must be true or false", "bool_parsing")),
     };
+    let after = match p.after.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(super::listing::parse_cursor(text).ok_or_else(|| {
+            ApiError::field(
+                &["query", "after"],
+                "must be the `next` of a previous answer: a session id, ses_ and 26 characters of a ULID",
+                "value_error",
+            )
+        })?),
+    };
+    if after.is_some() && p.page.as_deref().is_some_and(|v| !v.is_empty()) {
+        return Err(ApiError::field(&["query", "after"], "page by `after` or by `page`, not both", "value_error"));
+    }
     let q = SessionQuery {
         cluster_id: p.cluster_id.filter(|c| !c.is_empty()),
         phase,
@@ -204,6 +225,7 @@ async fn list_sessions(
         live,
         page: query_number("page", p.page, 1, u64::MAX / 1000)?,
         size: query_number("size", p.size, 20, 100)?,
+        after,
     };
     Ok(axum::Json(app.sessions.list(q).await?))
 }

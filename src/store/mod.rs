@@ -441,6 +441,125 @@ impl Store {
     }
 }
 
+/// The smallest string above every string that starts with `prefix` (`None`: no bound, `prefix` is
+/// empty or all `char::MAX`). UTF-8 sorts bytewise as code points do, so this bounds a key range.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        // The next scalar value (surrogates are not chars).
+        let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+/// Walks the keys that start with `prefix`, highest first, handing `f` what follows the prefix,
+/// until `f` says stop. With `below`, only keys under `prefix + below` (the walk resumes after it).
+/// Keys only: nothing is decoded.
+fn walk_keys_rev<V: redb::Value + 'static>(
+    table: &impl ReadableTable<&'static str, V>,
+    prefix: &str,
+    below: Option<&str>,
+    mut f: impl FnMut(&str) -> bool,
+) -> Result<(), StoreError> {
+    use std::ops::Bound;
+    let end = match below {
+        Some(b) => Some(format!("{prefix}{b}")),
+        None => prefix_end(prefix),
+    };
+    let upper = match &end {
+        Some(e) => Bound::Excluded(e.as_str()),
+        None => Bound::Unbounded,
+    };
+    for item in table.range::<&str>((Bound::Included(prefix), upper))?.rev() {
+        let (k, _) = item?;
+        let Some(rest) = k.value().strip_prefix(prefix) else { break };
+        if !f(rest) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A table of keys without values: an index (`<value>\0<id>`) walked in key order or asked about
+/// one key, nothing decoded. Like [`JsonTable`], it is only a name to the store.
+#[derive(Clone, Copy)]
+pub struct KeySet {
+    name: &'static str,
+}
+
+impl KeySet {
+    pub const fn new(name: &'static str) -> Self {
+        Self { name }
+    }
+
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Values are empty byte strings, not `()`: a table of the bytes kind, which snapshots carry.
+    fn def(&self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        TableDefinition::new(self.name)
+    }
+
+    /// Adds a key; returns whether it is new.
+    pub fn insert(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
+        note_write(self.name);
+        let empty: &[u8] = &[];
+        Ok(txn.open_table(self.def())?.insert(key, empty)?.is_none())
+    }
+
+    /// Removes a key; returns whether it was there.
+    pub fn remove(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
+        note_write(self.name);
+        Ok(txn.open_table(self.def())?.remove(key)?.is_some())
+    }
+
+    /// Removes every key (to rebuild the index).
+    pub fn clear(&self, txn: &WriteTransaction) -> Result<(), StoreError> {
+        note_write(self.name);
+        txn.open_table(self.def())?.retain(|_, _| false)?;
+        Ok(())
+    }
+
+    pub fn contains(&self, txn: &ReadTransaction, key: &str) -> Result<bool, StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => Ok(t.get(key)?.is_some()),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every key, in key order (tests and repairs compare an index with its source).
+    pub fn keys(&self, txn: &ReadTransaction) -> Result<Vec<String>, StoreError> {
+        let mut out = Vec::new();
+        self.walk_rev(txn, "", None, |k| {
+            out.push(k.to_string());
+            true
+        })?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Walks the keys under `prefix`, highest first (see `walk_keys_rev`).
+    pub fn walk_rev(
+        &self,
+        txn: &ReadTransaction,
+        prefix: &str,
+        below: Option<&str>,
+        f: impl FnMut(&str) -> bool,
+    ) -> Result<(), StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => walk_keys_rev(&t, prefix, below, f),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 /// A table of JSON-encoded records under string keys, typed by `T`.
 pub struct JsonTable<T> {
     name: &'static str,
@@ -557,6 +676,30 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
             out.push((k.value().to_string(), self.decode(k.value(), v.value())?));
         }
         Ok(out)
+    }
+
+    /// Is there a record under `key`? (Nothing decoded.)
+    pub fn contains(&self, txn: &ReadTransaction, key: &str) -> Result<bool, StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => Ok(t.get(key)?.is_some()),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Walks the keys, highest first, below `below` when given, until `f` says stop; nothing is
+    /// decoded.
+    pub fn walk_keys_rev(
+        &self,
+        txn: &ReadTransaction,
+        below: Option<&str>,
+        f: impl FnMut(&str) -> bool,
+    ) -> Result<(), StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => walk_keys_rev(&t, "", below, f),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Every record in descending key order, decoded as `U` (some of `T`'s fields: serde skips the
@@ -747,6 +890,55 @@ mod tests {
         assert_eq!(keys(store.read(|txn| THINGS.page_rev(txn, 0, 3)).await.unwrap()), ["k6", "k5", "k4"]);
         assert_eq!(keys(store.read(|txn| THINGS.page_rev(txn, 6, 3)).await.unwrap()), ["k0"]);
         assert!(store.read(|txn| THINGS.page_rev(txn, 9, 3)).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn key_sets_walk_a_prefix_newest_first_and_resume_below_a_key() {
+        const IDX: KeySet = KeySet::new("idx");
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), MIGRATIONS).unwrap();
+        let walk = |prefix: &'static str, below: Option<&'static str>, take: usize| {
+            let store = store.clone();
+            async move {
+                store
+                    .read(move |txn| {
+                        let mut out = Vec::new();
+                        IDX.walk_rev(txn, prefix, below, |k| {
+                            out.push(k.to_string());
+                            out.len() < take
+                        })?;
+                        Ok(out)
+                    })
+                    .await
+                    .unwrap()
+            }
+        };
+        assert!(walk("a\0", None, 9).await.is_empty(), "no table yet");
+        store
+            .write(|txn| {
+                for k in ["a\0k1", "a\0k2", "a\0k3", "ab\0k9", "a\u{1}x", "b\0k5", "\u{10FFFF}\0z"] {
+                    assert!(IDX.insert(txn, k)?);
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(walk("a\0", None, 9).await, ["k3", "k2", "k1"], "only the prefix, highest first");
+        assert_eq!(walk("a\0", Some("k3"), 9).await, ["k2", "k1"], "strictly below");
+        assert_eq!(walk("a\0", Some("k25"), 1).await, ["k2"], "an absent key resumes at its place");
+        assert_eq!(walk("a\0", Some("k0"), 9).await, Vec::<String>::new());
+        assert_eq!(walk("\u{10FFFF}\0", None, 9).await, ["z"]);
+        assert_eq!(walk("", None, 2).await.len(), 2);
+        assert!(store.read(|txn| IDX.contains(txn, "b\0k5")).await.unwrap());
+        assert!(!store.write(|txn| IDX.insert(txn, "b\0k5")).await.unwrap(), "already there");
+        assert!(store.write(|txn| IDX.remove(txn, "b\0k5")).await.unwrap());
+        assert!(!store.read(|txn| IDX.contains(txn, "b\0k5")).await.unwrap());
+        assert_eq!(store.read(|txn| IDX.keys(txn)).await.unwrap().len(), 6);
+        store.write(|txn| IDX.clear(txn)).await.unwrap();
+        assert!(store.read(|txn| IDX.keys(txn)).await.unwrap().is_empty());
+        assert_eq!(prefix_end("a\0").as_deref(), Some("a\u{1}"));
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end(""), None);
     }
 
     #[test]

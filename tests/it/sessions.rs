@@ -355,6 +355,20 @@ async fn a_session_lives_and_ends_on_its_cluster() {
         "session_conflict",
     )
     .await;
+    // Ended: the list indexes moved it to terminated, and every filter finds it where it is.
+    assert_list_indexes_exact(&s).await;
+    let listed = |q: String| {
+        let path = format!("/api/v1/sessions?{q}");
+        let s = &s;
+        async move { send(s, reqwest::Method::GET, &path, None, 200).await }
+    };
+    for q in ["owner=alice&phase=terminated".to_string(), format!("cluster_id={cid}&live=false")] {
+        let v = listed(q.clone()).await;
+        assert_eq!((&v["data"][0]["id"], &v["pagination"]["total"]), (&json!(sid), &json!(1)), "{q}");
+    }
+    for q in ["owner=alice&live=true", "phase=running"] {
+        assert_eq!(listed(q.to_string()).await["pagination"]["total"], 0, "{q}");
+    }
     // Now the cluster can go; the session stays in history.
     assert_eq!(call(&s, reqwest::Method::DELETE, &format!("/api/v1/clusters/{cid}"), None).await.status(), 204);
     let v = session(&s, &sid).await;
@@ -518,6 +532,14 @@ async fn the_operators_reports_drive_the_state_machine() {
         .rev()
         .collect();
     assert_eq!(indexed, live_ids, "the live index holds exactly the live sessions");
+    // After errors, pauses, resumes, ends and stale reports, so do the list indexes.
+    assert_list_indexes_exact(&s).await;
+    assert_lists_agree(
+        &s,
+        &["phase=error", "phase=terminated", "phase=pending", "owner=admin&live=false", &format!("cluster_id={cid}")],
+        3,
+    )
+    .await;
     s.stop().await;
 }
 
@@ -1013,6 +1035,11 @@ async fn the_openapi_document_covers_offerings_sessions_and_verify() {
     for schema in ["SessionView", "OfferingView", "Connection", "CreateSession", "OfferingCreate"] {
         assert!(doc["components"]["schemas"][schema].is_object(), "{schema} missing");
     }
+    // The list documents its cursor and where the next one is.
+    let params = doc["paths"]["/api/v1/sessions"]["get"]["parameters"].as_array().unwrap();
+    let after = params.iter().find(|p| p["name"] == "after").expect("the after parameter");
+    assert_eq!((&after["in"], &after["schema"]["maxLength"]), (&json!("query"), &json!(30)));
+    assert!(doc["components"]["schemas"]["SessionPage"]["properties"]["next"].is_object());
     // The session view documents its phase values.
     let phase = doc["components"]["schemas"]["Phase"]["enum"].as_array().expect("Phase enum");
     assert_eq!(phase.len(), 7);
@@ -1069,29 +1096,286 @@ async fn list_filters_page_the_history() {
         .await
         .unwrap();
     let all = send(&s, reqwest::Method::GET, "/api/v1/sessions?size=100", None, 200).await;
-    let all: Vec<Value> = all["data"].as_array().unwrap().clone();
-    assert_eq!(all.len(), 60);
-    let expect = |f: &dyn Fn(&Value) -> bool| all.iter().filter(|v| f(v)).map(|v| v["id"].clone()).collect::<Vec<_>>();
-    let cases: Vec<(&str, Vec<Value>)> = vec![
-        ("live=true", expect(&|v| v["live"] == true)),
-        ("live=false", expect(&|v| v["live"] == false)),
-        ("phase=running", expect(&|v| v["phase"] == "running")),
-        ("phase=terminated", expect(&|v| v["phase"] == "terminated")),
-        ("owner=u1", expect(&|v| v["owner"] == "u1")),
-        ("cluster_id=clu_b&live=false", expect(&|v| v["cluster_id"] == "clu_b" && v["live"] == false)),
-        ("owner=u0&phase=running", expect(&|v| v["owner"] == "u0" && v["phase"] == "running")),
+    assert_eq!(all["data"].as_array().unwrap().len(), 60);
+    assert_eq!(all["next"], Value::Null, "one page holds them all");
+    let queries = [
+        "live=true",
+        "live=false",
+        "phase=running",
+        "phase=terminated",
+        "owner=u1",
+        "cluster_id=clu_b",
+        "cluster_id=clu_b&live=false",
+        "owner=u0&phase=running",
+        "owner=u1&cluster_id=clu_b&phase=error",
+        "owner=u3&live=true",
     ];
-    for (query, want) in cases {
-        assert!(!want.is_empty(), "{query}");
-        // Pages of 7: their concatenation is the expected list, and the total is exact.
-        let mut got = Vec::new();
-        for page in 1..=want.len().div_ceil(7) + 1 {
-            let v = send(&s, reqwest::Method::GET, &format!("/api/v1/sessions?{query}&size=7&page={page}"), None, 200)
-                .await;
-            assert_eq!(v["pagination"]["total"], want.len(), "{query}");
-            got.extend(v["data"].as_array().unwrap().iter().map(|r| r["id"].clone()));
-        }
-        assert_eq!(got, want, "{query}");
+    assert_lists_agree(&s, &queries, 7).await;
+    // Nothing matches: an unknown owner, a live phase asked among the ended, two owners' sessions
+    // on the other cluster.
+    for q in ["owner=nobody", "phase=running&live=false", "phase=error&live=true", "owner=u0&cluster_id=clu_b"] {
+        let v = send(&s, reqwest::Method::GET, &format!("/api/v1/sessions?{q}"), None, 200).await;
+        assert_eq!((&v["data"], &v["pagination"]["total"], &v["next"]), (&json!([]), &json!(0), &Value::Null), "{q}");
     }
+    // Phases change (ends, an error, a resume): the indexes follow, the answers stay exact.
+    s.app()
+        .store
+        .write(move |txn| {
+            for (k, (_, mut r)) in SESSIONS.list_in_write(txn)?.into_iter().enumerate() {
+                let to = match (r.phase, k % 3) {
+                    (Phase::Running, 0) => Phase::Terminated,
+                    (Phase::Running, _) => Phase::Paused,
+                    (Phase::Pending, _) => Phase::Error,
+                    (Phase::Terminated, 0) => Phase::Running,
+                    (p, _) => p,
+                };
+                if to != r.phase {
+                    r.set_phase(to, now);
+                    put_session(txn, &r)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert_list_indexes_exact(&s).await;
+    assert_lists_agree(&s, &queries, 7).await;
+    assert_lists_agree(&s, &["phase=paused", "owner=u2&phase=terminated"], 4).await;
+    s.stop().await;
+}
+
+/// Every session, newest first, walked by cursor (100 at a time).
+async fn all_sessions(s: &TestServer) -> Vec<Value> {
+    let (mut out, mut after) = (Vec::new(), None::<String>);
+    loop {
+        let q = after.as_ref().map_or("size=100".to_string(), |a| format!("size=100&after={a}"));
+        let v = send(s, reqwest::Method::GET, &format!("/api/v1/sessions?{q}"), None, 200).await;
+        out.extend(v["data"].as_array().unwrap().iter().cloned());
+        match v["next"].as_str() {
+            Some(n) => after = Some(n.to_string()),
+            None => break,
+        }
+    }
+    let ids: Vec<&str> = out.iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first, each once: {ids:?}");
+    out
+}
+
+/// Does the row match the query's filters (`owner`, `cluster_id`, `phase`, `live`)?
+fn picks(query: &str, v: &Value) -> bool {
+    query.split('&').all(|pair| {
+        let (k, val) = pair.split_once('=').unwrap();
+        match k {
+            "owner" | "cluster_id" | "phase" => v[k] == val,
+            "live" => v["live"] == (val == "true"),
+            _ => panic!("{k}"),
+        }
+    })
+}
+
+/// Each query pages to exactly the rows its filters pick from the whole list, `size` at a time,
+/// by `page` and by `after` alike, with the exact total on every page and `next` only while more
+/// rows follow.
+async fn assert_lists_agree(s: &TestServer, queries: &[&str], size: usize) {
+    let all = all_sessions(s).await;
+    for query in queries {
+        let want: Vec<Value> = all.iter().filter(|v| picks(query, v)).map(|v| v["id"].clone()).collect();
+        let get = |q: String| {
+            let path = format!("/api/v1/sessions?{query}&size={size}{q}");
+            async move { send(s, reqwest::Method::GET, &path, None, 200).await }
+        };
+        let mut by_page = Vec::new();
+        for page in 1..=want.len().div_ceil(size) + 1 {
+            let v = get(format!("&page={page}")).await;
+            assert_eq!(
+                (&v["pagination"]["total"], &v["pagination"]["page"]),
+                (&json!(want.len()), &json!(page)),
+                "{query}"
+            );
+            let more = page * size < want.len();
+            assert_eq!(v["next"].is_string(), more, "{query} page {page}: {}", v["next"]);
+            by_page.extend(v["data"].as_array().unwrap().iter().map(|r| r["id"].clone()));
+        }
+        assert_eq!(by_page, want, "{query} by page");
+        let (mut by_cursor, mut after) = (Vec::new(), None::<String>);
+        loop {
+            let v = get(after.as_ref().map_or(String::new(), |a| format!("&after={a}"))).await;
+            assert_eq!(v["pagination"]["total"], want.len(), "{query}");
+            let rows = v["data"].as_array().unwrap();
+            assert!(rows.len() <= size);
+            by_cursor.extend(rows.iter().map(|r| r["id"].clone()));
+            match v["next"].as_str() {
+                Some(n) => {
+                    assert_eq!(rows.len(), size, "{query}: a short page has no next");
+                    assert_eq!(rows.last().unwrap()["id"], n);
+                    after = Some(n.to_string());
+                }
+                None => break,
+            }
+        }
+        assert_eq!(by_cursor, want, "{query} by cursor");
+    }
+}
+
+/// The list indexes and their counts are exactly what the stored sessions say.
+async fn assert_list_indexes_exact(s: &TestServer) {
+    use gshare::sessions::model::{ListIndex, SESSION_COUNTS};
+    let (sessions, keys, counts) = s
+        .app()
+        .store
+        .read(|txn| {
+            let mut keys = Vec::new();
+            for idx in ListIndex::ALL {
+                keys.push(idx.set().keys(txn)?);
+            }
+            Ok((SESSIONS.list(txn)?, keys, SESSION_COUNTS.list(txn)?))
+        })
+        .await
+        .unwrap();
+    let mut want_counts = std::collections::BTreeMap::<String, u64>::new();
+    for (i, idx) in ListIndex::ALL.into_iter().enumerate() {
+        let mut want: Vec<String> =
+            sessions.iter().map(|(id, r)| format!("{}{id}", ListIndex::prefix(idx.value_of(r)))).collect();
+        want.sort();
+        assert_eq!(keys[i], want, "{idx:?} index");
+        for (_, r) in &sessions {
+            *want_counts.entry(idx.count_key(idx.value_of(r))).or_default() += 1;
+        }
+    }
+    assert_eq!(counts, want_counts.into_iter().collect::<Vec<_>>(), "counts");
+    let ids = s.app().store.read(|txn| gshare::sessions::model::SESSION_IDS.keys(txn)).await.unwrap();
+    assert_eq!(ids, sessions.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(), "every id");
+}
+
+/// The cursor keeps its place while sessions are created: every row once, none skipped, in order;
+/// a cursor that is no session id is refused by name, a well-formed unknown one answers from where
+/// it sorts.
+#[tokio::test]
+async fn the_cursor_walks_every_row_once_while_sessions_are_created() {
+    use gshare::sessions::model::{Phase, SessionRecord, put_session};
+    let s = server().await;
+    let now = s.clock.now_ms();
+    let add = |n: u32, at: i64, tag: u32| {
+        s.app().store.write(move |txn| {
+            for i in 0..n {
+                let created = at - i64::from(i) * 1000;
+                let id = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(tag * 1000 + i)));
+                let mut r = SessionRecord::new(&id, "clu_a", "c", &format!("u{}", i % 2), created);
+                if i % 3 == 0 {
+                    r.set_phase(Phase::Terminated, created);
+                }
+                put_session(txn, &r)?;
+            }
+            Ok(())
+        })
+    };
+    add(40, now - 100_000, 0).await.unwrap();
+    let before = all_sessions(&s).await;
+    assert_eq!(before.len(), 40);
+    let mut tag = 0;
+    for (query, size) in [("", 6usize), ("owner=u1", 4), ("phase=terminated", 5)] {
+        // What is stored when the walk starts (the walks before added some).
+        let want: Vec<Value> = all_sessions(&s)
+            .await
+            .iter()
+            .filter(|v| query.is_empty() || picks(query, v))
+            .map(|v| v["id"].clone())
+            .collect();
+        assert!(want.len() > 2 * size, "{query}: several pages");
+        let (mut got, mut after) = (Vec::new(), None::<String>);
+        loop {
+            let a = after.as_ref().map_or(String::new(), |a| format!("&after={a}"));
+            let v =
+                send(&s, reqwest::Method::GET, &format!("/api/v1/sessions?{query}&size={size}{a}"), None, 200).await;
+            got.extend(v["data"].as_array().unwrap().iter().map(|r| r["id"].clone()));
+            // Newer sessions (this query's kind among them) arrive between pages.
+            tag += 1;
+            add(3, s.clock.now_ms() + i64::from(tag) * 10_000, tag).await.unwrap();
+            match v["next"].as_str() {
+                Some(n) => after = Some(n.to_string()),
+                None => break,
+            }
+        }
+        assert_eq!(got, want, "{query}: each row once, none missed");
+    }
+
+    // Bad cursors are refused by name; with page, too.
+    let first = before[0]["id"].as_str().unwrap().to_string();
+    for bad in [
+        "ses_nope".to_string(),
+        "abc".to_string(),
+        format!("{first}0"),
+        first.replace("ses_", "clu_"),
+        "ses_8ZZZZZZZZZZZZZZZZZZZZZZZZZ".to_string(),
+        "ses_01JABCDEFGHJKMNPQRSTVWXYZU".to_string(),
+        format!("{first}&page=2"),
+    ] {
+        let e = expect_error(
+            call(&s, reqwest::Method::GET, &format!("/api/v1/sessions?after={bad}"), None).await,
+            422,
+            "validation_failed",
+        )
+        .await;
+        assert_eq!(e["error"]["details"]["errors"][0]["loc"], json!(["query", "after"]), "{bad}: {e}");
+    }
+    // Well-formed but unknown: the highest id sorts above all (the first page), the lowest below
+    // all (nothing); either case is read.
+    let total = all_sessions(&s).await.len();
+    let v =
+        send(&s, reqwest::Method::GET, "/api/v1/sessions?after=ses_7zzzzzzzzzzzzzzzzzzzzzzzzz&size=3", None, 200).await;
+    assert_eq!((v["data"].as_array().unwrap().len(), &v["pagination"]["total"]), (3, &json!(total)));
+    assert_eq!(v["pagination"]["page"], 0, "a cursor's page is not counted");
+    let v = send(&s, reqwest::Method::GET, "/api/v1/sessions?after=ses_00000000000000000000000000", None, 200).await;
+    assert_eq!((&v["data"], &v["next"], &v["pagination"]["total"]), (&json!([]), &Value::Null, &json!(total)));
+    // A session's own id, lower-cased, resumes right after it.
+    let v =
+        send(&s, reqwest::Method::GET, &format!("/api/v1/sessions?after={}&size=1", first.to_lowercase()), None, 200)
+            .await;
+    assert_eq!(v["data"][0]["id"], before[1]["id"]);
+    s.stop().await;
+}
+
+/// A state file written before the list indexes (schema 2) gets them when it is opened: the
+/// filtered lists answer what the sessions say.
+#[tokio::test]
+async fn a_state_file_without_the_list_indexes_gets_them_on_open() {
+    use gshare::sessions::model::{Phase, SessionRecord, rebuild_live_index};
+    use gshare::store::Store;
+    crate::support::init();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let now = gshare::clock::Clock::system().now_ms();
+    {
+        let schema_2: Vec<_> = gshare::MIGRATIONS.iter().copied().filter(|m| m.to <= 2).collect();
+        let store = Store::open(&data.join("gshare.redb"), &schema_2).unwrap();
+        store
+            .write(move |txn| {
+                for i in 0..30u32 {
+                    let created = now - i64::from(i) * 1000;
+                    let id = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(i)));
+                    let mut r = SessionRecord::new(
+                        &id,
+                        ["clu_a", "clu_b"][i as usize % 2],
+                        "c",
+                        &format!("u{}", i % 3),
+                        created,
+                    );
+                    r.phase = [Phase::Running, Phase::Terminated, Phase::Error, Phase::Paused][i as usize % 4];
+                    SESSIONS.put(txn, &id, &r)?;
+                }
+                rebuild_live_index(txn).map(drop)
+            })
+            .await
+            .unwrap();
+        assert_eq!(store.schema_version().unwrap(), 2);
+    }
+    let config = gshare::config::Config::for_data_dir(&data, &[("GSHARE_LISTEN", "127.0.0.1:0")]).unwrap();
+    let clock = gshare::clock::Clock::system();
+    let server = gshare::RunningServer::start(config, clock.clone()).await.unwrap();
+    let base = server.base_url();
+    let s = TestServer { server: Some(server), dir, base, client: reqwest::Client::new(), clock };
+    assert_eq!(s.app().store.schema_version().unwrap(), gshare::store::schema_of(gshare::MIGRATIONS));
+    assert_list_indexes_exact(&s).await;
+    assert_lists_agree(&s, &["owner=u1", "cluster_id=clu_b", "phase=terminated", "owner=u2&live=true"], 4).await;
     s.stop().await;
 }

@@ -520,6 +520,34 @@ async fn every_fixture_opens_and_migrates() {
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!((clusters, gpus, offerings, sessions, live), (1, 4, 1, 2, 1), "{name}");
+        // The session list's indexes (schema 3) were built from its sessions, and answer.
+        use gshare::sessions::model::ListIndex;
+        let (indexed, stored) = s
+            .app
+            .store
+            .read(|t| {
+                let mut indexed = Vec::new();
+                for idx in ListIndex::ALL {
+                    indexed.push(idx.set().keys(t)?.len());
+                }
+                let stored = SESSIONS.list(t)?.into_iter().map(|(_, r)| r).collect::<Vec<_>>();
+                Ok((indexed, stored))
+            })
+            .await
+            .unwrap();
+        assert_eq!(indexed, [2, 2, 2], "{name}");
+        for r in &stored {
+            let q = gshare::sessions::SessionQuery {
+                owner: Some(r.owner.clone()),
+                cluster_id: Some(r.cluster_id.clone()),
+                phase: Some(r.phase),
+                page: 1,
+                size: 20,
+                ..Default::default()
+            };
+            let page = s.app.sessions.list(q).await.unwrap();
+            assert!(page.data.iter().any(|v| v.id == r.id), "{name}: {} by its owner, cluster and phase", r.id);
+        }
         assert_eq!(offering_names(&s).await, ["a100-slice"], "{name}");
         s.stop().await;
     }
