@@ -158,6 +158,47 @@ async fn the_series_sample_sessions_memory_and_callbacks_per_second() {
     let at: Vec<i64> = t.iter().map(|x| x.as_i64().unwrap()).collect();
     let total: f64 = (1..n).map(|i| rates[i] * (at[i] - at[i - 1]) as f64 / 1000.0).sum();
     assert!((9.5..=10.5).contains(&total), "{rates:?} at {at:?}: {total}");
+    assert_eq!(series["sessions_running"][n - 1], 0);
+
+    // A running session with one open and one released allocation, and a pending one: the
+    // sample counts the running session and the open allocation's memory only.
+    let id = cid.clone();
+    app.store
+        .write(move |txn| {
+            use gshare::inventory::gpu_booking::{ALLOCATIONS, AllocationRecord, allocation_key};
+            use gshare::sessions::model::{Phase, SessionRecord, put_session};
+            let run = SessionRecord {
+                phase: Phase::Running,
+                ..SessionRecord::new("ses_01JSERIESAAAAAAAAAAAAAAAA", &id, "x", "u", 0)
+            };
+            let wait = SessionRecord {
+                phase: Phase::Pending,
+                ..SessionRecord::new("ses_01JSERIESBBBBBBBBBBBBBBBB", &id, "x", "u", 0)
+            };
+            put_session(txn, &run)?;
+            put_session(txn, &wait)?;
+            for (alc, released, mem) in [("alc_1", None, 20480), ("alc_2", Some(5), 8192)] {
+                let a = AllocationRecord {
+                    id: alc.into(),
+                    cluster_id: id.clone(),
+                    session_id: run.id.clone(),
+                    gpu_uuid: Some("GPU-1".into()),
+                    created_at: 1,
+                    released_at: released,
+                    gpu_mem_mb: mem,
+                    gpu_cores: 30,
+                };
+                ALLOCATIONS.put(txn, &allocation_key(&run.id, alc), &a)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    s.clock.advance(Duration::from_secs(5));
+    app.overview.sample(gshare::overview::callbacks_total(app)).await.unwrap();
+    let series = get_overview(&s).await["series"].clone();
+    let last = series["t"].as_array().unwrap().len() - 1;
+    assert_eq!((&series["sessions_running"][last], &series["gpu_mem_booked_mb"][last]), (&json!(1), &json!(20480)));
     s.stop().await;
 }
 
