@@ -238,8 +238,7 @@ impl RunningServer {
         spawn_cluster_upkeep(app.clone(), rx.clone());
         operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
-        inventory::spawn_liveness_flush(app.clone(), rx.clone());
-        sessions::reports::spawn_heartbeat_flush(app.clone(), rx.clone());
+        spawn_memory_flush(app.clone(), rx.clone());
         snapshot::spawn(app.clone(), rx.clone());
         overview::spawn(app.clone(), rx.clone());
         let tls_config = match &app.tls {
@@ -319,14 +318,38 @@ impl RunningServer {
     }
 }
 
-/// Writes what is held in memory only (liveness times) before the process ends.
-async fn flush_at_stop(app: &App) {
+/// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'
+/// heartbeats) every `liveness_flush_every` (5 s), and once more at the stop.
+fn spawn_memory_flush(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(app.config.liveness_flush_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            let stopping = tokio::select! {
+                _ = tick.tick() => false,
+                _ = stop.wait_for(|v| *v) => true,
+            };
+            flush_held(&app).await;
+            if stopping {
+                return;
+            }
+        }
+    });
+}
+
+async fn flush_held(app: &App) {
     if let Err(e) = app.inventory.flush_liveness().await {
-        tracing::error!(error = %e, "cannot write the last liveness times at stop");
+        tracing::error!(error = %e, "cannot write the nodes' and clusters' liveness times");
     }
     if let Err(e) = app.sessions.flush_heartbeats().await {
-        tracing::error!(error = %e, "cannot write the sessions' last heartbeats at stop");
+        tracing::error!(error = %e, "cannot write the sessions' heartbeats");
     }
+}
+
+/// Writes what is held in memory only before the process ends.
+async fn flush_at_stop(app: &App) {
+    flush_held(app).await;
 }
 
 /// Bootstraps `clu_local` if asked, re-probes every cluster every `probe_interval`, and expires

@@ -377,24 +377,3 @@ pub fn spawn_sweeper(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         }
     });
 }
-
-/// Starts the liveness flush: every `liveness_flush_every` (5 s), and once more at the stop.
-pub fn spawn_liveness_flush(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(app.config.liveness_flush_every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            let stopping = tokio::select! {
-                _ = tick.tick() => false,
-                _ = stop.wait_for(|v| *v) => true,
-            };
-            if let Err(e) = app.inventory.flush_liveness().await {
-                tracing::error!(error = %e, "cannot write the nodes' and clusters' liveness times");
-            }
-            if stopping {
-                return;
-            }
-        }
-    });
-}

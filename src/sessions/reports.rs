@@ -333,27 +333,6 @@ impl Sessions {
     }
 }
 
-/// Starts the heartbeat flush: every `liveness_flush_every` (5 s), and once more at the stop.
-pub fn spawn_heartbeat_flush(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(app.config.liveness_flush_every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            let stopping = tokio::select! {
-                _ = tick.tick() => false,
-                _ = stop.wait_for(|v| *v) => true,
-            };
-            if let Err(e) = app.sessions.flush_heartbeats().await {
-                tracing::error!(error = %e, "cannot write the sessions' heartbeats");
-            }
-            if stopping {
-                return;
-            }
-        }
-    });
-}
-
 /// A heartbeat held in memory: the report, the token's cluster and when it arrived.
 #[derive(Debug, Clone)]
 pub struct HeldBeat {
