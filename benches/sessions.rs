@@ -36,6 +36,34 @@ async fn ingress() -> std::net::SocketAddr {
     addr
 }
 
+/// The least a relay on this stack can cost: a bare pass-through to `ingress` (the same pooled
+/// hyper client, no routing, checks, header rules or middleware). Measures the bound the real
+/// relay is compared with: a relayed request pays this server's HTTP work, the client hop and the
+/// ingress's, all on the same two cores.
+async fn bare_proxy(ingress: std::net::SocketAddr) -> std::net::SocketAddr {
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client: Client<HttpConnector, axum::body::Body> =
+        Client::builder(hyper_util::rt::TokioExecutor::new()).pool_max_idle_per_host(64).build(connector);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move |mut req: axum::extract::Request| {
+        let client = client.clone();
+        async move {
+            let pq = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+            *req.uri_mut() = format!("http://{ingress}{pq}").parse().unwrap();
+            match client.request(req).await {
+                Ok(r) => r.map(axum::body::Body::new),
+                Err(_) => axum::http::Response::builder().status(502).body(axum::body::Body::empty()).unwrap(),
+            }
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
 async fn run() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
@@ -152,6 +180,9 @@ async fn run() {
         .unwrap();
     assert_eq!(res.status(), 200);
     let direct = wrk("GET ingress directly (baseline)", &format!("http://{ing}/proxy/{cr}/lab/api/kernels"), &[]).await;
+    let bare = bare_proxy(ing).await;
+    let bare =
+        wrk("GET through a bare pass-through (bound)", &format!("http://{bare}/proxy/{cr}/lab/api/kernels"), &[]).await;
     let relayed =
         wrk("GET /proxy/<cr>/lab/… through the relay", &format!("{base}/proxy/{cr}/lab/api/kernels"), &[]).await;
     // As a browser sends it: with the session's cookie (checked, and passed on).
@@ -216,6 +247,17 @@ async fn run() {
         verify.rps / health.rps,
         relayed.rps / direct.rps,
         relayed_cookie.rps / direct.rps
+    );
+    // A relayed request costs at least this server's answer (/healthz) plus the ingress's
+    // (direct), on the same cores: even a free client hop stays under 1 / (1/healthz + 1/direct).
+    let ceiling = 1.0 / (1.0 / health.rps + 1.0 / direct.rps);
+    println!(
+        "bounds: healthz + ingress in series = {:.0}/s = {:.2} x direct; bare pass-through = {:.2} x direct; relay / bare pass-through = {:.2} (cookie {:.2})",
+        ceiling,
+        ceiling / direct.rps,
+        bare.rps / direct.rps,
+        relayed.rps / bare.rps,
+        relayed_cookie.rps / bare.rps
     );
     server.stop().await;
 }

@@ -1,6 +1,7 @@
 //! Per-request plumbing: a request id (echoed as `X-Request-Id`, used in logs and error bodies),
-//! a cap on total header size, an access log line, and a last pass that turns any bodiless
-//! error from a lower layer (404, 405, 413, timeouts) into our JSON envelope.
+//! a cap on total header size, an access log line, a last pass that turns any bodiless
+//! error from a lower layer (404, 405, 413, timeouts) into our JSON envelope, and the security
+//! headers.
 
 use std::time::Instant;
 
@@ -12,6 +13,12 @@ use axum::response::{IntoResponse, Response};
 use super::error::{ApiError, REQUEST_ID, from_status};
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// A response extension for answers passed on from elsewhere (a session app's, through the
+/// `/proxy/` relay): they keep their own status, body and headers. No JSON envelope replaces a
+/// relayed error page and no console header (CSP, frame options) is added to an app's answer.
+#[derive(Clone, Copy, Debug)]
+pub struct PassedThrough;
 /// Total bytes of request headers accepted (a 1 MB `Authorization` header gets a clean 431).
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
@@ -26,10 +33,14 @@ fn request_id_from(req: &Request) -> String {
         .unwrap_or_else(|| ulid::Ulid::new().to_string())
 }
 
+/// The per-request pass every route shares (one layer, not one per concern: each layer costs a
+/// service clone and a boxed future on every request): request id, header cap, JSON envelope for
+/// bodiless errors, access log, and [`security_headers`].
 pub async fn request_context(req: Request, next: Next) -> Response {
     let id = request_id_from(&req);
     let method = req.method().clone();
-    let path = req.uri().path().to_string();
+    // A cheap handle (the URI's bytes are shared), read only if the line is logged.
+    let uri = req.uri().clone();
     let started = Instant::now();
     let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
     let response = REQUEST_ID
@@ -48,7 +59,8 @@ pub async fn request_context(req: Request, next: Next) -> Response {
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.starts_with("application/json"));
-            if (res.status().is_client_error() || res.status().is_server_error()) && !is_json {
+            let passed_through = res.extensions().get::<PassedThrough>().is_some();
+            if (res.status().is_client_error() || res.status().is_server_error()) && !is_json && !passed_through {
                 let mut replaced = from_status(res.status()).into_response();
                 for name in [header::ALLOW, header::RETRY_AFTER, header::WWW_AUTHENTICATE] {
                     if let Some(v) = res.headers().get(&name) {
@@ -64,9 +76,11 @@ pub async fn request_context(req: Request, next: Next) -> Response {
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, v);
     }
+    security_headers(&mut response);
     let status = response.status().as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     // Paths never carry secrets here (tokens travel in headers); query strings are not logged.
+    let path = uri.path();
     if status >= 500 {
         tracing::warn!(request_id = %id, %method, %path, status, ms, "request");
     } else {
@@ -82,10 +96,12 @@ font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-ac
 
 /// Security headers on every response (a route's own `Content-Security-Policy`, like the API
 /// reference page's, is kept): CSP without inline scripts, `nosniff`, `Referrer-Policy`,
-/// `frame-ancestors 'none'` (and `X-Frame-Options: DENY` for old browsers).
-/// Share it with `.layer(axum::middleware::from_fn(security_headers))`.
-pub async fn security_headers(req: Request, next: Next) -> Response {
-    let mut res = next.run(req).await;
+/// `frame-ancestors 'none'` (and `X-Frame-Options: DENY` for old browsers). Answers
+/// [`PassedThrough`] from a session app are left as the app sent them.
+fn security_headers(res: &mut Response) {
+    if res.extensions().get::<PassedThrough>().is_some() {
+        return;
+    }
     let h = res.headers_mut();
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
         h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONSOLE_CSP));
@@ -93,5 +109,4 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    res
 }

@@ -1,5 +1,5 @@
 //! Router assembly: each domain contributes its routes; this module only puts them together and
-//! wraps them in the shared layers (request context, body limit, panic guard).
+//! wraps them in the shared layers (request context with security headers, body limit, panic guard).
 
 pub mod client_addr;
 pub mod docs;
@@ -76,6 +76,5 @@ pub fn router(app: Arc<App>) -> Router {
             axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))
         }))
         .layer(axum::middleware::from_fn(middleware::request_context))
-        .layer(axum::middleware::from_fn(middleware::security_headers))
         .with_state(app)
 }

@@ -7,7 +7,8 @@
 //! `Authorization`, the console's cookies, other sessions' `gshare_session` cookies, any client-sent
 //! `X-GShare-*`, `X-Original-*` and `X-Forwarded-*`; it gains `X-GShare-Session`/`X-GShare-User` from
 //! the session record and the session's own `Host`. The response loses any `Set-Cookie` for the
-//! console's cookies or for another session's path.
+//! console's cookies or for another session's path; otherwise the app's answer is passed on as it
+//! came (its error pages and headers: no JSON envelope, no console CSP or frame options).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,7 @@ use super::proxy_path::{Refusal, route};
 use crate::App;
 use crate::auth::cookies::{CONSOLE_COOKIE, CSRF_COOKIE};
 use crate::http::error::ApiError;
+use crate::http::middleware::PassedThrough;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time for the ingress to answer with its response head (bodies and WebSockets may last).
@@ -236,6 +238,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
             parts.headers.remove(*h);
         }
         filter_set_cookies(&mut parts.headers, &routed.cr);
+        parts.extensions.insert(PassedThrough);
         return Response::from_parts(parts, Body::new(incoming));
     }
 
@@ -288,6 +291,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         let mut r = Response::from_parts(parts, Body::empty());
         keep_upgrade_headers(r.headers_mut());
         filter_set_cookies(r.headers_mut(), &routed.cr);
+        r.extensions_mut().insert(PassedThrough);
         return r;
     }
 

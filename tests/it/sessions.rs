@@ -912,8 +912,18 @@ async fn fake_ingress() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
                     .unwrap_or(0);
                 let mut body = vec![0; len];
                 r.read_exact(&mut body).await.unwrap();
-                let answer = json!({"head": head, "body_len": len}).to_string();
                 let mut s = r.into_inner();
+                // An app's own error page (HTML, its own headers).
+                if head.contains("/missing-page ") {
+                    let page = "<h1>Jupyter: 404 Not Found</h1>";
+                    let reply = format!(
+                        "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nX-Ingress: yes\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                        page.len()
+                    );
+                    s.write_all(reply.as_bytes()).await.unwrap();
+                    return;
+                }
+                let answer = json!({"head": head, "body_len": len}).to_string();
                 let reply = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Ingress: yes\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
                     answer.len()
@@ -971,6 +981,21 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     assert!(!head.contains("ADMIN-TOKEN") && !head.contains("CSRF"), "console cookies leaked: {head}");
     assert!(head.contains("x-forwarded-for: 127.0.0.1") && head.contains("x-forwarded-proto: http"), "{head}");
     assert_eq!(seen["body_len"], 3 * 1024 * 1024, "bodies stream past the API's JSON limit");
+    // The app's answers are its own: no console CSP or frame options on them, and its error
+    // pages pass as they came (not replaced by this server's JSON 404).
+    let res = s.get(&format!("/proxy/{name}/lab/tree/missing-page")).await;
+    assert_eq!(res.status(), 404);
+    let h = res.headers().clone();
+    assert_eq!(h["content-type"], "text/html");
+    assert_eq!(h["x-ingress"], "yes");
+    assert!(h.contains_key("x-request-id"));
+    for console_only in ["content-security-policy", "x-frame-options", "referrer-policy"] {
+        assert!(!h.contains_key(console_only), "{console_only} added to an app's answer: {h:?}");
+    }
+    assert_eq!(res.text().await.unwrap(), "<h1>Jupyter: 404 Not Found</h1>");
+    // This server's own refusals on the same path keep the envelope and the headers.
+    let e = s.get("/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await;
+    assert!(e.headers().contains_key("content-security-policy"));
 
     // An upgrade (a terminal's WebSocket) is relayed both ways.
     let mut ws = tokio::net::TcpStream::connect(s.app_addr()).await.unwrap();
