@@ -1,5 +1,7 @@
 //! The `/proxy/<cr>/…` relay: for installs whose session domain points at this server, requests
 //! for a session's apps are passed to its cluster's ingress (`host:port`), WebSockets included.
+//! Only requests sent to the session's own domain are relayed (421 on any other host: an app
+//! served on the console's origin would run its user's code with the console's cookies).
 //! The ingress itself authenticates every request against `GET /internal/connect/verify`, so the
 //! relay adds no authentication, but it decides the session exactly as verify does
 //! ([`super::proxy_path::route`]: ambiguous paths are refused with 400) and forwards the normalised
@@ -166,6 +168,26 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     if session.phase.is_final() {
         return relay_error(StatusCode::NOT_FOUND, "not_found", format!("session {} has ended", session.session_id));
     }
+    // A session's app runs its user's code: served on any other host (the console's above all) its
+    // pages would run with that origin's cookies. Only the session's own domain is relayed.
+    let asked = request_host(&req);
+    let on_own_domain = match (&session.domain, &asked) {
+        (Some(domain), Some(host)) => host.eq_ignore_ascii_case(domain),
+        _ => false,
+    };
+    if !on_own_domain {
+        let served_on = session.domain.as_deref().map_or_else(
+            || "no host: no session domain is set for its cluster or the server".to_string(),
+            |d| format!("its session domain {d}"),
+        );
+        return ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "wrong_host",
+            format!("session {} is relayed only on {served_on}", session.session_id),
+        )
+        .with_details(serde_json::json!({ "host": asked, "session_domain": session.domain }))
+        .into_response();
+    }
     let Some(target) = session.ingress.clone() else {
         return relay_error(
             StatusCode::NOT_FOUND,
@@ -300,6 +322,18 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         "relay_failed",
         format!("the ingress answered an upgrade with {}", resp.status()),
     )
+}
+
+/// The host a request was sent to, without its port: HTTP/2's `:authority` (the URI), else the
+/// `Host` header. A proxy in front of this server must pass `Host` on (nginx: `proxy_set_header
+/// Host $host`); `X-Forwarded-Host` is not read, a client could write it.
+fn request_host(req: &Request) -> Option<String> {
+    let authority = match req.uri().authority() {
+        Some(a) => a.as_str().to_string(),
+        None => req.headers().get(header::HOST)?.to_str().ok()?.to_string(),
+    };
+    let authority: axum::http::uri::Authority = authority.parse().ok()?;
+    Some(authority.host().trim_end_matches('.').to_string())
 }
 
 /// The pooled HTTP/1 client plain relayed requests use (keep-alive to each ingress).

@@ -383,12 +383,17 @@ async fn the_relay_routes_and_strips_as_verify_does() {
         );
     }
 
+    // Sent to another host (the console's), a session is not relayed at all: its app would run
+    // with that origin's cookies (421, nothing reaches the ingress).
+    let hits = st.hits.load(Ordering::SeqCst);
+    let r = raw(&s, &format!("/proxy/{ar}/lab"), &[("Host", "console.lab.test"), ("Cookie", &ca)]).await;
+    assert_eq!((r.status, r.body["error"]["code"].as_str()), (421, Some("wrong_host")), "{:?}", r.body);
+    assert_eq!(st.hits.load(Ordering::SeqCst), hits, "a misdirected request reached the ingress");
     // Credentials and identity do not cross: the app sees the session's own identity and host.
     let r = raw(
         &s,
         &format!("/proxy/{ar}/lab"),
         &[
-            ("Host", "console.lab.test"),
             ("Cookie", &format!("gshare_console=ADMIN; gshare_csrf=CSRF; {ca}")),
             ("Authorization", "Bearer ADMIN-TOKEN"),
             ("Proxy-Authorization", "Basic c2VjcmV0"),

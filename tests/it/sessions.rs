@@ -935,6 +935,11 @@ async fn fake_ingress() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     (addr, task)
 }
 
+/// A GET through the relay as a browser on the session domain sends it.
+async fn relay_get(s: &TestServer, path: &str) -> reqwest::Response {
+    s.client.get(s.url(path)).header("Host", "sessions.lab.test").send().await.unwrap()
+}
+
 #[tokio::test]
 async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -947,9 +952,9 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     report(&s, &operator(&s, &cid), &name, json!({"phase": "Running", "ts": ts(&s)})).await;
 
     // Not relayed until an ingress is known; unknown sessions are 404.
-    let e = expect_error(s.get(&format!("/proxy/{name}/lab")).await, 404, "no_session_ingress").await;
+    let e = expect_error(relay_get(&s, &format!("/proxy/{name}/lab")).await, 404, "no_session_ingress").await;
     assert!(e["error"]["message"].as_str().unwrap().contains("gpu-g"));
-    expect_error(s.get("/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await, 404, "not_found").await;
+    expect_error(relay_get(&s, "/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await, 404, "not_found").await;
     let cluster_path = format!("/api/v1/clusters/{cid}");
     let patch = |v: Value| call(&s, reqwest::Method::PATCH, &cluster_path, Some(json!({"session_ingress": v})));
     for bad in ["gpu-node-1", "gpu node:30080", "host:0", "host:99999"] {
@@ -983,7 +988,7 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     assert_eq!(seen["body_len"], 3 * 1024 * 1024, "bodies stream past the API's JSON limit");
     // The app's answers are its own: no console CSP or frame options on them, and its error
     // pages pass as they came (not replaced by this server's JSON 404).
-    let res = s.get(&format!("/proxy/{name}/lab/tree/missing-page")).await;
+    let res = relay_get(&s, &format!("/proxy/{name}/lab/tree/missing-page")).await;
     assert_eq!(res.status(), 404);
     let h = res.headers().clone();
     assert_eq!(h["content-type"], "text/html");
@@ -993,8 +998,36 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
         assert!(!h.contains_key(console_only), "{console_only} added to an app's answer: {h:?}");
     }
     assert_eq!(res.text().await.unwrap(), "<h1>Jupyter: 404 Not Found</h1>");
+    // Only on the session's own domain: an app served on the console's host (or any other) would
+    // run its user's code with that origin's cookies. Nothing reaches the ingress then.
+    let misdirected = |host: &'static str| {
+        let url = s.url(&format!("/proxy/{name}/lab/evil.html"));
+        let client = s.client.clone();
+        async move { client.get(url).header("Host", host).send().await.unwrap() }
+    };
+    for host in ["127.0.0.1", "console.lab.test", "sessions.lab.test.evil.test", "evil.sessions.lab.test", "sessions"] {
+        let e = expect_error(misdirected(host).await, 421, "wrong_host").await;
+        assert_eq!(e["error"]["details"]["session_domain"], "sessions.lab.test", "{host}: {e}");
+    }
+    // The console's own address, as a browser on it sends it (Host = 127.0.0.1:<port>).
+    let e = expect_error(s.get(&format!("/proxy/{name}/lab/evil.html")).await, 421, "wrong_host").await;
+    assert!(e["error"]["message"].as_str().unwrap().contains("sessions.lab.test"), "{e}");
+    // Host is compared without case, port or a final dot.
+    for host in ["SESSIONS.lab.test", "sessions.lab.test:8080", "sessions.lab.test."] {
+        assert_eq!(misdirected(host).await.status(), 200, "{host}");
+    }
+    // No Host at all (HTTP/1.0): refused.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut raw = tokio::net::TcpStream::connect(s.app_addr()).await.unwrap();
+        raw.write_all(format!("GET /proxy/{name}/lab HTTP/1.0\r\n\r\n").as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        raw.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.0 421") || answer.starts_with("HTTP/1.1 421"), "{answer}");
+        assert!(answer.contains("wrong_host"), "{answer}");
+    }
     // This server's own refusals on the same path keep the envelope and the headers.
-    let e = s.get("/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await;
+    let e = relay_get(&s, "/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await;
     assert!(e.headers().contains_key("content-security-policy"));
 
     // An upgrade (a terminal's WebSocket) is relayed both ways.
@@ -1023,10 +1056,10 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     // The ingress gone: 502 with the target named; an ended session is not relayed.
     task.abort();
     let _ = task.await;
-    let e = expect_error(s.get(&format!("/proxy/{name}/lab")).await, 502, "ingress_unreachable").await;
+    let e = expect_error(relay_get(&s, &format!("/proxy/{name}/lab")).await, 502, "ingress_unreachable").await;
     assert_eq!(e["error"]["details"]["target"], ingress.to_string());
     send(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}"), None, 200).await;
-    expect_error(s.get(&format!("/proxy/{name}/lab")).await, 404, "not_found").await;
+    expect_error(relay_get(&s, &format!("/proxy/{name}/lab")).await, 404, "not_found").await;
     // Clearing the cluster's ingress falls back to the server-wide one (none here).
     let body: Value = patch(json!("")).await.json().await.unwrap();
     assert!(body["session_ingress"].is_null() && body["effective_session_ingress"].is_null(), "{body}");
@@ -1082,8 +1115,8 @@ async fn cr_names_of_other_id_shapes_are_found_among_live_sessions() {
     report(&s, &operator(&s, &cid), "ses-lab-1", json!({"phase": "Running", "ts": ts(&s)})).await;
     assert_eq!(session(&s, "ses_Lab_1").await["phase"], "running");
     // The relay finds it too (and says it has no ingress), while a made-up name is unknown.
-    expect_error(s.get("/proxy/ses-lab-1/lab").await, 404, "no_session_ingress").await;
-    expect_error(s.get("/proxy/ses-lab-2/lab").await, 404, "not_found").await;
+    expect_error(relay_get(&s, "/proxy/ses-lab-1/lab").await, 404, "no_session_ingress").await;
+    expect_error(relay_get(&s, "/proxy/ses-lab-2/lab").await, 404, "not_found").await;
     // Ended, it is history: reports about it are accepted and change nothing.
     report(&s, &operator(&s, &cid), "ses-lab-1", json!({"phase": "Terminated", "ts": ts(&s)})).await;
     assert_eq!(session(&s, "ses_Lab_1").await["phase"], "terminated");
