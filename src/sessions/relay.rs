@@ -202,6 +202,9 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         tracing::debug!(session_id = %session.session_id, phase = session.phase.as_str(), "relaying to a session that is not running");
     }
 
+    // The answer goes out in the client's HTTP version, not the ingress's (an HTTP/1.0 app would
+    // otherwise turn the client's keep-alive connection into HTTP/1.0).
+    let client_version = req.version();
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let peer = req
@@ -260,6 +263,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
             parts.headers.remove(*h);
         }
         filter_set_cookies(&mut parts.headers, &routed.cr);
+        parts.version = client_version;
         parts.extensions.insert(PassedThrough);
         return Response::from_parts(parts, Body::new(incoming));
     }
@@ -309,7 +313,8 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
                 Err(e) => tracing::debug!(session_id = %sid, error = %e, "WebSocket upgrade not completed"),
             }
         });
-        let (parts, _) = resp.into_parts();
+        let (mut parts, _) = resp.into_parts();
+        parts.version = client_version;
         let mut r = Response::from_parts(parts, Body::empty());
         keep_upgrade_headers(r.headers_mut());
         filter_set_cookies(r.headers_mut(), &routed.cr);

@@ -913,11 +913,11 @@ async fn fake_ingress() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
                 let mut body = vec![0; len];
                 r.read_exact(&mut body).await.unwrap();
                 let mut s = r.into_inner();
-                // An app's own error page (HTML, its own headers).
+                // An app's own error page (HTML, its own headers), from an HTTP/1.0 server.
                 if head.contains("/missing-page ") {
                     let page = "<h1>Jupyter: 404 Not Found</h1>";
                     let reply = format!(
-                        "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nX-Ingress: yes\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                        "HTTP/1.0 404 Not Found\r\nContent-Type: text/html\r\nX-Ingress: yes\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
                         page.len()
                     );
                     s.write_all(reply.as_bytes()).await.unwrap();
@@ -990,6 +990,7 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     // pages pass as they came (not replaced by this server's JSON 404).
     let res = relay_get(&s, &format!("/proxy/{name}/lab/tree/missing-page")).await;
     assert_eq!(res.status(), 404);
+    assert_eq!(res.version(), reqwest::Version::HTTP_11, "answered in the client's version, not the app's");
     let h = res.headers().clone();
     assert_eq!(h["content-type"], "text/html");
     assert_eq!(h["x-ingress"], "yes");
