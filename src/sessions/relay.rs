@@ -118,10 +118,35 @@ fn is_upgrade(h: &HeaderMap) -> bool {
         && h.contains_key(header::UPGRADE)
 }
 
+/// The headers a message's `Connection` names: hop-by-hop for this hop only (RFC 9110 §7.6.1).
+fn connection_named(h: &HeaderMap) -> Vec<String> {
+    h.get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Drops the hop-by-hop headers of an answer: the fixed list and what its `Connection` names.
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    for name in connection_named(h) {
+        h.remove(name.as_str());
+    }
+    for name in HOP_BY_HOP {
+        h.remove(*name);
+    }
+}
+
 fn forward_headers(from: &HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
     let mut out = HeaderMap::new();
+    let named = connection_named(from);
     for (name, value) in from {
-        if HOP_BY_HOP.contains(&name.as_str()) || is_client_forbidden(name.as_str()) {
+        if HOP_BY_HOP.contains(&name.as_str())
+            || is_client_forbidden(name.as_str())
+            || named.iter().any(|n| n == name.as_str())
+        {
             continue;
         }
         if name == header::COOKIE {
@@ -259,9 +284,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
             Err(_) => return unreachable(&target, "no response within 60 s"),
         };
         let (mut parts, incoming) = resp.into_parts();
-        for h in HOP_BY_HOP {
-            parts.headers.remove(*h);
-        }
+        strip_hop_by_hop(&mut parts.headers);
         filter_set_cookies(&mut parts.headers, &routed.cr);
         parts.version = client_version;
         parts.extensions.insert(PassedThrough);
@@ -382,6 +405,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn keep_upgrade_headers(h: &mut HeaderMap) {
+    for name in connection_named(h).iter().filter(|n| !matches!(n.as_str(), "connection" | "upgrade")) {
+        h.remove(name.as_str());
+    }
     for name in HOP_BY_HOP.iter().filter(|n| !matches!(**n, "connection" | "upgrade")) {
         h.remove(*name);
     }
@@ -428,11 +454,21 @@ mod tests {
             ("x-auth-request-redirect", "/x"),
             ("forwarded", "for=1.2.3.4"),
             ("accept", "text/html"),
+            ("connection", "keep-alive, X-Hop-Only"),
+            ("x-hop-only", "for the next hop alone"),
         ] {
             h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
         }
         let f = forward_headers(&h, false, &|_| true);
         assert_eq!(f.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
+
+        // An answer's hop-by-hop headers stay at this hop too.
+        let mut r = HeaderMap::new();
+        for (k, v) in [("connection", "close, x-app-hop"), ("x-app-hop", "1"), ("keep-alive", "5"), ("etag", "e")] {
+            r.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        strip_hop_by_hop(&mut r);
+        assert_eq!(r.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["etag"]);
 
         let mut r = HeaderMap::new();
         for v in [
