@@ -63,11 +63,13 @@ impl Source {
         }
     }
 
-    /// Hands `f` its ids, newest first, below `below` when given, until `f` says stop.
+    /// Hands `f` its ids, newest first (oldest first with `Order::OldestFirst`, then `below` is
+    /// not used), below `below` when given, until `f` says stop.
     fn walk(
         &self,
         txn: &ReadTransaction,
         below: Option<&str>,
+        order: Order,
         mut f: impl FnMut(&str) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         // The walkers take infallible callbacks: the first error stops the walk and is returned.
@@ -84,13 +86,26 @@ impl Source {
                 false
             })
         };
-        match self {
-            Self::All | Self::Ended => SESSION_IDS.walk_rev(txn, "", below, &mut step)?,
-            Self::Live => LIVE_SESSIONS.walk_keys_rev(txn, below, &mut step)?,
-            Self::Index(idx, value) => idx.set().walk_rev(txn, &ListIndex::prefix(value), below, &mut step)?,
+        match (self, order) {
+            (Self::All | Self::Ended, Order::NewestFirst) => SESSION_IDS.walk_rev(txn, "", below, &mut step)?,
+            (Self::All | Self::Ended, Order::OldestFirst) => SESSION_IDS.walk_fwd(txn, "", &mut step)?,
+            (Self::Live, Order::NewestFirst) => LIVE_SESSIONS.walk_keys_rev(txn, below, &mut step)?,
+            (Self::Live, Order::OldestFirst) => LIVE_SESSIONS.walk_keys_fwd(txn, &mut step)?,
+            (Self::Index(idx, value), Order::NewestFirst) => {
+                idx.set().walk_rev(txn, &ListIndex::prefix(value), below, &mut step)?
+            }
+            (Self::Index(idx, value), Order::OldestFirst) => {
+                idx.set().walk_fwd(txn, &ListIndex::prefix(value), &mut step)?
+            }
         }
         failed.map_or(Ok(()), Err)
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    NewestFirst,
+    OldestFirst,
 }
 
 /// One page of the list: the walked set is the query's most selective filter, the others are
@@ -133,20 +148,44 @@ pub fn page(txn: &ReadTransaction, q: &SessionQuery) -> Result<SessionPage, Stor
     let total = if contradiction {
         0
     } else if checks.is_empty() {
-        // One set: its counter is the total, and the walk stops one past the page.
-        let mut seen = 0usize;
-        walked.walk(txn, q.after.as_deref(), |id| {
-            seen += 1;
-            if seen > skip {
-                ids.push(id.to_string());
+        // One set: its counter is the total. A page in the older half is read from the oldest end
+        // (the last page costs what the first does); otherwise the walk stops one past the page.
+        let total = counts[driver];
+        let total_ids = usize::try_from(total).unwrap_or(usize::MAX);
+        if q.after.is_none() && skip > total_ids / 2 {
+            // Rows skip..skip+take, newest first, are rows total-skip-take..total-skip oldest first;
+            // a row older than the page (if any) says there is a next page.
+            let end = total_ids.saturating_sub(skip);
+            let start = end.saturating_sub(take);
+            let from = start.saturating_sub(1);
+            let mut seen = 0usize;
+            let mut older = Vec::with_capacity(end - from);
+            if end > 0 {
+                walked.walk(txn, None, Order::OldestFirst, |id| {
+                    if seen >= from {
+                        older.push(id.to_string());
+                    }
+                    seen += 1;
+                    Ok(seen < end)
+                })?;
             }
-            Ok(ids.len() <= take)
-        })?;
-        counts[driver]
+            older.reverse();
+            ids = older;
+        } else {
+            let mut seen = 0usize;
+            walked.walk(txn, q.after.as_deref(), Order::NewestFirst, |id| {
+                seen += 1;
+                if seen > skip {
+                    ids.push(id.to_string());
+                }
+                Ok(ids.len() <= take)
+            })?;
+        }
+        total
     } else {
         // Several: the total is counted over the walked set, the page kept on the way.
         let (mut total, mut seen) = (0u64, 0usize);
-        walked.walk(txn, None, |id| {
+        walked.walk(txn, None, Order::NewestFirst, |id| {
             for c in &checks {
                 if !c.contains(txn, id)? {
                     return Ok(true);

@@ -484,6 +484,29 @@ fn walk_keys_rev<V: redb::Value + 'static>(
     Ok(())
 }
 
+/// Walks the keys under `prefix`, lowest first, until `f` says stop (a deep page read from the
+/// oldest end).
+fn walk_keys_fwd<V: redb::Value + 'static>(
+    table: &impl ReadableTable<&'static str, V>,
+    prefix: &str,
+    mut f: impl FnMut(&str) -> bool,
+) -> Result<(), StoreError> {
+    use std::ops::Bound;
+    let end = prefix_end(prefix);
+    let upper = match &end {
+        Some(e) => Bound::Excluded(e.as_str()),
+        None => Bound::Unbounded,
+    };
+    for item in table.range::<&str>((Bound::Included(prefix), upper))? {
+        let (k, _) = item?;
+        let Some(rest) = k.value().strip_prefix(prefix) else { break };
+        if !f(rest) {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// A table of keys without values: an index (`<value>\0<id>`) walked in key order or asked about
 /// one key, nothing decoded. Like [`JsonTable`], it is only a name to the store.
 #[derive(Clone, Copy)]
@@ -542,6 +565,15 @@ impl KeySet {
         })?;
         out.reverse();
         Ok(out)
+    }
+
+    /// Walks the keys under `prefix`, lowest first, until `f` says stop.
+    pub fn walk_fwd(&self, txn: &ReadTransaction, prefix: &str, f: impl FnMut(&str) -> bool) -> Result<(), StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => walk_keys_fwd(&t, prefix, f),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Walks the keys under `prefix`, highest first (see `walk_keys_rev`).
@@ -683,6 +715,15 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
         match txn.open_table(self.def()) {
             Ok(t) => Ok(t.get(key)?.is_some()),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Walks the keys, lowest first, until `f` says stop; nothing is decoded.
+    pub fn walk_keys_fwd(&self, txn: &ReadTransaction, f: impl FnMut(&str) -> bool) -> Result<(), StoreError> {
+        match txn.open_table(self.def()) {
+            Ok(t) => walk_keys_fwd(&t, "", f),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

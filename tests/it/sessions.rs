@@ -1200,6 +1200,25 @@ async fn list_filters_page_the_history() {
     assert_list_indexes_exact(&s).await;
     assert_lists_agree(&s, &queries, 7).await;
     assert_lists_agree(&s, &["phase=paused", "owner=u2&phase=terminated"], 4).await;
+    // No filter: every page by number (the older half is read from the oldest end), one past
+    // the last, and `next` only while rows follow.
+    let all: Vec<Value> = all_sessions(&s).await.iter().map(|v| v["id"].clone()).collect();
+    for size in [7usize, 10] {
+        let mut by_page = Vec::new();
+        for page in 1..=all.len().div_ceil(size) + 1 {
+            let v =
+                send(&s, reqwest::Method::GET, &format!("/api/v1/sessions?size={size}&page={page}"), None, 200).await;
+            assert_eq!(v["pagination"]["total"], all.len());
+            let rows = v["data"].as_array().unwrap();
+            let more = page * size < all.len();
+            assert_eq!(v["next"].is_string(), more, "size {size} page {page}: {}", v["next"]);
+            if more {
+                assert_eq!(v["next"], rows.last().unwrap()["id"], "size {size} page {page}");
+            }
+            by_page.extend(rows.iter().map(|r| r["id"].clone()));
+        }
+        assert_eq!(by_page, all, "size {size}: every row once, newest first");
+    }
     s.stop().await;
 }
 
