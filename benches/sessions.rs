@@ -233,6 +233,10 @@ async fn run() {
     for (label, query) in [
         (format!("GET /api/v1/sessions?live=true ({live} live)"), "live=true".to_string()),
         ("GET /api/v1/sessions (all, page 1)".to_string(), String::new()),
+        (
+            format!("GET /api/v1/sessions?page={} (of {}, the middle)", deep / 2, total.div_ceil(20)),
+            format!("page={}", deep / 2),
+        ),
         (format!("GET /api/v1/sessions?page={deep} (of {})", total.div_ceil(20)), format!("page={deep}")),
         (format!("GET /api/v1/sessions?after=… (= page {deep})"), format!("after={cursor}")),
         ("GET /api/v1/sessions?owner=user7".to_string(), "owner=user7".to_string()),
