@@ -98,7 +98,8 @@ impl App {
             let config = config.clone();
             let clock = clock.clone();
             tokio::task::spawn_blocking(move || -> Result<_, StartError> {
-                let store = Store::open(&config.state_file(), MIGRATIONS).map_err(|e| match e {
+                let cache = usize::try_from(u64::from(config.store_cache_mb) << 20).ok();
+                let store = Store::open_with_cache(&config.state_file(), MIGRATIONS, cache).map_err(|e| match e {
                     // A state file that does not open: name the way back.
                     store::StoreError::Corrupt { .. } | store::StoreError::Open { .. } => {
                         match snapshot::restore_hint(&config) {

@@ -81,6 +81,8 @@ pub struct Config {
     pub login_failure_window: Duration,
     /// Client connections open at once; over it the oldest idle one is closed.
     pub max_connections: u32,
+    /// redb's page cache for the state file, MiB (redb's default: 1024).
+    pub store_cache_mb: u32,
     /// Audit entries older than this are removed (hourly pass).
     pub audit_retention: Duration,
     /// Audit entries kept at most; the oldest beyond it are removed by the same pass.
@@ -139,6 +141,7 @@ struct FileLayer {
     login_max_failures: Option<i64>,
     login_failure_window: Option<String>,
     max_connections: Option<i64>,
+    store_cache_mb: Option<i64>,
     audit_retention: Option<String>,
     audit_max_entries: Option<i64>,
     request_head_timeout: Option<String>,
@@ -412,6 +415,12 @@ impl Config {
             })?,
             None => 4096,
         };
+        let store_cache_mb = match layer.pick_typed("store_cache_mb", f.store_cache_mb, |s| s.parse::<i64>().ok())? {
+            Some(r) => u32::try_from(r.value).ok().filter(|v| (8..=65_536).contains(v)).ok_or_else(|| {
+                ConfigError::invalid(&r.key, format!("{} is not a size in MiB between 8 and 65536", r.value))
+            })?,
+            None => 1024,
+        };
         let audit_retention = layer.duration(
             "audit_retention",
             f.audit_retention,
@@ -521,6 +530,7 @@ impl Config {
             login_max_failures,
             login_failure_window,
             max_connections,
+            store_cache_mb,
             audit_retention,
             audit_max_entries,
             request_head_timeout,
@@ -595,6 +605,7 @@ impl Config {
         t.insert("login_max_failures".into(), toml::Value::Integer(i64::from(self.login_max_failures)));
         t.insert("login_failure_window".into(), d(self.login_failure_window));
         t.insert("max_connections".into(), toml::Value::Integer(i64::from(self.max_connections)));
+        t.insert("store_cache_mb".into(), toml::Value::Integer(i64::from(self.store_cache_mb)));
         t.insert("audit_retention".into(), d(self.audit_retention));
         t.insert("audit_max_entries".into(), toml::Value::Integer(self.audit_max_entries.min(i64::MAX as u64) as i64));
         t.insert("request_head_timeout".into(), d(self.request_head_timeout));
@@ -906,6 +917,22 @@ mod tests {
         let rendered = c.render_redacted();
         assert!(!rendered.contains("PRIVATE KEY"));
         assert!(rendered.contains("internal_jwt_private_key = \"<redacted>\""));
+    }
+
+    #[test]
+    fn store_cache_mb_is_a_bounded_size() {
+        let path = Path::new("/etc/gshare/config.toml");
+        assert_eq!(Config::from_toml(path, "", &env(&[])).unwrap().store_cache_mb, 1024);
+        assert_eq!(Config::from_toml(path, "store_cache_mb = 32\n", &env(&[])).unwrap().store_cache_mb, 32);
+        let by_env = Config::from_toml(path, "store_cache_mb = 32\n", &env(&[("GSHARE_STORE_CACHE_MB", "64")]));
+        assert_eq!(by_env.unwrap().store_cache_mb, 64, "the environment wins");
+        for bad in ["store_cache_mb = 0\n", "store_cache_mb = 7\n", "store_cache_mb = 65537\n", "store_cache_mb = -1\n"]
+        {
+            let e = Config::from_toml(path, bad, &env(&[])).unwrap_err().to_string();
+            assert!(e.contains("store_cache_mb") && e.contains("between 8 and 65536"), "{bad}: {e}");
+        }
+        let e = Config::from_toml(path, "", &env(&[("GSHARE_STORE_CACHE_MB", "lots")])).unwrap_err().to_string();
+        assert!(e.contains("GSHARE_STORE_CACHE_MB"), "{e}");
     }
 
     #[test]

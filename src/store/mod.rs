@@ -233,11 +233,25 @@ impl Store {
     /// Opens (creating if absent) the state file and brings its schema up to date with
     /// `migrations` (ordered by `to`; see [`Migration`]). Blocking.
     pub fn open(path: &Path, migrations: &[Migration]) -> Result<Self, StoreError> {
+        Self::open_with_cache(path, migrations, None)
+    }
+
+    /// [`Store::open`] with redb's page cache capped at `cache_bytes` (`None`: redb's default,
+    /// 1 GiB). Reads past the cache go to the file (the OS page cache).
+    pub fn open_with_cache(
+        path: &Path,
+        migrations: &[Migration],
+        cache_bytes: Option<usize>,
+    ) -> Result<Self, StoreError> {
         let err_open = |message: String| StoreError::Open { path: path.to_path_buf(), message };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::config::secret::create_private_dir(dir).map_err(|e| err_open(format!("{}: {e}", dir.display())))?;
         }
-        let db = Database::create(path).map_err(|e| match e {
+        let mut builder = redb::Builder::new();
+        if let Some(bytes) = cache_bytes {
+            builder.set_cache_size(bytes);
+        }
+        let db = builder.create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen { path: path.to_path_buf() },
             redb::DatabaseError::Storage(redb::StorageError::Io(io)) => err_open(io.to_string()),
             redb::DatabaseError::Storage(s) => StoreError::Corrupt { path: path.to_path_buf(), message: s.to_string() },
