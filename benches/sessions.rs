@@ -207,24 +207,12 @@ async fn run() {
     let above = ((deep - 1) * 20).max(2) - 2;
     let created = now - 60_000 - i64::from(above) * 1000;
     let cursor = format!("ses_{}", ulid::Ulid::from_parts(created as u64, u128::from(above)));
-    let first: Value = http
-        .get(format!("{base}/api/v1/sessions?after={cursor}"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let by_page: Value = http
-        .get(format!("{base}/api/v1/sessions?page={deep}"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = |query: String| {
+        let req = http.get(format!("{base}/api/v1/sessions?{query}")).bearer_auth(&admin);
+        async move { req.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let first = list(format!("after={cursor}")).await;
+    let by_page = list(format!("page={deep}")).await;
     // A build without the cursor ignores `after` (and answers page 1): not measured then.
     let has_cursor = first.get("next").is_some();
     if has_cursor {

@@ -304,13 +304,13 @@ impl RunningServer {
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
-        flush_at_stop(&self.app).await;
+        flush_held(&self.app).await;
     }
 
     /// Waits until the server task ends (after a stop).
     pub async fn wait(self) {
         let _ = self.task.await;
-        flush_at_stop(&self.app).await;
+        flush_held(&self.app).await;
     }
 
     /// A handle that triggers a graceful stop.
@@ -320,7 +320,8 @@ impl RunningServer {
 }
 
 /// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'
-/// heartbeats) every `liveness_flush_every` (5 s), and once more at the stop.
+/// heartbeats) every `liveness_flush_every` (5 s). The last flush is the stop's own, once the
+/// in-flight requests are done (`RunningServer::stop` and `wait`).
 fn spawn_memory_flush(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(app.config.liveness_flush_every);
@@ -331,14 +332,15 @@ fn spawn_memory_flush(app: Arc<App>, mut stop: watch::Receiver<bool>) {
                 _ = tick.tick() => false,
                 _ = stop.wait_for(|v| *v) => true,
             };
-            flush_held(&app).await;
             if stopping {
                 return;
             }
+            flush_held(&app).await;
         }
     });
 }
 
+/// Writes what is held in memory only (the periodic flush, and before the process ends).
 async fn flush_held(app: &App) {
     if let Err(e) = app.inventory.flush_liveness().await {
         tracing::error!(error = %e, "cannot write the nodes' and clusters' liveness times");
@@ -346,11 +348,6 @@ async fn flush_held(app: &App) {
     if let Err(e) = app.sessions.flush_heartbeats().await {
         tracing::error!(error = %e, "cannot write the sessions' heartbeats");
     }
-}
-
-/// Writes what is held in memory only before the process ends.
-async fn flush_at_stop(app: &App) {
-    flush_held(app).await;
 }
 
 /// Bootstraps `clu_local` if asked, re-probes every cluster every `probe_interval`, and expires

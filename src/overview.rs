@@ -363,7 +363,6 @@ impl Overview {
     }
 }
 
-/// Reads the whole fleet in one transaction.
 /// Running sessions and the GPU memory their open allocations book (what the series charts).
 fn sample_totals(txn: &redb::ReadTransaction) -> Result<(u64, u64), StoreError> {
     let (mut running, mut booked) = (0, 0);
@@ -380,6 +379,7 @@ fn sample_totals(txn: &redb::ReadTransaction) -> Result<(u64, u64), StoreError> 
     Ok((running, booked))
 }
 
+/// Reads the whole fleet in one transaction.
 fn compute(txn: &redb::ReadTransaction) -> Result<(Totals, Vec<ClusterCells>), StoreError> {
     let mut totals = Totals::default();
     let mut clusters: Vec<ClusterCells> = Vec::new();

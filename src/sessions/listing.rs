@@ -1,12 +1,13 @@
 //! The session list (`GET /api/v1/sessions`): which index answers a query, and one page of it,
 //! newest first, by page number or after a cursor. With no filter or one, what is read grows with
-//! the page's depth (by `page`) or its size (by `after`); with two or more, with the matches of
-//! the most selective one. Never with the whole history.
+//! the page's distance from the nearer end of the list (by `page`: the first and the last page
+//! cost one page) or its size (by `after`); with two or more, with the matches of the most
+//! selective one. Never with the whole history.
 
 use redb::ReadTransaction;
 
 use super::model::{LIVE_SESSIONS, ListIndex, Phase, SESSION_IDS, SESSIONS, SessionPage, SessionView};
-use crate::store::StoreError;
+use crate::store::{KeyOrder, StoreError};
 
 /// Filters and position of `GET /api/v1/sessions`.
 #[derive(Debug, Clone, Default)]
@@ -63,13 +64,13 @@ impl Source {
         }
     }
 
-    /// Hands `f` its ids, newest first (oldest first with `Order::OldestFirst`, then `below` is
-    /// not used), below `below` when given, until `f` says stop.
+    /// Hands `f` its ids in `order` (newest first: `Descending`), below `below` when given,
+    /// until `f` says stop.
     fn walk(
         &self,
         txn: &ReadTransaction,
         below: Option<&str>,
-        order: Order,
+        order: KeyOrder,
         mut f: impl FnMut(&str) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         // The walkers take infallible callbacks: the first error stops the walk and is returned.
@@ -86,26 +87,13 @@ impl Source {
                 false
             })
         };
-        match (self, order) {
-            (Self::All | Self::Ended, Order::NewestFirst) => SESSION_IDS.walk_rev(txn, "", below, &mut step)?,
-            (Self::All | Self::Ended, Order::OldestFirst) => SESSION_IDS.walk_fwd(txn, "", &mut step)?,
-            (Self::Live, Order::NewestFirst) => LIVE_SESSIONS.walk_keys_rev(txn, below, &mut step)?,
-            (Self::Live, Order::OldestFirst) => LIVE_SESSIONS.walk_keys_fwd(txn, &mut step)?,
-            (Self::Index(idx, value), Order::NewestFirst) => {
-                idx.set().walk_rev(txn, &ListIndex::prefix(value), below, &mut step)?
-            }
-            (Self::Index(idx, value), Order::OldestFirst) => {
-                idx.set().walk_fwd(txn, &ListIndex::prefix(value), &mut step)?
-            }
+        match self {
+            Self::All | Self::Ended => SESSION_IDS.walk(txn, "", below, order, &mut step)?,
+            Self::Live => LIVE_SESSIONS.walk_keys(txn, below, order, &mut step)?,
+            Self::Index(idx, value) => idx.set().walk(txn, &ListIndex::prefix(value), below, order, &mut step)?,
         }
         failed.map_or(Ok(()), Err)
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Order {
-    NewestFirst,
-    OldestFirst,
 }
 
 /// One page of the list: the walked set is the query's most selective filter, the others are
@@ -161,7 +149,7 @@ pub fn page(txn: &ReadTransaction, q: &SessionQuery) -> Result<SessionPage, Stor
             let mut seen = 0usize;
             let mut older = Vec::with_capacity(end - from);
             if end > 0 {
-                walked.walk(txn, None, Order::OldestFirst, |id| {
+                walked.walk(txn, None, KeyOrder::Ascending, |id| {
                     if seen >= from {
                         older.push(id.to_string());
                     }
@@ -173,7 +161,7 @@ pub fn page(txn: &ReadTransaction, q: &SessionQuery) -> Result<SessionPage, Stor
             ids = older;
         } else {
             let mut seen = 0usize;
-            walked.walk(txn, q.after.as_deref(), Order::NewestFirst, |id| {
+            walked.walk(txn, q.after.as_deref(), KeyOrder::Descending, |id| {
                 seen += 1;
                 if seen > skip {
                     ids.push(id.to_string());
@@ -185,7 +173,7 @@ pub fn page(txn: &ReadTransaction, q: &SessionQuery) -> Result<SessionPage, Stor
     } else {
         // Several: the total is counted over the walked set, the page kept on the way.
         let (mut total, mut seen) = (0u64, 0usize);
-        walked.walk(txn, None, Order::NewestFirst, |id| {
+        walked.walk(txn, None, KeyOrder::Descending, |id| {
             for c in &checks {
                 if !c.contains(txn, id)? {
                     return Ok(true);

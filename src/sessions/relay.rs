@@ -356,11 +356,14 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
 /// `Host` header. A proxy in front of this server must pass `Host` on (nginx: `proxy_set_header
 /// Host $host`); `X-Forwarded-Host` is not read, a client could write it.
 fn request_host(req: &Request) -> Option<String> {
+    let from_header;
     let authority = match req.uri().authority() {
-        Some(a) => a.as_str().to_string(),
-        None => req.headers().get(header::HOST)?.to_str().ok()?.to_string(),
+        Some(a) => a,
+        None => {
+            from_header = axum::http::uri::Authority::try_from(req.headers().get(header::HOST)?.as_bytes()).ok()?;
+            &from_header
+        }
     };
-    let authority: axum::http::uri::Authority = authority.parse().ok()?;
     Some(authority.host().trim_end_matches('.').to_string())
 }
 

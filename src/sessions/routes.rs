@@ -165,8 +165,9 @@ struct SessionParams {
     /// `true`: live only; `false`: ended only.
     #[param(value_type = Option<bool>)]
     live: Option<String>,
-    /// 1-based page (default 1). Its cost grows with its depth (the rows before it are walked,
-    /// keys only): to read far into the history, page with `after`. Not with `after`.
+    /// 1-based page (default 1). Its cost grows with its distance from the nearer end of the list
+    /// (the rows between are walked, keys only; the middle page costs most): to read through the
+    /// history, page with `after`. Not with `after`.
     #[param(value_type = Option<u64>, minimum = 1, maximum = 18446744073709551_u64)]
     page: Option<String>,
     /// Page size 1–100 (default 20).

@@ -470,13 +470,23 @@ fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
-/// Walks the keys that start with `prefix`, highest first, handing `f` what follows the prefix,
-/// until `f` says stop. With `below`, only keys under `prefix + below` (the walk resumes after it).
-/// Keys only: nothing is decoded.
-fn walk_keys_rev<V: redb::Value + 'static>(
+/// Which end a key walk starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOrder {
+    /// Highest key first (ids are ULIDs: newest first).
+    Descending,
+    /// Lowest key first.
+    Ascending,
+}
+
+/// Walks the keys that start with `prefix` in `order`, handing `f` what follows the prefix,
+/// until `f` says stop. With `below`, only keys under `prefix + below` (a descending walk resumes
+/// after it). Keys only: nothing is decoded.
+fn walk_keys<V: redb::Value + 'static>(
     table: &impl ReadableTable<&'static str, V>,
     prefix: &str,
     below: Option<&str>,
+    order: KeyOrder,
     mut f: impl FnMut(&str) -> bool,
 ) -> Result<(), StoreError> {
     use std::ops::Bound;
@@ -488,34 +498,25 @@ fn walk_keys_rev<V: redb::Value + 'static>(
         Some(e) => Bound::Excluded(e.as_str()),
         None => Bound::Unbounded,
     };
-    for item in table.range::<&str>((Bound::Included(prefix), upper))?.rev() {
-        let (k, _) = item?;
-        let Some(rest) = k.value().strip_prefix(prefix) else { break };
-        if !f(rest) {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// Walks the keys under `prefix`, lowest first, until `f` says stop (a deep page read from the
-/// oldest end).
-fn walk_keys_fwd<V: redb::Value + 'static>(
-    table: &impl ReadableTable<&'static str, V>,
-    prefix: &str,
-    mut f: impl FnMut(&str) -> bool,
-) -> Result<(), StoreError> {
-    use std::ops::Bound;
-    let end = prefix_end(prefix);
-    let upper = match &end {
-        Some(e) => Bound::Excluded(e.as_str()),
-        None => Bound::Unbounded,
+    let range = table.range::<&str>((Bound::Included(prefix), upper))?;
+    let mut go_on = |key: &str| match key.strip_prefix(prefix) {
+        Some(rest) => f(rest),
+        None => false,
     };
-    for item in table.range::<&str>((Bound::Included(prefix), upper))? {
-        let (k, _) = item?;
-        let Some(rest) = k.value().strip_prefix(prefix) else { break };
-        if !f(rest) {
-            break;
+    match order {
+        KeyOrder::Descending => {
+            for item in range.rev() {
+                if !go_on(item?.0.value()) {
+                    break;
+                }
+            }
+        }
+        KeyOrder::Ascending => {
+            for item in range {
+                if !go_on(item?.0.value()) {
+                    break;
+                }
+            }
         }
     }
     Ok(())
@@ -573,33 +574,24 @@ impl KeySet {
     /// Every key, in key order (tests and repairs compare an index with its source).
     pub fn keys(&self, txn: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         let mut out = Vec::new();
-        self.walk_rev(txn, "", None, |k| {
+        self.walk(txn, "", None, KeyOrder::Ascending, |k| {
             out.push(k.to_string());
             true
         })?;
-        out.reverse();
         Ok(out)
     }
 
-    /// Walks the keys under `prefix`, lowest first, until `f` says stop.
-    pub fn walk_fwd(&self, txn: &ReadTransaction, prefix: &str, f: impl FnMut(&str) -> bool) -> Result<(), StoreError> {
-        match txn.open_table(self.def()) {
-            Ok(t) => walk_keys_fwd(&t, prefix, f),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Walks the keys under `prefix`, highest first (see `walk_keys_rev`).
-    pub fn walk_rev(
+    /// Walks the keys under `prefix` in `order`, below `below` when given (see `walk_keys`).
+    pub fn walk(
         &self,
         txn: &ReadTransaction,
         prefix: &str,
         below: Option<&str>,
+        order: KeyOrder,
         f: impl FnMut(&str) -> bool,
     ) -> Result<(), StoreError> {
         match txn.open_table(self.def()) {
-            Ok(t) => walk_keys_rev(&t, prefix, below, f),
+            Ok(t) => walk_keys(&t, prefix, below, order, f),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -733,25 +725,17 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
         }
     }
 
-    /// Walks the keys, lowest first, until `f` says stop; nothing is decoded.
-    pub fn walk_keys_fwd(&self, txn: &ReadTransaction, f: impl FnMut(&str) -> bool) -> Result<(), StoreError> {
-        match txn.open_table(self.def()) {
-            Ok(t) => walk_keys_fwd(&t, "", f),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Walks the keys, highest first, below `below` when given, until `f` says stop; nothing is
+    /// Walks the keys in `order`, below `below` when given, until `f` says stop; nothing is
     /// decoded.
-    pub fn walk_keys_rev(
+    pub fn walk_keys(
         &self,
         txn: &ReadTransaction,
         below: Option<&str>,
+        order: KeyOrder,
         f: impl FnMut(&str) -> bool,
     ) -> Result<(), StoreError> {
         match txn.open_table(self.def()) {
-            Ok(t) => walk_keys_rev(&t, "", below, f),
+            Ok(t) => walk_keys(&t, "", below, order, f),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -958,7 +942,7 @@ mod tests {
                 store
                     .read(move |txn| {
                         let mut out = Vec::new();
-                        IDX.walk_rev(txn, prefix, below, |k| {
+                        IDX.walk(txn, prefix, below, KeyOrder::Descending, |k| {
                             out.push(k.to_string());
                             out.len() < take
                         })?;
