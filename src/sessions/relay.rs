@@ -364,6 +364,10 @@ fn request_host(req: &Request) -> Option<String> {
             &from_header
         }
     };
+    // Userinfo has no place in a Host (RFC 9110 §7.2): no browser sends `user@host`.
+    if authority.as_str().contains('@') {
+        return None;
+    }
     Some(authority.host().trim_end_matches('.').to_string())
 }
 

@@ -1006,7 +1006,14 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
         let client = s.client.clone();
         async move { client.get(url).header("Host", host).send().await.unwrap() }
     };
-    for host in ["127.0.0.1", "console.lab.test", "sessions.lab.test.evil.test", "evil.sessions.lab.test", "sessions"] {
+    for host in [
+        "127.0.0.1",
+        "console.lab.test",
+        "sessions.lab.test.evil.test",
+        "evil.sessions.lab.test",
+        "sessions",
+        "user@sessions.lab.test",
+    ] {
         let e = expect_error(misdirected(host).await, 421, "wrong_host").await;
         assert_eq!(e["error"]["details"]["session_domain"], "sessions.lab.test", "{host}: {e}");
     }
