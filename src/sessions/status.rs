@@ -137,9 +137,21 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
 
     let startable = !s.paused && matches!(s.phase, Phase::Pending | Phase::Preparing | Phase::Running);
     match phase {
+        // As upstream (`status_sync.py` `_reflect_phase`): Preparing only advances a pending or
+        // preparing session. The operator sends one for a running session whenever its pod is
+        // being replaced (a drain, a deleted pod, a pause the resume overtook); the session runs
+        // on, and stays under the stale rule below, which protects only a running session.
         ReportedPhase::Preparing if startable => {
-            s.set_phase(Phase::Preparing, now);
-            out.wrote = true;
+            if s.phase != Phase::Running {
+                s.set_phase(Phase::Preparing, now);
+                out.wrote = true;
+            }
+            if let Some(node) = r.node_name.as_ref().filter(|n| !n.is_empty())
+                && s.node_name.as_ref() != Some(node)
+            {
+                s.node_name = Some(node.clone());
+                out.wrote = true;
+            }
         }
         ReportedPhase::Running if startable => {
             run(txn, s, r, now)?;

@@ -579,6 +579,99 @@ async fn scoping_audit_targets_stale_reports_and_modes() {
     s.stop().await;
 }
 
+/// Issue 30 items 7: the session controller's reports around a replaced pod and a resume, with
+/// its bodies (`gsharesession_controller.go`: a live pod with a deletionTimestamp is reported as
+/// `Preparing`; the finalizer's and a finished pod's `Terminated` carry the CR generation they were
+/// built at, and a retried report keeps its first `ts`). Upstream keeps a running session running
+/// on `Preparing` (`status_sync.py` `_reflect_phase`, its test
+/// `test_preparing_for_a_running_session_keeps_it_running`), so the stale rule still covers it.
+#[tokio::test]
+async fn a_replaced_pod_and_a_late_report_from_before_the_resume_keep_the_session_running() {
+    let s = server().await;
+    let c = cluster("replay-g").await;
+    let cid = register(&s, "replay-g", &c).await;
+    let op = operator(&s, &cid);
+    let off = offering(&s).await;
+    let (sid, cr) = new_session(&s, &off).await;
+    let gpu = "GPU-5c8e1f2a-93b1-4c6e-9d2f-0a1b2c3d4e5f";
+    let gen1 = cr_obj(&c, &cr)["metadata"]["generation"].as_i64().unwrap();
+    let mut preparing = pod_report(&s, &cid, &cr, "Preparing", "", gen1);
+    preparing.as_object_mut().unwrap().remove("bound_gpu_uuid");
+    preparing["container_state"] = json!("Waiting:ContainerCreating");
+    accepted(&s, &op, &status_path(&cr), &preparing).await;
+    assert_eq!(session(&s, &sid).await["phase"], "preparing", "a pending session advances");
+    accepted(&s, &op, &status_path(&cr), &pod_report(&s, &cid, &cr, "Running", gpu, gen1)).await;
+    assert_eq!(session(&s, &sid).await["phase"], "running");
+
+    // 1. The pod is deleted under a running session (a drain, `kubectl delete pod`): the controller
+    // reports the terminating pod as Preparing, then the new pod on another node as Running.
+    let mut replaced = pod_report(&s, &cid, &cr, "Preparing", gpu, gen1);
+    replaced["container_state"] = json!("Running");
+    accepted(&s, &op, &status_path(&cr), &replaced).await;
+    let v = session(&s, &sid).await;
+    assert_eq!(v["phase"], "running", "Preparing moved a running session back: {v}");
+    let mut moved = pod_report(&s, &cid, &cr, "Preparing", "", gen1);
+    moved.as_object_mut().unwrap().remove("bound_gpu_uuid");
+    moved["node_name"] = json!("gpu-node-1");
+    moved["container_state"] = json!("Waiting:ContainerCreating");
+    accepted(&s, &op, &status_path(&cr), &moved).await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["node_name"]), (&json!("running"), &json!("gpu-node-1")), "{v}");
+    let mut back = pod_report(&s, &cid, &cr, "Running", gpu, gen1);
+    back["node_name"] = json!("gpu-node-1");
+    accepted(&s, &op, &status_path(&cr), &back).await;
+    assert_eq!(session(&s, &sid).await["phase"], "running");
+
+    // 2. Pause: the controller deletes the pod and reports Paused (the echo of our pause). The old
+    // pod's exit, built now at the pause's generation, is delivered late (the operator's retries
+    // keep the report's first ts).
+    admin_call(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/pause"), None, 200).await;
+    let gen_paused = cr_obj(&c, &cr)["metadata"]["generation"].as_i64().unwrap();
+    assert!(gen_paused > gen1);
+    let echo = json!({"phase": "Paused", "generation": gen_paused, "trace_id": "0af7651916cd43dd8448eb211c80319c", "cluster_id": cid, "ts": go_ts(&s)});
+    accepted(&s, &op, &status_path(&cr), &echo).await;
+    let late_terminated = json!({"phase": "Terminated", "generation": gen_paused, "node_name": "gpu-node-1",
+        "pod_ref": format!("{NS}/ses-{cr}"), "restart_count": 0, "container_state": "Terminated:Completed",
+        "trace_id": "0af7651916cd43dd8448eb211c80319c", "cluster_id": cid, "ts": go_ts(&s)});
+    let mut late_no_generation = late_terminated.clone();
+    late_no_generation.as_object_mut().unwrap().remove("generation");
+    late_no_generation["phase"] = json!("Error");
+    late_no_generation["message"] = json!("Error: exit code 137");
+    s.clock.advance(std::time::Duration::from_secs(30));
+
+    // 3. Resume: running at once (as upstream); the new pod is Preparing, then the late reports
+    // from the old run arrive. None of them ends a session whose new pod is coming up.
+    let v = admin_call(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{sid}/resume"), None, 200).await;
+    assert_eq!(v["phase"], "running");
+    let gen_resumed = cr_obj(&c, &cr)["metadata"]["generation"].as_i64().unwrap();
+    assert!(gen_resumed > gen_paused);
+    let mut new_pod = pod_report(&s, &cid, &cr, "Preparing", "", gen_resumed);
+    new_pod.as_object_mut().unwrap().remove("bound_gpu_uuid");
+    new_pod["container_state"] = json!("Waiting:ContainerCreating");
+    accepted(&s, &op, &status_path(&cr), &new_pod).await;
+    assert_eq!(session(&s, &sid).await["phase"], "running", "Preparing after the resume");
+    accepted(&s, &op, &status_path(&cr), &late_terminated).await;
+    let v = session(&s, &sid).await;
+    assert_eq!(v["phase"], "running", "a Terminated from before the resume ended the session: {v}");
+    accepted(&s, &op, &status_path(&cr), &late_no_generation).await;
+    let v = session(&s, &sid).await;
+    assert_eq!(v["phase"], "running", "an Error stamped before the resume (no generation: the ts decides): {v}");
+    accepted(&s, &op, &status_path(&cr), &pod_report(&s, &cid, &cr, "Running", gpu, gen_resumed)).await;
+    let v = session(&s, &sid).await;
+    assert_eq!((&v["phase"], &v["bound_gpu_uuid"]), (&json!("running"), &json!(gpu)), "{v}");
+
+    // 4. A report of this run still ends it: the finalizer's Terminated after a delete.
+    admin_call(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{sid}"), None, 200).await;
+    let gen_deleted = c
+        .store()
+        .get("gshare.io", "v1", "gsharesessions", Some(NS), &cr)
+        .map_or(gen_resumed, |o| o["metadata"]["generation"].as_i64().unwrap_or(gen_resumed));
+    let done = json!({"phase": "Terminated", "generation": gen_deleted, "trace_id": "0af7651916cd43dd8448eb211c80319c", "cluster_id": cid, "ts": go_ts(&s)});
+    accepted(&s, &op, &status_path(&cr), &done).await;
+    assert_eq!(session(&s, &sid).await["phase"], "terminated");
+    s.stop().await;
+}
+
 /// A lab moving from upstream keeps its operators: with upstream's signing key and kid
 /// (`GSHARE_INTERNAL_JWT_PRIVATE_KEY` + `GSHARE_INTERNAL_JWT_KID=internal`), a token upstream's
 /// `sign_internal_jwt` minted before the move is accepted.
