@@ -1,5 +1,6 @@
 //! Minting and verifying RS256 JWTs for one audience (`gshare-internal` for operators,
-//! `gshare-api` for admins). Verification pins RS256, finds the key by `kid`, requires `aud`,
+//! `gshare-api` for admins). Verification pins RS256, finds the key by `kid` (an unknown `kid`:
+//! each key of the ring, bounded, as upstream), requires `aud`,
 //! `exp` and `sub`, allows at most 60 s of clock skew, and remembers verified tokens (keyed by a
 //! hash of the token, until `exp`) so a callback with an already-seen token costs no RSA work.
 
@@ -22,6 +23,8 @@ pub const MAX_TTL: Duration = Duration::from_secs(30 * 86400);
 /// Tokens longer than this are refused before any parsing (a 1 MB header is an attack, not a JWT).
 pub const MAX_TOKEN_LEN: usize = 16 * 1024;
 const CACHE_ENTRIES: u64 = 16_384;
+/// Keys tried for a token whose `kid` is unknown (a ring holds the active key and a few retired).
+pub const MAX_KID_FALLBACK: usize = 8;
 
 pub const AUD_INTERNAL: &str = "gshare-internal";
 pub const AUD_API: &str = "gshare-api";
@@ -323,20 +326,25 @@ impl TokenAuthority {
         }
         let kid = header.kid.ok_or(VerifyError::MissingKid)?;
         let keys = self.current();
-        let key = keys.verifiers.get(&kid).ok_or_else(|| VerifyError::UnknownKid(kid.chars().take(64).collect()))?;
-        let data = jsonwebtoken::decode::<Claims>(token, key, &self.validation).map_err(|e| {
-            use jsonwebtoken::errors::ErrorKind as K;
-            match e.kind() {
-                K::InvalidSignature => VerifyError::BadSignature,
-                K::InvalidAlgorithm | K::InvalidAlgorithmName => VerifyError::WrongAlgorithm,
-                K::InvalidAudience => VerifyError::WrongAudience(self.audience),
-                K::MissingRequiredClaim(c) => VerifyError::MissingClaim(c.clone()),
-                K::ExpiredSignature => VerifyError::Expired,
-                K::ImmatureSignature => VerifyError::NotYetValid,
-                K::Json(_) => VerifyError::MissingClaim("sub/exp".into()),
-                _ => VerifyError::Malformed,
-            }
-        })?;
+        let decode = |key: &DecodingKey| {
+            jsonwebtoken::decode::<Claims>(token, key, &self.validation).map_err(|e| {
+                use jsonwebtoken::errors::ErrorKind as K;
+                match e.kind() {
+                    K::InvalidSignature => VerifyError::BadSignature,
+                    K::InvalidAlgorithm | K::InvalidAlgorithmName => VerifyError::WrongAlgorithm,
+                    K::InvalidAudience => VerifyError::WrongAudience(self.audience),
+                    K::MissingRequiredClaim(c) => VerifyError::MissingClaim(c.clone()),
+                    K::ExpiredSignature => VerifyError::Expired,
+                    K::ImmatureSignature => VerifyError::NotYetValid,
+                    K::Json(_) => VerifyError::MissingClaim("sub/exp".into()),
+                    _ => VerifyError::Malformed,
+                }
+            })
+        };
+        let data = match keys.verifiers.get(&kid) {
+            Some(key) => decode(key)?,
+            None => self.decode_by_any_key(&keys, &kid, decode)?,
+        };
         let claims = data.claims;
         if claims.exp + LEEWAY_S < now {
             return Err(VerifyError::Expired);
@@ -348,6 +356,34 @@ impl TokenAuthority {
             return Err(VerifyError::MissingClaim("sub".into()));
         }
         Ok(claims)
+    }
+
+    /// A token whose `kid` names no key of the ring: each key is tried, the signing key first, at
+    /// most [`MAX_KID_FALLBACK`] of them, as upstream's verifier does (python-jose's `jwt.decode`
+    /// over the whole JWKS tries every key whatever the `kid`). A lab moved from upstream without
+    /// `internal_jwt_kid` keeps its operators' tokens this way; the key that matched is logged
+    /// (once per token: a verified token is remembered).
+    fn decode_by_any_key(
+        &self,
+        keys: &KeySet,
+        kid: &str,
+        decode: impl Fn(&DecodingKey) -> Result<jsonwebtoken::TokenData<Claims>, VerifyError>,
+    ) -> Result<jsonwebtoken::TokenData<Claims>, VerifyError> {
+        let claimed: String = kid.chars().take(64).collect();
+        let signing = keys.signer.as_ref().map(|(k, _)| k.as_str());
+        let mut order: Vec<(&String, &DecodingKey)> = keys.verifiers.iter().collect();
+        order.sort_by_key(|(k, _)| (Some(k.as_str()) != signing, k.as_str()));
+        for (matched, key) in order.into_iter().take(MAX_KID_FALLBACK) {
+            match decode(key) {
+                Err(VerifyError::BadSignature) => continue,
+                outcome => {
+                    tracing::info!(audience = self.audience, claimed_kid = %claimed, matched_kid = %matched,
+                        "a token named an unknown kid; its signature matched another key of the ring");
+                    return outcome;
+                }
+            }
+        }
+        Err(VerifyError::UnknownKid(claimed))
     }
 
     /// (hits, misses) of the verified-token cache.
@@ -470,7 +506,18 @@ mod tests {
         c["nbf"] = (now + LEEWAY_S + 10).into();
         assert_eq!(a.verify(&sign_raw(&a, None, &c)), Err(VerifyError::NotYetValid));
 
-        assert!(matches!(a.verify(&sign_raw(&a, Some("nope"), &claims_now(&a))), Err(VerifyError::UnknownKid(_))));
+        // An unknown kid: the ring's keys are tried (upstream's verifier ignores the kid), so a
+        // token of this key under another name passes and one of a foreign key does not.
+        assert_eq!(a.verify(&sign_raw(&a, Some("nope"), &claims_now(&a))).unwrap().sub, "operator:clu_local");
+        let (_t2, foreign) = authority();
+        assert!(matches!(
+            a.verify(&sign_raw(&foreign, Some("nope"), &claims_now(&a))),
+            Err(VerifyError::UnknownKid(_))
+        ));
+        // … and what the matching key says about the claims still holds.
+        let mut c = claims_now(&a);
+        c["exp"] = (now - LEEWAY_S - 1).into();
+        assert_eq!(a.verify(&sign_raw(&a, Some("internal"), &c)), Err(VerifyError::Expired));
         assert_eq!(a.verify(&sign_raw(&a, Some(""), &claims_now(&a))), Err(VerifyError::MissingKid));
 
         for missing in ["aud", "exp", "sub"] {

@@ -697,27 +697,33 @@ async fn a_token_upstream_minted_keeps_working() {
             jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_rsa_pem(pem.as_bytes()).unwrap())
                 .unwrap();
 
-        let s = TestServer::start_with(&[
-            ("GSHARE_INTERNAL_JWT_PRIVATE_KEY", &pem),
-            ("GSHARE_INTERNAL_JWT_KID", "internal"),
-        ])
-        .await;
-        let jwks: Value = s.get("/.well-known/gshare-internal-jwks.json").await.json().await.unwrap();
-        assert_eq!(jwks["keys"][0]["kid"], "internal");
-        assert_eq!(op_get(&s, &token, "/internal/nodes/cordoned").await, json!({"hostnames": []}));
-        let node = json!({"node_id": "gpu-1", "node_ready": true, "cluster_id": cluster});
-        assert_eq!(accepted(&s, &token, "/internal/inventory/nodes", &node).await, json!({"accepted": true}));
-        // A token from any other key is still refused.
-        let other = gshare::auth::keys::SigningKey::generate_for_tests();
-        let forged = jsonwebtoken::encode(
-            &header,
-            &claims,
-            &jsonwebtoken::EncodingKey::from_rsa_pem(other.private_pem().expose().as_bytes()).unwrap(),
-        )
-        .unwrap();
-        let res = s.client.get(s.url("/internal/nodes/cordoned")).bearer_auth(forged).send().await.unwrap();
-        expect_error(res, 401, "unauthenticated").await;
-        s.stop().await;
+        // With upstream's kid set, and (issue 30 item 8) without it: a token whose kid names no
+        // key here is checked against each key of the ring, as upstream's verifier does.
+        for kid in [Some("internal"), None] {
+            let mut env = vec![("GSHARE_INTERNAL_JWT_PRIVATE_KEY", pem.as_str())];
+            env.extend(kid.map(|k| ("GSHARE_INTERNAL_JWT_KID", k)));
+            let s = TestServer::start_with(&env).await;
+            let jwks: Value = s.get("/.well-known/gshare-internal-jwks.json").await.json().await.unwrap();
+            if kid.is_some() {
+                assert_eq!(jwks["keys"][0]["kid"], "internal");
+            } else {
+                assert_ne!(jwks["keys"][0]["kid"], "internal", "{jwks}");
+            }
+            assert_eq!(op_get(&s, &token, "/internal/nodes/cordoned").await, json!({"hostnames": []}), "kid {kid:?}");
+            let node = json!({"node_id": "gpu-1", "node_ready": true, "cluster_id": cluster});
+            assert_eq!(accepted(&s, &token, "/internal/inventory/nodes", &node).await, json!({"accepted": true}));
+            // A token from any other key is still refused.
+            let other = gshare::auth::keys::SigningKey::generate_for_tests();
+            let forged = jsonwebtoken::encode(
+                &header,
+                &claims,
+                &jsonwebtoken::EncodingKey::from_rsa_pem(other.private_pem().expose().as_bytes()).unwrap(),
+            )
+            .unwrap();
+            let res = s.client.get(s.url("/internal/nodes/cordoned")).bearer_auth(forged).send().await.unwrap();
+            expect_error(res, 401, "unauthenticated").await;
+            s.stop().await;
+        }
     }
 }
 
