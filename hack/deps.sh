@@ -12,6 +12,7 @@ needs=(
   "uuidgen uuid-runtime"            # the seed's registration command uses $(uuidgen)
   "systemd-analyze systemd"         # verifies packaging/systemd/gshare.service
   "chromium chromium"               # web/e2e/run.sh drives Debian's Chromium, headless
+  "nginx nginx"                     # tests/it/ingress_nginx.rs: the connect path through a real nginx
 )
 
 missing=()
@@ -19,6 +20,8 @@ for n in "${needs[@]}"; do
   read -r cmd pkg <<<"$n"
   # web/e2e/run.sh takes another Chromium from $CHROMIUM.
   [ "$cmd" = chromium ] && [ -x "${CHROMIUM:-/usr/bin/chromium}" ] && continue
+  # nginx lives in /usr/sbin, which a non-root PATH may lack.
+  [ "$cmd" = nginx ] && [ -x /usr/sbin/nginx ] && continue
   command -v "$cmd" >/dev/null || missing+=("$pkg")
 done
 

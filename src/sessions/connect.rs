@@ -1,6 +1,16 @@
 //! Reaching a running session: one-time connection tokens (`cnx_<ULID>.<secret>`, stored hashed,
-//! 300 s, single use), the `gshare_session` cookie (HS256 `{sid, owner, exp}`), and the
-//! forward-auth decision behind `GET /internal/connect/verify` (contract §4).
+//! 300 s), the `gshare_session` cookie (HS256 `{sid, owner, exp, iat, cnx}`), and the forward-auth
+//! decision behind `GET /internal/connect/verify` (contract §4).
+//!
+//! Behind ingress-nginx the cookie verify sets reaches the browser only through `add_header
+//! Set-Cookie`, which nginx applies to 200/201/204/206/301/302/303/304/307/308 answers alone; a
+//! session's app often answers 502 right after it starts. So a token is checked (against the routed
+//! session, its state, its client) before anything is spent, and spent for good only once the
+//! cookie it gave comes back: until then, for [`REDEEM_GRACE_MS`] after its first use, the same
+//! client may redeem it again. A HEAD (`X-Original-Method`, as ingress-nginx sends it) never
+//! redeems one. Every verify that accepts a cookie older than [`COOKIE_RENEW_AFTER_S`] sends a
+//! renewed one through the same `add_header` (sliding expiry, never past the run's
+//! `max_runtime_sec`).
 //!
 //! A credential opens exactly one session: the one the original request routes to, decided by
 //! [`super::proxy_path::route`] the way the ingress routes it (and refused when that is not
@@ -24,7 +34,14 @@ use crate::store::StoreError;
 /// The data-plane cookie the ingress forwards back to verify.
 pub const COOKIE: &str = "gshare_session";
 pub const COOKIE_TTL_S: i64 = 3600;
+/// A cookie accepted at least this long after it was issued is renewed (sliding expiry).
+pub const COOKIE_RENEW_AFTER_S: i64 = 300;
 pub const TOKEN_TTL_MS: i64 = 300_000;
+/// How long a redeemed token stays good for the client that redeemed it while its cookie has not
+/// come back (the app's first answers may be errors that carry no cookie).
+pub const REDEEM_GRACE_MS: i64 = 120_000;
+/// A cookie bounded by the end of its run still lives at least this long.
+const MIN_COOKIE_S: i64 = 60;
 const KEY_FILE: &str = "session-cookie.key";
 const KEY_BYTES: usize = 32;
 
@@ -110,6 +127,12 @@ pub(crate) struct CookieClaims {
     sid: String,
     owner: String,
     exp: i64,
+    /// When it was issued (renewal is due [`COOKIE_RENEW_AFTER_S`] later); older cookies have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    iat: Option<i64>,
+    /// The token (its stored hash) this cookie was issued for: seeing the cookie spends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cnx: Option<String>,
 }
 
 /// What the ingress sent to verify.
@@ -125,6 +148,11 @@ pub struct VerifyRequest {
     pub query_token: Option<String>,
     /// `X-Gshare-Cnx`.
     pub header_token: Option<String>,
+    /// `X-Original-Method` (ingress-nginx sends the client's method): a HEAD redeems nothing.
+    pub method: Option<String>,
+    /// The client as the ingress saw it: `X-Real-IP`, else the first `X-Forwarded-For` entry.
+    pub client_addr: Option<String>,
+    pub user_agent: Option<String>,
 }
 
 /// A yes from verify.
@@ -133,7 +161,8 @@ pub struct Verified {
     pub session_id: String,
     /// Set when a token was redeemed (`X-GShare-User`).
     pub owner: Option<String>,
-    /// A fresh cookie to set when a token was redeemed.
+    /// A cookie to set: a fresh one when a token was redeemed, a renewed one when the cookie sent
+    /// was due for renewal.
     pub cookie: Option<String>,
 }
 
@@ -143,6 +172,8 @@ pub enum Denied {
     NoCredentials,
     UnknownOrUsed,
     Expired,
+    /// Redeemed already, by another client (address and User-Agent).
+    OtherClient,
     NotRunning,
     OtherSession,
     /// No `X-Original-URL` or `X-Original-URI`: which session is asked for is unknown.
@@ -160,6 +191,7 @@ impl Denied {
             Self::NoCredentials => "no_credentials",
             Self::UnknownOrUsed => "token_unknown_or_used",
             Self::Expired => "token_expired",
+            Self::OtherClient => "token_other_client",
             Self::NotRunning => "session_not_running",
             Self::OtherSession => "other_session",
             Self::MissingUri => "uri_missing",
@@ -198,6 +230,36 @@ pub fn session_cookies(headers: &axum::http::HeaderMap) -> Vec<String> {
 
 fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Who redeems a token: its address as the ingress saw it and its User-Agent, digested.
+fn client_digest(addr: Option<&str>, user_agent: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    h.update(addr.unwrap_or("").trim().as_bytes());
+    h.update([0]);
+    h.update(user_agent.unwrap_or("").as_bytes());
+    hex::encode(&h.finalize()[..16])
+}
+
+/// Whether a stored token may open the routed session for this client now. Nothing is spent.
+fn check_token(t: &ConnectTokenRecord, routed_cr: &str, client: &str, now: i64) -> Result<(), Denied> {
+    match t.redeemed_at {
+        None if t.expires_at <= now => return Err(Denied::Expired),
+        Some(at) if now >= at.saturating_add(REDEEM_GRACE_MS) => return Err(Denied::UnknownOrUsed),
+        _ => {}
+    }
+    if cr_name(&t.session_id) != routed_cr {
+        return Err(Denied::OtherSession);
+    }
+    if t.client.as_deref().is_some_and(|c| c != client) {
+        return Err(Denied::OtherClient);
+    }
+    Ok(())
+}
+
+/// Until when a stored token is worth keeping.
+fn token_live_until(t: &ConnectTokenRecord) -> i64 {
+    t.redeemed_at.map_or(t.expires_at, |at| at.saturating_add(REDEEM_GRACE_MS))
 }
 
 pub(crate) fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
@@ -247,14 +309,19 @@ impl Sessions {
         getrandom::fill(&mut secret).map_err(|e| StoreError::Join(format!("no randomness: {e}")))?;
         let token = format!("cnx_{}.{}", ulid::Ulid::new(), hex::encode(secret));
         let now = self.clock().now_ms();
-        let rec =
-            ConnectTokenRecord { session_id: s.id.clone(), owner: s.owner.clone(), expires_at: now + TOKEN_TTL_MS };
+        let rec = ConnectTokenRecord {
+            session_id: s.id.clone(),
+            owner: s.owner.clone(),
+            expires_at: now + TOKEN_TTL_MS,
+            redeemed_at: None,
+            client: None,
+        };
         let key = hash(&token);
         self.store()
             .write(move |txn| {
-                // Expired tokens go whenever a new one is made, so the table stays small.
+                // Dead tokens go whenever a new one is made, so the table stays small.
                 for (k, t) in CONNECT_TOKENS.list_in_write(txn)? {
-                    if t.expires_at <= now {
+                    if token_live_until(&t) <= now {
                         CONNECT_TOKENS.delete(txn, &k)?;
                     }
                 }
@@ -276,32 +343,49 @@ impl Sessions {
     }
 
     /// The forward-auth decision for the session the original URI routes to: a valid cookie for
-    /// that session while it runs, else a token for that session, redeemed once.
+    /// that session while it runs (renewed when due), else a token for that session, checked before
+    /// it is spent (see the module's notes).
     pub async fn verify(&self, req: VerifyRequest) -> Result<Result<Verified, Denied>, SessionError> {
         let now = self.clock().now_ms();
+        let now_s = now.div_euclid(1000);
         let routed = match original_target(&req.original_uri, &req.original_url) {
             Ok(r) => r,
             Err(d) => return Ok(Err(d)),
         };
         let mut other_session = false;
-        for claims in req.cookies.iter().filter_map(|c| self.connect.verify(c, now.div_euclid(1000))) {
+        for claims in req.cookies.iter().filter_map(|c| self.connect.verify(c, now_s)) {
             if cr_name(&claims.sid) != routed.cr {
                 other_session = true;
                 continue;
             }
             // The session as of the last commit (remembered per CR name until the next one); read
             // by id when the name stands for another id than the cookie's.
-            let running = match self.target(&routed.cr).await? {
-                Some(t) if t.session_id == claims.sid => t.phase == Phase::Running && t.owner == claims.owner,
+            let (running, ends_at) = match self.target(&routed.cr).await? {
+                Some(t) if t.session_id == claims.sid => {
+                    (t.phase == Phase::Running && t.owner == claims.owner, t.ends_at)
+                }
                 _ => {
                     let sid = claims.sid.clone();
                     let current = self.store().read(move |txn| SESSIONS.get(txn, &sid)).await?;
-                    current.is_some_and(|s| s.phase == Phase::Running && s.owner == claims.owner)
+                    current.map_or((false, None), |s| {
+                        (s.phase == Phase::Running && s.owner == claims.owner, super::lookup::run_ends_at(&s))
+                    })
                 }
             };
-            if running {
-                return Ok(Ok(Verified { session_id: claims.sid, owner: None, cookie: None }));
+            if !running {
+                continue;
             }
+            // The browser holds the cookie: the token it came from is spent now.
+            if let Some(key) = &claims.cnx {
+                self.spend_token(key).await?;
+            }
+            let due = claims.cnx.is_some() || claims.iat.is_none_or(|iat| now_s - iat >= COOKIE_RENEW_AFTER_S);
+            let cookie = if due {
+                Some(self.session_cookie(&claims.sid, &claims.owner, None, ends_at, &routed.cr, now_s)?)
+            } else {
+                None
+            };
+            return Ok(Ok(Verified { session_id: claims.sid, owner: None, cookie }));
         }
         let token = req
             .query_token
@@ -312,54 +396,94 @@ impl Sessions {
         let Some(token) = token else {
             return Ok(Err(if other_session { Denied::OtherSession } else { Denied::NoCredentials }));
         };
-        // This endpoint has no other authentication: junk never reaches the store, and an unknown
-        // token costs a read, not a durable write.
+        // This endpoint has no other authentication: junk never reaches the store, and an unknown,
+        // expired or misdirected token costs a read, not a durable write.
         if !token.starts_with("cnx_") || token.len() > 128 {
             return Ok(Err(Denied::UnknownOrUsed));
         }
         let key = hash(&token);
+        let client = client_digest(req.client_addr.as_deref(), req.user_agent.as_deref());
         let probe = key.clone();
-        let routed_cr = routed.cr.clone();
-        if self.store().read(move |txn| CONNECT_TOKENS.get(txn, &probe)).await?.is_none() {
-            return Ok(Err(Denied::UnknownOrUsed));
-        }
-        let outcome = self
+        let found = self
             .store()
-            .write(move |txn| {
-                // Redeemed means gone, whatever happens next: a token never works twice.
-                let Some(t) = CONNECT_TOKENS.get_in_write(txn, &key)? else { return Ok(Err(Denied::UnknownOrUsed)) };
-                CONNECT_TOKENS.delete(txn, &key)?;
-                if t.expires_at <= now {
-                    return Ok(Err(Denied::Expired));
-                }
-                if cr_name(&t.session_id) != routed_cr {
-                    return Ok(Err(Denied::OtherSession));
-                }
-                let running = SESSIONS.get_in_write(txn, &t.session_id)?.is_some_and(|s| s.phase == Phase::Running);
-                Ok(if running { Ok(t) } else { Err(Denied::NotRunning) })
+            .read(move |txn| {
+                let Some(t) = CONNECT_TOKENS.get(txn, &probe)? else { return Ok(None) };
+                let s = SESSIONS.get(txn, &t.session_id)?;
+                Ok(Some((t, s)))
             })
             .await?;
-        let t = match outcome {
-            Ok(t) => t,
-            Err(d) => return Ok(Err(d)),
+        let Some((t, session)) = found else { return Ok(Err(Denied::UnknownOrUsed)) };
+        // Checked against the routed session, its state and its client before anything is spent.
+        if let Err(d) = check_token(&t, &routed.cr, &client, now) {
+            return Ok(Err(d));
+        }
+        let Some(session) = session.filter(|s| s.phase == Phase::Running) else {
+            return Ok(Err(Denied::NotRunning));
         };
-        let claims = CookieClaims {
-            sid: t.session_id.clone(),
-            owner: t.owner.clone(),
-            exp: now.div_euclid(1000) + COOKIE_TTL_S,
-        };
+        // A HEAD (a link preview, a prefetch) is answered but redeems nothing: no cookie, no binding.
+        if req.method.as_deref().is_some_and(|m| m.eq_ignore_ascii_case("HEAD")) {
+            return Ok(Ok(Verified { session_id: t.session_id, owner: None, cookie: None }));
+        }
+        if t.redeemed_at.is_none() {
+            // The first redemption binds the token to this client: one write, which a second
+            // client racing it sees.
+            let (k, cr, c) = (key.clone(), routed.cr.clone(), client.clone());
+            let bound = self
+                .store()
+                .write(move |txn| {
+                    let Some(mut t) = CONNECT_TOKENS.get_in_write(txn, &k)? else {
+                        return Ok(Err(Denied::UnknownOrUsed));
+                    };
+                    if let Err(d) = check_token(&t, &cr, &c, now) {
+                        return Ok(Err(d));
+                    }
+                    if t.redeemed_at.is_none() {
+                        t.redeemed_at = Some(now);
+                        t.client = Some(c);
+                        CONNECT_TOKENS.put(txn, &k, &t)?;
+                    }
+                    Ok(Ok(()))
+                })
+                .await?;
+            if let Err(d) = bound {
+                return Ok(Err(d));
+            }
+        }
+        let ends_at = super::lookup::run_ends_at(&session);
+        let cookie = self.session_cookie(&t.session_id, &t.owner, Some(key), ends_at, &routed.cr, now_s)?;
+        Ok(Ok(Verified { session_id: t.session_id, owner: Some(t.owner), cookie: Some(cookie) }))
+    }
+
+    /// Deletes a redeemed token whose cookie came back (a read when it is already gone).
+    async fn spend_token(&self, key: &str) -> Result<(), StoreError> {
+        let probe = key.to_string();
+        if self.store().read(move |txn| CONNECT_TOKENS.get(txn, &probe)).await?.is_none() {
+            return Ok(());
+        }
+        let key = key.to_string();
+        self.store().write(move |txn| CONNECT_TOKENS.delete(txn, &key).map(|_| ())).await
+    }
+
+    /// The `Set-Cookie` value for a session's cookie: an hour from now, never past the end of the
+    /// run (but at least [`MIN_COOKIE_S`]), scoped to the session's own path so a second
+    /// session's cookie lives beside it instead of replacing it.
+    fn session_cookie(
+        &self,
+        sid: &str,
+        owner: &str,
+        cnx: Option<String>,
+        ends_at_ms: Option<i64>,
+        cr: &str,
+        now_s: i64,
+    ) -> Result<String, StoreError> {
+        let mut exp = now_s + COOKIE_TTL_S;
+        if let Some(end) = ends_at_ms.map(|e| e.div_euclid(1000)) {
+            exp = exp.min(end.max(now_s + MIN_COOKIE_S));
+        }
+        let claims = CookieClaims { sid: sid.to_string(), owner: owner.to_string(), exp, iat: Some(now_s), cnx };
         let jwt = self.connect.sign(&claims).map_err(StoreError::Join)?;
         let secure = if self.config().session_url_scheme == "https" { "; Secure" } else { "" };
-        Ok(Ok(Verified {
-            session_id: t.session_id,
-            owner: Some(t.owner),
-            // One cookie per session: scoped to its own path, a second session's cookie lives
-            // beside it instead of replacing it.
-            cookie: Some(format!(
-                "{COOKIE}={jwt}; Path=/proxy/{}/; HttpOnly; SameSite=Lax; Max-Age={COOKIE_TTL_S}{secure}",
-                routed.cr
-            )),
-        }))
+        Ok(format!("{COOKIE}={jwt}; Path=/proxy/{cr}/; HttpOnly; SameSite=Lax; Max-Age={}{secure}", exp - now_s))
     }
 }
 
@@ -398,7 +522,7 @@ mod tests {
     fn cookies_are_pinned_to_hs256_and_expire() {
         let dir = tempfile::tempdir().unwrap();
         let keys = ConnectKeys::open(dir.path()).unwrap();
-        let c = CookieClaims { sid: "ses_1".into(), owner: "alice".into(), exp: 1000 };
+        let c = CookieClaims { sid: "ses_1".into(), owner: "alice".into(), exp: 1000, iat: None, cnx: None };
         let t = keys.sign(&c).unwrap();
         assert_eq!(keys.verify(&t, 999).unwrap().sid, "ses_1");
         assert!(keys.verify(&t, 1000).is_none(), "expired at exp");
@@ -415,7 +539,7 @@ mod tests {
         forged_sig.pop();
         forged_sig.push(if t.ends_with('A') { 'B' } else { 'A' });
         assert!(keys.verify(&forged_sig, 10).is_none());
-        let other_claims = CookieClaims { sid: "ses_2".into(), owner: "alice".into(), exp: 1000 };
+        let other_claims = CookieClaims { sid: "ses_2".into(), owner: "alice".into(), exp: 1000, iat: None, cnx: None };
         let other_payload = other.sign(&other_claims).unwrap();
         let spliced = format!("{}.{}.{}", parts[0], other_payload.split('.').nth(1).unwrap(), parts[2]);
         assert!(keys.verify(&spliced, 10).is_none(), "a payload under another session's name");

@@ -34,6 +34,8 @@ pub struct SessionTarget {
     /// The `Host` the ingress routes by: the cluster's session domain, else the server's (none
     /// when the cluster is gone).
     pub domain: Option<String>,
+    /// When the run ends at the latest (ms): its start plus the offering's `max_runtime_sec`.
+    pub ends_at: Option<i64>,
 }
 
 /// The in-memory side: one map, valid for one store generation.
@@ -95,6 +97,12 @@ pub(crate) fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<Ses
     )
 }
 
+/// When a session's current run ends at the latest: its (re)start plus `max_runtime_sec`.
+pub(crate) fn run_ends_at(s: &SessionRecord) -> Option<i64> {
+    let max = s.shape.max_runtime_sec;
+    (max > 0).then(|| s.resumed_at.or(s.started_at).map(|t| t.saturating_add(max.saturating_mul(1000)))).flatten()
+}
+
 impl Sessions {
     /// The session `cr` names, with its ingress and domain: from memory while no commit has landed
     /// since it was read, else from the store. Unknown names are not remembered.
@@ -124,6 +132,7 @@ impl Sessions {
                 .and_then(|c| c.session_ingress.clone())
                 .or_else(|| self.config.session_ingress.clone()),
             domain: cluster.as_ref().and_then(|c| self.session_domain(c)),
+            ends_at: run_ends_at(&s),
             session_id: s.id,
             owner: s.owner,
             phase: s.phase,
@@ -151,6 +160,7 @@ mod tests {
             cluster_name: "c".into(),
             ingress: None,
             domain: None,
+            ends_at: None,
         })
     }
 

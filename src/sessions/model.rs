@@ -553,6 +553,15 @@ pub struct ConnectTokenRecord {
     pub session_id: String,
     pub owner: String,
     pub expires_at: i64,
+    /// When it was first redeemed. It stays good for that client until the cookie it gave comes
+    /// back once (proof the browser holds it) or `connect::REDEEM_GRACE_MS` passes: an ingress adds
+    /// the cookie only to a 2xx/3xx answer, and a session's app often answers 502 at first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redeemed_at: Option<i64>,
+    /// Digest of the client that redeemed it first (its address as the ingress saw it, and its
+    /// User-Agent): no other client redeems it after that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// `POST /api/v1/sessions/{id}/connect`.

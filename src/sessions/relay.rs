@@ -345,11 +345,14 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         return r;
     }
 
-    relay_error(
-        StatusCode::BAD_GATEWAY,
-        "relay_failed",
-        format!("the ingress answered an upgrade with {}", resp.status()),
-    )
+    // Not switched: the ingress's own answer (its verify's 401, a 404 for a path it does not
+    // route, the app's error) goes back as it came, as for any other request.
+    let (mut parts, incoming) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    filter_set_cookies(&mut parts.headers, &routed.cr);
+    parts.version = client_version;
+    parts.extensions.insert(PassedThrough);
+    Response::from_parts(parts, Body::new(incoming))
 }
 
 /// The host a request was sent to, without its port: HTTP/2's `:authority` (the URI), else the

@@ -381,11 +381,14 @@ struct VerifyParams {
 /// `X-Original-URI`; both must agree when both are sent) routes to; an ambiguous target (dot-segments,
 /// escaped slashes, control characters, repeated headers, none at all…) is refused. Credentials for
 /// that session only: its `gshare_session` cookie, else a one-time token from `?token=`,
-/// `gshare_cnx` in the original URI, or `X-Gshare-Cnx`. Every refusal is a 401 (an nginx
-/// `auth_request` turns any other status into a 500) naming the reason.
+/// `gshare_cnx` in the original URI, or `X-Gshare-Cnx`. A token is checked before it is spent
+/// and stays good for the client that first redeemed it (`X-Real-IP` and `User-Agent`) until its
+/// cookie comes back or 120 s pass; a HEAD (`X-Original-Method`) redeems nothing; an accepted cookie
+/// older than 5 minutes is renewed (Set-Cookie). Every refusal is a 401 (an nginx `auth_request`
+/// turns any other status into a 500) naming the reason.
 #[utoipa::path(get, path = "/internal/connect/verify", tag = "internal", params(VerifyParams),
     responses(
-        (status = 200, description = "allowed: X-GShare-Session (and X-GShare-User + Set-Cookie when a token was redeemed)"),
+        (status = 200, description = "allowed: X-GShare-Session (and X-GShare-User + Set-Cookie when a token was redeemed; Set-Cookie alone when the cookie was renewed)"),
         (status = 401, body = ErrorBody, description = "unauthenticated: details.reason"),
     ))]
 async fn connect_verify(
@@ -403,6 +406,10 @@ async fn connect_verify(
         original_url: all("x-original-url"),
         query_token: p.token,
         header_token: text("x-gshare-cnx"),
+        method: text("x-original-method"),
+        client_addr: text("x-real-ip")
+            .or_else(|| text("x-forwarded-for").and_then(|v| v.split(',').next().map(|a| a.trim().to_string()))),
+        user_agent: text("user-agent"),
     };
     match app.sessions.verify(req).await? {
         Ok(v) => {
@@ -431,6 +438,9 @@ fn denied(d: Denied) -> ApiError {
         Denied::NoCredentials => "no session cookie or connection token",
         Denied::UnknownOrUsed => "the connection token is unknown or was already used",
         Denied::Expired => "the connection token expired; open the session again from the console",
+        Denied::OtherClient => {
+            "the connection token was redeemed by another client; open the session again from the console"
+        }
         Denied::NotRunning => "the session is not running",
         Denied::OtherSession => "the credentials are for another session",
         Denied::MissingUri => "no X-Original-URL or X-Original-URI: the session asked for is unknown",

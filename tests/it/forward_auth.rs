@@ -496,10 +496,14 @@ async fn remembered_lookups_end_with_the_session_and_stay_with_their_session() {
         let r = raw(&s, &format!("/proxy/{}/lab", o.cr), &[("Cookie", c)]).await;
         assert_eq!((r.status, r.all("x-authed-session")), (200, vec![o.sid.as_str()]));
     }
-    // A token is spent once, remembered lookups or not.
+    // A token is spent once its cookie comes back, remembered lookups or not.
     let t = token(&s, &a.sid).await;
     let url = format!("http://{DOMAIN}/proxy/{}/lab?gshare_cnx={t}", a.cr);
-    assert_eq!(outcome(verify(&s, &[("X-Original-URL", &url)]).await).await.0, 200);
+    let res = verify(&s, &[("X-Original-URL", &url)]).await;
+    let set = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert_eq!(outcome(res).await.0, 200);
+    let fresh = set.split(';').next().unwrap().to_string();
+    assert_eq!(check(&fresh, &a).await, ok(&a));
     assert_eq!(outcome(verify(&s, &[("X-Original-URL", &url)]).await).await.2, "token_unknown_or_used");
 
     // Paused between two verifies: the second is refused, and so is the relayed request.

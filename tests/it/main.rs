@@ -12,6 +12,7 @@ mod fake_kube;
 mod forward_auth;
 mod foundation;
 mod hostile;
+mod ingress_nginx;
 mod inventory;
 mod operator;
 mod overview;

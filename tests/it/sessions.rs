@@ -773,14 +773,15 @@ async fn verify_refuses_what_it_should() {
             .await,
         "token_unknown_or_used"
     );
-    // A token for session A does not open session B's path (and is spent by trying).
+    // A token for session A does not open session B's path, and trying spends nothing (issue
+    // 30 item 12: it is checked against the routed session first) and writes nothing.
     let t = connect(running[0].0.clone()).await;
     let wrong = format!("/proxy/{}/lab?gshare_cnx={t}", running[1].1);
+    s.app().audit.flush().await;
+    let before = s.app().store.generation();
     assert_eq!(reason(verify(&s, &[("X-Original-URI", &wrong)]).await).await, "other_session");
-    assert_eq!(
-        reason(verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab0)]).await).await,
-        "token_unknown_or_used"
-    );
+    assert_eq!(s.app().store.generation(), before, "a misdirected token committed a write");
+    assert_eq!(verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab0)]).await.status(), 200);
     // X-Original-URL (a full URL) is read like X-Original-URI.
     let t = connect(running[0].0.clone()).await;
     let url = format!("http://sessions.lab.test/proxy/{}/lab?gshare_cnx={t}", running[0].1);
@@ -791,7 +792,7 @@ async fn verify_refuses_what_it_should() {
     assert_eq!(reason(verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab0)]).await).await, "token_expired");
     // A session that stopped running: its token is refused.
     let t = connect(running[1].0.clone()).await;
-    report(&s, &op, &running[1].1, json!({"phase": "Preparing", "ts": ts(&s)})).await;
+    send(&s, reqwest::Method::POST, &format!("/api/v1/sessions/{}/pause", running[1].0), None, 200).await;
     assert_eq!(
         reason(verify(&s, &[("X-Gshare-Cnx", &t), ("X-Original-URI", &lab1)]).await).await,
         "session_not_running"
