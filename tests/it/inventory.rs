@@ -428,7 +428,10 @@ fn signing_key(s: &TestServer) -> gshare::auth::keys::SigningKey {
 }
 
 fn sign(s: &TestServer, kid: Option<&str>, claims: &Value) -> String {
-    let key = signing_key(s);
+    sign_with(&signing_key(s), kid, claims)
+}
+
+fn sign_with(key: &gshare::auth::keys::SigningKey, kid: Option<&str>, claims: &Value) -> String {
     let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
     h.kid = kid.map(str::to_string);
     let ek = jsonwebtoken::EncodingKey::from_rsa_pem(key.private_pem().expose().as_bytes()).unwrap();
@@ -447,6 +450,11 @@ async fn jwt_attacks_over_http_are_refused() {
     let good = sign(&s, Some(&kid), &claims(&s, &sub));
     let report = node_report(&id, "n1");
     assert_eq!(call(&s, &good, "/internal/inventory/nodes", &report).await.status(), 202);
+    // A kid this server does not know, on a token its key signed: accepted, as upstream's verifier
+    // tries every key of its JWKS (issue 30 item 8).
+    let renamed = sign(&s, Some("internal"), &claims(&s, &sub));
+    assert_eq!(call(&s, &renamed, "/internal/inventory/nodes", &report).await.status(), 202);
+    let foreign = gshare::auth::keys::SigningKey::generate_for_tests();
 
     let none = format!("{}.{}.", b64(&json!({"alg": "none", "typ": "JWT", "kid": kid})), b64(&claims(&s, &sub)));
     let hs256 = {
@@ -473,7 +481,8 @@ async fn jwt_attacks_over_http_are_refused() {
         ("wrong aud", sign(&s, Some(&kid), &wrong_aud)),
         ("expired", sign(&s, Some(&kid), &expired)),
         ("nbf in the future", sign(&s, Some(&kid), &future)),
-        ("unknown kid", sign(&s, Some("nope"), &claims(&s, &sub))),
+        ("unknown kid, another key", sign_with(&foreign, Some("nope"), &claims(&s, &sub))),
+        ("this server's kid, another key", sign_with(&foreign, Some(&kid), &claims(&s, &sub))),
         ("missing kid", sign(&s, None, &claims(&s, &sub))),
         ("tampered payload", tampered),
         ("not a JWT", "not-a-jwt".to_string()),
