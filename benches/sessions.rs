@@ -110,9 +110,13 @@ async fn run() {
     .await
     .unwrap();
     let off = v["id"].as_str().unwrap().to_string();
+    // The operator's first callback: sessions are placed only where one is connected.
+    let op = app.auth.internal.mint(&format!("operator:{cid}"), Duration::from_secs(3600)).unwrap();
+    let node = json!({"node_id": "gpu-node-0", "node_ready": true, "cluster_id": cid});
+    let res = http.post(format!("{base}/internal/inventory/nodes")).bearer_auth(&op).json(&node).send().await.unwrap();
+    assert_eq!(res.status(), 202);
     let v: Value = post("/api/v1/sessions", json!({"offering_id": off})).await.unwrap().json().await.unwrap();
     let (sid, cr) = (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string());
-    let op = app.auth.internal.mint(&format!("operator:{cid}"), Duration::from_secs(3600)).unwrap();
     let res = http
         .post(format!("{base}/internal/sessions/{cr}/status"))
         .bearer_auth(&op)

@@ -157,6 +157,7 @@ impl App {
             config.clone(),
             clusters.clone(),
             connect_keys,
+            Arc::new(operator_gate),
         ));
         let operator = Arc::new(operator::Operator::new(
             store.clone(),
@@ -461,4 +462,48 @@ fn spawn_background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             }
         }
     });
+}
+
+/// Whether a cluster's operator can run a new session: it called back within two heartbeat
+/// intervals (the rule of the cluster view's `operator.state`, `operator::status`), else why not.
+fn operator_gate(
+    txn: &redb::WriteTransaction,
+    c: &clusters::model::ClusterRecord,
+    now: i64,
+) -> Result<Option<sessions::NotConnected>, store::StoreError> {
+    let fresh_ms = 2 * operator::CALLBACK_INTERVAL.as_millis() as i64;
+    if c.heartbeat_at.is_some_and(|h| now - h <= fresh_ms) {
+        return Ok(None);
+    }
+    let attachment = operator::model::ATTACHMENTS.get_in_write(txn, &c.id)?;
+    let (state, message) = match attachment {
+        None => (
+            "not_attached",
+            match c.heartbeat_at {
+                None => "no operator has called back; attach it (`gshare cluster attach <id>`, console: Attach \
+                         operator) or deploy it by hand"
+                    .to_string(),
+                Some(h) => format!(
+                    "it is not attached from here and its last callback was {} s ago; attach it or check the \
+                     operator deployed by hand",
+                    (now - h) / 1000
+                ),
+            },
+        ),
+
+        Some(a) if !a.complete => (
+            "attach_incomplete",
+            "the last attach stopped part-way; attach again (see the cluster's operator view)".to_string(),
+        ),
+        Some(_) => (
+            "silent",
+            match c.heartbeat_at {
+                Some(h) => {
+                    format!("its last callback was {} s ago; see the cluster's operator view for why", (now - h) / 1000)
+                }
+                None => "it never called back; see the cluster's operator view for why".to_string(),
+            },
+        ),
+    };
+    Ok(Some(sessions::NotConnected { state, message }))
 }

@@ -130,6 +130,30 @@ pub fn cluster_in_use(
     Ok((sessions, allocations))
 }
 
+/// Why a cluster's operator cannot take a session now: its state as the cluster view names it
+/// (`not_attached`, `attach_incomplete`, `silent`) and a sentence saying what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotConnected {
+    pub state: &'static str,
+    pub message: String,
+}
+
+/// Reads, inside the create transaction, whether a cluster's operator is connected (`None`) at
+/// `now` (ms). The operator domain (above this one) knows what connected means; the composition
+/// root hands `Sessions` its answer.
+pub type OperatorGate =
+    Arc<dyn Fn(&redb::WriteTransaction, &ClusterRecord, i64) -> Result<Option<NotConnected>, StoreError> + Send + Sync>;
+
+/// The gate as `Sessions` keeps it (a closure has no `Debug`).
+#[derive(Clone)]
+struct Gate(OperatorGate);
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperatorGate")
+    }
+}
+
 #[derive(Debug)]
 pub struct Sessions {
     store: Store,
@@ -143,6 +167,8 @@ pub struct Sessions {
     lookups: lookup::LookupCache,
     /// Heartbeats of running sessions waiting for the next flush (see `reports`).
     beats: reports::HeldBeats,
+    /// Whether a cluster's operator is there to run a new session.
+    operator_gate: Gate,
 }
 
 impl Sessions {
@@ -152,8 +178,10 @@ impl Sessions {
         config: Arc<Config>,
         clusters: Arc<Clusters>,
         connect: connect::ConnectKeys,
+        operator_gate: OperatorGate,
     ) -> Self {
         Self {
+            operator_gate: Gate(operator_gate),
             store,
             clock,
             config,
@@ -325,7 +353,7 @@ impl Sessions {
         let id = format!("ses_{}", ulid::Ulid::new());
         let wanted = req.cluster_id.clone();
         let offering_id = req.offering_id.clone();
-        let (sid, clusters) = (id.clone(), self.clusters.clone());
+        let (sid, clusters, gate) = (id.clone(), self.clusters.clone(), self.operator_gate.0.clone());
         let record = self
             .store
             .write_with(move |txn| {
@@ -339,7 +367,7 @@ impl Sessions {
                         json!({ "offering_id": o.id }),
                     ));
                 }
-                let cluster = pick_cluster(txn, wanted.as_deref(), &clusters)?;
+                let cluster = pick_cluster(txn, wanted.as_deref(), &clusters, &gate, now)?;
                 let mut shape = o.shape.clone();
                 if let Some(i) = image {
                     shape.image = i;
@@ -653,10 +681,21 @@ fn unique_name(txn: &redb::WriteTransaction, name: &str, id: &str) -> Result<(),
 
 /// The cluster a new session goes to: the one asked for, or the first connected primary (then
 /// standby) cluster by name. It must be live, not unreachable, and have a kubeconfig loaded.
+/// 409 `operator_not_connected`: the session would stay pending with no operator to run it.
+fn not_connected(c: &ClusterRecord, n: NotConnected) -> SessionError {
+    conflict(
+        "operator_not_connected",
+        format!("the operator of cluster {} is {}: {}", c.name, n.state.replace('_', " "), n.message),
+        json!({ "cluster_id": c.id, "operator_state": n.state }),
+    )
+}
+
 fn pick_cluster(
     txn: &redb::WriteTransaction,
     wanted: Option<&str>,
     clusters: &Clusters,
+    gate: &OperatorGate,
+    now: i64,
 ) -> Result<ClusterRecord, SessionError> {
     let has_client = |c: &ClusterRecord| ClusterId::parse(&c.id).ok().and_then(|id| clusters.conn(&id)).is_some();
     if let Some(id) = wanted {
@@ -672,6 +711,9 @@ fn pick_cluster(
                 json!({ "cluster_id": c.id, "status": c.status }),
             ));
         }
+        if let Some(n) = gate(txn, &c, now)? {
+            return Err(not_connected(&c, n));
+        }
         return Ok(c);
     }
     let mut candidates: Vec<ClusterRecord> = CLUSTERS
@@ -681,7 +723,17 @@ fn pick_cluster(
         .filter(|c| c.is_live() && c.status == ClusterStatus::Connected && has_client(c))
         .collect();
     candidates.sort_by(|a, b| (a.role != Role::Primary, &a.name).cmp(&(b.role != Role::Primary, &b.name)));
-    candidates.into_iter().next().ok_or_else(|| {
+    // The first whose operator is connected; when none is, the first one's reason.
+    let mut first_refusal = None;
+    for c in candidates {
+        match gate(txn, &c, now)? {
+            None => return Ok(c),
+            Some(n) => {
+                first_refusal.get_or_insert_with(|| not_connected(&c, n));
+            }
+        }
+    }
+    Err(first_refusal.unwrap_or_else(|| {
         conflict("no_cluster", "no connected cluster can take a session; register one or pick a cluster", json!({}))
-    })
+    }))
 }

@@ -126,7 +126,8 @@ async fn the_fleet_shows_every_card_with_its_booking_sessions_and_marks() {
 async fn the_series_sample_sessions_memory_and_callbacks_per_second() {
     let s = server().await;
     let c = cluster("gpu-a").await;
-    let cid = register(&s, "gpu-a", &c).await;
+    // No callback before the first sample: the ten below are the only ones.
+    let cid = crate::sessions::register_only(&s, "gpu-a", &c).await;
     let app = s.app();
     app.overview.sample(gshare::overview::callbacks_total(app)).await.unwrap();
     // Ten operator callbacks, then ten seconds later (the test clock) a second sample.

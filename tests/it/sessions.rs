@@ -49,10 +49,27 @@ pub(crate) async fn cluster(name: &str) -> FakeCluster {
     c
 }
 
+/// Registers a fake cluster whose operator then calls back (sessions are placed only where one
+/// is connected: 409 `operator_not_connected` otherwise).
 pub(crate) async fn register(s: &TestServer, name: &str, c: &FakeCluster) -> String {
+    let id = register_only(s, name, c).await;
+    operator_calls_back(s, &id).await;
+    id
+}
+
+pub(crate) async fn register_only(s: &TestServer, name: &str, c: &FakeCluster) -> String {
     let body = json!({"name": name, "role": "primary", "kubeconfig_b64": STANDARD.encode(c.kubeconfig_yaml())});
     let v = send(s, reqwest::Method::POST, "/api/v1/clusters", Some(body), 201).await;
     v["id"].as_str().unwrap().to_string()
+}
+
+/// The cluster's operator reports a node it runs on, as its inventory controller does: its
+/// heartbeat.
+pub(crate) async fn operator_calls_back(s: &TestServer, cid: &str) {
+    let body = json!({"node_id": "gpu-node-0", "node_ready": true, "cluster_id": cid});
+    let res = s.client.post(s.url("/internal/inventory/nodes")).bearer_auth(operator(s, cid)).json(&body).send();
+    let res = res.await.unwrap();
+    assert_eq!(res.status(), 202, "{}", res.text().await.unwrap());
 }
 
 async fn post(s: &TestServer, path: &str, body: Value) -> reqwest::Response {
@@ -132,6 +149,40 @@ pub(crate) async fn verify(s: &TestServer, headers: &[(&str, &str)]) -> reqwest:
         r = r.header(*k, *v);
     }
     r.send().await.unwrap()
+}
+
+/// Issue 30 item 9: a session is placed only on a cluster whose operator is connected (it called
+/// back within two heartbeat intervals); otherwise 409 `operator_not_connected` naming the state,
+/// and nothing is stored or applied.
+#[tokio::test]
+async fn a_session_needs_a_connected_operator() {
+    async fn sessions_now(s: &TestServer) -> usize {
+        s.app().store.read(|txn| SESSIONS.list(txn)).await.unwrap().len()
+    }
+    let s = server().await;
+    let c = cluster("gpu-op").await;
+    let cid = register_only(&s, "gpu-op", &c).await;
+    let off = offering(&s, "slice").await;
+    for body in [json!({"offering_id": off, "cluster_id": cid}), json!({"offering_id": off})] {
+        let res = call(&s, reqwest::Method::POST, "/api/v1/sessions", Some(body.clone())).await;
+        let e = expect_error(res, 409, "operator_not_connected").await;
+        assert_eq!(e["error"]["details"], json!({"cluster_id": cid, "operator_state": "not_attached"}), "{body}");
+        let m = e["error"]["message"].as_str().unwrap();
+        assert!(m.contains("gpu-op") && m.contains("not attached") && m.contains("attach"), "{m}");
+    }
+    assert_eq!(sessions_now(&s).await, 0, "a refused session was stored");
+    assert!(c.store().list("gshare.io", "v1", "gsharesessions", Some(NS)).is_empty(), "a CR was applied");
+    // The operator calls back: placed.
+    operator_calls_back(&s, &cid).await;
+    send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "cluster_id": cid})), 201)
+        .await;
+    // Silent for longer than two heartbeat intervals: refused again, with how long.
+    s.clock.advance(Duration::from_secs(121));
+    let res = call(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off}))).await;
+    let e = expect_error(res, 409, "operator_not_connected").await;
+    assert!(e["error"]["message"].as_str().unwrap().contains("last callback was 121 s ago"), "{e}");
+    assert_eq!(sessions_now(&s).await, 1);
+    s.stop().await;
 }
 
 #[tokio::test]

@@ -43,6 +43,13 @@ export function Advice(props: { error: unknown }) {
           let the server pick any connected one.
         </p>
       );
+    case "operator_not_connected":
+      return (
+        <p class="hint">
+          The operator of cluster {str("cluster_id") && <code>{str("cluster_id")}</code>} is {(str("operator_state") || "not connected").replace(/_/g, " ")}, so
+          nothing would run the session: attach it or see why it is silent on the <a href="/clusters">Clusters page</a>, or pick another cluster.
+        </p>
+      );
     case "no_cluster":
       return (
         <p class="hint">

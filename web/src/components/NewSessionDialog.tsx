@@ -1,15 +1,25 @@
 // Start a session: an active offering (its shape shown), optionally a cluster (default: the server
 // picks a connected one), a name, an owner and an image override. Server errors stay in the dialog.
+// A cluster whose operator is not connected is marked, and choosing it says why: the server refuses
+// a session there (409 operator_not_connected), which would otherwise stay pending for ever.
 
 import { useRef, useState } from "preact/hooks";
 import { ApiError, newIdempotencyKey } from "../api";
-import { listClusters } from "../clusters";
+import { listClusters, type Cluster } from "../clusters";
 import { usePoll } from "../hooks";
 import { gpuShape, idleText, listOfferings, maxRuntimeText, resourcesShape } from "../offerings";
 import { createSession, type NewSessionBody, type Session } from "../sessions";
 import { Advice } from "./Advice";
 import { Dialog } from "./Dialog";
 import { ErrorBox } from "./Errors";
+
+/** Why a session cannot run on this cluster now, or null: the cluster or its operator. */
+export function clusterUnfit(c: Cluster): string | null {
+  if (c.status !== "connected") return c.status;
+  const state = c.operator?.state;
+  if (state && state !== "connected") return `operator ${state.replace(/_/g, " ")}`;
+  return null;
+}
 
 export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Session) => void; onChanged: () => void }) {
   const offerings = usePoll((signal) => listOfferings({ activeOnly: true }, signal), 0);
@@ -28,6 +38,8 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
   // With a single active offering there is nothing to choose.
   const chosen = offeringId || (active.length === 1 ? active[0].id : "");
   const offering = active.find((o) => o.id === chosen);
+  const picked = (clusters.data ?? []).find((c) => c.id === clusterId);
+  const pickedOperator = picked?.status === "connected" && picked.operator && picked.operator.state !== "connected" ? picked.operator : null;
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -102,13 +114,24 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
           Cluster <span class="muted">(optional)</span>
           <select name="cluster_id" aria-label="Cluster" value={clusterId} onChange={(e) => setClusterId((e.target as HTMLSelectElement).value)}>
             <option value="">Any connected cluster</option>
-            {(clusters.data ?? []).map((c) => (
-              <option key={c.id} value={c.id}>
-                {c.status === "connected" ? c.name : `${c.name} (${c.status})`}
-              </option>
-            ))}
+            {(clusters.data ?? []).map((c) => {
+              const unfit = clusterUnfit(c);
+              return (
+                <option key={c.id} value={c.id}>
+                  {unfit ? `${c.name} (${unfit})` : c.name}
+                </option>
+              );
+            })}
           </select>
         </label>
+        {picked && pickedOperator && (
+          <p class="warning small" role="note">
+            The operator of {picked.name} is {pickedOperator.state.replace(/_/g, " ")}
+            {pickedOperator.last_callback_age_s != null ? ` (last callback ${pickedOperator.last_callback_age_s} s ago)` : ""}: a session
+            there would never start, so the server refuses it. Attach the operator or see why it is silent on the{" "}
+            <a href="/clusters">Clusters page</a>.
+          </p>
+        )}
         {clusters.error != null && <p class="small muted">Cannot list clusters; the server will pick a connected one.</p>}
         <label>
           Name <span class="muted">(optional)</span>

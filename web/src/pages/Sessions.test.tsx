@@ -312,6 +312,44 @@ describe("New session dialog", () => {
     await screen.findByText("mine");
   });
 
+  it("marks clusters whose operator is not connected, says why when one is chosen, and explains the server's 409", async () => {
+    const calls = stubFetch({
+      "GET /api/v1/sessions": () => ({ body: page([]) }),
+      "GET /api/v1/clusters": () => ({
+        body: page([
+          cluster({ operator: { state: "connected" } }),
+          cluster({ id: "clu_01JCCCCCCCCCCCCCCCCCCCCCCC", name: "gpu-c", operator: { state: "not_attached", last_callback_age_s: null } }),
+          cluster({ id: "clu_01JDDDDDDDDDDDDDDDDDDDDDDD", name: "gpu-d", operator: { state: "silent", last_callback_age_s: 900 } }),
+        ]),
+      }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+      "POST /api/v1/sessions": () =>
+        err(409, "operator_not_connected", "the operator of cluster gpu-d is silent: its last callback was 900 s ago", {
+          cluster_id: "clu_01JDDDDDDDDDDDDDDDDDDDDDDD",
+          operator_state: "silent",
+        }),
+    });
+    render(<SessionsPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "New session" }));
+    const dialog = screen.getByRole("dialog", { name: "New session" });
+    await within(dialog).findByRole("option", { name: "gpu-c (operator not attached)" });
+    within(dialog).getByRole("option", { name: "gpu-d (operator silent)" });
+    within(dialog).getByRole("option", { name: "gpu-a" });
+    expect(within(dialog).queryByRole("note")).toBeNull();
+    choose(within(dialog).getByLabelText("Cluster"), "clu_01JDDDDDDDDDDDDDDDDDDDDDDD");
+    const note = await within(dialog).findByRole("note");
+    expect(note.textContent).toContain("The operator of gpu-d is silent (last callback 900 s ago)");
+    expect(note.textContent).toContain("the server refuses it");
+    fireEvent.click(within(dialog).getByRole("button", { name: "Start session" }));
+    const alert = await within(dialog).findByRole("alert");
+    expect(alert.textContent).toContain("its last callback was 900 s ago");
+    expect(alert.textContent).toContain("attach it or see why it is silent");
+    expect(calls.filter((c) => c.method === "POST")[0].body).toEqual({ offering_id: "off_01JAAAAAAAAAAAAAAAAAAAAAAA", cluster_id: "clu_01JDDDDDDDDDDDDDDDDDDDDDDD" });
+    // A connected one: no note.
+    choose(within(dialog).getByLabelText("Cluster"), "clu_01JAAAAAAAAAAAAAAAAAAAAAAA");
+    await waitFor(() => expect(within(dialog).queryByRole("note")).toBeNull());
+  });
+
   it("closes on Escape and keeps focus inside", async () => {
     stubFetch({
       "GET /api/v1/sessions": () => ({ body: page([]) }),
