@@ -237,7 +237,7 @@ async fn list_sessions(
     responses(
         (status = 201, body = SessionView),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such offering or cluster"),
-        (status = 409, body = ErrorBody, description = "offering_inactive, cluster_unavailable or no_cluster"),
+        (status = 409, body = ErrorBody, description = "offering_inactive, cluster_unavailable, no_cluster, or operator_not_connected (details.operator_state: the cluster's operator has not called back recently)"),
         (status = 422, body = ErrorBody),
         (status = 502, body = ErrorBody, description = "cluster_apply_failed: recorded with phase error; details.session_id, details.cause"),
     ))]
