@@ -740,7 +740,7 @@ try {
     return `${said} | ${tipText.slice(0, 160)}`;
   }, { skipIf: noSession });
 
-  await step("connect: Open lab opens the one-time URL; the ingress check accepts it once", async () => {
+  await step("connect: Open lab opens the one-time URL; the ingress check accepts it for its first client until its cookie comes back", async () => {
     // The session domain does not resolve: the new tab's request is answered by a stand-in for the
     // session ingress, and the URL it was sent to is what is checked.
     const ingress = `http://${SESSION_DOMAIN}/**`;
@@ -756,14 +756,21 @@ try {
       const want = new RegExp(`^http://${SESSION_DOMAIN.replace(/\./g, "\\.")}/proxy/${crName}/lab\\?gshare_cnx=cnx_[0-9A-HJKMNP-TV-Z]{26}\\.[0-9a-f]+$`);
       if (!want.test(url)) throw new Error(`the tab went to ${url}`);
       const u = new URL(url);
-      const verify = () => fetch(`${base}/internal/connect/verify`, { headers: { "X-Original-URI": u.pathname + u.search } });
+      const verify = (headers = {}) => fetch(`${base}/internal/connect/verify`, { headers: { "X-Original-URI": u.pathname + u.search, ...headers } });
       const first = await verify();
       if (first.status !== 200) throw new Error(`verify: ${first.status} ${await first.text()}`);
       if (first.headers.get("x-gshare-session") !== sessionId) throw new Error(`X-GShare-Session: ${first.headers.get("x-gshare-session")}`);
-      if (!/^gshare_session=/.test(first.headers.get("set-cookie") ?? "")) throw new Error(`no session cookie: ${first.headers.get("set-cookie")}`);
+      const setCookie = first.headers.get("set-cookie") ?? "";
+      if (!/^gshare_session=/.test(setCookie)) throw new Error(`no session cookie: ${setCookie}`);
+      // Another client cannot redeem it after its first use.
+      const other = await verify({ "User-Agent": "another-client/1.0" });
+      if (other.status !== 401) throw new Error(`another client's reuse answered ${other.status}`);
+      // Its cookie comes back: the token is spent.
+      const byCookie = await verify({ Cookie: setCookie.split(";")[0] });
+      if (byCookie.status !== 200) throw new Error(`the cookie answered ${byCookie.status}`);
       const again = await verify();
       if (again.status !== 401) throw new Error(`a used token answered ${again.status}`);
-      return `${u.origin}${u.pathname}?gshare_cnx=cnx_…; verify 200 (X-GShare-Session ${sessionId}), then 401 on reuse`;
+      return `${u.origin}${u.pathname}?gshare_cnx=cnx_…; verify 200 (X-GShare-Session ${sessionId}), 401 for another client, 401 once the cookie came back`;
     } finally {
       await page.context().unroute(ingress);
     }
