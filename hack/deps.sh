@@ -12,6 +12,7 @@ needs=(
   "uuidgen uuid-runtime"            # the seed's registration command uses $(uuidgen)
   "systemd-analyze systemd"         # verifies packaging/systemd/gshare.service
   "chromium chromium"               # web/e2e/run.sh drives Debian's Chromium, headless
+  "promtool prometheus"             # tests/it/monitoring.rs: promtool check metrics / check rules / test rules
 )
 
 missing=()

@@ -13,6 +13,7 @@ mod forward_auth;
 mod foundation;
 mod hostile;
 mod inventory;
+mod monitoring;
 mod operator;
 mod overview;
 mod packaging;
