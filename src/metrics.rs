@@ -231,19 +231,25 @@ fn process(app: &App, out: &mut String) {
 /// The filesystem that holds the state file (statvfs of the data directory), and the file.
 fn state_filesystem(app: &App, out: &mut String) {
     let dir = &app.config.data_dir;
+    let (avail, size) = match fs4::statvfs(dir) {
+        Ok(st) => (Some(st.available_space()), Some(st.total_space())),
+        Err(e) => {
+            tracing::warn!(error = %e, dir = %dir.display(), "metrics: cannot statvfs the data directory");
+            (None, None)
+        }
+    };
     let _ = writeln!(
         out,
         "# HELP gshare_state_filesystem_avail_bytes Bytes free for gshare on the filesystem of its data directory."
     );
     let _ = writeln!(out, "# TYPE gshare_state_filesystem_avail_bytes gauge");
+    if let Some(v) = avail {
+        let _ = writeln!(out, "gshare_state_filesystem_avail_bytes {v}");
+    }
     let _ = writeln!(out, "# HELP gshare_state_filesystem_size_bytes Size of the filesystem of the data directory.");
     let _ = writeln!(out, "# TYPE gshare_state_filesystem_size_bytes gauge");
-    match fs4::statvfs(dir) {
-        Ok(st) => {
-            let _ = writeln!(out, "gshare_state_filesystem_avail_bytes {}", st.available_space());
-            let _ = writeln!(out, "gshare_state_filesystem_size_bytes {}", st.total_space());
-        }
-        Err(e) => tracing::warn!(error = %e, dir = %dir.display(), "metrics: cannot statvfs the data directory"),
+    if let Some(v) = size {
+        let _ = writeln!(out, "gshare_state_filesystem_size_bytes {v}");
     }
     let _ = writeln!(out, "# HELP gshare_state_file_size_bytes Size of the state file.");
     let _ = writeln!(out, "# TYPE gshare_state_file_size_bytes gauge");
@@ -269,19 +275,23 @@ fn snapshots(app: &App, out: &mut String) {
     let _ = writeln!(out, "gshare_snapshot_last_attempt_failed {}", u8::from(failed));
 }
 
+/// Each family's lines together (HELP, TYPE, its samples), as the text format asks.
 fn token_caches(app: &App, out: &mut String) {
+    let stats = [
+        (app.auth.internal.audience(), app.auth.internal.cache_stats()),
+        (app.auth.api.audience(), app.auth.api.cache_stats()),
+    ];
     let _ = writeln!(
         out,
         "# HELP gshare_token_verify_cache_hits_total Bearer tokens answered from the verified-token cache."
     );
     let _ = writeln!(out, "# TYPE gshare_token_verify_cache_hits_total counter");
+    for (audience, (hits, _)) in &stats {
+        let _ = writeln!(out, "gshare_token_verify_cache_hits_total{{audience=\"{audience}\"}} {hits}");
+    }
     let _ = writeln!(out, "# HELP gshare_token_verify_cache_misses_total Bearer tokens that needed a signature check.");
     let _ = writeln!(out, "# TYPE gshare_token_verify_cache_misses_total counter");
-    for (audience, (hits, misses)) in [
-        (app.auth.internal.audience(), app.auth.internal.cache_stats()),
-        (app.auth.api.audience(), app.auth.api.cache_stats()),
-    ] {
-        let _ = writeln!(out, "gshare_token_verify_cache_hits_total{{audience=\"{audience}\"}} {hits}");
+    for (audience, (_, misses)) in &stats {
         let _ = writeln!(out, "gshare_token_verify_cache_misses_total{{audience=\"{audience}\"}} {misses}");
     }
 }

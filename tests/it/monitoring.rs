@@ -55,8 +55,27 @@ fn sample_names(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every family has HELP, TYPE and at least one sample.
+/// Every family has HELP, TYPE and at least one sample, and its lines stand together.
 fn assert_every_family_present(text: &str) {
+    let mut seen = BTreeSet::new();
+    let mut current = String::new();
+    for l in text.lines() {
+        let family = match l.strip_prefix("# HELP ").or_else(|| l.strip_prefix("# TYPE ")) {
+            Some(rest) => rest.split(' ').next().unwrap().to_string(),
+            None => {
+                let name = l.split(['{', ' ']).next().unwrap();
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s).filter(|f| *f == current))
+                    .unwrap_or(name)
+                    .to_string()
+            }
+        };
+        if family != current {
+            assert!(seen.insert(family.clone()), "{family}'s lines are not together:\n{text}");
+            current = family;
+        }
+    }
     let samples = sample_names(text);
     for f in families(text) {
         assert!(text.contains(&format!("# HELP {f} ")), "{f} has no HELP");
