@@ -173,9 +173,9 @@ pub fn count_open(allocations: &[(String, AllocationRecord)]) -> OpenTotals {
     t
 }
 
-/// Schema 5: the open allocations' totals ([`ALLOCATION_TOTALS`]), counted once.
+/// Schema 4: the open allocations' totals ([`ALLOCATION_TOTALS`]), counted once.
 pub const COUNT_OPEN_ALLOCATIONS: Migration = Migration {
-    to: 5,
+    to: 4,
     what: "the open GPU allocations' totals",
     run: |txn| {
         let t = count_open(&ALLOCATIONS.list_in_write(txn)?);
@@ -242,14 +242,16 @@ mod tests {
         }
     }
 
-    /// A schema-4 file with open and released allocations gets their totals counted; from then
+    /// A schema-3 file with open and released allocations gets their totals counted; from then
     /// on booking and releasing keep the totals equal to a count of the allocations.
     #[tokio::test]
     async fn open_totals_are_counted_once_then_kept_by_book_and_release() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("gshare.redb");
         {
+            // The steps before this one (a schema-3 file).
             let store = Store::open(&path, &crate::MIGRATIONS[..4]).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 3);
             store
                 .write(|txn| {
                     ALLOCATIONS.put(txn, "ses_A/alc_1", &alloc("ses_A", "alc_1", 1024, false))?;
@@ -260,6 +262,7 @@ mod tests {
                 .unwrap();
         }
         let store = Store::open(&path, crate::MIGRATIONS).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 4);
         let totals = store.read(open_totals).await.unwrap();
         assert_eq!(totals, OpenTotals { allocations: 2, gpu_mem_mb: 3072, gpu_cores: 20 });
         store.write(|txn| release(txn, "ses_A", 5)).await.unwrap();
