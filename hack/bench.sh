@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
-# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|fleet|all]
+# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet|all]
 # (default: all). `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
 # BENCH_PROFILE=dev measures a debug build instead (quicker to build, much slower to run).
 set -euo pipefail
@@ -246,6 +246,15 @@ sessions() {
   echo "load after: $(uptime)"
 }
 
+# GET /metrics against /healthz: the server's CPU per request with 20,000 ended and 2,000 live
+# sessions stored (a scrape's cost must not grow with the sessions).
+metrics() {
+  command -v wrk >/dev/null || { echo "metrics: wrk is needed (apt-get install wrk)" >&2; return 1; }
+  echo "load before: $(uptime)"
+  nice -n 10 cargo bench --locked --bench metrics 2>/dev/null | grep -vE '^(running|test result|$)'
+  echo "load after: $(uptime)"
+}
+
 # Fleet scale (issue 15): C clusters x N nodes x G GPUs and S running sessions. The state is
 # seeded (examples/fleet_seed.rs), every node and card reported once, then hack/fleet.lua drives
 # the operators' steady mix at full speed with wrk on the same cores. Prints the mix's rate,
@@ -351,6 +360,7 @@ fleet() {
 case "$what" in
   start) start_to_ready ;;
   sessions) sessions ;;
+  metrics) metrics ;;
   snapshot) snapshot ;;
   rss) idle_rss ;;
   storm) storm_rss ;;
@@ -359,5 +369,5 @@ case "$what" in
   callbacks) callbacks ;;
   fleet) fleet "$@" ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|fleet [flags]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet [flags]|all]" >&2; exit 2 ;;
 esac

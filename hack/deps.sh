@@ -13,6 +13,7 @@ needs=(
   "systemd-analyze systemd"         # verifies packaging/systemd/gshare.service
   "chromium chromium"               # web/e2e/run.sh drives Debian's Chromium, headless
   "nginx nginx"                     # tests/it/ingress_nginx.rs: the connect path through a real nginx
+  "promtool prometheus"             # tests/it/monitoring.rs: promtool check metrics / check rules / test rules
 )
 
 missing=()

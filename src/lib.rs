@@ -44,6 +44,7 @@ pub const MIGRATIONS: &[store::Migration] = &[
     sessions::model::INDEX_LIVE_SESSIONS,
     inventory::gpu_booking::KEY_BY_SESSION,
     sessions::model::INDEX_SESSION_LISTS,
+    inventory::gpu_booking::COUNT_OPEN_ALLOCATIONS,
 ];
 
 /// Everything a request handler can reach, shared as `Arc<App>` through axum's state.
@@ -74,6 +75,8 @@ pub struct App {
     pub operator: Arc<operator::Operator>,
     /// The console's fleet picture and its time series (`/api/v1/overview`).
     pub overview: Arc<overview::Overview>,
+    /// When this process opened its state (the clock's milliseconds; `/metrics`).
+    pub started_at_ms: i64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +174,7 @@ impl App {
         let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
         let overview = Arc::new(overview::Overview::new(store.clone(), clock.clone()));
         Ok(Arc::new(Self {
+            started_at_ms: clock.now_ms(),
             overview,
             snapshots,
             config,

@@ -92,6 +92,38 @@ enum Command {
     /// Registered clusters, through the running server.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Print a completion script for a shell. The packages install them
+    /// (bash-completion, zsh, fish); by hand: `gshare completions bash > ~/.local/share/bash-completion/completions/gshare`.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+}
+
+/// The shells `gshare completions` writes for.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl CompletionShell {
+    fn generator(self) -> clap_complete::Shell {
+        match self {
+            Self::Bash => clap_complete::Shell::Bash,
+            Self::Zsh => clap_complete::Shell::Zsh,
+            Self::Fish => clap_complete::Shell::Fish,
+        }
+    }
+}
+
+/// The completion script for `shell`, from the clap definitions.
+fn completion_script(shell: CompletionShell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell.generator(), &mut Cli::command(), "gshare", &mut out);
+    out
 }
 
 #[derive(Subcommand)]
@@ -282,6 +314,12 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    // Needs no configuration (a package's build runs it without one).
+    if let Command::Completions { shell } = cli.command {
+        use std::io::Write;
+        std::io::stdout().write_all(&completion_script(shell)).context("cannot write the completion script")?;
+        return Ok(());
+    }
     let env = process_env();
     let config = Config::load(cli.config.as_deref(), &env)?;
     match cli.command {
@@ -294,6 +332,8 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Serve => serve(config),
+        // Answered before the configuration is read.
+        Command::Completions { .. } => Ok(()),
         Command::Token(TokenCommand::Operator { cluster_id, ttl }) => {
             let id = ClusterId::parse(cluster_id.trim())?;
             let ttl_d = tokens::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;

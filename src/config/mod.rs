@@ -59,6 +59,10 @@ pub struct Config {
     /// Configured signing key (PEM); checked at load time, parsed again where it is used.
     pub internal_jwt_private_key: Option<Secret>,
     pub internal_jwt_kid: Option<String>,
+    /// `/metrics`: the bearer token a scraper sends. Set, the page needs it (or an admin token)
+    /// and shows per-cluster series; unset, it is open but reduces them to one series per family
+    /// without cluster ids.
+    pub metrics_token: Option<Secret>,
     pub log_format: LogFormat,
     pub log_level: String,
     pub probe_timeout: Duration,
@@ -125,6 +129,7 @@ struct FileLayer {
     trusted_proxy_hops: Option<i64>,
     internal_jwt_private_key: Option<Secret>,
     internal_jwt_kid: Option<String>,
+    metrics_token: Option<Secret>,
     log_format: Option<String>,
     log_level: Option<String>,
     probe_timeout: Option<String>,
@@ -293,6 +298,23 @@ impl Config {
         };
         if let Some(r) = &internal_jwt_private_key {
             SigningKey::from_pem(r.value.expose(), None).map_err(|e| ConfigError::invalid(&r.key, e.to_string()))?;
+        }
+
+        let metrics_token = match env.get("GSHARE_METRICS_TOKEN").filter(|v| !v.is_empty()) {
+            Some(v) => Some(Raw { value: Secret::new(v.clone()), key: "GSHARE_METRICS_TOKEN".into() }),
+            None => f
+                .metrics_token
+                .filter(|s| !s.expose().is_empty())
+                .map(|value| Raw { value, key: "metrics_token".into() }),
+        };
+        if let Some(r) = &metrics_token {
+            let t = r.value.expose();
+            if t.len() < 16 || t.len() > 256 || !t.chars().all(|c| c.is_ascii_graphic()) {
+                return Err(ConfigError::invalid(
+                    &r.key,
+                    "use 16-256 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)",
+                ));
+            }
         }
 
         let log_format = match layer.pick("log_format", f.log_format) {
@@ -514,6 +536,7 @@ impl Config {
             trusted_proxy_hops,
             internal_jwt_private_key: internal_jwt_private_key.map(|r| r.value),
             internal_jwt_kid,
+            metrics_token: metrics_token.map(|r| r.value),
             log_format,
             log_level,
             probe_timeout,
@@ -580,6 +603,7 @@ impl Config {
             s(if self.internal_jwt_private_key.is_some() { "<redacted>" } else { "" }),
         );
         t.insert("internal_jwt_kid".into(), s(self.internal_jwt_kid.as_deref().unwrap_or("")));
+        t.insert("metrics_token".into(), s(if self.metrics_token.is_some() { "<redacted>" } else { "" }));
         t.insert("log_format".into(), s(if self.log_format == LogFormat::Json { "json" } else { "human" }));
         t.insert("log_level".into(), s(&self.log_level));
         t.insert("probe_timeout".into(), d(self.probe_timeout));

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Serialize;
@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::error::ApiError;
 use crate::App;
+use crate::auth::guard::AdminCaller;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(healthz)).routes(routes!(readyz))
@@ -36,19 +37,34 @@ pub struct Readiness {
     pub status: &'static str,
     pub store: bool,
     pub keys: bool,
-    /// The last snapshot's result (a failing snapshot does not make the server unready).
+    /// The last snapshot's result (a failing snapshot does not make the server unready). To
+    /// callers without an admin token it names no path and no error: `last_file` and `restore`
+    /// are left out and `last_error` only says that the last attempt failed.
     pub snapshot: crate::snapshot::SnapshotStatus,
 }
 
-/// Readiness: the state file is open and the signing keys are loaded.
+/// What `last_error` says to a caller who is not an admin.
+pub const SNAPSHOT_FAILED_ANONYMOUS: &str = "the last snapshot failed (details: /readyz with an admin token)";
+
+/// Readiness: the state file is open and the signing keys are loaded. Admins (bearer token or
+/// console cookie) also see the snapshot's file and last error.
 #[utoipa::path(get, path = "/readyz", tag = "system", responses(
     (status = 200, body = Readiness),
     (status = 503, body = super::error::ErrorBody, description = "store or keys not usable")))]
-async fn readyz(State(app): State<Arc<App>>) -> Result<axum::Json<Readiness>, ApiError> {
+async fn readyz(State(app): State<Arc<App>>, req: Request) -> Result<axum::Json<Readiness>, ApiError> {
     let store = app.store.is_healthy();
     let keys = app.auth.internal.has_signer();
     if store && keys {
-        Ok(axum::Json(Readiness { status: "ready", store, keys, snapshot: app.snapshots.status() }))
+        let mut snapshot = app.snapshots.status();
+        let (mut parts, _) = req.into_parts();
+        if AdminCaller::from_request_parts(&mut parts, &app).await.is_err() {
+            snapshot.last_file = None;
+            snapshot.restore = None;
+            if snapshot.last_error.is_some() {
+                snapshot.last_error = Some(SNAPSHOT_FAILED_ANONYMOUS.to_string());
+            }
+        }
+        Ok(axum::Json(Readiness { status: "ready", store, keys, snapshot }))
     } else {
         Err(ApiError::unavailable("not ready").with_details(serde_json::json!({ "store": store, "keys": keys })))
     }

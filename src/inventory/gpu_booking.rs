@@ -15,6 +15,31 @@ use crate::store::{JsonTable, Migration, StoreError};
 /// range read, however long the history).
 pub const ALLOCATIONS: JsonTable<AllocationRecord> = JsonTable::new("allocations");
 
+/// The open allocations' totals under one key ([`OPEN_KEY`]), kept by [`book`] and [`release`]
+/// in the same transaction as the allocations: `/metrics` reads one row, however many sessions
+/// there are.
+pub const ALLOCATION_TOTALS: JsonTable<OpenTotals> = JsonTable::new("allocation_totals");
+const OPEN_KEY: &str = "open";
+
+/// What the open allocations hold together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenTotals {
+    pub allocations: u64,
+    pub gpu_mem_mb: u64,
+    pub gpu_cores: u64,
+}
+
+fn adjust_totals(txn: &WriteTransaction, f: impl FnOnce(&mut OpenTotals)) -> Result<(), StoreError> {
+    let mut t = ALLOCATION_TOTALS.get_in_write(txn, OPEN_KEY)?.unwrap_or_default();
+    f(&mut t);
+    ALLOCATION_TOTALS.put(txn, OPEN_KEY, &t)
+}
+
+/// The open allocations' totals (for `/metrics`).
+pub fn open_totals(txn: &ReadTransaction) -> Result<OpenTotals, StoreError> {
+    Ok(ALLOCATION_TOTALS.get(txn, OPEN_KEY)?.unwrap_or_default())
+}
+
 pub fn allocation_prefix(session_id: &str) -> String {
     format!("{session_id}/")
 }
@@ -94,6 +119,11 @@ pub fn book(txn: &WriteTransaction, b: &Booking<'_>, now: i64) -> Result<(), Sto
         gpu_mem_mb: mem,
         gpu_cores: cores,
     };
+    adjust_totals(txn, |t| {
+        t.allocations += 1;
+        t.gpu_mem_mb = t.gpu_mem_mb.saturating_add(mem);
+        t.gpu_cores = t.gpu_cores.saturating_add(cores);
+    })?;
     ALLOCATIONS.put(txn, &allocation_key(b.session_id, &id), &a)
 }
 
@@ -103,6 +133,11 @@ pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(),
         if a.is_open() {
             a.released_at = Some(now);
             ALLOCATIONS.put(txn, &key, &a)?;
+            adjust_totals(txn, |t| {
+                t.allocations = t.allocations.saturating_sub(1);
+                t.gpu_mem_mb = t.gpu_mem_mb.saturating_sub(a.gpu_mem_mb);
+                t.gpu_cores = t.gpu_cores.saturating_sub(a.gpu_cores);
+            })?;
             if let Some(uuid) = &a.gpu_uuid {
                 let key = format!("{}/{uuid}", a.cluster_id);
                 if let Some(mut g) = GPUS.get_in_write(txn, &key)? {
@@ -126,10 +161,27 @@ pub fn open_on_cluster(txn: &WriteTransaction, cluster_id: &str) -> Result<Vec<A
         .collect())
 }
 
-/// How many of the session's allocations are open (for `/metrics`).
-pub fn open_of_session(txn: &ReadTransaction, session_id: &str) -> Result<u64, StoreError> {
-    Ok(ALLOCATIONS.list_prefix(txn, &allocation_prefix(session_id))?.iter().filter(|(_, a)| a.is_open()).count() as u64)
+/// The open allocations' totals counted from the allocations (schema migration, and what tests
+/// compare [`open_totals`] with).
+pub fn count_open(allocations: &[(String, AllocationRecord)]) -> OpenTotals {
+    let mut t = OpenTotals::default();
+    for (_, a) in allocations.iter().filter(|(_, a)| a.is_open()) {
+        t.allocations += 1;
+        t.gpu_mem_mb = t.gpu_mem_mb.saturating_add(a.gpu_mem_mb);
+        t.gpu_cores = t.gpu_cores.saturating_add(a.gpu_cores);
+    }
+    t
 }
+
+/// Schema 4: the open allocations' totals ([`ALLOCATION_TOTALS`]), counted once.
+pub const COUNT_OPEN_ALLOCATIONS: Migration = Migration {
+    to: 4,
+    what: "the open GPU allocations' totals",
+    run: |txn| {
+        let t = count_open(&ALLOCATIONS.list_in_write(txn)?);
+        ALLOCATION_TOTALS.put(txn, OPEN_KEY, &t)
+    },
+};
 
 /// Schema 2: allocations keyed by their session (schema 1 keyed them by their own id).
 pub const KEY_BY_SESSION: Migration =
@@ -175,5 +227,53 @@ mod tests {
         let keys: Vec<String> =
             store.read(|txn| ALLOCATIONS.list(txn)).await.unwrap().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["ses_A/alc_1"]);
+    }
+
+    fn alloc(session: &str, id: &str, mem: u64, released: bool) -> AllocationRecord {
+        AllocationRecord {
+            id: id.into(),
+            cluster_id: "clu_1".into(),
+            session_id: session.into(),
+            gpu_uuid: None,
+            created_at: 0,
+            released_at: released.then_some(1),
+            gpu_mem_mb: mem,
+            gpu_cores: 10,
+        }
+    }
+
+    /// A schema-3 file with open and released allocations gets their totals counted; from then
+    /// on booking and releasing keep the totals equal to a count of the allocations.
+    #[tokio::test]
+    async fn open_totals_are_counted_once_then_kept_by_book_and_release() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("gshare.redb");
+        {
+            // The steps before this one (a schema-3 file).
+            let store = Store::open(&path, &crate::MIGRATIONS[..4]).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 3);
+            store
+                .write(|txn| {
+                    ALLOCATIONS.put(txn, "ses_A/alc_1", &alloc("ses_A", "alc_1", 1024, false))?;
+                    ALLOCATIONS.put(txn, "ses_A/alc_0", &alloc("ses_A", "alc_0", 512, true))?;
+                    ALLOCATIONS.put(txn, "ses_B/alc_2", &alloc("ses_B", "alc_2", 2048, false))
+                })
+                .await
+                .unwrap();
+        }
+        let store = Store::open(&path, crate::MIGRATIONS).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 4);
+        let totals = store.read(open_totals).await.unwrap();
+        assert_eq!(totals, OpenTotals { allocations: 2, gpu_mem_mb: 3072, gpu_cores: 20 });
+        store.write(|txn| release(txn, "ses_A", 5)).await.unwrap();
+        // Booked without a card: nothing taken from one, one more allocation open.
+        let b = || Booking { cluster_id: "clu_1", session_id: "ses_C", gpu_uuid: None, share: Share::Exclusive };
+        store.write(move |txn| book(txn, &b(), 6)).await.unwrap();
+        // Booked again while open: nothing more.
+        store.write(move |txn| book(txn, &b(), 7)).await.unwrap();
+        let (kept, counted) =
+            store.read(|txn| Ok((open_totals(txn)?, count_open(&ALLOCATIONS.list(txn)?)))).await.unwrap();
+        assert_eq!(kept, counted);
+        assert_eq!(kept, OpenTotals { allocations: 2, gpu_mem_mb: 2048, gpu_cores: 10 });
     }
 }

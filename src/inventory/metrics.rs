@@ -2,7 +2,7 @@
 //! operator callbacks by route and status and by route and cluster, and clusters by status.
 //! The whole document is put together in `crate::metrics`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +12,7 @@ use axum::response::Response;
 
 use crate::App;
 use crate::auth::guard::CallerSlot;
-use crate::clusters::model::{CLUSTERS, ClusterStatus};
-use crate::store::Store;
+use crate::clusters::model::{ClusterRecord, ClusterStatus};
 
 /// Counts by route template, then by a second label.
 type ByRoute<K> = Mutex<HashMap<Arc<str>, HashMap<K, u64>>>;
@@ -93,8 +92,9 @@ pub fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// Callbacks and clusters by status.
-pub async fn render(callbacks: &Callbacks, store: &Store, out: &mut String) {
+/// Callbacks, clusters by status, and when each cluster's operator last reported. `clusters`
+/// are the live (registered) ones: per-cluster series are written for them only.
+pub fn render(callbacks: &Callbacks, clusters: &[ClusterRecord], out: &mut String) {
     let _ = writeln!(out, "# HELP gshare_callbacks_total Operator callbacks answered, by route and status.");
     let _ = writeln!(out, "# TYPE gshare_callbacks_total counter");
     for (route, status, n) in callbacks.snapshot() {
@@ -105,7 +105,12 @@ pub async fn render(callbacks: &Callbacks, store: &Store, out: &mut String) {
         "# HELP gshare_callbacks_by_cluster_total Operator callbacks with a verified token, by route and cluster (rates: rate() in Prometheus)."
     );
     let _ = writeln!(out, "# TYPE gshare_callbacks_by_cluster_total counter");
+    let registered: HashSet<&str> = clusters.iter().map(|c| c.id.as_str()).collect();
     for (route, cluster, n) in callbacks.by_cluster() {
+        // A token can outlive its cluster's registration: no series for an unregistered one.
+        if !registered.contains(cluster.as_str()) {
+            continue;
+        }
         let _ = writeln!(
             out,
             "gshare_callbacks_by_cluster_total{{route=\"{}\",cluster_id=\"{}\"}} {n}",
@@ -119,17 +124,27 @@ pub async fn render(callbacks: &Callbacks, store: &Store, out: &mut String) {
             .iter()
             .map(|s| (s.as_str(), 0))
             .collect();
-    match store.read(|txn| CLUSTERS.list(txn)).await {
-        Ok(all) => {
-            for (_, c) in all.iter().filter(|(_, c)| c.is_live()) {
-                *by_status.entry(c.status.as_str()).or_default() += 1;
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "metrics: cannot read clusters"),
+    for c in clusters {
+        *by_status.entry(c.status.as_str()).or_default() += 1;
     }
     let _ = writeln!(out, "# HELP gshare_clusters Registered clusters by status.");
     let _ = writeln!(out, "# TYPE gshare_clusters gauge");
     for (status, n) in by_status {
         let _ = writeln!(out, "gshare_clusters{{status=\"{status}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP gshare_operator_last_report_timestamp_seconds When a cluster's operator last reported (clusters whose operator ever did; written every liveness_flush_every)."
+    );
+    let _ = writeln!(out, "# TYPE gshare_operator_last_report_timestamp_seconds gauge");
+    for c in clusters {
+        if let Some(ms) = c.heartbeat_at {
+            let _ = writeln!(
+                out,
+                "gshare_operator_last_report_timestamp_seconds{{cluster_id=\"{}\"}} {}",
+                escape(&c.id),
+                ms as f64 / 1000.0
+            );
+        }
     }
 }

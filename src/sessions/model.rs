@@ -757,7 +757,7 @@ mod tests {
             assert!(store.read(|txn| SESSIONS_BY_OWNER.keys(txn)).await.unwrap().is_empty());
         }
         let store = Store::open(&path, crate::MIGRATIONS).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 3);
+        assert_eq!(store.schema_version().unwrap(), crate::store::schema_of(crate::MIGRATIONS));
         let (owners, clusters, phases) = store
             .read(|txn| {
                 Ok((SESSIONS_BY_OWNER.keys(txn)?, SESSIONS_BY_CLUSTER.keys(txn)?, SESSIONS_BY_PHASE.keys(txn)?))

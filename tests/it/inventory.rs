@@ -924,7 +924,8 @@ async fn metrics_and_openapi_cover_the_callbacks() {
             .status(),
         202
     );
-    let res = s.get("/metrics").await;
+    // As an admin: per-cluster series carry the cluster id (anonymous callers get none).
+    let res = s.client.get(s.url("/metrics")).bearer_auth(admin(&s)).send().await.unwrap();
     assert_eq!(res.status(), 200);
     assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
     let text = res.text().await.unwrap();

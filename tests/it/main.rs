@@ -14,6 +14,7 @@ mod foundation;
 mod hostile;
 mod ingress_nginx;
 mod inventory;
+mod monitoring;
 mod operator;
 mod overview;
 mod packaging;

@@ -22,6 +22,11 @@ fn admin(s: &TestServer) -> String {
     s.app().auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
 }
 
+/// `/metrics` as an admin sees it (per-cluster series with their cluster id).
+async fn admin_metrics(s: &TestServer) -> String {
+    s.client.get(s.url("/metrics")).bearer_auth(admin(s)).send().await.unwrap().text().await.unwrap()
+}
+
 async fn server() -> TestServer {
     TestServer::start_with(&[
         ("GSHARE_PUBLIC_URL", PUBLIC),
@@ -341,7 +346,7 @@ async fn tokens_renew_on_the_clock_with_backoff() {
     let view = operator_view(&s, &id).await;
     assert!(view["renewal_error"].as_str().unwrap().contains("unreachable"), "{view}");
     assert_eq!(view["token"]["expires_at"], gshare::clock::rfc3339_ms(exp2 * 1000));
-    let metrics = s.get("/metrics").await.text().await.unwrap();
+    let metrics = admin_metrics(&s).await;
     assert!(metrics.contains(&format!("gshare_operator_token_renewal_failures{{cluster_id=\"{id}\"}} 1")), "{metrics}");
     assert!(metrics.contains("gshare_operator_token_renewals_total{result=\"failed\"} 1"), "{metrics}");
 
@@ -350,7 +355,7 @@ async fn tokens_renew_on_the_clock_with_backoff() {
     assert!(s.get("/metrics").await.text().await.unwrap().contains("renewals_total{result=\"failed\"} 1"));
     s.clock.advance(Duration::from_secs(31));
     op.renew_due().await.unwrap();
-    assert!(s.get("/metrics").await.text().await.unwrap().contains(&format!("failures{{cluster_id=\"{id}\"}} 2")));
+    assert!(admin_metrics(&s).await.contains(&format!("failures{{cluster_id=\"{id}\"}} 2")));
     c.knobs().set_unreachable(false);
     s.clock.advance(Duration::from_secs(61));
     assert_eq!(op.renew_due().await.unwrap(), vec![id.clone()]);

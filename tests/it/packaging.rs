@@ -154,3 +154,68 @@ fn the_debian_changelog_is_for_this_version_and_the_synopsis_is_lintian_clean() 
     assert!(!synopsis.to_lowercase().starts_with("gshare"), "{synopsis}");
     assert!(synopsis.len() <= 80, "{synopsis}");
 }
+
+/// The completion scripts the packages install are what `gshare completions <shell>` prints
+/// (`GSHARE_UPDATE_COMPLETIONS=1 cargo test --test it completions` rewrites them), and both
+/// packages install them, the Prometheus rules and the Grafana dashboard where their tools look.
+#[test]
+fn completions_and_monitoring_files_are_current_and_packaged() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, file, marker) in [
+        ("bash", "gshare.bash", "complete -F _gshare"),
+        ("zsh", "_gshare", "#compdef gshare"),
+        ("fish", "gshare.fish", "complete -c gshare"),
+    ] {
+        // No configuration is read: a broken config file does not stop it.
+        let out = gshare(dir.path(), &["completions", shell], &[("GSHARE_CONFIG", "/nonexistent/config.toml")]);
+        assert!(out.status.success(), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        assert!(script.contains(marker) && script.contains("completions") && script.contains("snapshot"), "{shell}");
+        let committed = root.join("packaging/completions").join(file);
+        if std::env::var_os("GSHARE_UPDATE_COMPLETIONS").is_some() {
+            std::fs::create_dir_all(committed.parent().unwrap()).unwrap();
+            std::fs::write(&committed, &script).unwrap();
+        }
+        assert!(
+            std::fs::read_to_string(&committed).is_ok_and(|c| c == script),
+            "packaging/completions/{file} is out of date; run GSHARE_UPDATE_COMPLETIONS=1 cargo test --test it completions"
+        );
+    }
+    let out = gshare(dir.path(), &["completions", "powershell"], &[]);
+    assert!(!out.status.success());
+    // deb (cargo-deb: source, destination) and rpm (generate-rpm: source, dest).
+    for (source, deb, rpm) in [
+        (
+            "packaging/completions/gshare.bash",
+            "usr/share/bash-completion/completions/gshare",
+            "/usr/share/bash-completion/completions/gshare",
+        ),
+        (
+            "packaging/completions/_gshare",
+            "usr/share/zsh/vendor-completions/_gshare",
+            "/usr/share/zsh/site-functions/_gshare",
+        ),
+        (
+            "packaging/completions/gshare.fish",
+            "usr/share/fish/vendor_completions.d/gshare.fish",
+            "/usr/share/fish/vendor_completions.d/gshare.fish",
+        ),
+        (
+            "packaging/prometheus/gshare.rules.yml",
+            "usr/share/gshare/prometheus/",
+            "/usr/share/gshare/prometheus/gshare.rules.yml",
+        ),
+        ("packaging/grafana/gshare.json", "usr/share/gshare/grafana/", "/usr/share/gshare/grafana/gshare.json"),
+    ] {
+        assert!(root.join(source).is_file(), "{source} missing");
+        assert!(
+            CARGO_TOML.contains(&format!("[\"{source}\", \"{deb}\", \"644\"]")),
+            "the deb does not install {source} as {deb}"
+        );
+        assert!(
+            CARGO_TOML.contains(&format!("{{ source = \"{source}\", dest = \"{rpm}\", mode = \"644\" }}")),
+            "the rpm does not install {source} as {rpm}"
+        );
+    }
+}

@@ -104,6 +104,11 @@ fn admin(s: &RunningServer) -> String {
     s.app.auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
 }
 
+/// `/readyz` as an admin sees it (with the snapshot's file and error).
+async fn admin_readyz(s: &RunningServer) -> reqwest::Result<reqwest::Response> {
+    reqwest::Client::new().get(format!("{}/readyz", s.base_url())).bearer_auth(admin(s)).send().await
+}
+
 async fn add_offering(s: &RunningServer, name: &str) {
     add_offering_at(&s.base_url(), &admin(s), name).await
 }
@@ -212,7 +217,7 @@ async fn save_while_the_server_runs_goes_through_its_api_and_restore_is_refused(
     let saved = snapshots_in(&data.join("snapshots"));
     assert_eq!(saved.len(), 1);
     assert!(saved[0].to_string_lossy().contains("before-change"));
-    let ready: Value = reqwest::get(format!("{}/readyz", s.base_url())).await.unwrap().json().await.unwrap();
+    let ready: Value = admin_readyz(&s).await.unwrap().json().await.unwrap();
     assert_eq!(ready["snapshot"]["last_file"], saved[0].to_str().unwrap(), "{ready}");
     let metrics = reqwest::get(format!("{}/metrics", s.base_url())).await.unwrap().text().await.unwrap();
     assert!(metrics.contains("gshare_snapshot_failures_total 0"), "{metrics}");
@@ -364,7 +369,7 @@ async fn a_failing_snapshot_dir_shows_in_status_and_the_server_keeps_serving() {
     std::fs::write(&snaps, b"not a directory").unwrap();
     let res = http.post(&url).bearer_auth(admin(&s)).send().await.unwrap();
     crate::support::expect_error(res, 507, "snapshot_failed").await;
-    let ready = reqwest::get(format!("{}/readyz", s.base_url())).await.unwrap();
+    let ready = admin_readyz(&s).await.unwrap();
     assert_eq!(ready.status(), 200, "a failing snapshot does not make the server unready");
     let ready: Value = ready.json().await.unwrap();
     assert!(ready["snapshot"]["last_error"].as_str().is_some_and(|e| !e.is_empty()), "{ready}");
@@ -381,7 +386,7 @@ async fn a_failing_snapshot_dir_shows_in_status_and_the_server_keeps_serving() {
     assert_eq!(std::fs::read(&kept).unwrap(), good_bytes);
     let res = http.post(&url).bearer_auth(admin(&s)).send().await.unwrap();
     assert_eq!(res.status(), 201);
-    let ready: Value = reqwest::get(format!("{}/readyz", s.base_url())).await.unwrap().json().await.unwrap();
+    let ready: Value = admin_readyz(&s).await.unwrap().json().await.unwrap();
     assert!(ready["snapshot"]["last_error"].is_null(), "{ready}");
     assert_eq!(snapshots_in(&snaps).len(), 2);
     s.stop().await;
