@@ -244,6 +244,11 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     // Only this session's cookie goes on (verify needs it); other sessions' stay with the browser.
     let keep_session = |c: &str| app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
     let mut headers = forward_headers(&parts.headers, upgrade, &keep_session);
+    // A browser with this session's cookie is its user: its body (an upload to the app) is not
+    // counted among the bodies read before a credential check (`http::body`).
+    if crate::auth::cookies::cookie(&parts.headers, super::connect::COOKIE).is_some_and(keep_session) {
+        crate::http::body::mark_authenticated(&parts.extensions);
+    }
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
     let host = session.domain.as_deref().unwrap_or(&target);
     let Ok(host) = HeaderValue::from_str(host) else {
