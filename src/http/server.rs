@@ -68,10 +68,14 @@ pub const HEALTH_RESERVE: usize = 16;
 #[derive(Debug, Clone, Copy)]
 pub struct ReserveConnection;
 
-/// One open connection: requests in flight, and how to ask it to close.
+/// One open connection: requests in flight, and how to ask it to close. A connection handed over
+/// by an upgrade (a relayed WebSocket) is `held` by its tunnel: it stays counted, and busy, until
+/// the tunnel ends, though hyper is done with it.
 #[derive(Default)]
 struct Slot {
     in_flight: AtomicUsize,
+    held: AtomicUsize,
+    ended: std::sync::atomic::AtomicBool,
     close: Notify,
 }
 
@@ -114,7 +118,7 @@ fn address_key(ip: IpAddr) -> IpAddr {
 
 /// Caps of [`Connections::admit`].
 #[derive(Debug, Clone, Copy)]
-struct Caps {
+pub(crate) struct Caps {
     total: usize,
     per_address: usize,
     reserve: usize,
@@ -122,7 +126,7 @@ struct Caps {
 
 impl Connections {
     fn is_idle(open: &Open) -> bool {
-        open.slot.in_flight.load(Ordering::Acquire) == 0
+        open.slot.in_flight.load(Ordering::Acquire) == 0 && open.slot.held.load(Ordering::Acquire) == 0
     }
 
     /// Closes the oldest idle connection that `pick` accepts; false when there is none.
@@ -189,6 +193,58 @@ impl Connections {
             *self.per_address.entry(a).or_insert(0) += 1;
         }
         Some((id, slot, reserve))
+    }
+}
+
+/// A request extension: the connection the request came on, for a handler that takes it over
+/// (the relay's WebSocket tunnels, see [`ConnectionTicket::tunnel`]).
+#[derive(Clone)]
+pub struct ConnectionTicket {
+    table: Arc<Mutex<Connections>>,
+    id: u64,
+    slot: Arc<Slot>,
+    address: Option<IpAddr>,
+    caps: Caps,
+}
+
+/// Why a tunnel was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoom;
+
+impl ConnectionTicket {
+    /// Keeps this connection counted against `max_connections` and its address's cap while a
+    /// tunnel uses it after the upgrade, and counts the tunnel's second descriptor (the upstream
+    /// connection) as one more connection of the same address. `Err` when there is no room for it.
+    pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
+        let mut table = lock(&self.table);
+        let (upstream, _, reserve) = table.admit(self.address, self.caps).ok_or(NoRoom)?;
+        if reserve {
+            table.remove(upstream);
+            return Err(NoRoom);
+        }
+        if let Some(o) = table.open.get(&upstream) {
+            // Busy for as long as it lives: never closed as idle.
+            o.slot.held.fetch_add(1, Ordering::AcqRel);
+        }
+        self.slot.held.fetch_add(1, Ordering::AcqRel);
+        Ok(Tunnel { ticket: self.clone(), upstream })
+    }
+}
+
+/// A relayed tunnel's place in the connection table; given back when dropped.
+pub struct Tunnel {
+    ticket: ConnectionTicket,
+    upstream: u64,
+}
+
+impl Drop for Tunnel {
+    fn drop(&mut self) {
+        let mut table = lock(&self.ticket.table);
+        table.remove(self.upstream);
+        let slot = &self.ticket.slot;
+        if slot.held.fetch_sub(1, Ordering::AcqRel) == 1 && slot.ended.load(Ordering::Acquire) {
+            table.remove(self.ticket.id);
+        }
     }
 }
 
@@ -283,9 +339,17 @@ pub async fn serve(
         let connection_budget = Arc::new(ConnectionBudget::default());
         let trusted = limits.trusted_proxies.clone();
         let hops = limits.proxy_hops;
+        let ticket = ConnectionTicket {
+            table: connections.clone(),
+            id: conn_id,
+            slot: slot.clone(),
+            address: (!exempt).then_some(peer_ip),
+            caps,
+        };
         let svc = tower::service_fn(move |req: axum::http::Request<Incoming>| {
             let (mut parts, incoming) = req.into_parts();
             parts.extensions.insert(ConnectInfo::<SocketAddr>(peer));
+            parts.extensions.insert(ticket.clone());
             let mode = if parts.uri.path().starts_with("/proxy/") { Mode::Streamed } else { Mode::Buffered };
             let client = client_addr::resolve(ProxyTrust { hops, trusted: &trusted }, peer.ip(), &parts.headers);
             let (watched_body, watched) =
@@ -351,7 +415,12 @@ pub async fn serve(
                 // Closed to make room under a cap: it was idle, so dropping it loses nothing.
                 () = slot.close.notified() => tracing::debug!(%peer, "idle connection closed to make room"),
             }
-            lock(&connections).remove(conn_id);
+            let mut table = lock(&connections);
+            // A tunnel still using the connection removes it when it ends.
+            slot.ended.store(true, Ordering::Release);
+            if slot.held.load(Ordering::Acquire) == 0 {
+                table.remove(conn_id);
+            }
         });
     }
     drop(listener);
@@ -476,6 +545,28 @@ mod tests {
         );
         assert_ne!(address_key("2001:db8:1:2::5".parse().unwrap()), address_key("2001:db8:1:3::5".parse().unwrap()));
         assert_eq!(address_key("::ffff:10.0.0.1".parse().unwrap()), ip(1).unwrap());
+    }
+
+    #[test]
+    fn a_tunnel_keeps_its_connection_counted_and_counts_its_upstream() {
+        let caps = Caps { total: 4, per_address: 3, reserve: 1 };
+        let table = Arc::new(Mutex::new(Connections::default()));
+        let (id, slot, _) = lock(&table).admit(ip(1), caps).unwrap();
+        let ticket = ConnectionTicket { table: table.clone(), id, slot: slot.clone(), address: ip(1), caps };
+        let t1 = ticket.tunnel().unwrap();
+        let t2 = ticket.tunnel().unwrap();
+        assert_eq!(lock(&table).per_address[&ip(1).unwrap()], 3);
+        // The address is full of busy connections (tunnels are never idle): no third tunnel.
+        assert_eq!(ticket.tunnel().err(), Some(NoRoom));
+        assert!(lock(&table).admit(ip(1), caps).is_none());
+        // hyper is done with the connection after the upgrade: it stays counted while tunnels use it.
+        slot.ended.store(true, Ordering::Release);
+        drop(t1);
+        assert_eq!(lock(&table).open.len(), 2);
+        drop(t2);
+        assert_eq!(lock(&table).open.len(), 0, "the last tunnel gave the connection back");
+        let t = lock(&table);
+        assert_eq!((t.regular, t.per_address.len()), (0, 0));
     }
 
     #[test]
