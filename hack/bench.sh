@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
 # measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet|all]
-# (default: all). `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
+# (default: all); also slow (stalled-body storms) and console (the e2e with its time budgets enforced).
+# `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
 # BENCH_PROFILE=dev measures a debug build instead (quicker to build, much slower to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +77,24 @@ idle_rss() {
 # registrations, 3,000 failed logins from one address, 3,000 malformed bodies and 400 bodies at the
 # 1 MiB limit (half just over it), 16 at a time; RSS right after and after 5 s and 30 s idle (does
 # the allocator give memory back?).
+# Stalled request bodies (issue 32 item 1): /readyz latency and RSS while 4,200 sign-ins from one
+# address, 66 from each of 64 addresses, or 200 streams of one h2c connection hold their bodies
+# open (hack/storm_slow.py). A fresh server for each; BENCH_SECONDS (default 12) per storm.
+slow_bodies() {
+  local venv="$work/venv" data port pid
+  python3 -m venv "$venv" && "$venv/bin/pip" install -q h2 >/dev/null
+  for scenario in one-address many-addresses h2c; do
+    data="$work/slow-$scenario"
+    port=$(free_port)
+    GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=error "$bin" serve 2>/dev/null &
+    pid=$!
+    until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.05; done
+    for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null; done
+    "$venv/bin/python" hack/storm_slow.py "$port" "$pid" "$scenario" "${BENCH_SECONDS:-12}"
+    kill $pid; wait $pid 2>/dev/null || true
+  done
+}
+
 storm_rss() {
   local data="$work/storm" port pid admin
   mkdir -p "$data"
@@ -364,6 +383,8 @@ case "$what" in
   snapshot) snapshot ;;
   rss) idle_rss ;;
   storm) storm_rss ;;
+  slow) slow_bodies ;;
+  console) E2E_ENFORCE_BUDGET=1 web/e2e/run.sh ;;
   size) binary_size ;;
   jwt) jwt ;;
   callbacks) callbacks ;;

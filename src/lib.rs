@@ -131,7 +131,7 @@ impl App {
             );
         }
         let signin = auth::login::SignIn::open(&config, &store, &clock).await?;
-        let audit = audit::AuditLog::start(store.clone(), clock.clone());
+        let audit = audit::AuditLog::start(store.clone(), clock.clone(), config.audit_max_entries);
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),
             _ => None,
@@ -254,6 +254,13 @@ impl RunningServer {
             }
             None => None,
         };
+        // One budget of buffered request bodies for the process, over both listeners.
+        let bodies = http::body::Budgets::new(http::body::BodyLimits {
+            timeout: app.config.request_body_timeout,
+            min_rate: app.config.request_body_min_rate,
+            grace: http::body::RATE_GRACE,
+            process_budget: (app.config.max_buffered_body_mb as usize) << 20,
+        });
         let redirect_addr = match app.config.tls_redirect_listen {
             Some(at) => {
                 let l = tokio::net::TcpListener::bind(at).await.map_err(|source| StartError::Bind {
@@ -264,11 +271,7 @@ impl RunningServer {
                 let bound = l.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
                 let redirect = http::tls::redirect_router(&app.config.public_url, addr.port());
                 let mut stop = rx.clone();
-                let limits = http::server::Limits {
-                    max_connections: http::server::connection_cap(app.config.max_connections, fd_limit),
-                    head_timeout: app.config.request_head_timeout,
-                    grace: app.config.shutdown_grace,
-                };
+                let limits = http::server::Limits::from_config(&app.config, fd_limit, bodies.clone());
                 tokio::spawn(async move {
                     let stopped = async move {
                         let _ = stop.wait_for(|v| *v).await;
@@ -280,11 +283,7 @@ impl RunningServer {
             None => None,
         };
         let router = http::router(app.clone());
-        let limits = http::server::Limits {
-            max_connections: http::server::connection_cap(app.config.max_connections, fd_limit),
-            head_timeout: app.config.request_head_timeout,
-            grace: app.config.shutdown_grace,
-        };
+        let limits = http::server::Limits::from_config(&app.config, fd_limit, bodies);
         let task = tokio::spawn(async move {
             http::server::serve(
                 listener,

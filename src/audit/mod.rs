@@ -212,9 +212,11 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Starts the writer task (needs a Tokio runtime). It ends when the log is dropped.
-    pub fn start(store: Store, clock: Clock) -> Self {
+    /// Between the hourly prunes the table never holds more than `max_entries`: each batch that
+    /// would pass it removes as many of the oldest entries in the same transaction.
+    pub fn start(store: Store, clock: Clock, max_entries: u64) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(writer(store, rx));
+        tokio::spawn(writer(store, rx, max_entries));
         Self { tx, ids: Mutex::new(ulid::Generator::new()), clock, coalescing: Default::default() }
     }
 
@@ -345,7 +347,7 @@ fn put(txn: &WriteTransaction, rec: &AuditRecord) -> Result<(), StoreError> {
     Ok(())
 }
 
-async fn writer(store: Store, mut rx: mpsc::Receiver<Msg>) {
+async fn writer(store: Store, mut rx: mpsc::Receiver<Msg>, max_entries: u64) {
     while let Some(first) = rx.recv().await {
         let mut batch = Vec::new();
         let mut flushes = Vec::new();
@@ -365,6 +367,14 @@ async fn writer(store: Store, mut rx: mpsc::Receiver<Msg>) {
                 .write(move |txn| {
                     for rec in &batch {
                         put(txn, rec)?;
+                    }
+                    // The oldest go first once the table is full (the hourly prune also ages them out).
+                    let mut table = txn.open_table(TABLE)?;
+                    let over = table.len()?.saturating_sub(max_entries);
+                    for _ in 0..over {
+                        if table.pop_first()?.is_none() {
+                            break;
+                        }
                     }
                     Ok(())
                 })
@@ -594,7 +604,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("gshare.redb"), crate::MIGRATIONS).unwrap();
         let clock = Clock::system();
-        let log = AuditLog::start(store.clone(), clock.clone());
+        let log = AuditLog::start(store.clone(), clock.clone(), 1_000_000);
         for i in 0..30 {
             let action = if i % 3 == 0 { "auth.login" } else { "cluster.patch" };
             log.record(

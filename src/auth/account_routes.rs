@@ -78,7 +78,7 @@ fn still_initial(app: &App, account: &accounts::Account) -> bool {
         && initial_password(app).is_some()
 }
 
-/// Length rules for a new password, as a field error.
+/// The rules for a new password (length, not trivially weak), as a field error.
 fn password_rules(field: &str, password: &str) -> Option<FieldError> {
     let n = password.chars().count();
     if n < MIN_PASSWORD_LEN {
@@ -90,6 +90,13 @@ fn password_rules(field: &str, password: &str) -> Option<FieldError> {
     }
     if password.len() > MAX_PASSWORD_LEN {
         return Some(FieldError::new(&["body", field], format!("must be at most {MAX_PASSWORD_LEN} bytes"), "length"));
+    }
+    if let Err(AccountError::WeakPassword(why)) = accounts::check_new_password(password) {
+        return Some(FieldError::new(
+            &["body", field],
+            format!("is too easy to guess: {why}; a few words make a good one"),
+            "weak",
+        ));
     }
     None
 }

@@ -94,6 +94,8 @@ pub enum AccountError {
     BadUsername,
     #[error("a password has {MIN_PASSWORD_LEN}-{MAX_PASSWORD_LEN} characters")]
     BadPassword,
+    #[error("this password is too easy to guess: {0}")]
+    WeakPassword(&'static str),
     #[error("no admin account named `{0}`")]
     NotFound(String),
     #[error("an admin account named `{0}` exists already")]
@@ -108,14 +110,41 @@ pub enum AccountError {
     Store(#[from] StoreError),
 }
 
-/// Checks a new password's length (the only rule: long random passphrases beat composition rules).
+/// Checks a new password: its length, and that it is not trivially weak — blank, with control
+/// characters, made of fewer than [`MIN_DISTINCT_CHARS`] different characters, or one run of
+/// consecutive characters (`abcdefghijkl`, `987654321098`). No composition rules: long random
+/// passphrases beat them.
 pub fn check_new_password(password: &str) -> Result<(), AccountError> {
     let n = password.chars().count();
     if n < MIN_PASSWORD_LEN || password.len() > MAX_PASSWORD_LEN {
         return Err(AccountError::BadPassword);
     }
+    if password.chars().all(char::is_whitespace) {
+        return Err(AccountError::WeakPassword("it is blank"));
+    }
+    if password.chars().any(char::is_control) {
+        return Err(AccountError::WeakPassword("it has control characters"));
+    }
+    let distinct: std::collections::BTreeSet<char> = password.chars().collect();
+    if distinct.len() < MIN_DISTINCT_CHARS {
+        return Err(AccountError::WeakPassword("it repeats too few different characters"));
+    }
+    let chars: Vec<char> = password.chars().collect();
+    let step = |d: i64| {
+        chars.windows(2).all(|w| {
+            let (a, b) = (i64::from(u32::from(w[0])), i64::from(u32::from(w[1])));
+            // Digits wrap (…8 9 0 1…).
+            b - a == d || (w[0].is_ascii_digit() && w[1].is_ascii_digit() && (b - a).rem_euclid(10) == d.rem_euclid(10))
+        })
+    };
+    if step(1) || step(-1) {
+        return Err(AccountError::WeakPassword("it is one run of consecutive characters"));
+    }
     Ok(())
 }
+
+/// Different characters a new password has at least.
+pub const MIN_DISTINCT_CHARS: usize = 5;
 
 /// argon2id with the crate's defaults (m=19 MiB, t=2, p=1: OWASP's recommendation).
 pub fn hash_password(password: &str) -> Result<String, AccountError> {
@@ -156,9 +185,10 @@ fn list_in_write(txn: &WriteTransaction) -> Result<Vec<String>, StoreError> {
 }
 
 /// Adds an account with an already-computed hash (hash outside the transaction: it is slow).
+/// Names are unique without regard to case: `Admin` is refused while `admin` exists.
 pub fn add(txn: &WriteTransaction, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
-    if ACCOUNTS.get_in_write(txn, name.as_str())?.is_some() {
-        return Err(AccountError::Exists(name.to_string()));
+    if let Some(taken) = list_in_write(txn)?.into_iter().find(|n| n.eq_ignore_ascii_case(name.as_str())) {
+        return Err(AccountError::Exists(taken));
     }
     let account =
         Account { username: name.clone(), password_hash, created_at_ms: now_ms, password_changed_at_ms: now_ms };
@@ -269,5 +299,20 @@ mod tests {
         assert!(check_new_password("short").is_err());
         assert!(check_new_password(&"x".repeat(MAX_PASSWORD_LEN + 1)).is_err());
         assert!(check_new_password("twelve chars").is_ok());
+        for weak in [
+            " ".repeat(12),
+            "\0".repeat(12),
+            "a".repeat(12),
+            "abababababab".to_string(),
+            "abcdeabcdeab".to_string().replace('e', "\u{7}"),
+            "abcdefghijkl".to_string(),
+            "lkjihgfedcba".to_string(),
+            "345678901234".to_string(),
+            "\t\n \t\n \t\n \t\n ".to_string(),
+        ] {
+            assert!(matches!(check_new_password(&weak), Err(AccountError::WeakPassword(_))), "{weak:?}");
+        }
+        assert!(check_new_password("abcdeabcdeab").is_ok(), "five different characters, not one run");
+        assert!(check_new_password("correct horse battery staple").is_ok());
     }
 }

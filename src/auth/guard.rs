@@ -98,6 +98,7 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
                 ));
             }
         }
+        crate::http::body::mark_authenticated(&parts.extensions);
         Ok(AdminCaller { username: username.to_string(), token_id: claims.jti.clone(), via, expires_at: claims.exp })
     }
 }
@@ -134,6 +135,7 @@ impl FromRequestParts<Arc<App>> for OperatorCaller {
                 if let Some(slot) = parts.extensions.get::<CallerSlot>() {
                     let _ = slot.0.set(id.clone());
                 }
+                crate::http::body::mark_authenticated(&parts.extensions);
                 Ok(OperatorCaller { cluster_id: id })
             }
             Err(e) => {

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use redb::{ReadableTable, TableDefinition};
@@ -204,6 +205,69 @@ fn too_many(retry_after_s: u64, scope: &str) -> ApiError {
         .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_s))
 }
 
+/// The check of the routes that set the console's cookies (sign-in and sign-out): a request a
+/// browser sends from another site's page is refused (403 `cross_origin`) — no login CSRF, no
+/// spending of a username's failure budget from many visitors' browsers. A browser says where a
+/// request comes from in `Sec-Fetch-Site` (only `same-origin`, or `none` for one the user typed,
+/// passes) and `Origin` (it must name this server: the request's own `Host`, or `public_url`).
+/// Clients that are not browsers send neither and pass.
+pub struct SameOrigin;
+
+impl FromRequestParts<Arc<App>> for SameOrigin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        let refuse = |why: String| ApiError::new(StatusCode::FORBIDDEN, "cross_origin", why);
+        let h = &parts.headers;
+        if let Some(site) = h.get("sec-fetch-site") {
+            let site = site.to_str().unwrap_or_default();
+            if !matches!(site, "same-origin" | "none") {
+                return Err(refuse(format!(
+                    "sign-in is accepted only from this server's own pages (Sec-Fetch-Site: {site})"
+                )));
+            }
+        }
+        if let Some(origin) = h.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            let named = origin.split_once("://").map(|(_, authority)| authority);
+            let host = h.get(header::HOST).and_then(|v| v.to_str().ok());
+            let public = app.config.public_url.split_once("://").map(|(_, rest)| rest.trim_end_matches('/'));
+            let ours = named.is_some_and(|named| {
+                host.is_some_and(|h| h.eq_ignore_ascii_case(named))
+                    || public.is_some_and(|p| p.eq_ignore_ascii_case(named))
+            });
+            if !ours {
+                return Err(refuse(format!(
+                    "sign-in is accepted only from this server's own pages (Origin: {origin})"
+                )));
+            }
+        }
+        Ok(SameOrigin)
+    }
+}
+
+/// Sign-in takes `application/json` only (415 otherwise, before the body is read): a form or a
+/// `text/plain` body is what another site's page can make a browser send without asking.
+pub struct JsonOnly;
+
+impl<S: Send + Sync> FromRequestParts<S> for JsonOnly {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let ct = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let essence = ct.split(';').next().unwrap_or_default().trim();
+        if essence.eq_ignore_ascii_case("application/json") {
+            return Ok(JsonOnly);
+        }
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the sign-in as JSON (Content-Type: application/json)",
+        )
+        .with_details(serde_json::json!({ "content_type": ct })))
+    }
+}
+
 fn invalid_credentials() -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "invalid_credentials", "wrong username or password")
 }
@@ -220,11 +284,15 @@ fn invalid_credentials() -> ApiError {
         (status = 200, body = LoginResponse, description = "signed in; `Set-Cookie: gshare_console=…; HttpOnly; SameSite=Strict` and `gshare_csrf`"),
         (status = 400, body = ErrorBody, description = "body is not JSON"),
         (status = 401, body = ErrorBody, description = "`invalid_credentials`"),
+        (status = 403, body = ErrorBody, description = "`cross_origin`: sent from another site's page"),
         (status = 413, body = ErrorBody, description = "body over 1 MiB"),
+        (status = 415, body = ErrorBody, description = "`unsupported_media_type`: not `application/json`"),
         (status = 422, body = ErrorBody, description = "empty or over-long username or password"),
         (status = 429, body = ErrorBody, description = "`rate_limited`, with `Retry-After`")))]
 async fn login(
     State(app): State<Arc<App>>,
+    _: SameOrigin,
+    _: JsonOnly,
     meta: RequestMeta,
     ApiJson(body): ApiJson<LoginRequest>,
 ) -> Result<Response, ApiError> {
@@ -249,18 +317,34 @@ async fn login(
             "length",
         ));
     }
-    if !errors.is_empty() {
-        crate::audit::record(&app, audit(AuditResult::Failure, "invalid_input")).await;
-        return Err(ApiError::validation(errors));
-    }
     let signin = &app.signin;
+    let window = app.config.login_failure_window;
+    if !errors.is_empty() {
+        // A failure like a wrong password, against the address (no username to charge); the
+        // address's first in a window is written, the rest counted into one entry.
+        // (The same keys as the throttle's own refusals below: one entry per address and window.)
+        let (key, entry, refusal) = match signin.throttle.fail_address(meta.client_addr, app.clock.now_ms()) {
+            Ok(()) => (
+                format!("auth.login/invalid_input/{}", meta.client_addr),
+                audit(AuditResult::Failure, "invalid_input"),
+                ApiError::validation(errors),
+            ),
+            Err(limited) => (
+                format!("auth.login/{}/{}", limited.scope, meta.client_addr),
+                audit(AuditResult::Denied, &format!("throttled_{}", limited.scope)),
+                too_many(limited.retry_after_s, limited.scope),
+            ),
+        };
+        app.audit.record_coalesced(&key, window, entry).await;
+        return Err(refusal);
+    }
     let attempt = match signin.throttle.begin(meta.client_addr, &body.username, app.clock.now_ms()) {
         Ok(a) => a,
         Err(limited) => {
             // One entry per address and window (the rest counted): a flood costs no log growth.
             let key = format!("auth.login/{}/{}", limited.scope, meta.client_addr);
             let entry = audit(AuditResult::Denied, &format!("throttled_{}", limited.scope));
-            app.audit.record_coalesced(&key, app.config.login_failure_window, entry).await;
+            app.audit.record_coalesced(&key, window, entry).await;
             return Err(too_many(limited.retry_after_s, limited.scope));
         }
     };
@@ -320,9 +404,10 @@ async fn check_password(app: &Arc<App>, username: &str, password: String) -> Res
 #[utoipa::path(post, path = "/api/v1/auth/logout", tag = "auth",
     responses(
         (status = 204, description = "signed out; cookies cleared"),
-        (status = 403, body = ErrorBody, description = "cookie session without a valid `X-CSRF-Token`")))]
+        (status = 403, body = ErrorBody, description = "cookie session without a valid `X-CSRF-Token`, or `cross_origin`")))]
 async fn logout(
     State(app): State<Arc<App>>,
+    _: SameOrigin,
     meta: RequestMeta,
     caller: Result<AdminCaller, ApiError>,
 ) -> Result<Response, ApiError> {

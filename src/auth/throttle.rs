@@ -163,6 +163,22 @@ impl LoginThrottle {
         Ok(Attempt { addr: key, at_ms: now_ms, username: username.to_string() })
     }
 
+    /// A failure that names no usable username (an empty or over-long one, an empty password):
+    /// counted against the address only, or refused like any attempt over its limit.
+    pub fn fail_address(&self, addr: IpAddr, now_ms: i64) -> Result<(), Limited> {
+        let times = self.addrs.get_with(AddrKey::from(addr), Default::default);
+        let mut times = lock(&times);
+        while times.front().is_some_and(|t| *t <= now_ms - self.window_ms) {
+            times.pop_front();
+        }
+        if times.len() >= self.max_failures {
+            let oldest = times.front().copied().unwrap_or(now_ms);
+            return Err(Limited { retry_after_s: ceil_s(oldest + self.window_ms - now_ms), scope: "client_addr" });
+        }
+        times.push_back(now_ms);
+        Ok(())
+    }
+
     /// The attempt had the right password: it was no failure after all.
     pub fn succeeded(&self, attempt: Attempt) {
         if let Some(times) = self.addrs.get(&attempt.addr) {

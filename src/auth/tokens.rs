@@ -51,6 +51,10 @@ pub enum VerifyError {
     Expired,
     #[error("token is not valid yet")]
     NotYetValid,
+    #[error("token says it was issued in the future")]
+    IssuedInFuture,
+    #[error("token lives longer than any token this server issues")]
+    LifetimeTooLong,
 }
 
 /// Claims of a verified token.
@@ -352,6 +356,14 @@ impl TokenAuthority {
         if claims.nbf.is_some_and(|nbf| nbf > now + LEEWAY_S) {
             return Err(VerifyError::NotYetValid);
         }
+        // A future `iat` would outlive "sign out everywhere" (which refuses tokens issued before
+        // it), and no token this server mints lives longer than MAX_TTL.
+        if claims.iat.is_some_and(|iat| iat > now + LEEWAY_S) {
+            return Err(VerifyError::IssuedInFuture);
+        }
+        if claims.exp > now + MAX_TTL.as_secs() as i64 + LEEWAY_S {
+            return Err(VerifyError::LifetimeTooLong);
+        }
         if claims.sub.is_empty() {
             return Err(VerifyError::MissingClaim("sub".into()));
         }
@@ -518,6 +530,18 @@ mod tests {
         let mut c = claims_now(&a);
         c["exp"] = (now - LEEWAY_S - 1).into();
         assert_eq!(a.verify(&sign_raw(&a, Some("internal"), &c)), Err(VerifyError::Expired));
+
+        // Issued in the future (it would survive sign-out-everywhere), or living past MAX_TTL.
+        let mut c = claims_now(&a);
+        c["iat"] = (now + LEEWAY_S + 10).into();
+        assert_eq!(a.verify(&sign_raw(&a, None, &c)), Err(VerifyError::IssuedInFuture));
+        let mut c = claims_now(&a);
+        // Well past the bound (the test's `now` may be a second behind the verifier's).
+        c["exp"] = (a.clock().now() + MAX_TTL.as_secs() as i64 + LEEWAY_S + 30).into();
+        assert_eq!(a.verify(&sign_raw(&a, None, &c)), Err(VerifyError::LifetimeTooLong));
+        let mut c = claims_now(&a);
+        c["exp"] = (a.clock().now() + MAX_TTL.as_secs() as i64).into();
+        assert!(a.verify(&sign_raw(&a, None, &c)).is_ok(), "the longest TTL itself passes");
         assert_eq!(a.verify(&sign_raw(&a, Some(""), &claims_now(&a))), Err(VerifyError::MissingKid));
 
         for missing in ["aud", "exp", "sub"] {

@@ -85,6 +85,15 @@ pub struct Config {
     pub login_failure_window: Duration,
     /// Client connections open at once; over it the oldest idle one is closed.
     pub max_connections: u32,
+    /// Client connections open at once from one address (an IPv6 /64); `trusted_proxies` exempt.
+    pub max_connections_per_address: u32,
+    /// A buffered request body must be complete this soon after its head (a relayed one may not
+    /// pause longer than this).
+    pub request_body_timeout: Duration,
+    /// A request body must average at least this many bytes a second (after a 2 s grace).
+    pub request_body_min_rate: u32,
+    /// Request body bytes the process buffers at once, MiB; over it a body is refused with 503.
+    pub max_buffered_body_mb: u32,
     /// redb's page cache for the state file, MiB (redb's default: 1024).
     pub store_cache_mb: u32,
     /// Audit entries older than this are removed (hourly pass).
@@ -146,6 +155,10 @@ struct FileLayer {
     login_max_failures: Option<i64>,
     login_failure_window: Option<String>,
     max_connections: Option<i64>,
+    max_connections_per_address: Option<i64>,
+    request_body_timeout: Option<String>,
+    request_body_min_rate: Option<i64>,
+    max_buffered_body_mb: Option<i64>,
     store_cache_mb: Option<i64>,
     audit_retention: Option<String>,
     audit_max_entries: Option<i64>,
@@ -437,6 +450,38 @@ impl Config {
             })?,
             None => 4096,
         };
+        let max_connections_per_address =
+            match layer
+                .pick_typed("max_connections_per_address", f.max_connections_per_address, |s| s.parse::<i64>().ok())?
+            {
+                Some(r) => u32::try_from(r.value).ok().filter(|v| (1..=1_000_000).contains(v)).ok_or_else(|| {
+                    ConfigError::invalid(&r.key, format!("{} is not a count between 1 and 1000000", r.value))
+                })?,
+                None => 1024,
+            };
+        let request_body_timeout = layer.duration(
+            "request_body_timeout",
+            f.request_body_timeout,
+            "30s",
+            Duration::from_secs(1)..=Duration::from_secs(3600),
+        )?;
+        let request_body_min_rate =
+            match layer.pick_typed("request_body_min_rate", f.request_body_min_rate, |s| s.parse::<i64>().ok())? {
+                Some(r) => u32::try_from(r.value).ok().filter(|v| (16..=100_000_000).contains(v)).ok_or_else(|| {
+                    ConfigError::invalid(
+                        &r.key,
+                        format!("{} is not a rate in bytes a second between 16 and 100000000", r.value),
+                    )
+                })?,
+                None => 1024,
+            };
+        let max_buffered_body_mb =
+            match layer.pick_typed("max_buffered_body_mb", f.max_buffered_body_mb, |s| s.parse::<i64>().ok())? {
+                Some(r) => u32::try_from(r.value).ok().filter(|v| (4..=65_536).contains(v)).ok_or_else(|| {
+                    ConfigError::invalid(&r.key, format!("{} is not a size in MiB between 4 and 65536", r.value))
+                })?,
+                None => 64,
+            };
         let store_cache_mb = match layer.pick_typed("store_cache_mb", f.store_cache_mb, |s| s.parse::<i64>().ok())? {
             Some(r) => u32::try_from(r.value).ok().filter(|v| (8..=65_536).contains(v)).ok_or_else(|| {
                 ConfigError::invalid(&r.key, format!("{} is not a size in MiB between 8 and 65536", r.value))
@@ -553,6 +598,10 @@ impl Config {
             login_max_failures,
             login_failure_window,
             max_connections,
+            max_connections_per_address,
+            request_body_timeout,
+            request_body_min_rate,
+            max_buffered_body_mb,
             store_cache_mb,
             audit_retention,
             audit_max_entries,
@@ -629,6 +678,13 @@ impl Config {
         t.insert("login_max_failures".into(), toml::Value::Integer(i64::from(self.login_max_failures)));
         t.insert("login_failure_window".into(), d(self.login_failure_window));
         t.insert("max_connections".into(), toml::Value::Integer(i64::from(self.max_connections)));
+        t.insert(
+            "max_connections_per_address".into(),
+            toml::Value::Integer(i64::from(self.max_connections_per_address)),
+        );
+        t.insert("request_body_timeout".into(), d(self.request_body_timeout));
+        t.insert("request_body_min_rate".into(), toml::Value::Integer(i64::from(self.request_body_min_rate)));
+        t.insert("max_buffered_body_mb".into(), toml::Value::Integer(i64::from(self.max_buffered_body_mb)));
         t.insert("store_cache_mb".into(), toml::Value::Integer(i64::from(self.store_cache_mb)));
         t.insert("audit_retention".into(), d(self.audit_retention));
         t.insert("audit_max_entries".into(), toml::Value::Integer(self.audit_max_entries.min(i64::MAX as u64) as i64));

@@ -10,7 +10,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::body::BodyWatch;
 use super::error::{ApiError, REQUEST_ID, from_status};
+use super::server::ReserveConnection;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
@@ -19,6 +21,10 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// relayed error page and no console header (CSP, frame options) is added to an app's answer.
 #[derive(Clone, Copy, Debug)]
 pub struct PassedThrough;
+/// A response extension: an HTTP/1 connection closes after this answer.
+#[derive(Clone, Copy, Debug)]
+struct CloseConnection;
+
 /// Total bytes of request headers accepted (a 1 MB `Authorization` header gets a clean 431).
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
@@ -43,6 +49,9 @@ pub async fn request_context(req: Request, next: Next) -> Response {
     let uri = req.uri().clone();
     let started = Instant::now();
     let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    let body_watch = req.extensions().get::<std::sync::Arc<BodyWatch>>().cloned();
+    let reserve = req.extensions().get::<ReserveConnection>().is_some();
+    let http1 = req.version() <= axum::http::Version::HTTP_11;
     let response = REQUEST_ID
         .scope(id.clone(), async move {
             if header_bytes > MAX_HEADER_BYTES {
@@ -53,7 +62,30 @@ pub async fn request_context(req: Request, next: Next) -> Response {
                 )
                 .into_response();
             }
+            if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
+                // Which one would a proxy in front have routed by? Refuse rather than guess.
+                return ApiError::bad_request("the request has more than one Host header").into_response();
+            }
+            if reserve && !matches!(req.uri().path(), "/healthz" | "/readyz") {
+                // One of the connections let in beyond max_connections for monitoring only.
+                let mut busy = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_busy",
+                    "every connection slot is taken; this one answers only /healthz and /readyz",
+                )
+                .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+                .into_response();
+                busy.extensions_mut().insert(CloseConnection);
+                return busy;
+            }
             let res = next.run(req).await;
+            if let Some(refusal) = body_watch.as_ref().and_then(|w| w.refusal()) {
+                // The body broke a rule (too slow, too late, over a budget): whatever the handler
+                // made of the cut body, this is the answer, and the connection does not carry on.
+                let mut refused = refusal.into_response();
+                refused.extensions_mut().insert(CloseConnection);
+                return refused;
+            }
             let is_json = res
                 .headers()
                 .get(header::CONTENT_TYPE)
@@ -73,6 +105,9 @@ pub async fn request_context(req: Request, next: Next) -> Response {
         })
         .await;
     let mut response = response;
+    if http1 && response.extensions().get::<CloseConnection>().is_some() {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, v);
     }

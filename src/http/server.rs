@@ -2,13 +2,22 @@
 //! hyper, each connection watched so a shutdown lets in-flight requests finish (up to
 //! `shutdown_grace`) before the process exits.
 //!
-//! Idle connections cost a file descriptor each, so they are bounded: a connection that sends no
-//! complete request head within `request_head_timeout` is closed (also one that never sends a byte),
-//! and at most `max_connections` are open at once — a new one over the cap closes the oldest
-//! connection with no request in flight (and is refused only if every one is busy).
+//! Connections cost a file descriptor and memory each, so they are bounded:
+//! - a connection that sends no complete request head within `request_head_timeout` is closed
+//!   (also one that never sends a byte); bodies have their own deadline and minimum rate
+//!   ([`super::body`]);
+//! - at most `max_connections` are open at once, and at most `max_connections_per_address` from
+//!   one client address (an IPv6 /64 counts as one; `trusted_proxies` are exempt): a new one over
+//!   either cap closes the oldest connection with no request in flight (of that address, for the
+//!   per-address cap) and is refused only if every one is busy;
+//! - beyond `max_connections`, [`HEALTH_RESERVE`] more connections are let in that answer only
+//!   `/healthz` and `/readyz` (503 `server_busy` otherwise), so monitoring still gets an answer
+//!   while every slot is taken;
+//! - an HTTP/2 connection carries at most [`H2_MAX_STREAMS`] streams at once, and its bodies share
+//!   one budget of buffered bytes.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,9 +29,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use ipnet::IpNet;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tower::ServiceExt;
+
+use super::body::{self, Budgets, ConnectionBudget, Mode};
+use super::client_addr::{self, ProxyTrust};
 
 /// Read buffer per connection: larger than [`super::middleware::MAX_HEADER_BYTES`] so oversized
 /// headers reach the middleware and get a JSON 431 instead of a dropped connection.
@@ -34,51 +47,238 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// HTTP/2: a ping every interval; no answer within the timeout closes the connection.
 const H2_KEEPALIVE: Duration = Duration::from_secs(30);
 
-/// One open connection: requests in flight, and how to ask it to close.
+/// HTTP/2: streams open at once on one connection (hyper's default is 200; each may hold a body).
+pub const H2_MAX_STREAMS: u32 = 64;
+/// HTTP/2: streams a client may open and reset before we accept them, and resets our errors
+/// may cause, before the connection is closed (rapid-reset floods).
+const H2_MAX_PENDING_RESETS: usize = 32;
+const H2_MAX_LOCAL_ERROR_RESETS: usize = 256;
+/// HTTP/2: flow-control windows, which bound what a client may send before we read it.
+const H2_STREAM_WINDOW: u32 = 256 * 1024;
+const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
+/// HTTP/2: the largest header block (HPACK-decoded) a request may send; CONTINUATION floods end
+/// at this size.
+const H2_MAX_HEADER_LIST: u32 = 128 * 1024;
+
+/// Connections let in beyond `max_connections` for `/healthz` and `/readyz` only.
+pub const HEALTH_RESERVE: usize = 16;
+
+/// A request extension: this connection is one of the [`HEALTH_RESERVE`]; it is answered only on
+/// the health paths.
+#[derive(Debug, Clone, Copy)]
+pub struct ReserveConnection;
+
+/// One open connection: requests in flight, and how to ask it to close. A connection handed over
+/// by an upgrade (a relayed WebSocket) is `held` by its tunnel: it stays counted, and busy, until
+/// the tunnel ends, though hyper is done with it.
 #[derive(Default)]
 struct Slot {
     in_flight: AtomicUsize,
+    held: AtomicUsize,
+    ended: std::sync::atomic::AtomicBool,
     close: Notify,
 }
 
-/// Open connections by age (a counter, oldest first).
+/// One open connection in the table: its slot, the address it counts against (none when exempt)
+/// and whether it is one of the health reserve.
+struct Open {
+    slot: Arc<Slot>,
+    address: Option<IpAddr>,
+    reserve: bool,
+}
+
+/// Open connections by age (a counter, oldest first), and how many each address holds.
 #[derive(Default)]
 struct Connections {
     next: u64,
-    open: BTreeMap<u64, Arc<Slot>>,
+    open: BTreeMap<u64, Open>,
+    regular: usize,
+    reserve: usize,
+    per_address: HashMap<IpAddr, usize>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The key a client address counts under: IPv4 as is, IPv6 by its /64 (one host's share of a
+/// network; a client picks any address in it).
+fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// Caps of [`Connections::admit`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    total: usize,
+    per_address: usize,
+    reserve: usize,
+}
+
 impl Connections {
-    /// Makes room for one more under `cap` by closing the oldest idle connection; `None` when
-    /// every open connection is busy (the new one is refused).
-    fn admit(&mut self, cap: usize) -> Option<(u64, Arc<Slot>)> {
-        while self.open.len() >= cap {
-            let oldest_idle =
-                self.open.iter().find(|(_, s)| s.in_flight.load(Ordering::Acquire) == 0).map(|(id, _)| *id)?;
-            if let Some(slot) = self.open.remove(&oldest_idle) {
-                slot.close.notify_one();
+    fn is_idle(open: &Open) -> bool {
+        open.slot.in_flight.load(Ordering::Acquire) == 0 && open.slot.held.load(Ordering::Acquire) == 0
+    }
+
+    /// Closes the oldest idle connection that `pick` accepts; false when there is none.
+    fn close_oldest_idle(&mut self, pick: impl Fn(&Open) -> bool) -> bool {
+        let Some(id) = self.open.iter().find(|(_, o)| pick(o) && Self::is_idle(o)).map(|(id, _)| *id) else {
+            return false;
+        };
+        self.remove(id);
+        true
+    }
+
+    fn remove(&mut self, id: u64) {
+        let Some(o) = self.open.remove(&id) else { return };
+        o.slot.close.notify_one();
+        if o.reserve {
+            self.reserve -= 1;
+        } else {
+            self.regular -= 1;
+        }
+        if let Some(a) = o.address
+            && let Some(n) = self.per_address.get_mut(&a)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.per_address.remove(&a);
+            }
+        }
+    }
+
+    /// Makes room for one more connection from `address` (`None`: exempt from the per-address
+    /// cap) by closing the oldest idle one; `None` when it must be refused. The answer says
+    /// whether the connection is one of the health reserve.
+    fn admit(&mut self, address: Option<IpAddr>, caps: Caps) -> Option<(u64, Arc<Slot>, bool)> {
+        if let Some(a) = address {
+            while self.per_address.get(&a).copied().unwrap_or(0) >= caps.per_address {
+                if !self.close_oldest_idle(|o| o.address == Some(a)) {
+                    return None;
+                }
+            }
+        }
+        let mut reserve = false;
+        while self.regular >= caps.total {
+            if !self.close_oldest_idle(|o| !o.reserve) {
+                // Every regular connection is busy: the health reserve, oldest idle one first.
+                while self.reserve >= caps.reserve {
+                    if !self.close_oldest_idle(|o| o.reserve) {
+                        return None;
+                    }
+                }
+                reserve = true;
+                break;
             }
         }
         let id = self.next;
         self.next += 1;
         let slot = Arc::new(Slot::default());
-        self.open.insert(id, slot.clone());
-        Some((id, slot))
+        self.open.insert(id, Open { slot: slot.clone(), address, reserve });
+        if reserve {
+            self.reserve += 1;
+        } else {
+            self.regular += 1;
+        }
+        if let Some(a) = address {
+            *self.per_address.entry(a).or_insert(0) += 1;
+        }
+        Some((id, slot, reserve))
+    }
+}
+
+/// A request extension: the connection the request came on, for a handler that takes it over
+/// (the relay's WebSocket tunnels, see [`ConnectionTicket::tunnel`]).
+#[derive(Clone)]
+pub struct ConnectionTicket {
+    table: Arc<Mutex<Connections>>,
+    id: u64,
+    slot: Arc<Slot>,
+    address: Option<IpAddr>,
+    caps: Caps,
+}
+
+/// Why a tunnel was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoom;
+
+impl ConnectionTicket {
+    /// Keeps this connection counted against `max_connections` and its address's cap while a
+    /// tunnel uses it after the upgrade, and counts the tunnel's second descriptor (the upstream
+    /// connection) as one more connection of the same address. `Err` when there is no room for it.
+    pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
+        let mut table = lock(&self.table);
+        let (upstream, _, reserve) = table.admit(self.address, self.caps).ok_or(NoRoom)?;
+        if reserve {
+            table.remove(upstream);
+            return Err(NoRoom);
+        }
+        if let Some(o) = table.open.get(&upstream) {
+            // Busy for as long as it lives: never closed as idle.
+            o.slot.held.fetch_add(1, Ordering::AcqRel);
+        }
+        self.slot.held.fetch_add(1, Ordering::AcqRel);
+        Ok(Tunnel { ticket: self.clone(), upstream })
+    }
+}
+
+/// A relayed tunnel's place in the connection table; given back when dropped.
+pub struct Tunnel {
+    ticket: ConnectionTicket,
+    upstream: u64,
+}
+
+impl Drop for Tunnel {
+    fn drop(&mut self) {
+        let mut table = lock(&self.ticket.table);
+        table.remove(self.upstream);
+        let slot = &self.ticket.slot;
+        if slot.held.fetch_sub(1, Ordering::AcqRel) == 1 && slot.ended.load(Ordering::Acquire) {
+            table.remove(self.ticket.id);
+        }
     }
 }
 
 /// Limits of the accept loop.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Connections open at once (`max_connections`, further capped below the fd limit).
     pub max_connections: usize,
+    /// `max_connections_per_address`.
+    pub max_connections_per_address: usize,
     /// `request_head_timeout`.
     pub head_timeout: Duration,
     pub grace: Duration,
+    /// How the client address of a request is found (`trusted_proxy_hops`, `trusted_proxies`);
+    /// the trusted proxies' own connections are exempt from the per-address cap.
+    pub proxy_hops: u32,
+    pub trusted_proxies: Arc<[IpNet]>,
+    /// The process's body budgets, shared by every listener.
+    pub bodies: Arc<Budgets>,
+}
+
+impl Limits {
+    pub fn from_config(config: &crate::config::Config, fd_limit: Option<u64>, bodies: Arc<Budgets>) -> Self {
+        let max_connections = connection_cap(config.max_connections, fd_limit);
+        Self {
+            max_connections,
+            max_connections_per_address: (config.max_connections_per_address as usize).clamp(1, max_connections),
+            head_timeout: config.request_head_timeout,
+            grace: config.shutdown_grace,
+            proxy_hops: config.trusted_proxy_hops,
+            trusted_proxies: config.trusted_proxies.clone().into(),
+            bodies,
+        }
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains connections. With `tls`,
@@ -91,7 +291,11 @@ pub async fn serve(
     limits: Limits,
 ) {
     let (grace, head_timeout) = (limits.grace, limits.head_timeout);
-    let cap = limits.max_connections.max(1);
+    let caps = Caps {
+        total: limits.max_connections.max(1),
+        per_address: limits.max_connections_per_address.max(1),
+        reserve: HEALTH_RESERVE,
+    };
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().max_buf_size(MAX_BUF).timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(head_timeout);
@@ -99,7 +303,13 @@ pub async fn serve(
         .http2()
         .timer(hyper_util::rt::TokioTimer::new())
         .keep_alive_interval(H2_KEEPALIVE)
-        .keep_alive_timeout(head_timeout);
+        .keep_alive_timeout(head_timeout)
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESETS)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .max_header_list_size(H2_MAX_HEADER_LIST);
     let graceful = GracefulShutdown::new();
     let connections = Arc::new(Mutex::new(Connections::default()));
     tokio::pin!(shutdown);
@@ -116,19 +326,45 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some((conn_id, slot)) = lock(&connections).admit(cap) else {
-            tracing::debug!(%peer, cap, "connection refused: every open connection is busy");
+        let peer_ip = address_key(peer.ip());
+        let exempt = limits.trusted_proxies.iter().any(|net| net.contains(&peer.ip()));
+        let Some((conn_id, slot, reserve)) = lock(&connections).admit((!exempt).then_some(peer_ip), caps) else {
+            tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
             continue;
         };
         let _ = stream.set_nodelay(true);
         let counted = slot.clone();
         let router = router.clone();
-        let svc = tower::service_fn(move |mut req: axum::http::Request<Incoming>| {
-            req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
+        let budgets = limits.bodies.clone();
+        let connection_budget = Arc::new(ConnectionBudget::default());
+        let trusted = limits.trusted_proxies.clone();
+        let hops = limits.proxy_hops;
+        let ticket = ConnectionTicket {
+            table: connections.clone(),
+            id: conn_id,
+            slot: slot.clone(),
+            address: (!exempt).then_some(peer_ip),
+            caps,
+        };
+        let svc = tower::service_fn(move |req: axum::http::Request<Incoming>| {
+            let (mut parts, incoming) = req.into_parts();
+            parts.extensions.insert(ConnectInfo::<SocketAddr>(peer));
+            parts.extensions.insert(ticket.clone());
+            let mode = if parts.uri.path().starts_with("/proxy/") { Mode::Streamed } else { Mode::Buffered };
+            let client = client_addr::resolve(ProxyTrust { hops, trusted: &trusted }, peer.ip(), &parts.headers);
+            let (watched_body, watched) =
+                body::watch(incoming, mode, address_key(client), &budgets, &connection_budget);
+            parts.extensions.insert(watched.watch.clone());
+            if reserve {
+                parts.extensions.insert(ReserveConnection);
+            }
+            let req = axum::http::Request::from_parts(parts, axum::body::Body::new(watched_body));
             let in_flight = InFlight::enter(&counted);
             let call = router.clone().oneshot(req);
             async move {
                 let res = call.await;
+                // The request has been answered: its buffered bytes go back to the budgets.
+                drop(watched.charge);
                 drop(in_flight);
                 res
             }
@@ -176,10 +412,15 @@ pub async fn serve(
             };
             tokio::select! {
                 () = served => {}
-                // Closed to make room under the cap: it was idle, so dropping it loses nothing.
+                // Closed to make room under a cap: it was idle, so dropping it loses nothing.
                 () = slot.close.notified() => tracing::debug!(%peer, "idle connection closed to make room"),
             }
-            lock(&connections).open.remove(&conn_id);
+            let mut table = lock(&connections);
+            // A tunnel still using the connection removes it when it ends.
+            slot.ended.store(true, Ordering::Release);
+            if slot.held.load(Ordering::Acquire) == 0 {
+                table.remove(conn_id);
+            }
         });
     }
     drop(listener);
@@ -239,19 +480,93 @@ pub fn connection_cap(max_connections: u32, fd_limit: Option<u64>) -> usize {
 mod tests {
     use super::*;
 
+    const CAPS: Caps = Caps { total: 2, per_address: 100, reserve: 1 };
+
+    fn ip(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([10, 0, 0, last]))
+    }
+
     #[test]
     fn the_oldest_idle_connection_makes_room() {
         let mut c = Connections::default();
-        let (_, a) = c.admit(2).unwrap();
-        let (_, b) = c.admit(2).unwrap();
+        let (_, a, _) = c.admit(ip(1), CAPS).unwrap();
+        let (_, b, _) = c.admit(ip(1), CAPS).unwrap();
         let _busy = InFlight::enter(&a);
         // a is busy, b is idle: b goes.
-        let (_, _c3) = c.admit(2).unwrap();
+        let (_, c3, reserve) = c.admit(ip(2), CAPS).unwrap();
+        assert!(!reserve);
         assert_eq!(c.open.len(), 2);
         assert!(Arc::strong_count(&b) == 1, "b was dropped from the table");
-        // Everyone busy: refused.
-        let _busy2 = InFlight::enter(&_c3);
-        assert!(c.admit(2).is_none());
+        // Everyone busy: one more is let in as the health reserve, then refused.
+        let _busy2 = InFlight::enter(&c3);
+        let (_, r, reserve) = c.admit(ip(3), CAPS).unwrap();
+        assert!(reserve, "beyond the cap: the health reserve");
+        let _busy3 = InFlight::enter(&r);
+        assert!(c.admit(ip(4), CAPS).is_none());
+        assert_eq!((c.regular, c.reserve), (2, 1));
+    }
+
+    #[test]
+    fn an_idle_reserve_connection_makes_room_for_the_next_health_check() {
+        let mut c = Connections::default();
+        let held: Vec<_> = (0..2).map(|i| c.admit(ip(i), CAPS).unwrap()).collect();
+        let _busy: Vec<_> = held.iter().map(|(_, s, _)| InFlight::enter(s)).collect();
+        let (_, first, reserve) = c.admit(ip(9), CAPS).unwrap();
+        assert!(reserve);
+        let (_, _, reserve) = c.admit(ip(9), CAPS).unwrap();
+        assert!(reserve);
+        assert_eq!(Arc::strong_count(&first), 1, "the idle reserve connection was closed");
+    }
+
+    #[test]
+    fn one_address_holds_at_most_its_share() {
+        let caps = Caps { total: 10, per_address: 3, reserve: 2 };
+        let mut c = Connections::default();
+        let mine: Vec<_> = (0..3).map(|_| c.admit(ip(1), caps).unwrap()).collect();
+        // Its fourth closes its own oldest idle connection, not another address's.
+        let (_, other, _) = c.admit(ip(2), caps).unwrap();
+        let (_, _fourth, _) = c.admit(ip(1), caps).unwrap();
+        assert_eq!(Arc::strong_count(&mine[0].1), 1);
+        assert_eq!(Arc::strong_count(&other), 2, "another address's connection stays");
+        assert_eq!(c.per_address[&ip(1).unwrap()], 3);
+        // All of its connections busy: refused, though the server has room.
+        let slots: Vec<_> = c.open.values().filter(|o| o.address == ip(1)).map(|o| o.slot.clone()).collect();
+        let _busy: Vec<_> = slots.iter().map(InFlight::enter).collect();
+        assert!(c.admit(ip(1), caps).is_none());
+        assert!(c.admit(ip(3), caps).is_some());
+        // Exempt (a trusted proxy): not counted per address.
+        for _ in 0..5 {
+            c.admit(None, caps).unwrap();
+        }
+        // IPv6: a /64 is one address.
+        assert_eq!(
+            address_key("2001:db8:1:2::5".parse().unwrap()),
+            address_key("2001:db8:1:2:ffff::1".parse().unwrap())
+        );
+        assert_ne!(address_key("2001:db8:1:2::5".parse().unwrap()), address_key("2001:db8:1:3::5".parse().unwrap()));
+        assert_eq!(address_key("::ffff:10.0.0.1".parse().unwrap()), ip(1).unwrap());
+    }
+
+    #[test]
+    fn a_tunnel_keeps_its_connection_counted_and_counts_its_upstream() {
+        let caps = Caps { total: 4, per_address: 3, reserve: 1 };
+        let table = Arc::new(Mutex::new(Connections::default()));
+        let (id, slot, _) = lock(&table).admit(ip(1), caps).unwrap();
+        let ticket = ConnectionTicket { table: table.clone(), id, slot: slot.clone(), address: ip(1), caps };
+        let t1 = ticket.tunnel().unwrap();
+        let t2 = ticket.tunnel().unwrap();
+        assert_eq!(lock(&table).per_address[&ip(1).unwrap()], 3);
+        // The address is full of busy connections (tunnels are never idle): no third tunnel.
+        assert_eq!(ticket.tunnel().err(), Some(NoRoom));
+        assert!(lock(&table).admit(ip(1), caps).is_none());
+        // hyper is done with the connection after the upgrade: it stays counted while tunnels use it.
+        slot.ended.store(true, Ordering::Release);
+        drop(t1);
+        assert_eq!(lock(&table).open.len(), 2);
+        drop(t2);
+        assert_eq!(lock(&table).open.len(), 0, "the last tunnel gave the connection back");
+        let t = lock(&table);
+        assert_eq!((t.regular, t.per_address.len()), (0, 0));
     }
 
     #[test]

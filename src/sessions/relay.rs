@@ -30,6 +30,7 @@ use crate::App;
 use crate::auth::cookies::{CONSOLE_COOKIE, CSRF_COOKIE};
 use crate::http::error::ApiError;
 use crate::http::middleware::PassedThrough;
+use crate::http::server::ConnectionTicket;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time for the ingress to answer with its response head (bodies and WebSockets may last).
@@ -78,9 +79,59 @@ fn is_client_forbidden(name: &str) -> bool {
         || name.starts_with("x-auth-request-")
 }
 
-/// Drops an app's `Set-Cookie` for the console's cookies, and for `gshare_session` unless it is
-/// scoped to this session's own path (the one verify sets, passed back by the ingress).
-fn filter_set_cookies(h: &mut HeaderMap, cr: &str) {
+/// Whether a cookie name is one of this server's, in any of its forms (`gshare_…`, with a
+/// `__Host-` or `__Secure-` prefix, in any case: an app must not set, shadow or confuse them).
+fn is_our_cookie_name(name: &str) -> bool {
+    let lower = name.trim().to_ascii_lowercase();
+    let bare = lower.strip_prefix("__host-").or_else(|| lower.strip_prefix("__secure-")).unwrap_or(&lower);
+    bare.starts_with("gshare_") || bare.starts_with("gshare-")
+}
+
+/// One `Set-Cookie` of a relayed answer, read as a browser reads it (RFC 6265bis §5.6): the pair
+/// before the first `;` (no `=`: a nameless cookie whose value is all of it), then attributes whose
+/// names are matched without regard to case, the last `Path` counting. Cookies named like ours are
+/// dropped, but for this session's own `gshare_session` (the one verify sets, passed back by the
+/// ingress): scoped to `own_path` and verified by `keep_session`. `Domain` is removed from every
+/// cookie kept, so an app never sets a cookie for the console's host or its siblings.
+fn filter_set_cookie(text: &str, own_path: &str, keep_session: &dyn Fn(&str) -> bool) -> Option<String> {
+    let mut parts = text.split(';');
+    let pair = parts.next()?.trim();
+    let (name, value) = match pair.split_once('=') {
+        Some((n, v)) => (n.trim(), v.trim()),
+        None => ("", pair),
+    };
+    let mut path = None;
+    let mut attributes = Vec::new();
+    for a in parts {
+        let a = a.trim();
+        if a.is_empty() {
+            continue;
+        }
+        let key = a.split_once('=').map_or(a, |(k, _)| k).trim();
+        if key.eq_ignore_ascii_case("domain") {
+            continue;
+        }
+        if key.eq_ignore_ascii_case("path") {
+            path = a.split_once('=').map(|(_, v)| v.trim());
+        }
+        attributes.push(a);
+    }
+    if is_our_cookie_name(name) || (name.is_empty() && is_our_cookie_name(value.split('=').next().unwrap_or(""))) {
+        let ours = name == super::connect::COOKIE && path == Some(own_path) && keep_session(value);
+        if !ours {
+            return None;
+        }
+    }
+    let mut out = pair.to_string();
+    for a in attributes {
+        out.push_str("; ");
+        out.push_str(a);
+    }
+    Some(out)
+}
+
+/// [`filter_set_cookie`] over every `Set-Cookie` of an answer (those that are not text go).
+fn filter_set_cookies(h: &mut HeaderMap, cr: &str, keep_session: &dyn Fn(&str) -> bool) {
     if !h.contains_key(header::SET_COOKIE) {
         return;
     }
@@ -88,22 +139,9 @@ fn filter_set_cookies(h: &mut HeaderMap, cr: &str) {
     let kept: Vec<HeaderValue> = h
         .get_all(header::SET_COOKIE)
         .iter()
-        .filter(|v| {
-            let Ok(text) = v.to_str() else { return false };
-            let mut parts = text.split(';').map(str::trim);
-            let name = parts.next().and_then(|c| c.split_once('=')).map_or("", |(n, _)| n.trim());
-            if name == CONSOLE_COOKIE || name == CSRF_COOKIE {
-                return false;
-            }
-            if name == super::connect::COOKIE {
-                return parts.any(|a| {
-                    a.split_once('=')
-                        .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("path") && v.trim() == own_path)
-                });
-            }
-            true
-        })
-        .cloned()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|text| filter_set_cookie(text, &own_path, keep_session))
+        .filter_map(|text| HeaderValue::from_str(&text).ok())
         .collect();
     h.remove(header::SET_COOKIE);
     for v in kept {
@@ -232,6 +270,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     let client_version = req.version();
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let ticket = req.extensions().get::<ConnectionTicket>().cloned();
     let peer = req
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
@@ -244,6 +283,11 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     // Only this session's cookie goes on (verify needs it); other sessions' stay with the browser.
     let keep_session = |c: &str| app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
     let mut headers = forward_headers(&parts.headers, upgrade, &keep_session);
+    // A browser with this session's cookie is its user: its body (an upload to the app) is not
+    // counted among the bodies read before a credential check (`http::body`).
+    if crate::auth::cookies::cookie(&parts.headers, super::connect::COOKIE).is_some_and(keep_session) {
+        crate::http::body::mark_authenticated(&parts.extensions);
+    }
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
     let host = session.domain.as_deref().unwrap_or(&target);
     let Ok(host) = HeaderValue::from_str(host) else {
@@ -278,20 +322,41 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     *out.headers_mut() = headers;
 
     if !upgrade {
-        let resp = match tokio::time::timeout(HEAD_TIMEOUT, app.sessions.relay.0.request(out)).await {
+        let resp = match tokio::time::timeout(HEAD_TIMEOUT, app.sessions.relay.client.request(out)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return unreachable(&target, &error_chain(&e)),
             Err(_) => return unreachable(&target, "no response within 60 s"),
         };
         let (mut parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        filter_set_cookies(&mut parts.headers, &routed.cr);
+        filter_set_cookies(&mut parts.headers, &routed.cr, &keep_session);
         parts.version = client_version;
         parts.extensions.insert(PassedThrough);
         return Response::from_parts(parts, Body::new(incoming));
     }
 
-    // An upgrade gets a connection of its own, handed over to the two ends after the 101.
+    // An upgrade gets a connection of its own, handed over to the two ends after the 101. It keeps
+    // the client's connection counted under `max_connections` and its address's cap, counts the
+    // upstream one too, and is bounded per session.
+    let Some(session_tunnel) = app.sessions.relay.enter_tunnel(&session.session_id) else {
+        return relay_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_tunnels",
+            format!("session {} has {MAX_TUNNELS_PER_SESSION} WebSockets open; close some first", session.session_id),
+        );
+    };
+    let tunnel = match ticket.as_ref().map(ConnectionTicket::tunnel) {
+        Some(Ok(t)) => Some(t),
+        Some(Err(_)) => {
+            return relay_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_busy",
+                "every connection slot is taken; the WebSocket was not opened".into(),
+            );
+        }
+        // Only in router tests without a socket.
+        None => None,
+    };
     let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&target)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return unreachable(&target, &e.to_string()),
@@ -325,7 +390,9 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         };
         let upstream_upgrade = hyper::upgrade::on(&mut resp);
         let sid = session.session_id.clone();
+        // The counts move into the tunnel's task and end with it.
         tokio::spawn(async move {
+            let _counted = (tunnel, session_tunnel);
             match tokio::try_join!(client_upgrade, upstream_upgrade) {
                 Ok((client, upstream)) => {
                     let (mut a, mut b) = (TokioIo::new(client), TokioIo::new(upstream));
@@ -340,7 +407,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         parts.version = client_version;
         let mut r = Response::from_parts(parts, Body::empty());
         keep_upgrade_headers(r.headers_mut());
-        filter_set_cookies(r.headers_mut(), &routed.cr);
+        filter_set_cookies(r.headers_mut(), &routed.cr, &keep_session);
         r.extensions_mut().insert(PassedThrough);
         return r;
     }
@@ -375,7 +442,46 @@ fn request_host(req: &Request) -> Option<String> {
 }
 
 /// The pooled HTTP/1 client plain relayed requests use (keep-alive to each ingress).
-pub struct RelayClient(pub Client<HttpConnector, Body>);
+pub struct RelayClient {
+    client: Client<HttpConnector, Body>,
+    /// Relayed WebSockets open now, by session id.
+    tunnels: Arc<TunnelCounts>,
+}
+
+type TunnelCounts = std::sync::Mutex<std::collections::HashMap<String, usize>>;
+
+/// Relayed WebSockets one session may hold open at once (a JupyterLab tab uses a few).
+pub const MAX_TUNNELS_PER_SESSION: usize = 64;
+
+/// One session's relayed WebSocket, counted while it lives.
+struct SessionTunnel {
+    counts: Arc<TunnelCounts>,
+    session_id: String,
+}
+
+impl RelayClient {
+    fn enter_tunnel(&self, session_id: &str) -> Option<SessionTunnel> {
+        let mut map = self.tunnels.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(session_id.to_string()).or_insert(0);
+        if *n >= MAX_TUNNELS_PER_SESSION {
+            return None;
+        }
+        *n += 1;
+        Some(SessionTunnel { counts: self.tunnels.clone(), session_id: session_id.to_string() })
+    }
+}
+
+impl Drop for SessionTunnel {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.session_id) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.session_id);
+            }
+        }
+    }
+}
 
 impl RelayClient {
     pub fn new() -> Self {
@@ -386,7 +492,7 @@ impl RelayClient {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(64)
             .build(connector);
-        Self(client)
+        Self { client, tunnels: Default::default() }
     }
 }
 
@@ -484,16 +590,34 @@ mod tests {
         for v in [
             "gshare_console=x; Path=/",
             "gshare_csrf=x; Path=/",
+            "__Host-gshare_console=x; Path=/; Secure",
+            "GSHARE_CONSOLE=x",
             "gshare_session=x; Path=/",
             "gshare_session=x; Path=/proxy/ses-2/",
-            "gshare_session=ok; Path=/proxy/ses-1/; HttpOnly",
-            "_xsrf=lab; Path=/proxy/ses-1/lab",
+            // Browsers apply the last Path: this one is for the whole host.
+            "gshare_session=ok; Path=/proxy/ses-1/; Path=/",
+            // A value this session's verify did not sign.
+            "gshare_session=forged; Path=/proxy/ses-1/",
+            // A nameless cookie whose value reads as ours.
+            "gshare_session",
+            " gshare_session = ok ; path=/proxy/ses-1/; HttpOnly",
+            "gshare_session=ok; Path=/proxy/ses-1/; Domain=lab.example; HttpOnly",
+            "_xsrf=lab; Path=/proxy/ses-1/lab; domain=.lab.example",
+            "theme=dark",
         ] {
             r.append(header::SET_COOKIE, HeaderValue::from_static(v));
         }
-        filter_set_cookies(&mut r, "ses-1");
+        filter_set_cookies(&mut r, "ses-1", &|v| v == "ok");
         let kept: Vec<_> = r.get_all(header::SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_string()).collect();
-        assert_eq!(kept, ["gshare_session=ok; Path=/proxy/ses-1/; HttpOnly", "_xsrf=lab; Path=/proxy/ses-1/lab"]);
+        assert_eq!(
+            kept,
+            [
+                "gshare_session = ok; path=/proxy/ses-1/; HttpOnly",
+                "gshare_session=ok; Path=/proxy/ses-1/; HttpOnly",
+                "_xsrf=lab; Path=/proxy/ses-1/lab",
+                "theme=dark",
+            ]
+        );
     }
 
     #[test]

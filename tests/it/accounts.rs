@@ -150,6 +150,25 @@ async fn admins_are_added_and_removed_while_serving() {
     let res = post(json!({"username": "carol", "password": "carol's first passphrase"})).await;
     assert_eq!(res.status(), 201);
     expect_error(post(json!({"username": "carol", "password": "another passphrase"})).await, 409, "conflict").await;
+    // Names are unique without regard to case (issue 32 item 13); the answer names the one taken.
+    let taken =
+        expect_error(post(json!({"username": "Carol", "password": "another passphrase"})).await, 409, "conflict").await;
+    assert_eq!(taken["error"]["details"]["username"], "carol", "{taken}");
+    // Blank and trivially weak passwords are refused, each saying why.
+    for weak in [
+        " ".repeat(12),
+        "\u{0}".repeat(12),
+        "z".repeat(40),
+        "abcdefghijklmnop".to_string(),
+        "1212121212121212".to_string(),
+    ] {
+        let body =
+            expect_error(post(json!({"username": "dave", "password": weak})).await, 422, "validation_failed").await;
+        let errs = field_errors(&body);
+        assert_eq!(errs.len(), 1, "{body}");
+        assert_eq!(errs[0].0, "password", "{body}");
+        assert!(errs[0].1.contains("too easy to guess"), "{body}");
+    }
     let list: Value = call(&s, reqwest::Method::GET, "/api/v1/admins", &token, None).await.json().await.unwrap();
     let names: Vec<&str> = list["data"].as_array().unwrap().iter().map(|a| a["username"].as_str().unwrap()).collect();
     assert_eq!(names, ["admin", "carol"]);

@@ -1520,3 +1520,107 @@ async fn a_state_file_without_the_list_indexes_gets_them_on_open() {
     assert_lists_agree(&s, &["owner=u1", "cluster_id=clu_b", "phase=terminated", "owner=u2&live=true"], 4).await;
     s.stop().await;
 }
+
+/// Opens a relayed WebSocket to `name` on a fresh connection from 127.0.0.`from`: the answer's
+/// status line (empty when the server closed the connection unanswered), and the connection.
+async fn relayed_upgrade(s: &TestServer, name: &str, from: u8) -> (String, tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(std::net::SocketAddr::from(([127, 0, 0, from], 0))).unwrap();
+    let mut ws = sock.connect(s.app_addr()).await.unwrap();
+    let hello = format!(
+        "GET /proxy/{name}/terminal/ws HTTP/1.1\r\nHost: sessions.lab.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    if ws.write_all(hello.as_bytes()).await.is_err() {
+        return (String::new(), ws);
+    }
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        match ws.read(&mut b).await {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    (head.lines().next().unwrap_or("").to_string(), ws)
+}
+
+/// Issue 32 item 3: relayed WebSockets stay counted under `max_connections` and the per-address cap
+/// after the upgrade (with their upstream descriptor), and one session holds at most 64.
+#[tokio::test]
+async fn relayed_websockets_are_counted_against_the_connection_caps() {
+    let s = TestServer::start_with(&[
+        ("GSHARE_SESSION_DOMAIN", "sessions.lab.test"),
+        ("GSHARE_SESSION_URL_SCHEME", "http"),
+        ("GSHARE_MAX_CONNECTIONS", "16"),
+    ])
+    .await;
+    let c = cluster("gpu-w").await;
+    let cid = register(&s, "gpu-w", &c).await;
+    let off = offering(&s, "slice").await;
+    let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
+    let name = v["cr_name"].as_str().unwrap().to_string();
+    report(&s, &operator(&s, &cid), &name, json!({"phase": "Running", "ts": ts(&s)})).await;
+    let (ingress, _task) = fake_ingress().await;
+    let cluster_path = format!("/api/v1/clusters/{cid}");
+    call(&s, reqwest::Method::PATCH, &cluster_path, Some(json!({"session_ingress": ingress.to_string()}))).await;
+
+    // Each tunnel holds two of the 16 places (its connection and the upstream one): eight open.
+    let mut open = Vec::new();
+    let mut refused = 0;
+    for _ in 0..12 {
+        let (status, ws) = relayed_upgrade(&s, &name, 30).await;
+        if status.starts_with("HTTP/1.1 101") {
+            open.push(ws);
+        } else {
+            assert!(status.is_empty() || status.starts_with("HTTP/1.1 503"), "{status}");
+            refused += 1;
+        }
+    }
+    assert_eq!((open.len(), refused), (8, 4));
+    // Another address is still answered on the health paths (the reserve), and the API refuses
+    // politely rather than hanging.
+    assert_eq!(s.get("/readyz").await.status(), 200);
+    // A closed tunnel gives its places back (once the server has seen it close).
+    drop(open.pop());
+    let mut reopened = false;
+    for _ in 0..200 {
+        let (status, ws) = relayed_upgrade(&s, &name, 30).await;
+        if status.starts_with("HTTP/1.1 101") {
+            open.push(ws);
+            reopened = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(reopened, "the places of a closed tunnel came back");
+    drop(open);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn one_session_holds_at_most_64_relayed_websockets() {
+    let s = server().await;
+    let c = cluster("gpu-x").await;
+    let cid = register(&s, "gpu-x", &c).await;
+    let off = offering(&s, "slice").await;
+    let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
+    let name = v["cr_name"].as_str().unwrap().to_string();
+    report(&s, &operator(&s, &cid), &name, json!({"phase": "Running", "ts": ts(&s)})).await;
+    let (ingress, _task) = fake_ingress().await;
+    let cluster_path = format!("/api/v1/clusters/{cid}");
+    call(&s, reqwest::Method::PATCH, &cluster_path, Some(json!({"session_ingress": ingress.to_string()}))).await;
+    let mut open = Vec::new();
+    for i in 0..64u8 {
+        let (status, ws) = relayed_upgrade(&s, &name, 40 + i % 8).await;
+        assert!(status.starts_with("HTTP/1.1 101"), "tunnel {i}: {status}");
+        open.push(ws);
+    }
+    let (status, mut ws) = relayed_upgrade(&s, &name, 50).await;
+    assert!(status.starts_with("HTTP/1.1 429"), "{status}");
+    let mut rest = String::new();
+    let _ = tokio::io::AsyncReadExt::read_to_string(&mut ws, &mut rest).await;
+    drop(open);
+    s.stop().await;
+}

@@ -209,12 +209,20 @@ async fn empty_and_huge_credentials_are_422() {
         .await
         .unwrap();
     expect_error(res, 422, "validation_failed").await;
-    let res = s.client.post(s.url("/api/v1/auth/login")).body("{nope").send().await.unwrap();
+    let res = s
+        .client
+        .post(s.url("/api/v1/auth/login"))
+        .header("content-type", "application/json")
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
     expect_error(res, 400, "invalid_json").await;
     // Over the 1 MiB body limit.
     let res = try_login(&s, "admin", &"y".repeat(2 << 20), None).await;
     expect_error(res, 413, "payload_too_large").await;
-    // None of that counted against the address: the right password still works.
+    // The 422s count against the address like wrong passwords (see
+    // `bad_shape_logins_are_throttled_and_coalesced`), but four stay under its limit.
     login(&s, None).await;
     s.stop().await;
 }
@@ -539,4 +547,91 @@ fn account_cli_works_offline_and_says_so_while_a_server_runs() {
         assert_eq!(res.status(), 200);
         server.stop().await;
     });
+}
+
+/// Issue 32 item 2: logins of the wrong shape (422) cost the address like wrong passwords and are
+/// written once per address and window, so a flood of them neither passes the throttle nor grows
+/// the audit log.
+#[tokio::test]
+async fn bad_shape_logins_are_throttled_and_coalesced() {
+    let s = TestServer::start_with(&[("GSHARE_LOGIN_MAX_FAILURES", "5")]).await;
+    let long = "u".repeat(65);
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    for i in 0..300 {
+        let (user, pass) = match i % 3 {
+            0 => ("", "pw"),
+            1 => (long.as_str(), "pw"),
+            _ => ("admin", ""),
+        };
+        *statuses.entry(try_login(&s, user, pass, None).await.status().as_u16()).or_default() += 1;
+    }
+    assert_eq!(statuses, [(422, 5), (429, 295)].into_iter().collect());
+    // The address is throttled for the right password too; another address is not.
+    let res = try_login(&s, "admin", &initial_password(&s), None).await;
+    expect_error(res, 429, "rate_limited").await;
+    let app = s.app();
+    app.audit.flush().await;
+    let (recs, total) = app.store.read(|t| gshare::audit::list(t, &Default::default(), 1, 500)).await.unwrap();
+    let reasons: Vec<String> =
+        recs.iter().map(|r| r.entry.details["reason"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(total, 2, "the window's first of each kind, the rest counted: {reasons:?}");
+    assert!(reasons.contains(&"invalid_input".to_string()) && reasons.contains(&"throttled_client_addr".to_string()));
+    s.stop().await;
+}
+
+/// Issue 32 item 12: sign-in takes JSON only, and not from another site's page.
+#[tokio::test]
+async fn login_is_json_only_and_same_origin() {
+    let s = TestServer::start().await;
+    let body = json!({"username":"admin","password":initial_password(&s)}).to_string();
+    for ct in [None, Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data")] {
+        let mut req = s.client.post(s.url("/api/v1/auth/login")).body(body.clone());
+        if let Some(ct) = ct {
+            req = req.header("content-type", ct);
+        }
+        let err = expect_error(req.send().await.unwrap(), 415, "unsupported_media_type").await;
+        assert!(err["error"]["message"].as_str().unwrap().contains("application/json"), "{err}");
+    }
+    let post = |origin: Option<&str>, site: Option<&str>| {
+        let mut req =
+            s.client.post(s.url("/api/v1/auth/login")).header("content-type", "application/json; charset=utf-8");
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        if let Some(site) = site {
+            req = req.header("sec-fetch-site", site);
+        }
+        req.body(body.clone()).send()
+    };
+    for (origin, site) in [
+        (Some("https://evil.example"), None),
+        (Some("null"), None),
+        (None, Some("cross-site")),
+        (None, Some("same-site")),
+        (Some(s.base.as_str()), Some("cross-site")),
+    ] {
+        expect_error(post(origin, site).await.unwrap(), 403, "cross_origin").await;
+    }
+    // The console's own page (same origin), a typed request, and a client that is no browser.
+    assert_eq!(post(Some(s.base.as_str()), Some("same-origin")).await.unwrap().status(), 200);
+    assert_eq!(post(None, Some("none")).await.unwrap().status(), 200);
+    assert_eq!(post(None, None).await.unwrap().status(), 200);
+    // Nothing refused above spent the address's failures: none reached the password check.
+    s.stop().await;
+}
+
+/// Issue 32 item 13: two Host headers are refused; so are tokens issued in the future.
+#[tokio::test]
+async fn two_host_headers_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = TestServer::start().await;
+    let mut sock = tokio::net::TcpStream::connect(s.app_addr()).await.unwrap();
+    sock.write_all(b"GET /healthz HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = String::new();
+    sock.read_to_string(&mut got).await.unwrap();
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    assert!(got.contains("more than one Host header"), "{got}");
+    s.stop().await;
 }
