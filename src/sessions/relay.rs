@@ -416,7 +416,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     // route, the app's error) goes back as it came, as for any other request.
     let (mut parts, incoming) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    filter_set_cookies(&mut parts.headers, &routed.cr);
+    filter_set_cookies(&mut parts.headers, &routed.cr, &keep_session);
     parts.version = client_version;
     parts.extensions.insert(PassedThrough);
     Response::from_parts(parts, Body::new(incoming))
