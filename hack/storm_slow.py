@@ -114,7 +114,7 @@ def h2c_storm(stop):
         )
         pending[sid] = body
     s.settimeout(0.2)
-    answered = 0
+    answered = set()
     while not stop.is_set():
         for sid in list(pending):
             data = pending[sid]
@@ -126,8 +126,12 @@ def h2c_storm(stop):
                 pending[sid] = b""
                 continue
             if n > 0:
-                conn.send_data(sid, data[:n])
-                pending[sid] = data[n:]
+                try:
+                    conn.send_data(sid, data[:n])
+                    pending[sid] = data[n:]
+                except Exception:
+                    # Answered or reset by the server: nothing more to send on it.
+                    pending[sid] = b""
         out = conn.data_to_send()
         if out:
             s.sendall(out)
@@ -138,13 +142,13 @@ def h2c_storm(stop):
         if not got:
             break
         for ev in conn.receive_data(got):
-            if type(ev).__name__ == "ResponseReceived":
-                answered += 1
+            if type(ev).__name__ in ("ResponseReceived", "StreamReset"):
+                answered.add(ev.stream_id)
         out = conn.data_to_send()
         if out:
             s.sendall(out)
     s.close()
-    return answered
+    return len(answered)
 
 
 def main():
@@ -164,7 +168,7 @@ def main():
         time.sleep(seconds)
         h2_stop.set()
         h.join()
-        extra = f", streams answered {out.get('answered', 0)}/200"
+        extra = f", streams answered or reset {out.get('answered', 0)}/200"
     else:
         if scenario == "one-address":
             sources, per = ["127.0.0.2"], 4200
