@@ -166,9 +166,18 @@ enum ClusterCommand {
         /// Replace CRDs on the cluster that differ from the shipped ones.
         #[arg(long)]
         force: bool,
+        /// Delete an operator Deployment another tool installed (Helm, deploy-operator.sh) and create gShare's.
+        #[arg(long)]
+        replace: bool,
     },
-    /// Remove what attach made (refused while the cluster has live sessions).
-    Detach { id: String },
+    /// Remove what attach made (refused while the cluster has live sessions): custom resources
+    /// first, then the operator, its RBAC and namespaces, the CRDs last.
+    Detach {
+        id: String,
+        /// Remove the finalizers of custom resources an operator will not clear.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -358,9 +367,19 @@ fn run(cli: Cli) -> Result<()> {
                     "note: no OPERATOR_TOKEN, so Secret gshare-operator-internal-jwt is left out (mint one with `gshare token operator --cluster-id {id}`)"
                 );
             }
+            let image = image.unwrap_or_else(|| config.operator_image.clone());
+            let profile = gshare::operator::builds::choose(&image, config.operator_build.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "RBAC profile {}: {} (imagePullPolicy {})",
+                manifests::profile_name(profile.profile),
+                profile.reason,
+                profile.pull_policy
+            );
             let params = manifests::Params {
+                profile,
                 cluster_id: id.to_string(),
-                image: image.unwrap_or_else(|| config.operator_image.clone()),
+                image,
                 control_plane_url,
                 session_domain,
                 sessions_namespace: config.sessions_namespace.clone(),
@@ -371,10 +390,20 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Cluster(cmd) => {
             let (path, id) = match &cmd {
-                ClusterCommand::Attach { id, force } => {
-                    (format!("/api/v1/clusters/{}/attach{}", id.trim(), if *force { "?force=true" } else { "" }), id)
+                ClusterCommand::Attach { id, force, replace } => {
+                    let mut q: Vec<&str> = Vec::new();
+                    if *force {
+                        q.push("force=true");
+                    }
+                    if *replace {
+                        q.push("replace=true");
+                    }
+                    let q = if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) };
+                    (format!("/api/v1/clusters/{}/attach{q}", id.trim()), id)
                 }
-                ClusterCommand::Detach { id } => (format!("/api/v1/clusters/{}/detach", id.trim()), id),
+                ClusterCommand::Detach { id, force } => {
+                    (format!("/api/v1/clusters/{}/detach{}", id.trim(), if *force { "?force=true" } else { "" }), id)
+                }
             };
             let rt = offline_runtime()?;
             if !rt.block_on(gshare::operator::cli::server_running(&config)) {
@@ -401,6 +430,14 @@ fn run(cli: Cli) -> Result<()> {
                     "{} {id}: {}",
                     if path.ends_with("detach") { "detach" } else { "attach" },
                     gshare::operator::cli::error_message(&body)
+                );
+            }
+            if let Some(p) = body["profile"].as_object() {
+                println!(
+                    "RBAC profile {}: {} (imagePullPolicy {})",
+                    p.get("profile").and_then(|v| v.as_str()).unwrap_or("?"),
+                    p.get("reason").and_then(|v| v.as_str()).unwrap_or(""),
+                    p.get("pull_policy").and_then(|v| v.as_str()).unwrap_or("?")
                 );
             }
             if let Some(exp) = body["token"]["expires_at"].as_str() {

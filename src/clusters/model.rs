@@ -369,6 +369,10 @@ pub struct ConnectionTest {
     pub last_error: Option<ProbeError>,
     pub latency_ms: u64,
     pub checked_at: String,
+    /// The operator's state, its pods read fresh from the cluster when attached (filled in
+    /// through `App`, as on cluster views).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<serde_json::Value>,
 }
 
 /// A directory in the kubeconfig dir that no registered cluster claims.

@@ -769,6 +769,7 @@ impl Clusters {
             last_error: outcome.failure,
             latency_ms: outcome.latency_ms,
             checked_at: rfc3339_ms(self.clock.now_ms()),
+            operator: None,
         })
     }
 

@@ -16,6 +16,7 @@ mod inventory;
 mod operator;
 mod overview;
 mod packaging;
+mod real_clusters;
 mod replay;
 mod schema;
 mod sessions;

@@ -146,6 +146,21 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         has_generation: false,
         printer_columns: Vec::new(),
     });
+    out.push(ResourceType {
+        group: "authorization.k8s.io".into(),
+        version: "v1".into(),
+        plural: "selfsubjectrulesreviews".into(),
+        singular: "selfsubjectrulesreview".into(),
+        kind: "SelfSubjectRulesReview".into(),
+        namespaced: false,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        status_subresource: false,
+        custom: false,
+        create_only: true,
+        has_generation: false,
+        printer_columns: Vec::new(),
+    });
     out
 }
 
