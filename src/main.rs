@@ -169,6 +169,10 @@ enum ClusterCommand {
         /// Delete an operator Deployment another tool installed (Helm, deploy-operator.sh) and create gShare's.
         #[arg(long)]
         replace: bool,
+        /// Apply upstream's node labels (GPU nodes: gpu=on, gshare.io/gpu=true,
+        /// gshare.io/gpu-mode=fractional; CPU nodes: gshare.io/node-type=cpu) where missing.
+        #[arg(long)]
+        label_nodes: bool,
     },
     /// Remove what attach made (refused while the cluster has live sessions): custom resources
     /// first, then the operator, its RBAC and namespaces, the CRDs last.
@@ -378,6 +382,7 @@ fn run(cli: Cli) -> Result<()> {
             );
             let params = manifests::Params {
                 profile,
+                hami_monitor_url: None,
                 cluster_id: id.to_string(),
                 image,
                 control_plane_url,
@@ -390,8 +395,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Cluster(cmd) => {
             let (path, id) = match &cmd {
-                ClusterCommand::Attach { id, force, replace } => {
+                ClusterCommand::Attach { id, force, replace, label_nodes } => {
                     let mut q: Vec<&str> = Vec::new();
+                    if *label_nodes {
+                        q.push("label_nodes=true");
+                    }
                     if *force {
                         q.push("force=true");
                     }
@@ -430,6 +438,33 @@ fn run(cli: Cli) -> Result<()> {
                     "{} {id}: {}",
                     if path.ends_with("detach") { "detach" } else { "attach" },
                     gshare::operator::cli::error_message(&body)
+                );
+            }
+            for n in body["labeled_nodes"].as_array().into_iter().flatten() {
+                println!(
+                    "labeled        Node/{} {}{}",
+                    n["node"].as_str().unwrap_or("?"),
+                    n["applied"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(" "))
+                        .unwrap_or_default(),
+                    n["kept"]
+                        .as_array()
+                        .filter(|k| !k.is_empty())
+                        .map(|k| format!(
+                            " (kept: {})",
+                            k.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", ")
+                        ))
+                        .unwrap_or_default()
+                );
+            }
+            for c in body["prerequisites"]["checks"].as_array().into_iter().flatten().filter(|c| c["ok"] == false) {
+                println!(
+                    "{:<14} {}: {} ({})",
+                    c["severity"].as_str().unwrap_or("?"),
+                    c["stage"].as_str().unwrap_or("?"),
+                    c["cause"].as_str().unwrap_or(""),
+                    c["hint"].as_str().unwrap_or("")
                 );
             }
             if let Some(p) = body["profile"].as_object() {

@@ -243,6 +243,22 @@ impl Reviews {
     }
 }
 
+/// One access review: may the credentials do `verb` on `resource`? A cluster that cannot answer
+/// reviews counts as yes (the write itself then reports a refusal).
+pub async fn may(
+    client: &kube::Client,
+    group: &str,
+    resource: &str,
+    verb: &str,
+    ns: Option<&str>,
+) -> Result<bool, ApplyFailure> {
+    let mut reviews = Reviews { api: Api::all(client.clone()), seen: BTreeMap::new() };
+    Ok(match reviews.allowed(group, resource, verb, ns, None).await? {
+        Review::Answer(a) => a,
+        Review::Unavailable => true,
+    })
+}
+
 /// Asks the cluster whether its credentials may do everything attach does, before anything is
 /// written: `get`, `create` and `patch` on every object (server-side apply reads, creates and
 /// patches; `delete` too when `replace`), and for each Role and ClusterRole the right to grant

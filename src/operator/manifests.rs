@@ -40,6 +40,9 @@ pub struct Params {
     pub token: Option<String>,
     /// The RBAC profile and pull policy ([`builds::choose`]).
     pub profile: ProfileChoice,
+    /// The HAMi device-plugin monitor Service found on the cluster (else the chart's default,
+    /// which exists only for a Helm release named `hami` in kube-system).
+    pub hami_monitor_url: Option<String>,
 }
 
 /// The ConfigMap a privileged session mounts at `/etc/jupyter` (podbuilder mounts it, not
@@ -152,7 +155,7 @@ pub fn args(p: &Params) -> Vec<String> {
         format!("--sot-endpoint={}", p.control_plane_url),
         format!("--cluster-id={}", p.cluster_id),
         "--ingress-class=nginx".into(),
-        format!("--hami-monitor-url={HAMI_MONITOR_URL}"),
+        format!("--hami-monitor-url={}", p.hami_monitor_url.as_deref().unwrap_or(HAMI_MONITOR_URL)),
     ]
 }
 
@@ -438,6 +441,7 @@ mod tests {
             sessions_namespace: "gshare-sessions".into(),
             token: Some("tok".into()),
             profile: builds::choose("docker.io/boanlab/gshare-operator:latest", None).unwrap(),
+            hami_monitor_url: None,
         }
     }
 

@@ -88,6 +88,12 @@ pub struct Report {
     /// The RBAC profile and pull policy used, and why (attach only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<builds::ProfileChoice>,
+    /// The prerequisite checks run before this attach (attach only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prerequisites: Option<crate::clusters::prereq::Prerequisites>,
+    /// With `?label_nodes=true`: the labels applied per node, and those kept at other values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labeled_nodes: Vec<crate::clusters::prereq::NodeLabeling>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -342,6 +348,7 @@ impl Operator {
             .map_err(|m| OperatorError::Setting("operator_build", m))?;
         Ok(Params {
             profile,
+            hami_monitor_url: None,
             cluster_id: id.to_string(),
             image: self.config.operator_image.clone(),
             control_plane_url,
@@ -355,7 +362,15 @@ impl Operator {
     /// a second run changes nothing (the token is kept while it is fresh).
     /// `replace`: an operator Deployment another tool installed is deleted and created anew
     /// (otherwise attach refuses with [`OperatorError::Exists`]).
-    pub async fn attach(&self, id: &ClusterId, force: bool, replace: bool) -> Result<Report, OperatorError> {
+    /// `label_nodes`: upstream's node labels are applied where missing (never over a label set to
+    /// another value), and the nodes listed in the answer.
+    pub async fn attach(
+        &self,
+        id: &ClusterId,
+        force: bool,
+        replace: bool,
+        label_nodes: bool,
+    ) -> Result<Report, OperatorError> {
         let _one = self.one_at_a_time(id).await;
         let limit = self.config.operator_attach_timeout;
         let deadline = tokio::time::Instant::now() + limit;
@@ -363,7 +378,7 @@ impl Operator {
         // The apply loop stops itself at the deadline and records how far it got; this outer
         // bound (with time to record) catches the checks before it.
         let hard = deadline + Duration::from_secs(2);
-        match tokio::time::timeout_at(hard, self.attach_locked(id, force, replace, deadline)).await {
+        match tokio::time::timeout_at(hard, self.attach_locked(id, force, replace, label_nodes, deadline)).await {
             Ok(r) => r,
             Err(_) => Err(late()),
         }
@@ -374,11 +389,13 @@ impl Operator {
         id: &ClusterId,
         force: bool,
         replace: bool,
+        label_nodes: bool,
         deadline: tokio::time::Instant,
     ) -> Result<Report, OperatorError> {
         let after_s = self.config.operator_attach_timeout.as_secs();
         let mut params = self.params(id).await?;
         let client = self.client(id).await?;
+
         let unreachable = |f: ApplyFailure| match f {
             ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: Vec::new() },
             ApplyFailure::Refused { code, reason, message } => {
@@ -387,7 +404,16 @@ impl Operator {
         };
         // Decide before writing anything: missing rights and foreign CRDs leave the cluster as it was.
         let probe_objects = manifests::objects(&Params { token: Some(String::new()), ..params.clone() });
-        let denied = apply::preflight(&client, &probe_objects, replace).await.map_err(unreachable)?;
+        let mut denied = apply::preflight(&client, &probe_objects, replace).await.map_err(unreachable)?;
+        if label_nodes && !apply::may(&client, "", "nodes", "patch", None).await.map_err(unreachable)? {
+            denied.push(Denied {
+                verb: "patch".into(),
+                resource: "nodes".into(),
+                namespace: None,
+                objects: vec!["label_nodes".into()],
+                missing: Vec::new(),
+            });
+        }
         if !denied.is_empty() {
             return Err(OperatorError::Forbidden { denied, objects: Vec::new() });
         }
@@ -418,6 +444,27 @@ impl Operator {
         if !differences.is_empty() && !force {
             return Err(OperatorError::CrdConflict { crds: differences });
         }
+        // What upstream's attach-cluster.sh sets up, checked again now; the HAMi monitor found
+        // is the URL the operator gets. A refused node list is a failed check, not a failure.
+        let node_api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        let nodes = match node_api.list(&kube::api::ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(kube::Error::Api(_)) => Vec::new(),
+            Err(e) => return Err(OperatorError::Unreachable { cause: e.to_string(), objects: Vec::new() }),
+        };
+        let prerequisites = crate::clusters::prereq::check_cluster(&client, &nodes).await;
+        params.hami_monitor_url = prerequisites.hami_monitor_url.clone();
+        let labeled_nodes = if label_nodes {
+            crate::clusters::prereq::label_nodes(&client, &nodes).await.map_err(|message| OperatorError::Refused {
+                object: "node labels".into(),
+                code: 0,
+                reason: "LabelFailed".into(),
+                message,
+                objects: Vec::new(),
+            })?
+        } else {
+            Vec::new()
+        };
         // Keep the cluster's current token while it is fresh, so a re-run is a no-op.
         let secret = manifests::token_secret("");
         let current = match apply::get(&client, &secret).await {
@@ -535,6 +582,8 @@ impl Operator {
                 objects: results,
                 token: Some(TokenView::from(&info)),
                 profile: Some(params.profile.clone()),
+                prerequisites: Some(prerequisites),
+                labeled_nodes,
             }),
             Some((i, ApplyFailure::Unreachable(cause))) => {
                 let _ = i;
@@ -709,6 +758,8 @@ impl Operator {
                     objects: results,
                     token: None,
                     profile: None,
+                    prerequisites: None,
+                    labeled_nodes: Vec::new(),
                 })
             }
             Some((object, f)) => {

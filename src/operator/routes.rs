@@ -197,6 +197,10 @@ struct AttachParams {
     /// and creates gShare's.
     #[param(value_type = Option<bool>)]
     replace: Option<String>,
+    /// `true` applies upstream's node labels where missing (never over another value) and
+    /// lists the nodes in the answer.
+    #[param(value_type = Option<bool>)]
+    label_nodes: Option<String>,
 }
 
 fn flag(v: Option<&str>, name: &'static str) -> Result<bool, ApiError> {
@@ -238,11 +242,14 @@ async fn attach(
     // Parsed here, so a bad value is a 422 naming the parameter (axum's Query says only 400).
     let force = flag(p.force.as_deref(), "force")?;
     let replace = flag(p.replace.as_deref(), "replace")?;
-    let outcome = app.operator.attach(&id, force, replace).await.map_err(ApiError::from);
+    let label_nodes = flag(p.label_nodes.as_deref(), "label_nodes")?;
+    let outcome = app.operator.attach(&id, force, replace, label_nodes).await.map_err(ApiError::from);
     let details = match &outcome {
         Ok(r) => json!({
             "force": force,
             "replace": replace,
+            "label_nodes": label_nodes,
+            "labeled": r.labeled_nodes.len(),
             "changed": r.changed,
             "kid": r.token.as_ref().map(|t| &t.kid),
             "profile": r.profile.as_ref().map(|p| p.profile),

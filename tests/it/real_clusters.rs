@@ -589,3 +589,124 @@ async fn kubectl_sees_immutable_selectors_rbac_escalation_and_access_reviews() {
     );
     assert!(list.contains("selfsubjectrulesreviews.authorization.k8s.io"), "{list}");
 }
+
+// ---- prerequisites and node labels -----------------------------------------------------------
+
+fn put(c: &FakeCluster, group: &str, resource: &str, obj: Value) {
+    c.store().put(group, "v1", resource, obj).unwrap();
+}
+
+/// ingress-nginx, the HAMi scheduler and its monitor Service as their Helm charts name them,
+/// in namespaces other than the chart defaults' guesses.
+fn install_lab_services(c: &FakeCluster) {
+    for ns in ["ingress-nginx", "hami-system"] {
+        put(c, "", "namespaces", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    }
+    put(
+        c,
+        "networking.k8s.io",
+        "ingressclasses",
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "nginx"}, "spec": {"controller": "k8s.io/ingress-nginx"}}),
+    );
+    let ctrl = json!({"app.kubernetes.io/name": "ingress-nginx", "app.kubernetes.io/component": "controller"});
+    put(
+        c,
+        "",
+        "services",
+        json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "ingress-nginx-controller", "namespace": "ingress-nginx", "labels": ctrl},
+        "spec": {"type": "NodePort", "ports": [{"name": "http", "port": 80, "nodePort": 30080},
+                                               {"name": "https", "port": 443, "nodePort": 30443}]}}),
+    );
+    put(
+        c,
+        "",
+        "pods",
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "ingress-nginx-controller-abc", "namespace": "ingress-nginx", "labels": ctrl},
+        "spec": {"containers": [{"name": "controller", "image": "registry.k8s.io/ingress-nginx/controller"}]},
+        "status": {"phase": "Running"}}),
+    );
+    put(
+        c,
+        "apps",
+        "deployments",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "vgpu-hami-scheduler", "namespace": "hami-system",
+                     "labels": {"app.kubernetes.io/component": "hami-scheduler"}},
+        "spec": {"selector": {"matchLabels": {"app": "s"}}, "template": {"metadata": {"labels": {"app": "s"}},
+                 "spec": {"containers": [{"name": "s", "image": "hami"}]}}},
+        "status": {"readyReplicas": 1, "replicas": 1}}),
+    );
+    put(
+        c,
+        "",
+        "services",
+        json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "vgpu-hami-device-plugin-monitor", "namespace": "hami-system",
+                     "labels": {"app.kubernetes.io/component": "hami-device-plugin"}},
+        "spec": {"type": "NodePort", "ports": [{"name": "monitorport", "port": 31992, "nodePort": 31992}]}}),
+    );
+}
+
+/// Registration reports what upstream's attach-cluster.sh would have set up, by stage with
+/// cause and hint, and still registers; the GPU nodes lacking labels are named.
+#[tokio::test]
+async fn registration_reports_missing_prerequisites_by_stage() {
+    let s = server_with(&[]).await;
+    let c = fake("bare").await;
+    let id = register(&s, "bare", &c).await;
+    let detail = send(&s, reqwest::Method::GET, &format!("/api/v1/clusters/{id}"), None, 200).await;
+    let checks = detail["prerequisites"]["checks"].as_array().unwrap_or_else(|| panic!("{detail}"));
+    let stages: Vec<&str> = checks.iter().map(|c| c["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["node_labels", "ingress", "hami_scheduler", "hami_monitor", "dcgm"]);
+    assert!(checks.iter().all(|c| c["ok"] == false), "{checks:?}");
+    let labels = &checks[0];
+    assert!(labels["cause"].as_str().unwrap().contains("2 of 2 GPU nodes lack"), "{labels}");
+    assert!(labels["hint"].as_str().unwrap().contains("label_nodes=true"));
+    assert_eq!(detail["prerequisites"]["unlabeled_gpu_nodes"], json!(["gpu-node-0", "gpu-node-1"]));
+    assert_eq!(checks[4]["severity"], "warning");
+    assert!(checks[4]["cause"].as_str().unwrap().contains("idle reclaim is off"));
+}
+
+/// Before attach the checks run again: the HAMi monitor found (another release name and
+/// namespace) becomes --hami-monitor-url, ingress-nginx's NodePort the suggested
+/// session_ingress. Labels are applied only with ?label_nodes=true, and a label already set to
+/// another value (gshare.io/gpu-mode=mig) is kept and reported, not overwritten.
+#[tokio::test]
+async fn attach_passes_the_real_hami_monitor_and_labels_nodes_only_when_asked() {
+    let s = server_with(&[]).await;
+    let c = fake("lab").await;
+    install_lab_services(&c);
+    c.store().update("", "v1", "nodes", None, "gpu-node-0", |n| {
+        n["metadata"]["labels"]["gshare.io/gpu-mode"] = json!("mig");
+    });
+    let id = register(&s, "lab", &c).await;
+    let report: Value = attach(&s, &id, "").await.json().await.unwrap();
+    let p = &report["prerequisites"];
+    assert_eq!(p["hami_monitor_url"], "http://vgpu-hami-device-plugin-monitor.hami-system.svc:31992", "{p}");
+    assert_eq!(p["suggested_session_ingress"], "10.1.0.10:30080", "{p}");
+    let args = operator_container(&c)["args"].clone();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--hami-monitor-url=http://vgpu-hami-device-plugin-monitor.hami-system.svc:31992"),
+        "{args}"
+    );
+    let node = get(&c, "", "v1", "nodes", None, "gpu-node-1").unwrap();
+    assert!(node["metadata"]["labels"]["gpu"].is_null(), "labels applied without being asked");
+    assert!(p["checks"][0]["cause"].as_str().unwrap().contains("gpu-node-0: gshare.io/gpu-mode=mig"), "{p}");
+
+    let report: Value = attach(&s, &id, "?label_nodes=true").await.json().await.unwrap();
+    let labeled = report["labeled_nodes"].as_array().unwrap_or_else(|| panic!("{report}"));
+    let n0 = labeled.iter().find(|n| n["node"] == "gpu-node-0").unwrap();
+    assert_eq!(n0["applied"], json!(["gpu=on"]));
+    assert_eq!(n0["kept"], json!(["gshare.io/gpu-mode=mig (upstream sets fractional)"]));
+    let node0 = get(&c, "", "v1", "nodes", None, "gpu-node-0").unwrap();
+    assert_eq!(node0["metadata"]["labels"]["gshare.io/gpu-mode"], "mig");
+    assert_eq!(node0["metadata"]["labels"]["gpu"], "on");
+    let node1 = get(&c, "", "v1", "nodes", None, "gpu-node-1").unwrap();
+    assert_eq!(node1["metadata"]["labels"]["gpu"], "on");
+}

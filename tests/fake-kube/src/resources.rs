@@ -93,6 +93,8 @@ const BUILTINS: &[Builtin] = &[
         false,
     ),
     b("node.k8s.io/v1", "runtimeclasses", "runtimeclass", "RuntimeClass", false, &[], false),
+    b("networking.k8s.io/v1", "ingressclasses", "ingressclass", "IngressClass", false, &[], false),
+    b("networking.k8s.io/v1", "ingresses", "ingress", "Ingress", true, &["ing"], true),
     b("storage.k8s.io/v1", "storageclasses", "storageclass", "StorageClass", false, &["sc"], false),
     b("coordination.k8s.io/v1", "leases", "lease", "Lease", true, &[], false),
     b(
