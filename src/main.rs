@@ -97,7 +97,8 @@ enum Command {
 #[derive(Subcommand)]
 enum OperatorCommand {
     /// Print every object the operator needs on a cluster (upstream's chart): 3 CRDs, namespaces,
-    /// RBAC, the token Secret (when OPERATOR_TOKEN is set) and the Deployment.
+    /// RBAC, the token Secret and the Deployment. The token is OPERATOR_TOKEN if set, else minted
+    /// by the running server (audited); `--no-token` leaves the Secret out.
     ///
     /// Example: `gshare operator manifests --cluster-id clu_… | kubectl apply -f -`.
     Manifests {
@@ -112,9 +113,12 @@ enum OperatorCommand {
         /// Session domain; must equal this server's (default: session_domain).
         #[arg(long, value_name = "D")]
         session_domain: Option<String>,
-        /// The operator token for Secret gshare-operator-internal-jwt; without it the Secret is left out.
+        /// The operator token for Secret gshare-operator-internal-jwt (default: minted by the running server).
         #[arg(long, env = "OPERATOR_TOKEN", hide_env_values = true, value_name = "JWT")]
         token: Option<String>,
+        /// Leave the token Secret out (apply it later, e.g. from `gshare token operator`).
+        #[arg(long, conflicts_with = "token")]
+        no_token: bool,
     },
 }
 
@@ -350,6 +354,7 @@ fn run(cli: Cli) -> Result<()> {
             control_plane_url,
             session_domain,
             token,
+            no_token,
         }) => {
             use gshare::operator::manifests;
             let id = ClusterId::parse(cluster_id.trim())?;
@@ -365,11 +370,48 @@ fn run(cli: Cli) -> Result<()> {
             })?;
             let session_domain = gshare::config::validate_hostname(session_domain.trim())
                 .map_err(|m| anyhow::anyhow!("--session-domain: {m}"))?;
-            let token = token.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
-            if token.is_none() {
+            let mut token = token.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+            let mut hami_monitor_url = None;
+            if no_token {
                 eprintln!(
-                    "note: no OPERATOR_TOKEN, so Secret gshare-operator-internal-jwt is left out (mint one with `gshare token operator --cluster-id {id}`)"
+                    "note: --no-token, so Secret gshare-operator-internal-jwt is left out (mint one with `gshare token operator --cluster-id {id}`)"
                 );
+            } else if token.is_none() {
+                // Minted by the running server, so it is audited and signed by the key it checks.
+                let rt = offline_runtime()?;
+                if !rt.block_on(gshare::operator::cli::server_running(&config)) {
+                    bail!(
+                        "no server answers on {} to mint the operator token: start it (gshare serve), set \
+                         OPERATOR_TOKEN (gshare token operator --cluster-id {id} | tail -1), or pass --no-token",
+                        config.listen
+                    );
+                }
+                let (status, body) = rt
+                    .block_on(gshare::operator::cli::call(
+                        &config,
+                        "POST",
+                        &format!("/api/v1/clusters/{id}/operator-token"),
+                        None,
+                    ))
+                    .map_err(anyhow::Error::msg)?;
+                if status != 201 {
+                    bail!(
+                        "the server refused the operator token ({status}): {}",
+                        gshare::operator::cli::error_message(&body)
+                    );
+                }
+                eprintln!(
+                    "operator token for {id} from the server (audited), kid {}, expires {}",
+                    body["kid"].as_str().unwrap_or_default(),
+                    body["expires_at"].as_str().unwrap_or_default()
+                );
+                token = body["token"].as_str().map(str::to_string);
+                // The HAMi monitor the cluster's last probe found, as attach would pass it.
+                if let Ok((200, c)) =
+                    rt.block_on(gshare::operator::cli::call(&config, "GET", &format!("/api/v1/clusters/{id}"), None))
+                {
+                    hami_monitor_url = c["prerequisites"]["hami_monitor_url"].as_str().map(str::to_string);
+                }
             }
             let image = image.unwrap_or_else(|| config.operator_image.clone());
             let profile = gshare::operator::builds::choose(&image, config.operator_build.as_deref())
@@ -382,7 +424,7 @@ fn run(cli: Cli) -> Result<()> {
             );
             let params = manifests::Params {
                 profile,
-                hami_monitor_url: None,
+                hami_monitor_url,
                 cluster_id: id.to_string(),
                 image,
                 control_plane_url,

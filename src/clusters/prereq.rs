@@ -386,32 +386,48 @@ pub struct NodeLabeling {
 }
 
 /// Applies upstream's labels to GPU and CPU nodes that lack them (merge patch of the missing
-/// keys only: a label set to another value is kept and reported).
+/// keys only: a label set to another value is kept and reported), eight nodes at a time.
 pub async fn label_nodes(client: &kube::Client, nodes: &[Node]) -> Result<Vec<NodeLabeling>, String> {
+    use futures::StreamExt;
     let api: Api<Node> = Api::all(client.clone());
-    let mut out = Vec::new();
-    for n in nodes {
-        let Some(name) = n.metadata.name.clone() else { continue };
-        let missing = missing_labels(n);
-        let kept = differing_labels(n)
-            .into_iter()
-            .map(|d| d.split_once(": ").map(|(_, r)| r.to_string()).unwrap_or(d))
-            .collect::<Vec<_>>();
-        if missing.is_empty() {
-            if !kept.is_empty() {
-                out.push(NodeLabeling { node: name, applied: Vec::new(), kept });
+    // (node, labels to add, labels kept at other values)
+    type Work = (String, Vec<(String, String)>, Vec<String>);
+    let work: Vec<Work> = nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n.metadata.name.clone()?;
+            let kept: Vec<String> = differing_labels(n)
+                .into_iter()
+                .map(|d| d.split_once(": ").map(|(_, r)| r.to_string()).unwrap_or(d))
+                .collect();
+            let missing: Vec<(String, String)> =
+                missing_labels(n).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            (!missing.is_empty() || !kept.is_empty()).then_some((name, missing, kept))
+        })
+        .collect();
+    let results: Vec<Result<NodeLabeling, String>> = futures::stream::iter(work)
+        .map(|(name, missing, kept)| {
+            let api = api.clone();
+            async move {
+                if !missing.is_empty() {
+                    let map: serde_json::Map<String, serde_json::Value> =
+                        missing.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+                    let patch = serde_json::json!({ "metadata": { "labels": map } });
+                    bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+                        .await
+                        .map_err(|e| format!("labelling node {name}: {e}"))?;
+                }
+                Ok(NodeLabeling {
+                    node: name,
+                    applied: missing.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                    kept,
+                })
             }
-            continue;
-        }
-        let map: serde_json::Map<String, serde_json::Value> =
-            missing.iter().map(|(k, v)| ((*k).to_string(), serde_json::Value::String((*v).into()))).collect();
-        let patch = serde_json::json!({ "metadata": { "labels": map } });
-        bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)))
-            .await
-            .map_err(|e| format!("labelling node {name}: {e}"))?;
-        out.push(NodeLabeling { node: name, applied: missing.iter().map(|(k, v)| format!("{k}={v}")).collect(), kept });
-    }
-    Ok(out)
+        })
+        .buffered(8)
+        .collect()
+        .await;
+    results.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -710,3 +710,53 @@ async fn attach_passes_the_real_hami_monitor_and_labels_nodes_only_when_asked() 
     let node1 = get(&c, "", "v1", "nodes", None, "gpu-node-1").unwrap();
     assert_eq!(node1["metadata"]["labels"]["gpu"], "on");
 }
+
+/// `gshare operator manifests` prints the token Secret by default, minted by the running server
+/// (audited, verifying for that cluster); `--no-token` leaves it out; with no server and no
+/// OPERATOR_TOKEN it refuses, saying what to do.
+#[tokio::test]
+async fn manifests_print_a_server_minted_token_by_default() {
+    use crate::support::{gshare, stderr, stdout};
+    let s = server_with(&[]).await;
+    let c = fake("manifests").await;
+    let id = register(&s, "manifests", &c).await;
+    let addr = s.app_addr().to_string();
+    let run = |args: Vec<String>, dir: std::path::PathBuf, addr: String| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            gshare(&dir, &args, &[("GSHARE_LISTEN", &addr), ("GSHARE_PUBLIC_URL", PUBLIC)])
+        })
+    };
+    let base = vec![
+        "operator".to_string(),
+        "manifests".into(),
+        "--cluster-id".into(),
+        id.clone(),
+        "--session-domain".into(),
+        "lab.example.test".into(),
+    ];
+    let out = run(base.clone(), s.data_dir(), addr.clone()).await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("from the server (audited)"), "{}", stderr(&out));
+    let yaml = stdout(&out);
+    let secret = yaml
+        .split("\n---\n")
+        .map(|d| serde_yaml::from_str::<Value>(d).unwrap_or(Value::Null))
+        .find(|d| d["kind"] == "Secret")
+        .expect("a token Secret");
+    let token = secret["stringData"]["internal-jwt"].as_str().unwrap();
+    assert_eq!(s.app().auth.internal.verify(token).unwrap().sub, format!("operator:{id}"));
+    let audit = send(&s, reqwest::Method::GET, "/api/v1/audit", None, 200).await;
+    assert!(audit["data"].as_array().unwrap().iter().any(|e| e["action"] == "cluster.operator_token"));
+
+    let mut no_token = base.clone();
+    no_token.push("--no-token".into());
+    let out = run(no_token, s.data_dir(), addr).await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("kind: Secret"));
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(base, empty.path().to_path_buf(), "127.0.0.1:9".into()).await.unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--no-token") && stderr(&out).contains("OPERATOR_TOKEN"), "{}", stderr(&out));
+}
