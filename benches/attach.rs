@@ -48,6 +48,9 @@ async fn main() {
     let token = server.app.auth.api.mint("admin:bench", Duration::from_secs(3600)).unwrap();
     let (mut first, mut again, mut probe) = (Vec::new(), Vec::new(), Vec::new());
     let mut objects = 0;
+    // Every fake stays up to the end: a freed port taken by the next fake would be an API
+    // address already registered.
+    let mut keep = Vec::new();
     for i in 0..15 {
         let fake =
             FakeCluster::start(ClusterSpec { name: format!("bench-{i}"), ..ClusterSpec::default() }).await.unwrap();
@@ -77,7 +80,7 @@ async fn main() {
         let (t, v) = post(format!("{base}/api/v1/clusters/{id}/attach")).await;
         assert_eq!(v["changed"], 0);
         again.push(t);
-        fake.shutdown().await;
+        keep.push(fake);
     }
     println!("attach ({objects} objects, first):  median {}", ms(median(first)));
     println!("attach (re-run, all unchanged):   median {}", ms(median(again)));
@@ -123,7 +126,7 @@ async fn main() {
                 } else {
                     plain.push(elapsed);
                 }
-                fake.shutdown().await;
+                keep.push(fake);
             }
         }
         println!(
@@ -208,7 +211,7 @@ async fn main() {
         ms(busy),
         busy.as_secs_f64() / quiet.as_secs_f64()
     );
-    for f in fakes {
+    for f in fakes.into_iter().chain(keep) {
         f.shutdown().await;
     }
     server.stop().await;

@@ -760,3 +760,38 @@ async fn manifests_print_a_server_minted_token_by_default() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--no-token") && stderr(&out).contains("OPERATOR_TOKEN"), "{}", stderr(&out));
 }
+
+/// Real kubectl against the fake: a finalizer holds a deletion (the object stays, marked) until
+/// it is removed, as on a real server.
+#[tokio::test]
+async fn kubectl_sees_a_finalizer_hold_a_deletion() {
+    let h = crate::fake_kube::Harness::default().await;
+    let crd = h.file("crd.yaml", crate::fake_kube::CRD_YAML);
+    h.kubectl_ok(&["apply", "-f", crd.to_str().unwrap()]).await;
+    let ns = h.file("ns.yaml", crate::fake_kube::SESSION_NS_YAML);
+    h.kubectl_ok(&["apply", "-f", ns.to_str().unwrap()]).await;
+    let cr = h.file(
+        "cr.yaml",
+        "apiVersion: gshare.io/v1\nkind: GShareSession\nmetadata:\n  name: held\n  namespace: gshare-sessions\n  \
+         finalizers: [gshare.io/session-finalizer]\nspec:\n  user: u\n",
+    );
+    h.kubectl_ok(&["apply", "-f", cr.to_str().unwrap()]).await;
+    let out = h.kubectl_ok(&["delete", "-n", "gshare-sessions", "gsharesessions", "held", "--wait=false"]).await;
+    assert!(out.contains("deleted"), "{out}");
+    let obj = h.kubectl_json(&["get", "-n", "gshare-sessions", "gsharesessions", "held", "-o", "json"]).await;
+    assert!(obj["metadata"]["deletionTimestamp"].is_string(), "{obj}");
+    h.kubectl_ok(&[
+        "patch",
+        "-n",
+        "gshare-sessions",
+        "gsharesessions",
+        "held",
+        "--type=merge",
+        "-p",
+        "{\"metadata\":{\"finalizers\":null}}",
+    ])
+    .await;
+    let out = h.kubectl(&["get", "-n", "gshare-sessions", "gsharesessions", "held"]).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("gsharesessions.gshare.io \"held\" not found"), "{err}");
+}
