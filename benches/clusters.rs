@@ -121,6 +121,7 @@ async fn seed_large(app: &gshare::App) {
                         gpu_count: 400,
                         vram_total_mb: 400 * 81920,
                         running_sessions: 3,
+                        prerequisites: None,
                     },
                 )
             })

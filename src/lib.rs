@@ -243,6 +243,7 @@ impl RunningServer {
         clusters::watcher::spawn(app.clusters.clone(), rx.clone()).map_err(StartError::Other)?;
         spawn_cluster_upkeep(app.clone(), rx.clone());
         operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
+        operator::spawn_pod_watch(app.operator.clone(), Duration::from_secs(10), rx.clone());
         inventory::spawn_sweeper(app.clone(), rx.clone());
         spawn_memory_flush(app.clone(), rx.clone());
         snapshot::spawn(app.clone(), rx.clone());

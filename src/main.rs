@@ -129,7 +129,8 @@ fn completion_script(shell: CompletionShell) -> Vec<u8> {
 #[derive(Subcommand)]
 enum OperatorCommand {
     /// Print every object the operator needs on a cluster (upstream's chart): 3 CRDs, namespaces,
-    /// RBAC, the token Secret (when OPERATOR_TOKEN is set) and the Deployment.
+    /// RBAC, the token Secret and the Deployment. The token is OPERATOR_TOKEN if set, else minted
+    /// by the running server (audited); `--no-token` leaves the Secret out.
     ///
     /// Example: `gshare operator manifests --cluster-id clu_… | kubectl apply -f -`.
     Manifests {
@@ -144,9 +145,12 @@ enum OperatorCommand {
         /// Session domain; must equal this server's (default: session_domain).
         #[arg(long, value_name = "D")]
         session_domain: Option<String>,
-        /// The operator token for Secret gshare-operator-internal-jwt; without it the Secret is left out.
+        /// The operator token for Secret gshare-operator-internal-jwt (default: minted by the running server).
         #[arg(long, env = "OPERATOR_TOKEN", hide_env_values = true, value_name = "JWT")]
         token: Option<String>,
+        /// Leave the token Secret out (apply it later, e.g. from `gshare token operator`).
+        #[arg(long, conflicts_with = "token")]
+        no_token: bool,
     },
 }
 
@@ -198,9 +202,22 @@ enum ClusterCommand {
         /// Replace CRDs on the cluster that differ from the shipped ones.
         #[arg(long)]
         force: bool,
+        /// Delete an operator Deployment another tool installed (Helm, deploy-operator.sh) and create gShare's.
+        #[arg(long)]
+        replace: bool,
+        /// Apply upstream's node labels (GPU nodes: gpu=on, gshare.io/gpu=true,
+        /// gshare.io/gpu-mode=fractional; CPU nodes: gshare.io/node-type=cpu) where missing.
+        #[arg(long)]
+        label_nodes: bool,
     },
-    /// Remove what attach made (refused while the cluster has live sessions).
-    Detach { id: String },
+    /// Remove what attach made (refused while the cluster has live sessions): custom resources
+    /// first, then the operator, its RBAC and namespaces, the CRDs last.
+    Detach {
+        id: String,
+        /// Remove the finalizers of custom resources an operator will not clear.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -377,6 +394,7 @@ fn run(cli: Cli) -> Result<()> {
             control_plane_url,
             session_domain,
             token,
+            no_token,
         }) => {
             use gshare::operator::manifests;
             let id = ClusterId::parse(cluster_id.trim())?;
@@ -392,15 +410,63 @@ fn run(cli: Cli) -> Result<()> {
             })?;
             let session_domain = gshare::config::validate_hostname(session_domain.trim())
                 .map_err(|m| anyhow::anyhow!("--session-domain: {m}"))?;
-            let token = token.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
-            if token.is_none() {
+            let mut token = token.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+            let mut hami_monitor_url = None;
+            if no_token {
                 eprintln!(
-                    "note: no OPERATOR_TOKEN, so Secret gshare-operator-internal-jwt is left out (mint one with `gshare token operator --cluster-id {id}`)"
+                    "note: --no-token, so Secret gshare-operator-internal-jwt is left out (mint one with `gshare token operator --cluster-id {id}`)"
                 );
+            } else if token.is_none() {
+                // Minted by the running server, so it is audited and signed by the key it checks.
+                let rt = offline_runtime()?;
+                if !rt.block_on(gshare::operator::cli::server_running(&config)) {
+                    bail!(
+                        "no server answers on {} to mint the operator token: start it (gshare serve), set \
+                         OPERATOR_TOKEN (gshare token operator --cluster-id {id} | tail -1), or pass --no-token",
+                        config.listen
+                    );
+                }
+                let (status, body) = rt
+                    .block_on(gshare::operator::cli::call(
+                        &config,
+                        "POST",
+                        &format!("/api/v1/clusters/{id}/operator-token"),
+                        None,
+                    ))
+                    .map_err(anyhow::Error::msg)?;
+                if status != 201 {
+                    bail!(
+                        "the server refused the operator token ({status}): {}",
+                        gshare::operator::cli::error_message(&body)
+                    );
+                }
+                eprintln!(
+                    "operator token for {id} from the server (audited), kid {}, expires {}",
+                    body["kid"].as_str().unwrap_or_default(),
+                    body["expires_at"].as_str().unwrap_or_default()
+                );
+                token = body["token"].as_str().map(str::to_string);
+                // The HAMi monitor the cluster's last probe found, as attach would pass it.
+                if let Ok((200, c)) =
+                    rt.block_on(gshare::operator::cli::call(&config, "GET", &format!("/api/v1/clusters/{id}"), None))
+                {
+                    hami_monitor_url = c["prerequisites"]["hami_monitor_url"].as_str().map(str::to_string);
+                }
             }
+            let image = image.unwrap_or_else(|| config.operator_image.clone());
+            let profile = gshare::operator::builds::choose(&image, config.operator_build.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "RBAC profile {}: {} (imagePullPolicy {})",
+                manifests::profile_name(profile.profile),
+                profile.reason,
+                profile.pull_policy
+            );
             let params = manifests::Params {
+                profile,
+                hami_monitor_url,
                 cluster_id: id.to_string(),
-                image: image.unwrap_or_else(|| config.operator_image.clone()),
+                image,
                 control_plane_url,
                 session_domain,
                 sessions_namespace: config.sessions_namespace.clone(),
@@ -411,10 +477,23 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Cluster(cmd) => {
             let (path, id) = match &cmd {
-                ClusterCommand::Attach { id, force } => {
-                    (format!("/api/v1/clusters/{}/attach{}", id.trim(), if *force { "?force=true" } else { "" }), id)
+                ClusterCommand::Attach { id, force, replace, label_nodes } => {
+                    let mut q: Vec<&str> = Vec::new();
+                    if *label_nodes {
+                        q.push("label_nodes=true");
+                    }
+                    if *force {
+                        q.push("force=true");
+                    }
+                    if *replace {
+                        q.push("replace=true");
+                    }
+                    let q = if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) };
+                    (format!("/api/v1/clusters/{}/attach{q}", id.trim()), id)
                 }
-                ClusterCommand::Detach { id } => (format!("/api/v1/clusters/{}/detach", id.trim()), id),
+                ClusterCommand::Detach { id, force } => {
+                    (format!("/api/v1/clusters/{}/detach{}", id.trim(), if *force { "?force=true" } else { "" }), id)
+                }
             };
             let rt = offline_runtime()?;
             if !rt.block_on(gshare::operator::cli::server_running(&config)) {
@@ -441,6 +520,41 @@ fn run(cli: Cli) -> Result<()> {
                     "{} {id}: {}",
                     if path.ends_with("detach") { "detach" } else { "attach" },
                     gshare::operator::cli::error_message(&body)
+                );
+            }
+            for n in body["labeled_nodes"].as_array().into_iter().flatten() {
+                println!(
+                    "labeled        Node/{} {}{}",
+                    n["node"].as_str().unwrap_or("?"),
+                    n["applied"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(" "))
+                        .unwrap_or_default(),
+                    n["kept"]
+                        .as_array()
+                        .filter(|k| !k.is_empty())
+                        .map(|k| format!(
+                            " (kept: {})",
+                            k.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", ")
+                        ))
+                        .unwrap_or_default()
+                );
+            }
+            for c in body["prerequisites"]["checks"].as_array().into_iter().flatten().filter(|c| c["ok"] == false) {
+                println!(
+                    "{:<14} {}: {} ({})",
+                    c["severity"].as_str().unwrap_or("?"),
+                    c["stage"].as_str().unwrap_or("?"),
+                    c["cause"].as_str().unwrap_or(""),
+                    c["hint"].as_str().unwrap_or("")
+                );
+            }
+            if let Some(p) = body["profile"].as_object() {
+                println!(
+                    "RBAC profile {}: {} (imagePullPolicy {})",
+                    p.get("profile").and_then(|v| v.as_str()).unwrap_or("?"),
+                    p.get("reason").and_then(|v| v.as_str()).unwrap_or(""),
+                    p.get("pull_policy").and_then(|v| v.as_str()).unwrap_or("?")
                 );
             }
             if let Some(exp) = body["token"]["expires_at"].as_str() {

@@ -4,6 +4,7 @@
 pub mod in_use;
 pub mod kubeconfig;
 pub mod model;
+pub mod prereq;
 pub mod probe;
 pub mod registry;
 pub mod routes;

@@ -174,6 +174,9 @@ pub struct ClusterRecord {
     pub gpu_count: u64,
     pub vram_total_mb: u64,
     pub running_sessions: u64,
+    /// The last probe's prerequisite checks (node labels, ingress-nginx, HAMi, DCGM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prerequisites: Option<super::prereq::Prerequisites>,
 }
 
 impl ClusterRecord {
@@ -202,6 +205,7 @@ impl ClusterRecord {
             gpu_count: 0,
             vram_total_mb: 0,
             running_sessions: 0,
+            prerequisites: None,
         }
     }
 
@@ -304,6 +308,10 @@ pub struct ClusterDetail {
     pub gpu: GpuSummary,
     pub kubernetes_version: Option<String>,
     pub last_checked_at: Option<String>,
+    /// What the operator's sessions need on the cluster, as upstream's attach-cluster.sh sets
+    /// it up: each a stage with cause and hint; the suggested `session_ingress`; the HAMi
+    /// monitor URL attach passes.
+    pub prerequisites: Option<super::prereq::Prerequisites>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -369,6 +377,10 @@ pub struct ConnectionTest {
     pub last_error: Option<ProbeError>,
     pub latency_ms: u64,
     pub checked_at: String,
+    /// The operator's state, its pods read fresh from the cluster when attached (filled in
+    /// through `App`, as on cluster views).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<serde_json::Value>,
 }
 
 /// A directory in the kubeconfig dir that no registered cluster claims.

@@ -54,6 +54,9 @@ pub struct ProbeOutcome {
     pub version: Option<String>,
     pub latency_ms: u64,
     pub nodes: Option<Vec<ProbedNode>>,
+    /// What upstream's attach-cluster.sh sets up (node labels, ingress-nginx, HAMi, DCGM):
+    /// reported, never a reason to refuse registration.
+    pub prerequisites: Option<super::prereq::Prerequisites>,
 }
 
 impl ProbeOutcome {
@@ -82,6 +85,7 @@ impl ProbeOutcome {
             version: None,
             latency_ms: 0,
             nodes: None,
+            prerequisites: None,
         }
     }
 
@@ -111,6 +115,7 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
     let mut uid = None;
     let mut version = None;
     let mut nodes = None;
+    let mut prerequisites = None;
     let secs = timeout.as_secs_f32();
 
     macro_rules! within {
@@ -228,6 +233,12 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
                     });
                 }
                 nodes = Some(parsed);
+                // Bounded by the probe's deadline; a cluster too slow for it reports none.
+                if let Ok(p) =
+                    tokio::time::timeout_at(deadline, super::prereq::check_cluster(client, &list.items)).await
+                {
+                    prerequisites = Some(p);
+                }
             }
             Ok(Err(e)) => {
                 let f = classify(Stage::Hami, &e, server);
@@ -270,6 +281,7 @@ pub async fn probe(client: &kube::Client, server: &ServerAddr, timeout: Duration
         version,
         latency_ms: started.elapsed().as_millis() as u64,
         nodes,
+        prerequisites,
     }
 }
 

@@ -346,6 +346,7 @@ impl Clusters {
             kube_system_uid: outcome.kube_system_uid.clone().unwrap_or_default(),
             kubernetes_version: outcome.version.clone(),
             last_checked_at: Some(now),
+            prerequisites: outcome.prerequisites.clone(),
             ..ClusterRecord::new(id.as_str(), name, role, api_server, format!("file:{id}/kubeconfig"), now)
         };
         let record = self
@@ -522,6 +523,7 @@ impl Clusters {
             gpu: GpuSummary { device_total: record.gpu_count, vram_total_mb: record.vram_total_mb },
             kubernetes_version: record.kubernetes_version.clone(),
             last_checked_at: record.last_checked_at.map(rfc3339_ms),
+            prerequisites: record.prerequisites.clone(),
         })
     }
 
@@ -769,6 +771,7 @@ impl Clusters {
             last_error: outcome.failure,
             latency_ms: outcome.latency_ms,
             checked_at: rfc3339_ms(self.clock.now_ms()),
+            operator: None,
         })
     }
 
@@ -783,6 +786,9 @@ impl Clusters {
                 r.status = outcome.status;
                 r.checks = outcome.checks;
                 r.last_error = outcome.failure;
+                if outcome.prerequisites.is_some() {
+                    r.prerequisites = outcome.prerequisites;
+                }
                 if outcome.version.is_some() {
                     r.kubernetes_version = outcome.version;
                 }

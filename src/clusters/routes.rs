@@ -271,5 +271,13 @@ async fn connection_test(
     Path(id): Path<String>,
 ) -> Result<axum::Json<ConnectionTest>, ApiError> {
     let id = parse_id(&id)?;
-    Ok(axum::Json(app.clusters.reprobe(&id).await?))
+    let mut test = app.clusters.reprobe(&id).await?;
+    // An attached operator's own pods are read on every test (bounded in time).
+    if app.operator.attachment(id.as_str()).await.map_err(ApiError::internal)?.is_some() {
+        app.operator.refresh_pods(&id).await;
+    }
+    let mut detail = app.clusters.get(&id).await?;
+    app.operator.decorate(std::slice::from_mut(&mut detail.cluster)).await;
+    test.operator = detail.cluster.operator.take();
+    Ok(axum::Json(test))
 }

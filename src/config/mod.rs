@@ -114,6 +114,12 @@ pub struct Config {
     pub snapshot_dir: PathBuf,
     /// Operator: the image `operator manifests` and attach deploy (air-gapped sites mirror it).
     pub operator_image: String,
+    /// Operator: which upstream build `operator_image` is (an id of `operator::builds::BUILDS`,
+    /// e.g. `mkpong-018e2adb`). Only with an image pinned by digest does it pick the build's own
+    /// RBAC profile; checked against the table where the manifests are rendered.
+    pub operator_build: Option<String>,
+    /// Operator: the longest one attach may take, in total (partial progress is reported).
+    pub operator_attach_timeout: Duration,
     /// Operator: lifetime of the tokens attach and rotation write into a cluster's Secret.
     pub operator_token_ttl: Duration,
     /// Operator: a token is renewed once this share of its lifetime (percent, 10-90) has passed.
@@ -170,6 +176,8 @@ struct FileLayer {
     snapshot_keep: Option<i64>,
     snapshot_dir: Option<PathBuf>,
     operator_image: Option<String>,
+    operator_build: Option<String>,
+    operator_attach_timeout: Option<String>,
     operator_token_ttl: Option<String>,
     operator_token_renew_percent: Option<i64>,
 }
@@ -552,6 +560,26 @@ impl Config {
             }
             None => DEFAULT_OPERATOR_IMAGE.to_string(),
         };
+        let operator_build = match layer.pick("operator_build", f.operator_build) {
+            Some(r) if r.value.trim().is_empty() => None,
+            Some(r) => {
+                let v = r.value.trim().to_ascii_lowercase();
+                if v.len() > 64 || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                    return Err(ConfigError::invalid(
+                        &r.key,
+                        format!("`{}` is not a build id such as mkpong-018e2adb", r.value),
+                    ));
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        let operator_attach_timeout = layer.duration(
+            "operator_attach_timeout",
+            f.operator_attach_timeout,
+            "2m",
+            Duration::from_secs(1)..=Duration::from_secs(1800),
+        )?;
         let operator_token_ttl = layer.duration(
             "operator_token_ttl",
             f.operator_token_ttl,
@@ -613,6 +641,8 @@ impl Config {
             snapshot_keep,
             snapshot_dir,
             operator_image,
+            operator_build,
+            operator_attach_timeout,
             operator_token_ttl,
             operator_token_renew_percent,
         })
@@ -697,6 +727,8 @@ impl Config {
         t.insert("snapshot_keep".into(), toml::Value::Integer(self.snapshot_keep as i64));
         t.insert("snapshot_dir".into(), s(&self.snapshot_dir.display().to_string()));
         t.insert("operator_image".into(), s(&self.operator_image));
+        t.insert("operator_build".into(), s(self.operator_build.as_deref().unwrap_or("")));
+        t.insert("operator_attach_timeout".into(), d(self.operator_attach_timeout));
         t.insert("operator_token_ttl".into(), d(self.operator_token_ttl));
         t.insert(
             "operator_token_renew_percent".into(),

@@ -1,6 +1,7 @@
 //! Putting objects on a cluster and taking them off: server-side apply with field manager
-//! `gshare`, an access preflight (SelfSubjectAccessReview) so missing rights are found before
-//! anything is written, and the CRD version check.
+//! `gshare`, an access preflight (SelfSubjectAccessReview for every verb apply uses, and the
+//! RBAC escalation and bind checks) so missing rights are found before anything is written, and
+//! the CRD version check.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +85,7 @@ pub fn api_resource(o: &Value) -> Option<ApiResource> {
         "Role" => "roles",
         "RoleBinding" => "rolebindings",
         "Secret" => "secrets",
+        "ConfigMap" => "configmaps",
         "Deployment" => "deployments",
         _ => return None,
     };
@@ -147,44 +149,196 @@ pub struct Denied {
     pub resource: String,
     pub namespace: Option<String>,
     pub objects: Vec<String>,
+    /// For `escalate` and `bind`: the rights the Role grants that the credentials do not hold
+    /// (`list pods`, `get secrets.`…), so the API server would refuse the grant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
-/// Asks the cluster whether its credentials may create and patch every object (server-side
-/// apply needs both). A cluster that cannot answer (no SelfSubjectAccessReview) is let through:
-/// the apply itself then reports any refusal.
-pub async fn preflight(client: &kube::Client, objects: &[Value]) -> Result<Vec<Denied>, ApplyFailure> {
+type Attr = (String, String, String, Option<String>, Option<String>);
+
+/// Asks the cluster (SelfSubjectAccessReview) once per distinct right.
+struct Reviews {
+    api: Api<SelfSubjectAccessReview>,
+    seen: BTreeMap<Attr, bool>,
+}
+
+enum Review {
+    Answer(bool),
+    /// The cluster cannot answer reviews (403/404/405 on the review itself).
+    Unavailable,
+}
+
+impl Reviews {
+    async fn allowed(
+        &mut self,
+        group: &str,
+        resource: &str,
+        verb: &str,
+        ns: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Review, ApplyFailure> {
+        let key = (
+            group.to_string(),
+            resource.to_string(),
+            verb.to_string(),
+            ns.map(str::to_string),
+            name.map(str::to_string),
+        );
+        if let Some(a) = self.seen.get(&key) {
+            return Ok(Review::Answer(*a));
+        }
+        let (resource_only, sub) = match resource.split_once('/') {
+            Some((r, s)) => (r.to_string(), Some(s.to_string())),
+            None => (resource.to_string(), None),
+        };
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.into()),
+                    resource: Some(resource_only),
+                    subresource: sub,
+                    verb: Some(verb.into()),
+                    namespace: ns.map(str::to_string),
+                    name: name.map(str::to_string),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = match self.api.create(&PostParams::default(), &review).await {
+            Ok(a) => a.status.is_some_and(|s| s.allowed),
+            Err(kube::Error::Api(s)) if (403..=405).contains(&s.code) => return Ok(Review::Unavailable),
+            Err(e) => return Err(ApplyFailure::from_kube(e)),
+        };
+        self.seen.insert(key, answer);
+        Ok(Review::Answer(answer))
+    }
+
+    /// The rights among `rules` the credentials do not hold in `ns` (`None`: cluster scope).
+    async fn not_held(&mut self, rules: &[Value], ns: Option<&str>) -> Result<Option<Vec<String>>, ApplyFailure> {
+        let mut out = Vec::new();
+        for rule in rules {
+            let list = |k: &str| -> Vec<String> {
+                rule[k]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default()
+            };
+            for g in list("apiGroups") {
+                for r in list("resources") {
+                    for v in list("verbs") {
+                        match self.allowed(&g, &r, &v, ns, None).await? {
+                            Review::Unavailable => return Ok(None),
+                            Review::Answer(true) => {}
+                            Review::Answer(false) => out
+                                .push(format!("{v} {r}{}", if g.is_empty() { String::new() } else { format!(".{g}") })),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+/// One access review: may the credentials do `verb` on `resource`? A cluster that cannot answer
+/// reviews counts as yes (the write itself then reports a refusal).
+pub async fn may(
+    client: &kube::Client,
+    group: &str,
+    resource: &str,
+    verb: &str,
+    ns: Option<&str>,
+) -> Result<bool, ApplyFailure> {
+    let mut reviews = Reviews { api: Api::all(client.clone()), seen: BTreeMap::new() };
+    Ok(match reviews.allowed(group, resource, verb, ns, None).await? {
+        Review::Answer(a) => a,
+        Review::Unavailable => true,
+    })
+}
+
+/// Asks the cluster whether its credentials may do everything attach does, before anything is
+/// written: `get`, `create` and `patch` on every object (server-side apply reads, creates and
+/// patches; `delete` too when `replace`), and for each Role and ClusterRole the right to grant
+/// its rules (`escalate`, else holding every right it grants), for each binding the right to
+/// bind its role (`bind`, else holding the role's rights) — what the API server's RBAC storage
+/// checks. A cluster that cannot answer reviews is let through: the apply then reports refusals.
+pub async fn preflight(client: &kube::Client, objects: &[Value], replace: bool) -> Result<Vec<Denied>, ApplyFailure> {
     let mut wanted: BTreeMap<(String, String, Option<String>), Vec<String>> = BTreeMap::new();
     for o in objects {
         let Some(ar) = api_resource(o) else { continue };
         let ns = o["metadata"]["namespace"].as_str().map(str::to_string);
         wanted.entry((ar.group.clone(), ar.plural.clone(), ns)).or_default().push(describe(o));
     }
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let mut reviews = Reviews { api: Api::all(client.clone()), seen: BTreeMap::new() };
     let mut denied = Vec::new();
-    for ((group, plural, ns), objs) in wanted {
-        for verb in ["create", "patch"] {
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        group: Some(group.clone()),
-                        resource: Some(plural.clone()),
-                        verb: Some(verb.into()),
-                        namespace: ns.clone(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            let answer = match api.create(&PostParams::default(), &review).await {
-                Ok(a) => a,
-                Err(kube::Error::Api(s)) if (403..=405).contains(&s.code) => return Ok(Vec::new()),
-                Err(e) => return Err(ApplyFailure::from_kube(e)),
-            };
-            if !answer.status.is_some_and(|s| s.allowed) {
-                let resource = if group.is_empty() { plural.clone() } else { format!("{plural}.{group}") };
-                denied.push(Denied { verb: verb.into(), resource, namespace: ns.clone(), objects: objs.clone() });
+    let qualified = |group: &str, plural: &str| {
+        if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
+    };
+    for ((group, plural, ns), objs) in &wanted {
+        let mut verbs = vec!["get", "create", "patch"];
+        if replace && plural == "deployments" {
+            verbs.push("delete");
+        }
+        for verb in verbs {
+            match reviews.allowed(group, plural, verb, ns.as_deref(), None).await? {
+                Review::Unavailable => return Ok(Vec::new()),
+                Review::Answer(true) => {}
+                Review::Answer(false) => denied.push(Denied {
+                    verb: verb.into(),
+                    resource: qualified(group, plural),
+                    namespace: ns.clone(),
+                    objects: objs.clone(),
+                    missing: Vec::new(),
+                }),
             }
+        }
+    }
+    const RBAC: &str = "rbac.authorization.k8s.io";
+    let role_rules = |kind: &str, name: &str, ns: Option<&str>| -> Vec<Value> {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name && o["metadata"]["namespace"].as_str() == ns)
+            .and_then(|o| o["rules"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    for o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = o["metadata"]["namespace"].as_str();
+        let (verb, plural, rules) = match kind {
+            "Role" | "ClusterRole" => {
+                ("escalate", if kind == "Role" { "roles" } else { "clusterroles" }, role_rules(kind, name, ns))
+            }
+            "RoleBinding" | "ClusterRoleBinding" => {
+                let role_kind = o["roleRef"]["kind"].as_str().unwrap_or_default();
+                let role_name = o["roleRef"]["name"].as_str().unwrap_or_default();
+                let role_ns = if role_kind == "Role" { ns } else { None };
+                (
+                    "bind",
+                    if role_kind == "Role" { "roles" } else { "clusterroles" },
+                    role_rules(role_kind, role_name, role_ns),
+                )
+            }
+            _ => continue,
+        };
+        let target = if verb == "bind" { o["roleRef"]["name"].as_str() } else { Some(name) };
+        match reviews.allowed(RBAC, plural, verb, ns, target).await? {
+            Review::Unavailable => return Ok(Vec::new()),
+            Review::Answer(true) => continue,
+            Review::Answer(false) => {}
+        }
+        let Some(missing) = reviews.not_held(&rules, ns).await? else { return Ok(Vec::new()) };
+        if !missing.is_empty() {
+            denied.push(Denied {
+                verb: verb.into(),
+                resource: qualified(RBAC, plural),
+                namespace: ns.map(str::to_string),
+                objects: vec![describe(o)],
+                missing,
+            });
         }
     }
     Ok(denied)
@@ -230,4 +384,180 @@ pub async fn crd_differences(client: &kube::Client) -> Result<Vec<CrdDifference>
         });
     }
     Ok(out)
+}
+
+/// An operator Deployment on the cluster that another tool installed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExistingInstall {
+    pub object: String,
+    /// Who installed it, in words: `Helm (release gshare in gshare-system)`, `hack/deploy-operator.sh
+    /// (kubectl apply)`, or the field managers.
+    pub manager: String,
+    /// The field managers of the Deployment (`metadata.managedFields`).
+    pub field_managers: Vec<String>,
+    /// What differs from what attach would apply (selector, image, flags, pull policy).
+    pub differences: Vec<String>,
+}
+
+/// Is the operator Deployment on the cluster someone else's? `None` when absent or when gShare's
+/// field manager owns it (a previous attach).
+pub async fn existing_install(client: &kube::Client, ours: &Value) -> Result<Option<ExistingInstall>, ApplyFailure> {
+    let Some(theirs) = get(client, ours).await? else { return Ok(None) };
+    let theirs = serde_json::to_value(&theirs).unwrap_or(Value::Null);
+    Ok(foreign(&theirs, ours))
+}
+
+/// The judgement of [`existing_install`] on the object as read.
+pub fn foreign(theirs: &Value, ours: &Value) -> Option<ExistingInstall> {
+    let mut field_managers: Vec<String> = theirs["metadata"]["managedFields"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|e| e["manager"].as_str().map(|s| s.chars().take(128).collect())).collect())
+        .unwrap_or_default();
+    field_managers.dedup();
+    if field_managers.iter().any(|m| m == FIELD_MANAGER) {
+        return None;
+    }
+    let labels = &theirs["metadata"]["labels"];
+    let annotations = &theirs["metadata"]["annotations"];
+    let text = |v: &Value| v.as_str().map(|s| s.chars().take(128).collect::<String>());
+    let args_of = |o: &Value| -> Vec<String> {
+        o["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(|s| s.chars().take(256).collect())).collect())
+            .unwrap_or_default()
+    };
+    let their_args = args_of(theirs);
+    let manager =
+        if labels["app.kubernetes.io/managed-by"] == "Helm" || annotations["meta.helm.sh/release-name"].is_string() {
+            format!(
+                "Helm (release {} in {})",
+                text(&annotations["meta.helm.sh/release-name"]).unwrap_or_else(|| "?".into()),
+                text(&annotations["meta.helm.sh/release-namespace"]).unwrap_or_else(|| "?".into())
+            )
+        } else if their_args.iter().any(|a| a.starts_with("--internal-jwks-url"))
+            || annotations["kubectl.kubernetes.io/last-applied-configuration"].is_string()
+        {
+            "hack/deploy-operator.sh or kubectl apply".to_string()
+        } else if field_managers.is_empty() {
+            "an unknown tool (no field managers recorded)".to_string()
+        } else {
+            format!("field managers {}", field_managers.join(", "))
+        };
+    let mut differences = Vec::new();
+    let sel = |o: &Value| o["spec"]["selector"].clone();
+    if sel(theirs) != sel(ours) {
+        differences.push(format!(
+            "spec.selector {} (attach applies {}; immutable, so it must be replaced)",
+            sel(theirs),
+            sel(ours)
+        ));
+    }
+    let field = |o: &Value, f: &str| o["spec"]["template"]["spec"]["containers"][0][f].clone();
+    for f in ["image", "imagePullPolicy"] {
+        if field(theirs, f) != field(ours, f) {
+            differences.push(format!("{f} {} (attach applies {})", field(theirs, f), field(ours, f)));
+        }
+    }
+    let flag = |a: &String| a.split('=').next().unwrap_or_default().to_string();
+    let our_args = args_of(ours);
+    let only_theirs: Vec<String> = their_args.iter().filter(|a| !our_args.contains(a)).take(10).cloned().collect();
+    let only_ours: Vec<String> = our_args.iter().filter(|a| !their_args.contains(a)).map(flag).take(10).collect();
+    if !only_theirs.is_empty() {
+        differences.push(format!("arguments attach would drop: {}", only_theirs.join(" ")));
+    }
+    if !only_ours.is_empty() {
+        differences.push(format!("flags attach would set: {}", only_ours.join(" ")));
+    }
+    Some(ExistingInstall { object: describe(ours), manager, field_managers, differences })
+}
+
+/// A custom resource of one of the shipped CRDs, as detach sees it.
+#[derive(Debug, Clone)]
+pub struct CustomResource {
+    /// `GShareSession/<namespace>/<name>`.
+    pub object: Value,
+    pub finalizers: Vec<String>,
+    pub deleting: bool,
+}
+
+impl CustomResource {
+    pub fn describe(&self) -> String {
+        describe(&self.object)
+    }
+}
+
+fn crd_resource(f: &crds::CrdFile) -> Option<ApiResource> {
+    let crd = f.object();
+    let group = crd["spec"]["group"].as_str()?;
+    let kind = crd["spec"]["names"]["kind"].as_str()?;
+    let plural = crd["spec"]["names"]["plural"].as_str()?;
+    let version = crd["spec"]["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["storage"].as_bool() == Some(true))
+        .or_else(|| crd["spec"]["versions"].as_array()?.first())?["name"]
+        .as_str()?;
+    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
+}
+
+/// Every custom resource of the shipped CRDs, in every namespace (at most 1,000 per kind).
+pub async fn custom_resources(client: &kube::Client) -> Result<Vec<CustomResource>, ApplyFailure> {
+    let mut out = Vec::new();
+    for f in crds::ALL {
+        let Some(ar) = crd_resource(&f) else { continue };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let list = match api.list(&kube::api::ListParams::default().limit(1000)).await {
+            Ok(l) => l,
+            // No such CRD (never installed, or already gone): no resources of it.
+            Err(kube::Error::Api(s)) if s.code == 404 => continue,
+            Err(e) => return Err(ApplyFailure::from_kube(e)),
+        };
+        for item in list.items {
+            let finalizers = item.metadata.finalizers.clone().unwrap_or_default();
+            let deleting = item.metadata.deletion_timestamp.is_some();
+            let mut object = serde_json::to_value(&item).unwrap_or(Value::Null);
+            object["apiVersion"] = Value::String(ar.api_version.clone());
+            object["kind"] = Value::String(ar.kind.clone());
+            out.push(CustomResource { object, finalizers, deleting });
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes a custom resource (`strip`: its finalizers are removed first, for an operator that
+/// will never clear them). `deleted` or `absent`.
+pub async fn delete_custom(
+    client: &kube::Client,
+    cr: &CustomResource,
+    strip: bool,
+) -> Result<&'static str, ApplyFailure> {
+    let o = &cr.object;
+    let (Some(name), Some(ns)) = (o["metadata"]["name"].as_str(), o["metadata"]["namespace"].as_str()) else {
+        return Ok("absent");
+    };
+    let api_version = o["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = o["kind"].as_str().unwrap_or_default();
+    let plural = crds::ALL
+        .iter()
+        .find_map(|f| crd_resource(f).filter(|ar| ar.kind == kind).map(|ar| ar.plural))
+        .unwrap_or_default();
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    if strip && !cr.finalizers.is_empty() {
+        let patch = serde_json::json!({ "metadata": { "finalizers": null } });
+        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok("absent"),
+            Err(e) => return Err(ApplyFailure::from_kube(e)),
+        }
+    }
+    if cr.deleting && !strip {
+        return Ok("deleted");
+    }
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok("deleted"),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok("absent"),
+        Err(e) => Err(ApplyFailure::from_kube(e)),
+    }
 }

@@ -11,6 +11,7 @@
 
 use serde_json::{Value, json};
 
+use super::builds::{self, Profile, ProfileChoice};
 use super::crds;
 
 pub const SYSTEM_NS: &str = "gshare-system";
@@ -37,7 +38,16 @@ pub struct Params {
     pub sessions_namespace: String,
     /// The operator token for the Secret; `None` leaves the Secret out.
     pub token: Option<String>,
+    /// The RBAC profile and pull policy ([`builds::choose`]).
+    pub profile: ProfileChoice,
+    /// The HAMi device-plugin monitor Service found on the cluster (else the chart's default,
+    /// which exists only for a Helm release named `hami` in kube-system).
+    pub hami_monitor_url: Option<String>,
 }
+
+/// The ConfigMap a privileged session mounts at `/etc/jupyter` (podbuilder mounts it, not
+/// optional): upstream's chart renders it always (`session-privileged-config.yaml`).
+pub const PRIVILEGED_CONFIGMAP: &str = "gshare-session-privileged";
 
 /// Why a control-plane URL cannot be handed to an operator.
 pub fn check_control_plane_url(url: &str, source: &str) -> Result<String, String> {
@@ -107,6 +117,19 @@ fn namespace(name: &str, psa: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name, "labels": with_labels(psa) } })
 }
 
+/// Jupyter refuses to run as root unless told; a privileged session mounts this (chart
+/// `session-privileged-config.yaml`, same name, key and content).
+fn privileged_configmap(sessions_ns: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(PRIVILEGED_CONFIGMAP, Some(sessions_ns)),
+        "data": {
+            "jupyter_server_config.py": "c = get_config()  # noqa: F821\nc.ServerApp.allow_root = True\n",
+        },
+    })
+}
+
 /// The token Secret alone (rotation rewrites just this).
 pub fn token_secret(token: &str) -> Value {
     json!({
@@ -118,8 +141,10 @@ pub fn token_secret(token: &str) -> Value {
     })
 }
 
-/// The operator's arguments: the chart's, with its data-plane values. Every flag is one
-/// `cmd/main.go` defines (operator-contract §8.3); nothing else, or the operator exits 2.
+/// The operator's arguments: the chart's, with its data-plane values. Every flag is one each
+/// known build's `cmd/main.go` defines ([`builds::common_flags`]); any other makes an older
+/// build exit 2. `--volume-sync-interval=5m` and `--session-image-pull-policy=IfNotPresent` are
+/// left out: those are the defaults wherever the flags exist.
 pub fn args(p: &Params) -> Vec<String> {
     vec![
         "--leader-elect".into(),
@@ -130,9 +155,7 @@ pub fn args(p: &Params) -> Vec<String> {
         format!("--sot-endpoint={}", p.control_plane_url),
         format!("--cluster-id={}", p.cluster_id),
         "--ingress-class=nginx".into(),
-        format!("--hami-monitor-url={HAMI_MONITOR_URL}"),
-        "--volume-sync-interval=5m".into(),
-        "--session-image-pull-policy=IfNotPresent".into(),
+        format!("--hami-monitor-url={}", p.hami_monitor_url.as_deref().unwrap_or(HAMI_MONITOR_URL)),
     ]
 }
 
@@ -164,7 +187,7 @@ fn deployment(p: &Params) -> Value {
                     "containers": [{
                         "name": "operator",
                         "image": p.image,
-                        "imagePullPolicy": "IfNotPresent",
+                        "imagePullPolicy": builds::pull_policy(&p.image),
                         "securityContext": {
                             "allowPrivilegeEscalation": false,
                             "readOnlyRootFilesystem": true,
@@ -262,7 +285,13 @@ pub fn objects(p: &Params) -> Vec<Value> {
         "gshare-operator-watch",
         None,
         vec![
-            rule(&[""], &["pods", "services", "persistentvolumeclaims"], &["get", "list", "watch"]),
+            // boanlab's builds watch Secrets cluster-wide (their chart grants it); Mkpong 018e2adb
+            // confines that informer to the sessions namespace.
+            if p.profile.profile == Profile::LeastPrivilege {
+                rule(&[""], &["pods", "services", "persistentvolumeclaims"], &["get", "list", "watch"])
+            } else {
+                rule(&[""], &["pods", "services", "secrets", "persistentvolumeclaims"], &["get", "list", "watch"])
+            },
             rule(&["networking.k8s.io"], &["ingresses"], &["get", "list", "watch"]),
             rule(
                 &["gshare.io"],
@@ -350,11 +379,19 @@ pub fn objects(p: &Params) -> Vec<Value> {
         vec![rule(&[""], &["pods"], &["get", "list", "watch", "delete"])],
     ));
     out.push(binding("RoleBinding", "gshare-operator-deviceplugin-restart", Some("kube-system"), "Role"));
+    out.push(privileged_configmap(sessions));
     if let Some(t) = &p.token {
         out.push(token_secret(t));
     }
     out.push(deployment(p));
     out
+}
+
+pub fn profile_name(p: Profile) -> &'static str {
+    match p {
+        Profile::Compatible => "compatible",
+        Profile::LeastPrivilege => "least_privilege",
+    }
 }
 
 /// `kind/name` or `kind/namespace/name`, for answers and errors.
@@ -372,6 +409,12 @@ pub fn to_yaml(p: &Params) -> Result<String, String> {
     let mut out = String::from("# gShare operator for cluster ");
     out.push_str(&p.cluster_id);
     out.push_str(" (generated by `gshare operator manifests`; apply with `kubectl apply -f -`)\n");
+    out.push_str(&format!(
+        "# RBAC profile {}: {}; imagePullPolicy {}\n",
+        profile_name(p.profile.profile),
+        p.profile.reason.replace('\n', " "),
+        p.profile.pull_policy
+    ));
     for f in crds::ALL {
         if !f.text.starts_with("---") {
             out.push_str("---\n");
@@ -397,7 +440,72 @@ mod tests {
             session_domain: "lab.example.com".into(),
             sessions_namespace: "gshare-sessions".into(),
             token: Some("tok".into()),
+            profile: builds::choose("docker.io/boanlab/gshare-operator:latest", None).unwrap(),
+            hami_monitor_url: None,
         }
+    }
+
+    fn watch_rules(objs: &[Value]) -> Vec<Value> {
+        let watch = objs.iter().find(|o| o["metadata"]["name"] == "gshare-operator-watch").unwrap();
+        watch["rules"].as_array().unwrap().clone()
+    }
+
+    fn grants_cluster_wide_secrets(objs: &[Value]) -> bool {
+        watch_rules(objs).iter().any(|r| {
+            r["apiGroups"] == json!([""])
+                && r["resources"].as_array().unwrap().iter().any(|x| x == "secrets")
+                && ["get", "list", "watch"].iter().all(|v| r["verbs"].as_array().unwrap().iter().any(|x| x == v))
+        })
+    }
+
+    /// The published image may be any boanlab build, whose session controller watches Secrets in
+    /// every namespace: by default the operator may read them (else its cache never syncs and it
+    /// crash-loops), pulls its moving tag every time, and gets only flags every build defines.
+    #[test]
+    fn default_manifests_run_every_known_build() {
+        let objs = objects(&params());
+        assert!(grants_cluster_wide_secrets(&objs));
+        let dep = objs.last().unwrap();
+        let c = &dep["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["imagePullPolicy"], "Always");
+        for build in builds::BUILDS {
+            for a in c["args"].as_array().unwrap() {
+                let flag = a.as_str().unwrap().split('=').next().unwrap();
+                assert!(build.flags.contains(&flag), "{flag} is not defined by {}", build.id);
+            }
+        }
+        let y = to_yaml(&params()).unwrap();
+        assert!(y.contains("# RBAC profile compatible: no operator_build declared"), "{}", &y[..300]);
+    }
+
+    #[test]
+    fn least_privilege_only_for_a_pinned_restricted_build() {
+        let image = format!("registry.lan/op@sha256:{}", "ab".repeat(32));
+        let mut p = params();
+        p.image = image.clone();
+        p.profile = builds::choose(&image, Some("mkpong-018e2adb")).unwrap();
+        let objs = objects(&p);
+        assert!(!grants_cluster_wide_secrets(&objs));
+        assert_eq!(
+            objs.last().unwrap()["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        // The sessions namespace still lets it manage the per-session Secrets.
+        let mgr = objs.iter().find(|o| o["metadata"]["name"] == "gshare-session-manager").unwrap();
+        assert!(mgr["rules"].as_array().unwrap().iter().any(|r| r["resources"] == json!(["secrets"])));
+    }
+
+    /// A privileged session's pod mounts ConfigMap gshare-session-privileged (not optional):
+    /// rendered as the chart does, in the sessions namespace.
+    #[test]
+    fn privileged_session_configmap_as_the_chart() {
+        let objs = objects(&params());
+        let cm = objs.iter().find(|o| o["kind"] == "ConfigMap").expect("ConfigMap");
+        assert_eq!(describe(cm), "ConfigMap/gshare-sessions/gshare-session-privileged");
+        assert_eq!(
+            cm["data"]["jupyter_server_config.py"],
+            "c = get_config()  # noqa: F821\nc.ServerApp.allow_root = True\n"
+        );
     }
 
     #[test]

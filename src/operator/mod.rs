@@ -3,11 +3,13 @@
 //! automatic renewal into the cluster's Secret), and whether the operator is connected.
 
 pub mod apply;
+pub mod builds;
 pub mod cli;
 pub mod crds;
 pub mod key_use;
 pub mod manifests;
 pub mod model;
+pub mod pod;
 pub mod routes;
 pub mod status;
 
@@ -27,7 +29,7 @@ use crate::clusters::{ClusterId, Clusters};
 use crate::config::Config;
 use crate::sessions::model::LIVE_SESSIONS;
 use crate::store::{Store, StoreError};
-use apply::{ApplyFailure, CrdDifference, Denied, ObjectResult};
+use apply::{ApplyFailure, CrdDifference, Denied, ExistingInstall, ObjectResult};
 use manifests::Params;
 use model::{ATTACHMENTS, AppliedObject, Attachment, Rotation, TokenInfo};
 
@@ -49,12 +51,20 @@ pub enum OperatorError {
     NoClient { id: String, cause: String },
     #[error("the cluster's credentials lack rights attach needs")]
     Forbidden { denied: Vec<Denied>, objects: Vec<ObjectResult> },
+    #[error("an operator installed by {} is already on the cluster", .0.manager)]
+    Exists(ExistingInstall),
+    /// Detach deleted the custom resources; these still carry a finalizer after the wait.
+    #[error("custom resources still hold finalizers")]
+    FinalizersPending { waited_s: u64, held: Vec<String>, objects: Vec<ObjectResult> },
     #[error("CRDs on the cluster differ from the shipped ones")]
     CrdConflict { crds: Vec<CrdDifference> },
     #[error("the cluster became unreachable: {cause}")]
     Unreachable { cause: String, objects: Vec<ObjectResult> },
     #[error("the cluster refused {object}: {message}")]
     Refused { object: String, code: u16, reason: String, message: String, objects: Vec<ObjectResult> },
+    /// `operator_attach_timeout` ran out; `objects` says how far attach got.
+    #[error("attach did not finish within {after_s} s")]
+    Deadline { after_s: u64, objects: Vec<ObjectResult> },
     #[error("cluster {id} still has live sessions")]
     LiveSessions { id: String, sessions: Vec<String> },
     #[error("no operator is attached to cluster {0}")]
@@ -75,6 +85,15 @@ pub struct Report {
     pub changed: usize,
     /// The operator token written into the Secret (its expiry), attach only.
     pub token: Option<TokenView>,
+    /// The RBAC profile and pull policy used, and why (attach only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<builds::ProfileChoice>,
+    /// The prerequisite checks run before this attach (attach only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prerequisites: Option<crate::clusters::prereq::Prerequisites>,
+    /// With `?label_nodes=true`: the labels applied per node, and those kept at other values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labeled_nodes: Vec<crate::clusters::prereq::NodeLabeling>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -129,8 +148,10 @@ pub struct Operator {
     internal: Arc<TokenAuthority>,
     rejections: Mutex<HashMap<String, Rejection>>,
     counters: Counters,
-    /// One attach, detach or renewal per cluster at a time.
-    busy: tokio::sync::Mutex<()>,
+    /// One attach, detach or renewal per cluster at a time (clusters do not wait for each other).
+    busy: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The operator's pods as last read from each attached cluster ([`pod::read`]).
+    pods: Mutex<HashMap<String, pod::OperatorPods>>,
 }
 
 impl std::fmt::Debug for Operator {
@@ -159,8 +180,58 @@ impl Operator {
             internal,
             rejections: Mutex::new(HashMap::new()),
             counters: Counters::default(),
-            busy: tokio::sync::Mutex::new(()),
+            busy: Mutex::new(HashMap::new()),
+            pods: Mutex::new(HashMap::new()),
         }
+    }
+
+    // ---- the operator's pods -----------------------------------------------------------------
+
+    /// The operator's pods as last read from this cluster, if ever.
+    pub fn last_pods(&self, id: &str) -> Option<pod::OperatorPods> {
+        lock(&self.pods).get(id).cloned()
+    }
+
+    /// Reads the operator's Deployment, pods, log and Events now (bounded in time) and keeps
+    /// them for the cluster's view. `None` without a connection to the cluster.
+    pub async fn refresh_pods(&self, id: &ClusterId) -> Option<pod::OperatorPods> {
+        let conn = self.clusters.conn(id)?;
+        let read = pod::read(&conn.client, self.clock.now_ms()).await;
+        lock(&self.pods).insert(id.to_string(), read.clone());
+        Some(read)
+    }
+
+    /// Background pass: reads the pods of every attached cluster whose operator is not
+    /// connected and was not read within [`pod::REFRESH_EVERY`]. Returns the clusters read.
+    pub async fn refresh_silent(&self) -> Vec<String> {
+        use futures::StreamExt;
+        let all = self.store.read(|txn| ATTACHMENTS.list(txn)).await.unwrap_or_default();
+        let now = self.clock.now_ms();
+        let mut due = Vec::new();
+        for (key, a) in &all {
+            let Ok(id) = ClusterId::parse(key) else { continue };
+            if self.last_pods(key).is_some_and(|p| now - p.read_at_ms < pod::REFRESH_EVERY.as_millis() as i64) {
+                continue;
+            }
+            let Ok(detail) = self.clusters.get(&id).await else { continue };
+            if self.connection(&detail.cluster, Some(a)).state == status::OperatorState::Connected {
+                continue;
+            }
+            due.push(id);
+        }
+        futures::stream::iter(due)
+            .map(|id| async move { self.refresh_pods(&id).await.map(|_| id.to_string()) })
+            .buffer_unordered(8)
+            .filter_map(|r| async move { r })
+            .collect()
+            .await
+    }
+
+    /// Waits for this cluster's turn: attach, detach and renewal of one cluster never overlap;
+    /// other clusters' go on.
+    async fn one_at_a_time(&self, id: &ClusterId) -> tokio::sync::OwnedMutexGuard<()> {
+        let m = lock(&self.busy).entry(id.to_string()).or_default().clone();
+        m.lock_owned().await
     }
 
     // ---- tokens ------------------------------------------------------------------------------
@@ -273,7 +344,11 @@ impl Operator {
                 ),
             )
         })?;
+        let profile = builds::choose(&self.config.operator_image, self.config.operator_build.as_deref())
+            .map_err(|m| OperatorError::Setting("operator_build", m))?;
         Ok(Params {
+            profile,
+            hami_monitor_url: None,
             cluster_id: id.to_string(),
             image: self.config.operator_image.clone(),
             control_plane_url,
@@ -285,10 +360,42 @@ impl Operator {
 
     /// Applies every object the operator needs through the cluster's kubeconfig. Safe to repeat:
     /// a second run changes nothing (the token is kept while it is fresh).
-    pub async fn attach(&self, id: &ClusterId, force: bool) -> Result<Report, OperatorError> {
-        let _one = self.busy.lock().await;
+    /// `replace`: an operator Deployment another tool installed is deleted and created anew
+    /// (otherwise attach refuses with [`OperatorError::Exists`]).
+    /// `label_nodes`: upstream's node labels are applied where missing (never over a label set to
+    /// another value), and the nodes listed in the answer.
+    pub async fn attach(
+        &self,
+        id: &ClusterId,
+        force: bool,
+        replace: bool,
+        label_nodes: bool,
+    ) -> Result<Report, OperatorError> {
+        let _one = self.one_at_a_time(id).await;
+        let limit = self.config.operator_attach_timeout;
+        let deadline = tokio::time::Instant::now() + limit;
+        let late = || OperatorError::Deadline { after_s: limit.as_secs(), objects: Vec::new() };
+        // The apply loop stops itself at the deadline and records how far it got; this outer
+        // bound (with time to record) catches the checks before it.
+        let hard = deadline + Duration::from_secs(2);
+        match tokio::time::timeout_at(hard, self.attach_locked(id, force, replace, label_nodes, deadline)).await {
+            Ok(r) => r,
+            Err(_) => Err(late()),
+        }
+    }
+
+    async fn attach_locked(
+        &self,
+        id: &ClusterId,
+        force: bool,
+        replace: bool,
+        label_nodes: bool,
+        deadline: tokio::time::Instant,
+    ) -> Result<Report, OperatorError> {
+        let after_s = self.config.operator_attach_timeout.as_secs();
         let mut params = self.params(id).await?;
         let client = self.client(id).await?;
+
         let unreachable = |f: ApplyFailure| match f {
             ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: Vec::new() },
             ApplyFailure::Refused { code, reason, message } => {
@@ -297,14 +404,67 @@ impl Operator {
         };
         // Decide before writing anything: missing rights and foreign CRDs leave the cluster as it was.
         let probe_objects = manifests::objects(&Params { token: Some(String::new()), ..params.clone() });
-        let denied = apply::preflight(&client, &probe_objects).await.map_err(unreachable)?;
+        let mut denied = apply::preflight(&client, &probe_objects, replace).await.map_err(unreachable)?;
+        if label_nodes && !apply::may(&client, "", "nodes", "patch", None).await.map_err(unreachable)? {
+            denied.push(Denied {
+                verb: "patch".into(),
+                resource: "nodes".into(),
+                namespace: None,
+                objects: vec!["label_nodes".into()],
+                missing: Vec::new(),
+            });
+        }
         if !denied.is_empty() {
             return Err(OperatorError::Forbidden { denied, objects: Vec::new() });
+        }
+        // An operator another tool installed (deploy-operator.sh, Helm) is not taken over silently.
+        let our_deployment = probe_objects.last().cloned().unwrap_or(Value::Null);
+        let mut replaced = None;
+        if let Some(existing) = apply::existing_install(&client, &our_deployment).await.map_err(unreachable)? {
+            if !replace {
+                return Err(OperatorError::Exists(existing));
+            }
+            match apply::delete(&client, &our_deployment).await {
+                Ok(_) => replaced = Some(existing),
+                Err(f) => {
+                    return Err(match f {
+                        ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: Vec::new() },
+                        ApplyFailure::Refused { code, reason, message } => OperatorError::Refused {
+                            object: manifests::describe(&our_deployment),
+                            code,
+                            reason,
+                            message,
+                            objects: Vec::new(),
+                        },
+                    });
+                }
+            }
         }
         let differences = apply::crd_differences(&client).await.map_err(unreachable)?;
         if !differences.is_empty() && !force {
             return Err(OperatorError::CrdConflict { crds: differences });
         }
+        // What upstream's attach-cluster.sh sets up, checked again now; the HAMi monitor found
+        // is the URL the operator gets. A refused node list is a failed check, not a failure.
+        let node_api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        let nodes = match node_api.list(&kube::api::ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(kube::Error::Api(_)) => Vec::new(),
+            Err(e) => return Err(OperatorError::Unreachable { cause: e.to_string(), objects: Vec::new() }),
+        };
+        let prerequisites = crate::clusters::prereq::check_cluster(&client, &nodes).await;
+        params.hami_monitor_url = prerequisites.hami_monitor_url.clone();
+        let labeled_nodes = if label_nodes {
+            crate::clusters::prereq::label_nodes(&client, &nodes).await.map_err(|message| OperatorError::Refused {
+                object: "node labels".into(),
+                code: 0,
+                reason: "LabelFailed".into(),
+                message,
+                objects: Vec::new(),
+            })?
+        } else {
+            Vec::new()
+        };
         // Keep the cluster's current token while it is fresh, so a re-run is a no-op.
         let secret = manifests::token_secret("");
         let current = match apply::get(&client, &secret).await {
@@ -341,12 +501,18 @@ impl Operator {
         let mut results = Vec::with_capacity(objects.len());
         let mut applied: Vec<AppliedObject> = Vec::new();
         let mut failure: Option<(usize, ApplyFailure)> = None;
+        let mut out_of_time = false;
         for (i, o) in objects.iter().enumerate() {
-            match apply::apply(&client, o).await {
+            let Ok(step) = tokio::time::timeout_at(deadline, apply::apply(&client, o)).await else {
+                out_of_time = true;
+                break;
+            };
+            match step {
                 Ok(result) => {
+                    let shown = if replaced.is_some() && o["kind"] == "Deployment" { "replaced" } else { result };
                     results.push(ObjectResult {
                         object: manifests::describe(o),
-                        result: result.into(),
+                        result: shown.into(),
                         status: None,
                         reason: None,
                         message: None,
@@ -375,7 +541,7 @@ impl Operator {
                 message: None,
             });
         }
-        let complete = failure.is_none();
+        let complete = failure.is_none() && !out_of_time;
         // Objects created by an earlier attempt and not reached now stay on record for detach.
         if let Some(p) = &previous {
             for a in p.objects.iter().filter(|a| a.created) {
@@ -403,12 +569,21 @@ impl Operator {
         };
         let key = id.to_string();
         self.store.write(move |txn| ATTACHMENTS.put(txn, &key, &record)).await?;
+        if out_of_time {
+            return Err(OperatorError::Deadline { after_s, objects: results });
+        }
         match failure {
             None => Ok(Report {
                 cluster_id: id.to_string(),
-                changed: results.iter().filter(|r| r.result == "created" || r.result == "updated").count(),
+                changed: results
+                    .iter()
+                    .filter(|r| matches!(r.result.as_str(), "created" | "updated" | "replaced"))
+                    .count(),
                 objects: results,
                 token: Some(TokenView::from(&info)),
+                profile: Some(params.profile.clone()),
+                prerequisites: Some(prerequisites),
+                labeled_nodes,
             }),
             Some((i, ApplyFailure::Unreachable(cause))) => {
                 let _ = i;
@@ -419,13 +594,13 @@ impl Operator {
                 let resource = apply::api_resource(o)
                     .map(|ar| if ar.group.is_empty() { ar.plural } else { format!("{}.{}", ar.plural, ar.group) })
                     .unwrap_or_default();
-                let _ = message;
                 Err(OperatorError::Forbidden {
                     denied: vec![Denied {
                         verb: "patch".into(),
                         resource,
                         namespace: o["metadata"]["namespace"].as_str().map(str::to_string),
                         objects: vec![manifests::describe(o)],
+                        missing: vec![message.chars().take(500).collect()],
                     }],
                     objects: results,
                 })
@@ -441,9 +616,12 @@ impl Operator {
     }
 
     /// Removes what attach made (objects that were there before it are kept), refusing while the
-    /// cluster has live sessions.
-    pub async fn detach(&self, id: &ClusterId) -> Result<Report, OperatorError> {
-        let _one = self.busy.lock().await;
+    /// cluster has live sessions. In order: the custom resources in the sessions namespace first
+    /// (waiting, bounded, for the operator to clear its finalizers; `strip_finalizers` removes
+    /// them for an operator that never will), then the Deployment, RBAC, namespaces, and the CRDs
+    /// last — kept while custom resources of them remain elsewhere.
+    pub async fn detach(&self, id: &ClusterId, strip_finalizers: bool) -> Result<Report, OperatorError> {
+        let _one = self.one_at_a_time(id).await;
         let key = id.to_string();
         let sessions: Vec<String> = self
             .store
@@ -459,6 +637,56 @@ impl Operator {
         };
         let client = self.client(id).await?;
         let mut results = Vec::new();
+        let failed = |f: ApplyFailure, object: String, objects: Vec<ObjectResult>| match f {
+            ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects },
+            ApplyFailure::Refused { code, reason, message } => {
+                OperatorError::Refused { object, code, reason, message, objects }
+            }
+        };
+        // 1. Custom resources in the sessions namespace, while the operator still runs to
+        //    clear its finalizers.
+        let sessions_ns = self.config.sessions_namespace.clone();
+        let in_ours =
+            |cr: &apply::CustomResource| cr.object["metadata"]["namespace"].as_str() == Some(sessions_ns.as_str());
+        let all =
+            apply::custom_resources(&client).await.map_err(|f| failed(f, "custom resources".into(), Vec::new()))?;
+        for cr in all.iter().filter(|c| in_ours(c)) {
+            match apply::delete_custom(&client, cr, strip_finalizers).await {
+                Ok(r) => results.push(ObjectResult {
+                    object: cr.describe(),
+                    result: r.into(),
+                    status: None,
+                    reason: None,
+                    message: None,
+                }),
+                Err(f) => {
+                    results.push(f.result_for(&cr.object));
+                    return Err(failed(f, cr.describe(), results));
+                }
+            }
+        }
+        let wait = self.config.operator_attach_timeout.min(Duration::from_secs(120));
+        let until = tokio::time::Instant::now() + wait;
+        let mut foreign: Vec<String>;
+        loop {
+            let now = apply::custom_resources(&client)
+                .await
+                .map_err(|f| failed(f, "custom resources".into(), results.clone()))?;
+            foreign = now.iter().filter(|c| !in_ours(c)).map(apply::CustomResource::describe).collect();
+            let held: Vec<String> = now
+                .iter()
+                .filter(|c| in_ours(c))
+                .map(|c| format!("{} (finalizers: {})", c.describe(), c.finalizers.join(", ")))
+                .collect();
+            if held.is_empty() {
+                break;
+            }
+            if tokio::time::Instant::now() >= until {
+                // Nothing else is deleted: the operator must stay to clear them.
+                return Err(OperatorError::FinalizersPending { waited_s: wait.as_secs(), held, objects: results });
+            }
+            tokio::time::sleep(Duration::from_millis(250).min(until - tokio::time::Instant::now())).await;
+        }
         let mut kept_on_record = Vec::new();
         let mut failure = None;
         // Reverse apply order: the Deployment first, the CRDs (and their objects) last.
@@ -476,6 +704,20 @@ impl Operator {
                     status: None,
                     reason: None,
                     message: None,
+                });
+                continue;
+            }
+            if a.kind == "CustomResourceDefinition" && !foreign.is_empty() {
+                results.push(ObjectResult {
+                    object: manifests::describe(&o),
+                    result: "kept".into(),
+                    status: None,
+                    reason: Some("ForeignResources".into()),
+                    message: Some(format!(
+                        "custom resources outside {} remain: {}",
+                        self.config.sessions_namespace,
+                        foreign.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                    )),
                 });
                 continue;
             }
@@ -508,12 +750,16 @@ impl Operator {
         let key = id.to_string();
         match failure {
             None => {
+                lock(&self.pods).remove(id.as_str());
                 self.store.write(move |txn| ATTACHMENTS.delete(txn, &key).map(|_| ())).await?;
                 Ok(Report {
                     cluster_id: id.to_string(),
                     changed: results.iter().filter(|r| r.result == "deleted").count(),
                     objects: results,
                     token: None,
+                    profile: None,
+                    prerequisites: None,
+                    labeled_nodes: Vec::new(),
                 })
             }
             Some((object, f)) => {
@@ -582,7 +828,7 @@ impl Operator {
 
     /// Mints a token and writes it into the cluster's Secret.
     pub async fn renew(&self, id: &ClusterId) -> Result<TokenInfo, OperatorError> {
-        let _one = self.busy.lock().await;
+        let _one = self.one_at_a_time(id).await;
         let client = self.client(id).await?;
         let m = self.mint(id, self.config.operator_token_ttl)?;
         let secret = manifests::token_secret(&m.token);
@@ -656,6 +902,22 @@ impl Operator {
         }
         out
     }
+}
+
+/// Reads silent operators' pods every `every` (each cluster at most every
+/// [`pod::REFRESH_EVERY`]) until `stop`.
+pub fn spawn_pod_watch(op: Arc<Operator>, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.wait_for(|v| *v) => return,
+            }
+            op.refresh_silent().await;
+        }
+    });
 }
 
 /// Renews due tokens every `every` until `stop`.

@@ -42,16 +42,35 @@ impl From<OperatorError> for ApiError {
                 format!("no usable connection to cluster {id}: {cause}"),
             ),
             OperatorError::Forbidden { denied, objects } => {
-                let first = denied.first();
-                let message = match first {
-                    Some(d) => format!(
-                        "the cluster's credentials may not {} {}{} (needed for {}); grant that verb to the \
-                         kubeconfig's user (for example cluster-admin), or have an admin apply \
-                         `gshare operator manifests` with kubectl; nothing was applied{}",
-                        d.verb,
-                        d.resource,
-                        d.namespace.as_deref().map(|n| format!(" in namespace {n}")).unwrap_or_default(),
-                        d.objects.join(", "),
+                let each: Vec<String> = denied
+                    .iter()
+                    .take(12)
+                    .map(|d| {
+                        format!(
+                            "{} {}{} (for {}{})",
+                            d.verb,
+                            d.resource,
+                            d.namespace.as_deref().map(|n| format!(" in namespace {n}")).unwrap_or_default(),
+                            d.objects.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+                            if d.missing.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", which grants rights the credentials lack: {}", d.missing.join(", "))
+                            }
+                        )
+                    })
+                    .collect();
+                let message = match denied.first() {
+                    Some(_) => format!(
+                        "the cluster's credentials may not {}{}; grant those rights to the kubeconfig's user (for \
+                         example cluster-admin), or have an admin apply `gshare operator manifests` with kubectl; \
+                         nothing was applied{}",
+                        each.join("; "),
+                        if denied.len() > each.len() {
+                            format!(" (and {} more)", denied.len() - each.len())
+                        } else {
+                            String::new()
+                        },
                         if objects.iter().any(|o| matches!(o.result.as_str(), "created" | "updated" | "unchanged")) {
                             " after the objects listed as applied"
                         } else {
@@ -63,6 +82,36 @@ impl From<OperatorError> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "cluster_forbidden", message)
                     .with_details(json!({ "denied": denied, "objects": objects }))
             }
+            OperatorError::Exists(e) => ApiError::new(
+                StatusCode::CONFLICT,
+                "operator_exists",
+                format!(
+                    "{} was installed by {}, not by gShare; nothing was applied. {}Attach again with \
+                     ?replace=true to delete it and create gShare's",
+                    e.object,
+                    e.manager,
+                    if e.differences.is_empty() {
+                        String::new()
+                    } else {
+                        format!("It differs from gShare's: {}. ", e.differences.join("; "))
+                    }
+                ),
+            )
+            .with_details(json!({ "existing": e })),
+            OperatorError::FinalizersPending { waited_s, held, objects } => ApiError::new(
+                StatusCode::CONFLICT,
+                "finalizers_pending",
+                format!(
+                    "{} still {} a finalizer after {waited_s} s: {}; the operator, which clears them, was left \
+                     running and nothing else was deleted. Check the operator is running (GET \
+                     /api/v1/clusters/{{id}} shows its pods) and detach again, or detach with \
+                     ?force=true to remove the finalizers",
+                    plural(held.len(), "custom resource", "custom resources"),
+                    if held.len() == 1 { "holds" } else { "hold" },
+                    held.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .with_details(json!({ "held": held, "objects": objects })),
             OperatorError::CrdConflict { crds } => ApiError::new(
                 StatusCode::CONFLICT,
                 "crd_conflict",
@@ -92,6 +141,24 @@ impl From<OperatorError> for ApiError {
                     ),
                 )
                 .with_details(json!({ "done": done, "objects": objects }))
+            }
+            OperatorError::Deadline { after_s, objects } => {
+                let done: Vec<&str> = objects
+                    .iter()
+                    .filter(|o| matches!(o.result.as_str(), "created" | "updated" | "unchanged"))
+                    .map(|o| o.object.as_str())
+                    .collect();
+                ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "attach_deadline",
+                    format!(
+                        "attach stopped after {after_s} s (operator_attach_timeout) with {} applied{}; \
+                         the cluster answers slowly: run it again to converge",
+                        plural(done.len(), "object", "objects"),
+                        if objects.is_empty() { " (it ran out during the checks before applying)" } else { "" }
+                    ),
+                )
+                .with_details(json!({ "done": done, "objects": objects, "after_s": after_s }))
             }
             OperatorError::Refused { object, code, reason, message, objects } => ApiError::new(
                 StatusCode::BAD_GATEWAY,
@@ -126,6 +193,30 @@ struct AttachParams {
     /// `true` replaces CRDs on the cluster that differ from the shipped ones.
     #[param(value_type = Option<bool>)]
     force: Option<String>,
+    /// `true` deletes an operator Deployment another tool installed (Helm, deploy-operator.sh)
+    /// and creates gShare's.
+    #[param(value_type = Option<bool>)]
+    replace: Option<String>,
+    /// `true` applies upstream's node labels where missing (never over another value) and
+    /// lists the nodes in the answer.
+    #[param(value_type = Option<bool>)]
+    label_nodes: Option<String>,
+}
+
+fn flag(v: Option<&str>, name: &'static str) -> Result<bool, ApiError> {
+    match v {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(ApiError::field(&["query", name], "must be true or false", "bool_parsing")),
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DetachParams {
+    /// `true` removes the finalizers of custom resources an operator will not clear.
+    #[param(value_type = Option<bool>)]
+    force: Option<String>,
 }
 
 /// Attach the operator: server-side apply (field manager `gshare`) of its CRDs, namespaces, RBAC,
@@ -135,9 +226,10 @@ struct AttachParams {
     responses(
         (status = 200, body = Report, description = "every object with created, updated or unchanged"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "crd_conflict: a CRD at another version (details.crds)"),
+        (status = 409, body = ErrorBody, description = "crd_conflict: a CRD at another version (details.crds); operator_exists: another tool's operator Deployment (details.existing: manager, differences)"),
         (status = 422, body = ErrorBody, description = "setting_required (public_url, session_domain) or cluster_forbidden (details.denied: verb, resource, objects)"),
         (status = 502, body = ErrorBody, description = "cluster_unreachable (details.done: objects applied so far) or cluster_refused"),
+        (status = 504, body = ErrorBody, description = "attach_deadline: operator_attach_timeout ran out (details.done, details.objects)"),
     ))]
 async fn attach(
     State(app): State<Arc<App>>,
@@ -148,27 +240,34 @@ async fn attach(
 ) -> Result<axum::Json<Report>, ApiError> {
     let id = parse_id(&id)?;
     // Parsed here, so a bad value is a 422 naming the parameter (axum's Query says only 400).
-    let force = match p.force.as_deref() {
-        None | Some("") | Some("false") => false,
-        Some("true") => true,
-        Some(_) => return Err(ApiError::field(&["query", "force"], "must be true or false", "bool_parsing")),
-    };
-    let outcome = app.operator.attach(&id, force).await.map_err(ApiError::from);
+    let force = flag(p.force.as_deref(), "force")?;
+    let replace = flag(p.replace.as_deref(), "replace")?;
+    let label_nodes = flag(p.label_nodes.as_deref(), "label_nodes")?;
+    let outcome = app.operator.attach(&id, force, replace, label_nodes).await.map_err(ApiError::from);
     let details = match &outcome {
-        Ok(r) => json!({ "force": force, "changed": r.changed, "kid": r.token.as_ref().map(|t| &t.kid) }),
+        Ok(r) => json!({
+            "force": force,
+            "replace": replace,
+            "label_nodes": label_nodes,
+            "labeled": r.labeled_nodes.len(),
+            "changed": r.changed,
+            "kid": r.token.as_ref().map(|t| &t.kid),
+            "profile": r.profile.as_ref().map(|p| p.profile),
+        }),
         Err(e) => json!({ "force": force, "message": e.message }),
     };
     audit(&app, &meta, &admin, "cluster.attach", id.as_str(), details, &outcome).await;
     Ok(axum::Json(outcome?))
 }
 
-/// Detach the operator: delete what attach created, newest first. Refused while sessions live.
+/// Detach the operator: custom resources first (waiting for their finalizers), then what attach
+/// created, newest first; CRDs only when no custom resource remains. Refused while sessions live.
 #[utoipa::path(post, path = "/api/v1/clusters/{id}/detach", tag = "clusters",
-    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local"), DetachParams),
     responses(
         (status = 200, body = Report, description = "every object with deleted, absent or kept (not made by attach)"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "cluster_in_use (details.sessions) or not_attached"),
+        (status = 409, body = ErrorBody, description = "cluster_in_use (details.sessions), not_attached, or finalizers_pending (details.held)"),
         (status = 502, body = ErrorBody),
     ))]
 async fn detach(
@@ -176,12 +275,14 @@ async fn detach(
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
+    Query(p): Query<DetachParams>,
 ) -> Result<axum::Json<Report>, ApiError> {
     let id = parse_id(&id)?;
+    let force = flag(p.force.as_deref(), "force")?;
     app.clusters.get(&id).await.map_err(ApiError::from)?;
-    let outcome = app.operator.detach(&id).await.map_err(ApiError::from);
+    let outcome = app.operator.detach(&id, force).await.map_err(ApiError::from);
     let details = match &outcome {
-        Ok(r) => json!({ "changed": r.changed }),
+        Ok(r) => json!({ "changed": r.changed, "force": force }),
         Err(e) => json!({ "message": e.message }),
     };
     audit(&app, &meta, &admin, "cluster.detach", id.as_str(), details, &outcome).await;

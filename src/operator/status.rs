@@ -38,6 +38,9 @@ pub struct OperatorConnection {
     /// The image and control-plane URL the operator was deployed with.
     pub image: Option<String>,
     pub control_plane_url: Option<String>,
+    /// The operator's Deployment, pods, log tail and Events as last read from the cluster
+    /// (while it is silent, at most every 30 s, and on every connection test).
+    pub pod: Option<super::pod::OperatorPods>,
 }
 
 impl Operator {
@@ -54,7 +57,13 @@ impl Operator {
             Some(a) if !a.complete => OperatorState::AttachIncomplete,
             Some(_) => OperatorState::Silent,
         };
+        let pods = attachment.and_then(|_| self.last_pods(&view.id));
         let mut causes = Vec::new();
+        if state != OperatorState::Connected
+            && let Some(d) = pods.as_ref().and_then(|p| p.diagnosis.as_ref())
+        {
+            causes.push(format!("{} — {}", d.cause, d.fix));
+        }
         if state == OperatorState::Silent {
             if let Some(r) = &rejection {
                 causes.push(format!("its token was rejected ({}) at {}", r.reason, r.at));
@@ -87,6 +96,7 @@ impl Operator {
             next_renewal_attempt_at: attachment.and_then(|a| a.rotation.next_attempt_at).map(rfc3339_ms),
             image: attachment.map(|a| a.image.clone()),
             control_plane_url: attachment.map(|a| a.control_plane_url.clone()),
+            pod: pods,
         }
     }
 

@@ -18,6 +18,7 @@ mod monitoring;
 mod operator;
 mod overview;
 mod packaging;
+mod real_clusters;
 mod replay;
 mod schema;
 mod sessions;

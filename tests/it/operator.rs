@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use crate::fake_kube::Harness;
 use crate::support::{TestServer, expect_error, gshare, stderr, stdout};
 
-const PUBLIC: &str = "https://gshare.example.test";
+pub(crate) const PUBLIC: &str = "https://gshare.example.test";
 
-fn admin(s: &TestServer) -> String {
+pub(crate) fn admin(s: &TestServer) -> String {
     s.app().auth.api.mint("admin:admin", Duration::from_secs(3600)).unwrap()
 }
 
@@ -27,7 +27,7 @@ async fn admin_metrics(s: &TestServer) -> String {
     s.client.get(s.url("/metrics")).bearer_auth(admin(s)).send().await.unwrap().text().await.unwrap()
 }
 
-async fn server() -> TestServer {
+pub(crate) async fn server() -> TestServer {
     TestServer::start_with(&[
         ("GSHARE_PUBLIC_URL", PUBLIC),
         ("GSHARE_SESSION_DOMAIN", "lab.example.test"),
@@ -36,11 +36,16 @@ async fn server() -> TestServer {
     .await
 }
 
-async fn fake(name: &str) -> FakeCluster {
+pub(crate) async fn fake(name: &str) -> FakeCluster {
     FakeCluster::start(ClusterSpec { name: name.into(), ..ClusterSpec::default() }).await.unwrap()
 }
 
-async fn call(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) -> reqwest::Response {
+pub(crate) async fn call(
+    s: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::Response {
     let mut r = s.client.request(method, s.url(path)).bearer_auth(admin(s));
     if let Some(b) = body {
         r = r.json(&b);
@@ -48,7 +53,7 @@ async fn call(s: &TestServer, method: reqwest::Method, path: &str, body: Option<
     r.send().await.unwrap()
 }
 
-async fn send(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>, want: u16) -> Value {
+pub(crate) async fn send(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>, want: u16) -> Value {
     let res = call(s, method, path, body).await;
     let status = res.status().as_u16();
     let text = res.text().await.unwrap();
@@ -56,16 +61,16 @@ async fn send(s: &TestServer, method: reqwest::Method, path: &str, body: Option<
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
-async fn register(s: &TestServer, name: &str, c: &FakeCluster) -> String {
+pub(crate) async fn register(s: &TestServer, name: &str, c: &FakeCluster) -> String {
     let body = json!({"name": name, "role": "primary", "kubeconfig_b64": STANDARD.encode(c.kubeconfig_yaml())});
     send(s, reqwest::Method::POST, "/api/v1/clusters", Some(body), 201).await["id"].as_str().unwrap().to_string()
 }
 
-async fn attach(s: &TestServer, id: &str, query: &str) -> reqwest::Response {
+pub(crate) async fn attach(s: &TestServer, id: &str, query: &str) -> reqwest::Response {
     call(s, reqwest::Method::POST, &format!("/api/v1/clusters/{id}/attach{query}"), None).await
 }
 
-fn results(report: &Value) -> Vec<(String, String)> {
+pub(crate) fn results(report: &Value) -> Vec<(String, String)> {
     report["objects"]
         .as_array()
         .unwrap()
@@ -74,21 +79,28 @@ fn results(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn count(c: &FakeCluster, group: &str, version: &str, plural: &str) -> usize {
+pub(crate) fn count(c: &FakeCluster, group: &str, version: &str, plural: &str) -> usize {
     c.store().list(group, version, plural, None).len()
 }
 
-fn get(c: &FakeCluster, group: &str, version: &str, plural: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+pub(crate) fn get(
+    c: &FakeCluster,
+    group: &str,
+    version: &str,
+    plural: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
     c.store().list(group, version, plural, ns).into_iter().find(|o| o["metadata"]["name"] == name)
 }
 
-fn secret_token(c: &FakeCluster) -> String {
+pub(crate) fn secret_token(c: &FakeCluster) -> String {
     let s = get(c, "", "v1", "secrets", Some("gshare-system"), "gshare-operator-internal-jwt").expect("token Secret");
     let raw = STANDARD.decode(s["data"]["internal-jwt"].as_str().unwrap()).unwrap();
     String::from_utf8(raw).unwrap()
 }
 
-async fn operator_view(s: &TestServer, id: &str) -> Value {
+pub(crate) async fn operator_view(s: &TestServer, id: &str) -> Value {
     send(s, reqwest::Method::GET, &format!("/api/v1/clusters/{id}"), None, 200).await["operator"].clone()
 }
 
@@ -258,9 +270,13 @@ async fn attach_refusals_and_recovery() {
     c.knobs().forbid("clusterroles", true);
     let body = expect_error(attach(&s, &id, "").await, 422, "cluster_forbidden").await;
     let msg = body["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("may not create clusterroles.rbac.authorization.k8s.io"), "{msg}");
+    // Every verb apply uses is checked (get, create, patch), each named.
+    assert!(msg.contains("may not get clusterroles.rbac.authorization.k8s.io"), "{msg}");
+    assert!(msg.contains("; create clusterroles.rbac.authorization.k8s.io"), "{msg}");
     assert!(msg.contains("ClusterRole/gshare-controller-inventory"), "{msg}");
-    assert_eq!(body["error"]["details"]["denied"][0]["verb"], "create");
+    let verbs: Vec<&str> =
+        body["error"]["details"]["denied"].as_array().unwrap().iter().map(|d| d["verb"].as_str().unwrap()).collect();
+    assert_eq!(verbs, ["get", "create", "patch"]);
     assert_eq!(count(&c, "apiextensions.k8s.io", "v1", "customresourcedefinitions"), 0);
     assert!(get(&c, "", "v1", "namespaces", None, "gshare-system").is_none());
     c.knobs().forbid("clusterroles", false);

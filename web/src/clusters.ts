@@ -57,6 +57,32 @@ export interface OperatorConnection {
   renewal_error?: string | null;
   renewal_error_at?: string | null;
   next_renewal_attempt_at?: string | null;
+  /** The operator's Deployment, pods, log tail and Events as last read from the cluster (issue 30). */
+  pod?: OperatorPods | null;
+}
+
+export interface OperatorContainer {
+  name: string;
+  image: string;
+  ready: boolean;
+  restarts: number;
+  state: string;
+  reason?: string | null;
+  message?: string | null;
+  last_termination?: { exit_code: number; reason?: string | null; message?: string | null } | null;
+}
+
+export interface OperatorPods {
+  read_at: string;
+  pods: { name: string; phase: string; unschedulable?: string | null; containers: OperatorContainer[] }[];
+  pods_matching: number;
+  pods_more?: boolean;
+  log?: { pod: string; container: string; previous: boolean; lines: string[] } | null;
+  log_error?: string | null;
+  events: { type: string; reason: string; object: string; message: string; count: number }[];
+  events_error?: string | null;
+  diagnosis?: { cause: string; fix: string } | null;
+  error?: string | null;
 }
 
 /** One object of an attach or detach answer. */
@@ -73,16 +99,19 @@ export interface AttachReport {
   objects: ObjectResult[];
   changed: number;
   token?: { kid: string; expires_at: string } | null;
+  profile?: { profile: string; reason: string; pull_policy: string } | null;
+  labeled_nodes?: { node: string; applied: string[]; kept: string[] }[];
 }
 
-export const attachOperator = (id: string, force = false) =>
-  request<AttachReport>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/attach${force ? "?force=true" : ""}`);
+export const attachOperator = (id: string, force = false, labelNodes = false) => {
+  const q = [force ? "force=true" : "", labelNodes ? "label_nodes=true" : ""].filter(Boolean).join("&");
+  return request<AttachReport>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/attach${q ? `?${q}` : ""}`);
+};
 
 /** What an admin who deploys by hand runs on a host with gshare and the cluster's kubeconfig. */
 export function manualCommands(id: string) {
   return (
-    `OPERATOR_TOKEN="$(gshare token operator --cluster-id ${id} | tail -1)" \\\n` +
-    `  gshare operator manifests --cluster-id ${id} \\\n` +
+    `gshare operator manifests --cluster-id ${id} \\\n` +
     `  | KUBECONFIG=<this cluster's kubeconfig> kubectl apply -f -`
   );
 }

@@ -18,6 +18,7 @@ use crate::discovery;
 use crate::fields;
 use crate::knobs::Knobs;
 use crate::patch::strategic_merge;
+use crate::rbac;
 use crate::resources::{self, ResourceType};
 use crate::select::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, json_response};
@@ -76,6 +77,7 @@ async fn gate(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
     if !cert && !token_ok && !anonymous_ok {
         return ApiError::unauthorized().into_response();
     }
+    app.knobs.count_request();
     if let Some(d) = app.knobs.delay() {
         tokio::time::sleep(d).await;
     }
@@ -223,8 +225,9 @@ async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {
         return Err(ApiError::unknown_resource());
     }
     if let Some(s) = sub {
-        let known =
-            (s == "status" && rt.status_subresource) || (s == "finalize" && group.is_empty() && plural == "namespaces");
+        let known = (s == "status" && rt.status_subresource)
+            || (s == "finalize" && group.is_empty() && plural == "namespaces")
+            || (s == "log" && group.is_empty() && plural == "pods");
         if !known {
             return Err(ApiError::unknown_resource());
         }
@@ -248,10 +251,38 @@ async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {
         (&Method::DELETE, false) => "deletecollection",
         (m, _) => return Err(ApiError::method_not_allowed(m.as_str())),
     };
-    if app.knobs.is_forbidden(&call.rt.plural) {
+    let rights = app.knobs.rights();
+    if call.sub.as_deref() == Some("log") {
+        if verb != "get" {
+            return Err(ApiError::method_not_allowed(parts.method.as_str()));
+        }
+        let name = call.name.as_deref().unwrap_or_default();
+        if app.knobs.is_forbidden("pods/log")
+            || app.knobs.is_forbidden("pods")
+            || !rbac::allows(rights.as_deref(), "", "pods/log", "get", call.ns.as_deref())
+        {
+            return Err(ApiError::forbidden_sub(&app.user, "get", &call.rt, name, "log", call.ns.as_deref()));
+        }
+        return pod_log(app, &call);
+    }
+    let resource = match call.sub.as_deref() {
+        Some(sub) => format!("{}/{sub}", call.rt.plural),
+        None => call.rt.plural.clone(),
+    };
+    // Access reviews are every authenticated user's (system:basic-user).
+    if app.knobs.is_forbidden(&call.rt.plural)
+        || (!call.rt.create_only
+            && !rbac::allows(rights.as_deref(), &call.rt.group, &resource, verb, call.ns.as_deref()))
+    {
         return Err(ApiError::forbidden(&app.user, verb, &call.rt, call.ns.as_deref()));
     }
     let write = matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection");
+    if write
+        && !call.rt.create_only
+        && let Some(d) = app.knobs.write_delay()
+    {
+        tokio::time::sleep(d).await;
+    }
     if write && !call.rt.create_only && !app.knobs.take_write() {
         // Gone mid-change: the connection is cut (see `Knobs::unreachable_after_writes`), never answered.
         std::future::pending::<()>().await;
@@ -273,6 +304,59 @@ async fn handle(app: &App, req: Request) -> Result<Response, ApiError> {
         "delete" => delete(app, &call, &body),
         _ => delete_collection(app, &call),
     }
+}
+
+/// `GET pods/{name}/log`: the real server's parameters (`container`, `previous`, `tailLines`,
+/// `limitBytes`: the tail first, then the byte limit from its start) and refusals, as text/plain.
+fn pod_log(app: &App, call: &Call) -> Result<Response, ApiError> {
+    let name = call.name.as_deref().unwrap_or_default();
+    let ns = call.ns_key().to_string();
+    let pod =
+        app.store.lock().get("", "pods", &ns, name).cloned().ok_or_else(|| ApiError::not_found(&call.rt, name))?;
+    let containers: Vec<String> = pod["spec"]["containers"]
+        .as_array()
+        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let container = match call.q.get("container").filter(|c| !c.is_empty()) {
+        Some(c) if containers.contains(c) => c.clone(),
+        Some(c) => {
+            return Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}")));
+        }
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )));
+        }
+    };
+    let previous = call.flag("previous");
+    let log = match app.knobs.pod_log(&ns, name, &container, previous) {
+        Some(l) => l,
+        None if previous => {
+            return Err(ApiError::bad_request(format!(
+                "previous terminated container \"{container}\" in pod \"{name}\" not found"
+            )));
+        }
+        None => Vec::new(),
+    };
+    let mut out: &[u8] = &log;
+    if let Some(n) = call.q.get("tailLines").and_then(|t| t.parse::<usize>().ok()) {
+        // The last n lines (a final newline ends the last line, it does not start another).
+        let body = out.strip_suffix(b"\n").unwrap_or(out);
+        let mut starts = body.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1).collect::<Vec<_>>();
+        starts.insert(0, 0);
+        let from = if n == 0 { out.len() } else { starts[starts.len().saturating_sub(n)] };
+        out = &out[from..];
+    }
+    if let Some(n) = call.q.get("limitBytes").and_then(|t| t.parse::<usize>().ok()).filter(|n| *n > 0) {
+        out = &out[..out.len().min(n)];
+    }
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from(out.to_vec()))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
 }
 
 async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
@@ -371,7 +455,11 @@ fn list(app: &App, call: &Call) -> Result<Response, ApiError> {
     {
         let token = format!("{}/{}", meta_str(last, "namespace").unwrap_or(""), meta_str(last, "name").unwrap_or(""));
         meta["continue"] = json!(base64::engine::general_purpose::STANDARD.encode(token));
-        meta["remainingItemCount"] = json!(total - items.len());
+        // The real server counts what remains only for unfiltered lists.
+        let filtered = ["labelSelector", "fieldSelector"].iter().any(|k| call.q.get(*k).is_some_and(|v| !v.is_empty()));
+        if !filtered {
+            meta["remainingItemCount"] = json!(total - items.len());
+        }
     }
     if table::wants_table(call.accept()) {
         let refs: Vec<&Value> = items.iter().collect();
@@ -704,9 +792,27 @@ fn create(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
     check_body(call, &obj)?;
     let now = now_rfc3339();
     if call.rt.create_only {
-        let resource = obj["spec"]["resourceAttributes"]["resource"].as_str().unwrap_or_default().to_string();
-        let allowed = !app.knobs.is_forbidden(&resource);
+        let rights = app.knobs.rights();
         obj = with_type(&call.rt, obj);
+        if call.rt.plural == "selfsubjectrulesreviews" {
+            let ns = obj["spec"]["namespace"].as_str().unwrap_or_default().to_string();
+            obj["status"] = rbac::rules_review(rights.as_deref(), &ns);
+            return Ok(json_response(StatusCode::CREATED, &obj));
+        }
+        let a = &obj["spec"]["resourceAttributes"];
+        let resource = a["resource"].as_str().unwrap_or_default().to_string();
+        let full = match a["subresource"].as_str().filter(|s| !s.is_empty()) {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource.clone(),
+        };
+        let allowed = !app.knobs.is_forbidden(&resource)
+            && rbac::allows(
+                rights.as_deref(),
+                a["group"].as_str().unwrap_or_default(),
+                &full,
+                a["verb"].as_str().unwrap_or_default(),
+                a["namespace"].as_str().filter(|n| !n.is_empty()),
+            );
         obj["status"] = json!({"allowed": allowed});
         return Ok(json_response(StatusCode::CREATED, &obj));
     }
@@ -737,6 +843,7 @@ fn create(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
     }
     meta_mut(&mut obj).insert("name".into(), json!(name));
     prepare_new(&mut st, call, &mut obj, &now)?;
+    guard_write(app, &st, call, None, &obj)?;
     fill_service_account_token(app, &mut st, call, &mut obj);
     fields::record_update(None, &mut obj, &call.manager(), &call.rt.api_version(), None, &now);
     if call.dry_run() {
@@ -789,6 +896,7 @@ fn update(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
         call.sub.as_deref(),
         &now_rfc3339(),
     );
+    guard_write(app, &st, call, Some(&old), &new)?;
     let stored = write_back(&mut st, call, &old, new);
     Ok(json_response(StatusCode::OK, &stored))
 }
@@ -846,6 +954,7 @@ fn patch(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
         call.sub.as_deref(),
         &now_rfc3339(),
     );
+    guard_write(app, &st, call, Some(&old), &new)?;
     let stored = write_back(&mut st, call, &old, new);
     Ok(json_response(StatusCode::OK, &stored))
 }
@@ -891,6 +1000,7 @@ fn apply(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
             } else {
                 new["metadata"]["managedFields"] = managed;
             }
+            guard_write(app, &st, call, Some(&old), &new)?;
             let stored = write_back(&mut st, call, &old, new);
             Ok(json_response(StatusCode::OK, &stored))
         }
@@ -915,6 +1025,7 @@ fn apply(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
             let managed = obj["metadata"]["managedFields"].clone();
             prepare_new(&mut st, call, &mut obj, &now)?;
             obj["metadata"]["managedFields"] = managed;
+            guard_write(app, &st, call, None, &obj)?;
             if call.dry_run() {
                 return Ok(json_response(StatusCode::CREATED, &obj));
             }
@@ -923,6 +1034,97 @@ fn apply(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
             Ok(json_response(StatusCode::CREATED, &stored))
         }
     }
+}
+
+/// Go's `%#v` of a `metav1.LabelSelector`, as validation messages print it.
+fn go_label_selector(sel: &Value) -> String {
+    let labels: Vec<String> = sel["matchLabels"]
+        .as_object()
+        .map(|m| {
+            let mut kv: Vec<(&String, &Value)> = m.iter().collect();
+            kv.sort_by(|a, b| a.0.cmp(b.0));
+            kv.iter().map(|(k, v)| format!("{k:?}:{:?}", v.as_str().unwrap_or_default())).collect()
+        })
+        .unwrap_or_default();
+    let labels = if sel["matchLabels"].is_object() {
+        format!("map[string]string{{{}}}", labels.join(", "))
+    } else {
+        "map[string]string(nil)".to_string()
+    };
+    let exprs = match sel["matchExpressions"].as_array() {
+        Some(a) if !a.is_empty() => {
+            let items: Vec<String> = a
+                .iter()
+                .map(|e| {
+                    let values: Vec<String> = e["values"]
+                        .as_array()
+                        .map(|v| v.iter().map(|x| format!("{:?}", x.as_str().unwrap_or_default())).collect())
+                        .unwrap_or_default();
+                    format!(
+                        "v1.LabelSelectorRequirement{{Key:{:?}, Operator:{:?}, Values:[]string{{{}}}}}",
+                        e["key"].as_str().unwrap_or_default(),
+                        e["operator"].as_str().unwrap_or_default(),
+                        values.join(", ")
+                    )
+                })
+                .collect();
+            format!("[]v1.LabelSelectorRequirement{{{}}}", items.join(", "))
+        }
+        _ => "[]v1.LabelSelectorRequirement(nil)".to_string(),
+    };
+    format!("v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{exprs}}}")
+}
+
+/// What the real server refuses on a write whatever the body's syntax: a changed selector of a
+/// workload (immutable in apps/v1), and Roles or bindings granting rights the user does not hold.
+fn guard_write(app: &App, st: &StoreState, call: &Call, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+    let rt = &call.rt;
+    let name = meta_str(new, "name").unwrap_or_default();
+    if let Some(old) = old
+        && rt.group == "apps"
+        && matches!(rt.plural.as_str(), "deployments" | "replicasets" | "daemonsets" | "statefulsets")
+        && call.sub.is_none()
+        && old["spec"]["selector"] != new["spec"]["selector"]
+    {
+        return Err(ApiError::invalid_object(
+            rt,
+            name,
+            &[(
+                "spec.selector",
+                "FieldValueInvalid",
+                format!("Invalid value: {}: field is immutable", go_label_selector(&new["spec"]["selector"])),
+            )],
+        ));
+    }
+    let rights = app.knobs.rights();
+    if rights.is_none() || rt.group != "rbac.authorization.k8s.io" || call.dry_run() {
+        return Ok(());
+    }
+    let ns = rt.namespaced.then(|| call.ns_key());
+    let (rules, may_skip) = match rt.plural.as_str() {
+        "roles" | "clusterroles" => {
+            let rules = new["rules"].as_array().cloned().unwrap_or_default();
+            (rules, rbac::allows(rights.as_deref(), &rt.group, &rt.plural, "escalate", ns))
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let role_ref = &new["roleRef"];
+            let role_name = role_ref["name"].as_str().unwrap_or_default();
+            let (plural, role_ns) =
+                if role_ref["kind"] == "ClusterRole" { ("clusterroles", "") } else { ("roles", call.ns_key()) };
+            let role = st.get("rbac.authorization.k8s.io", plural, role_ns, role_name);
+            let rules = role.and_then(|r| r["rules"].as_array().cloned()).unwrap_or_default();
+            (rules, rbac::allows(rights.as_deref(), &rt.group, plural, "bind", ns))
+        }
+        _ => return Ok(()),
+    };
+    if may_skip {
+        return Ok(());
+    }
+    let missing = rbac::missing(rights.as_deref(), &rules, ns);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::forbidden_named(rt, name, &rbac::escalation_message(&app.user, &missing)))
 }
 
 fn success_status(rt: &ResourceType, obj: &Value) -> Value {

@@ -10,13 +10,22 @@ use tokio::sync::watch;
 use crate::store::Store;
 use crate::util::now_rfc3339;
 
+/// (namespace, pod, container, previous) -> the log's bytes.
+type Logs = std::collections::BTreeMap<(String, String, String, bool), Vec<u8>>;
+
 struct KnobState {
     unreachable: watch::Sender<bool>,
     delay: Mutex<Option<Duration>>,
+    write_delay: Mutex<Option<Duration>>,
+    requests: watch::Sender<u64>,
     forbidden: Mutex<BTreeSet<String>>,
     tokens: Mutex<BTreeSet<String>>,
     /// Writes still allowed before the cluster goes away (`None`: no limit).
     writes_left: Mutex<Option<usize>>,
+    /// What the user may do (`None`: cluster-admin).
+    rights: Mutex<Option<Vec<crate::rbac::Right>>>,
+    /// Container logs: (namespace, pod, container, previous) -> bytes.
+    logs: Mutex<Logs>,
 }
 
 /// Failure knobs of one fake cluster; cheap to clone, every switch takes effect at once.
@@ -46,9 +55,13 @@ impl Knobs {
             state: Arc::new(KnobState {
                 unreachable,
                 delay: Mutex::new(None),
+                write_delay: Mutex::new(None),
+                requests: watch::channel(0).0,
                 forbidden: Mutex::new(BTreeSet::new()),
                 tokens: Mutex::new(BTreeSet::from([token])),
                 writes_left: Mutex::new(None),
+                logs: Mutex::new(std::collections::BTreeMap::new()),
+                rights: Mutex::new(None),
             }),
             store,
         }
@@ -101,6 +114,26 @@ impl Knobs {
         *lock(&self.state.delay)
     }
 
+    /// Every write (create, update, patch, delete) is answered this much later (`None`: at once);
+    /// reads and access reviews are not slowed.
+    pub fn set_write_delay(&self, delay: Option<Duration>) {
+        *lock(&self.state.write_delay) = delay;
+    }
+
+    pub(crate) fn write_delay(&self) -> Option<Duration> {
+        *lock(&self.state.write_delay)
+    }
+
+    /// Counts one authenticated request.
+    pub(crate) fn count_request(&self) {
+        self.state.requests.send_modify(|n| *n += 1);
+    }
+
+    /// Authenticated requests so far, as a channel a test can wait on (`wait_for(|n| *n > k)`).
+    pub fn requests(&self) -> watch::Receiver<u64> {
+        self.state.requests.subscribe()
+    }
+
     /// Every request on this resource (plural, any group) answers 403 Forbidden while on.
     pub fn forbid(&self, resource: &str, forbidden: bool) {
         let mut set = lock(&self.state.forbidden);
@@ -113,6 +146,26 @@ impl Knobs {
 
     pub fn is_forbidden(&self, resource: &str) -> bool {
         lock(&self.state.forbidden).contains(resource)
+    }
+
+    /// Restricts the user to these rights (`None`: cluster-admin again). Every request, access
+    /// review and RBAC write is judged by them, as a real server's authorizer and RBAC storage do.
+    pub fn set_rights(&self, rights: Option<Vec<crate::rbac::Right>>) {
+        *lock(&self.state.rights) = rights;
+    }
+
+    pub(crate) fn rights(&self) -> Option<Vec<crate::rbac::Right>> {
+        lock(&self.state.rights).clone()
+    }
+
+    /// What `pods/{pod}/log?container={container}` answers (`previous`: the run before the
+    /// last restart). The pod must exist for the log to be served.
+    pub fn set_pod_log(&self, ns: &str, pod: &str, container: &str, previous: bool, log: impl Into<Vec<u8>>) {
+        lock(&self.state.logs).insert((ns.into(), pod.into(), container.into(), previous), log.into());
+    }
+
+    pub(crate) fn pod_log(&self, ns: &str, pod: &str, container: &str, previous: bool) -> Option<Vec<u8>> {
+        lock(&self.state.logs).get(&(ns.to_string(), pod.to_string(), container.to_string(), previous)).cloned()
     }
 
     /// Accepts another bearer token (as if a service account token had been issued).

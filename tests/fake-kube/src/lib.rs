@@ -12,6 +12,7 @@ mod knobs;
 mod patch;
 mod pki;
 mod proto;
+mod rbac;
 mod resources;
 mod seed;
 mod select;
@@ -31,6 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 
 pub use knobs::Knobs;
+pub use rbac::Right;
 pub use resources::ResourceType;
 pub use seed::gpu_uuid;
 pub use store::{Store, StoreError};

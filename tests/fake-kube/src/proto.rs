@@ -1,6 +1,7 @@
 //! Just enough Kubernetes protobuf to read what kubectl's typed clients send for simple kinds
-//! (`kubectl create namespace|secret|configmap|serviceaccount`): the `k8s\0` envelope
-//! (`runtime.Unknown`), ObjectMeta, and Namespace, Secret, ConfigMap, ServiceAccount.
+//! (`kubectl create namespace|secret|configmap|serviceaccount`, `kubectl auth can-i`): the `k8s\0`
+//! envelope (`runtime.Unknown`), ObjectMeta, and Namespace, Secret, ConfigMap, ServiceAccount,
+//! SelfSubjectAccessReview and SelfSubjectRulesReview.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -140,6 +141,40 @@ fn body(kind: &str, raw: &[u8]) -> Result<Value, String> {
             ("ConfigMap", 2, Wire::Bytes(x)) => insert_map(&mut o, "data", map_entry(x, false)?),
             ("ConfigMap", 3, Wire::Bytes(x)) => insert_map(&mut o, "binaryData", map_entry(x, true)?),
             ("ConfigMap", 4, Wire::Varint(v)) => drop(o.insert("immutable".into(), json!(v != 0))),
+            ("SelfSubjectAccessReview", 2, Wire::Bytes(x)) => {
+                let mut spec = Map::new();
+                for (ff, ww) in fields(x)? {
+                    if let (1, Wire::Bytes(ra)) = (ff, ww) {
+                        let mut attrs = Map::new();
+                        for (k, v) in fields(ra)? {
+                            let name = match k {
+                                1 => "namespace",
+                                2 => "verb",
+                                3 => "group",
+                                4 => "version",
+                                5 => "resource",
+                                6 => "subresource",
+                                7 => "name",
+                                _ => continue,
+                            };
+                            if let Wire::Bytes(b) = v {
+                                attrs.insert(name.into(), json!(string(b)?));
+                            }
+                        }
+                        spec.insert("resourceAttributes".into(), Value::Object(attrs));
+                    }
+                }
+                o.insert("spec".into(), Value::Object(spec));
+            }
+            ("SelfSubjectRulesReview", 2, Wire::Bytes(x)) => {
+                let mut spec = Map::new();
+                for (ff, ww) in fields(x)? {
+                    if let (1, Wire::Bytes(ns)) = (ff, ww) {
+                        spec.insert("namespace".into(), json!(string(ns)?));
+                    }
+                }
+                o.insert("spec".into(), Value::Object(spec));
+            }
             ("ServiceAccount", 3, Wire::Bytes(x)) => push(&mut o, "imagePullSecrets", local_ref(x)?),
             ("ServiceAccount", 4, Wire::Varint(v)) => {
                 drop(o.insert("automountServiceAccountToken".into(), json!(v != 0)))
@@ -169,9 +204,13 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
-    if !matches!(kind.as_str(), "Namespace" | "Secret" | "ConfigMap" | "ServiceAccount") {
+    if !matches!(
+        kind.as_str(),
+        "Namespace" | "Secret" | "ConfigMap" | "ServiceAccount" | "SelfSubjectAccessReview" | "SelfSubjectRulesReview"
+    ) {
         return Err(format!(
-            "the fake reads protobuf only for Namespace, Secret, ConfigMap and ServiceAccount, not {kind:?}"
+            "the fake reads protobuf only for Namespace, Secret, ConfigMap, ServiceAccount and the self-subject \
+             reviews, not {kind:?}"
         ));
     }
     let mut obj = body(&kind, raw)?;

@@ -121,6 +121,32 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// A subresource refused on a named object, as the real server words it:
+    /// `pods "x" is forbidden: User "u" cannot get resource "pods/log" in API group "" in the namespace "n"`.
+    pub fn forbidden_sub(user: &str, verb: &str, rt: &ResourceType, name: &str, sub: &str, ns: Option<&str>) -> Self {
+        let scope = match ns {
+            Some(ns) => format!("in the namespace \"{ns}\""),
+            None => "at the cluster scope".to_string(),
+        };
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: User \"{user}\" cannot {verb} resource \"{}/{sub}\" in API group \"{}\" {scope}",
+                rt.qualified(),
+                rt.plural,
+                rt.group
+            ),
+        )
+        .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+    }
+
+    /// `<resource> "<name>" is forbidden: <why>` (RBAC storage refusals).
+    pub fn forbidden_named(rt: &ResourceType, name: &str, why: &str) -> Self {
+        Self::new(403, "Forbidden", format!("{} \"{name}\" is forbidden: {why}", rt.qualified()))
+            .with_details(Self::object_details(rt, name))
+    }
+
     pub fn forbidden(user: &str, verb: &str, rt: &ResourceType, ns: Option<&str>) -> Self {
         let scope = match ns {
             Some(ns) => format!("in the namespace \"{ns}\""),

@@ -35,6 +35,7 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
   const [error, setError] = useState<unknown>(null);
   const [objects, setObjects] = useState<ObjectResult[]>([]);
   const [done, setDone] = useState<string | null>(null);
+  const [labelNodes, setLabelNodes] = useState(false);
   const conflict = error instanceof ApiError && error.code === "crd_conflict";
 
   const run = async (force: boolean) => {
@@ -44,11 +45,16 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
     setDone(null);
     setObjects([]);
     try {
-      const r = await attachOperator(props.clusterId, force);
+      const r = await attachOperator(props.clusterId, force, labelNodes);
       setObjects(r.objects);
+      const labeled = (r.labeled_nodes ?? [])
+        .map((n) => `${n.node}: ${n.applied.join(" ") || "nothing"}${n.kept.length ? ` (kept ${n.kept.join(", ")})` : ""}`)
+        .join("; ");
       setDone(
         `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
-          (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : "."),
+          (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : ".") +
+          (r.profile ? ` RBAC profile ${r.profile.profile}: ${r.profile.reason}.` : "") +
+          (labeled ? ` Node labels: ${labeled}.` : ""),
       );
       props.onAttached?.();
     } catch (e) {
@@ -66,6 +72,11 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
         Attach the operator: the server applies its CRDs, namespaces, RBAC, token Secret and Deployment through this
         cluster's kubeconfig, and keeps the token renewed.
       </p>
+      <label class="small">
+        <input type="checkbox" checked={labelNodes} onChange={(e) => setLabelNodes(e.currentTarget.checked)} /> Label
+        nodes as upstream does where the labels are missing (GPU nodes gpu=on, gshare.io/gpu=true,
+        gshare.io/gpu-mode=fractional; CPU nodes gshare.io/node-type=cpu); labels set to other values are kept
+      </label>
       <div class="attach-actions">
         <button type="button" class="primary" disabled={busy} onClick={() => run(false)}>
           {busy ? "Applying the operator's objects…" : "Attach operator"}

@@ -116,6 +116,32 @@ describe("ClustersPage", () => {
     expect(container.querySelector("tr.cluster-row.expanded")).toBeNull();
   });
 
+  it("shows the operator pod's state, log tail and likely fix in the Operator cell", async () => {
+    const pod = {
+      read_at: "2026-12-01T20:00:00.000Z",
+      pods: [{ name: "gshare-operator-1", phase: "Running", containers: [
+        { name: "operator", image: "x", ready: false, restarts: 7, state: "waiting", reason: "CrashLoopBackOff",
+          last_termination: { exit_code: 2 } },
+      ] }],
+      pods_matching: 1,
+      log: { pod: "gshare-operator-1", container: "operator", previous: true, lines: ["flag provided but not defined: -volume-sync-interval"] },
+      log_error: null,
+      events: [],
+      diagnosis: { cause: "its build does not define --volume-sync-interval", fix: "attach again with this gShare" },
+    };
+    stubFetch({
+      "GET /api/v1/clusters": () => ({ body: page([cluster({ operator: { state: "silent", likely_causes: [], pod } })]) }),
+      "GET /api/v1/clusters/*": () => ({ body: [] }),
+    });
+    const { container } = render(<ClustersPage />);
+    await screen.findByText(/its build does not define --volume-sync-interval/);
+    const cell = container.querySelector(".operator-pod") as HTMLElement;
+    expect(cell.textContent).toContain("attach again with this gShare");
+    expect(cell.textContent).toContain("CrashLoopBackOff");
+    expect(cell.textContent).toContain("7 restarts, last exit 2");
+    expect(cell.textContent).toContain("the run that crashed");
+  });
+
   it("shows an error when the list cannot load", async () => {
     stubFetch({ "GET /api/v1/clusters": () => ({ status: 500, body: { error: { code: "internal", message: "boom", details: {} } } }) });
     render(<ClustersPage />);

@@ -58,6 +58,49 @@ const OPERATOR_LABEL: Record<string, string> = {
   silent: "silent",
 };
 
+/** What the cluster says about the operator's own pods: the likely fix first, then the detail. */
+function OperatorPodState(props: { pods: NonNullable<Cluster["operator"]>["pod"] }) {
+  const p = props.pods;
+  if (!p) return null;
+  const c = p.pods[0]?.containers[0];
+  return (
+    <div class="small operator-pod">
+      {p.diagnosis && (
+        <div class="probe-error">
+          {p.diagnosis.cause} — <strong>{p.diagnosis.fix}</strong>
+        </div>
+      )}
+      {c && (
+        <div class="muted">
+          pod {p.pods[0].name}: {c.state}
+          {c.reason ? ` (${c.reason})` : ""}, {c.restarts} restarts
+          {c.last_termination ? `, last exit ${c.last_termination.exit_code}` : ""}
+        </div>
+      )}
+      {p.log_error && <div class="muted">{p.log_error}</div>}
+      {p.log && p.log.lines.length > 0 && (
+        <details>
+          <summary>last {p.log.lines.length} log lines{p.log.previous ? " (the run that crashed)" : ""}</summary>
+          <pre class="operator-log">{p.log.lines.join("\n")}</pre>
+        </details>
+      )}
+      {p.events.length > 0 && (
+        <details>
+          <summary>{p.events.length} recent events</summary>
+          <ul>
+            {p.events.map((e, i) => (
+              <li key={i}>
+                {e.type} {e.reason} {e.object}: {e.message}
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+      <div class="muted">read {formatTime(p.read_at)}</div>
+    </div>
+  );
+}
+
 /** Registered / attached / connected (with the last callback's age) / silent (with likely causes). */
 export function OperatorCell(props: { cluster: Cluster }) {
   const op = props.cluster.operator;
@@ -79,6 +122,7 @@ export function OperatorCell(props: { cluster: Cluster }) {
           </ul>
         </details>
       )}
+      {op.state !== "connected" && op.pod && <OperatorPodState pods={op.pod} />}
       {op.renewal_error && (
         <div class="small probe-error" title={op.next_renewal_attempt_at ? `next attempt ${op.next_renewal_attempt_at}` : undefined}>
           token renewal failed: {op.renewal_error}
