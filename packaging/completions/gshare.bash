@@ -641,7 +641,7 @@ _gshare() {
             return 0
             ;;
         gshare__subcmd__cluster__subcmd__attach)
-            opts="-h --force --config --help"
+            opts="-h --force --replace --label-nodes --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -659,7 +659,7 @@ _gshare() {
             return 0
             ;;
         gshare__subcmd__cluster__subcmd__detach)
-            opts="-h --config --help"
+            opts="-h --force --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1503,7 +1503,7 @@ _gshare() {
             return 0
             ;;
         gshare__subcmd__operator__subcmd__manifests)
-            opts="-h --cluster-id --image --control-plane-url --session-domain --token --config --help"
+            opts="-h --cluster-id --image --control-plane-url --session-domain --token --no-token --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
