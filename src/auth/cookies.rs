@@ -11,6 +11,16 @@ use sha2::{Digest, Sha256};
 pub const CONSOLE_COOKIE: &str = "gshare_console";
 /// A readable copy of the session's CSRF token, for the console to echo (double submit).
 pub const CSRF_COOKIE: &str = "gshare_csrf";
+/// Under TLS the console's cookies carry the `__Host-` prefix: a browser then takes them only
+/// with `Secure`, `Path=/` and no `Domain`, so no other host (a session domain that is a sibling
+/// of the console's, say) can set or shadow them.
+pub const HOST_PREFIX: &str = "__Host-";
+
+/// The names the console's cookies have on this server: (session, CSRF).
+pub fn console_cookie_names(secure: bool) -> (&'static str, &'static str) {
+    if secure { ("__Host-gshare_console", "__Host-gshare_csrf") } else { (CONSOLE_COOKIE, CSRF_COOKIE) }
+}
+
 /// The header cookie-authenticated state-changing requests must carry.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -48,6 +58,14 @@ mod tests {
         assert_eq!(cookie(&h, CONSOLE_COOKIE), Some("tok"));
         assert_eq!(cookie(&h, "a"), Some("1"));
         assert_eq!(cookie(&h, "missing"), None);
+    }
+
+    #[test]
+    fn names_under_tls_carry_the_host_prefix() {
+        assert_eq!(console_cookie_names(false), (CONSOLE_COOKIE, CSRF_COOKIE));
+        let (session, csrf) = console_cookie_names(true);
+        assert_eq!(session, format!("{HOST_PREFIX}{CONSOLE_COOKIE}"));
+        assert_eq!(csrf, format!("{HOST_PREFIX}{CSRF_COOKIE}"));
     }
 
     #[test]

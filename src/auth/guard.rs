@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use subtle::ConstantTimeEq;
 
-use super::cookies::{CONSOLE_COOKIE, CSRF_HEADER, cookie, csrf_token_for};
+use super::cookies::{CSRF_HEADER, console_cookie_names, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
 use crate::cluster_id::ClusterId;
@@ -59,7 +59,8 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
         let (token, via) = match bearer_token(&parts.headers) {
             Some(t) => (t, AuthVia::Bearer),
-            None => match cookie(&parts.headers, CONSOLE_COOKIE) {
+            // Under TLS only the `__Host-` name counts: a cookie without it may come from a sibling host.
+            None => match cookie(&parts.headers, console_cookie_names(app.signin.secure_cookies()).0) {
                 Some(t) => (t.to_string(), AuthVia::Cookie),
                 None => {
                     return Err(ApiError::unauthenticated(

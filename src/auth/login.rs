@@ -19,7 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::accounts::{self, MAX_PASSWORD_LEN, MAX_USERNAME_LEN};
-use super::cookies::{CONSOLE_COOKIE, CSRF_COOKIE, csrf_token_for};
+use super::cookies::{console_cookie_names, csrf_token_for};
 use super::guard::{ADMIN_PREFIX, AdminCaller, AuthVia};
 use super::throttle::LoginThrottle;
 use crate::App;
@@ -376,8 +376,9 @@ async fn login(
     let mut res = axum::Json(body).into_response();
     let secure = signin.secure_cookies();
     let h = res.headers_mut();
-    h.append(header::SET_COOKIE, cookie_header(CONSOLE_COOKIE, &token, ttl_s, true, secure));
-    h.append(header::SET_COOKIE, cookie_header(CSRF_COOKIE, &csrf, ttl_s, false, secure));
+    let (session_name, csrf_name) = console_cookie_names(secure);
+    h.append(header::SET_COOKIE, cookie_header(session_name, &token, ttl_s, true, secure));
+    h.append(header::SET_COOKIE, cookie_header(csrf_name, &csrf, ttl_s, false, secure));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(res)
 }
@@ -429,8 +430,9 @@ async fn logout(
     let secure = app.signin.secure_cookies();
     let mut res = StatusCode::NO_CONTENT.into_response();
     let h = res.headers_mut();
-    h.append(header::SET_COOKIE, cookie_header(CONSOLE_COOKIE, "", 0, true, secure));
-    h.append(header::SET_COOKIE, cookie_header(CSRF_COOKIE, "", 0, false, secure));
+    let (session_name, csrf_name) = console_cookie_names(secure);
+    h.append(header::SET_COOKIE, cookie_header(session_name, "", 0, true, secure));
+    h.append(header::SET_COOKIE, cookie_header(csrf_name, "", 0, false, secure));
     Ok(res)
 }
 

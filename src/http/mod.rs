@@ -70,6 +70,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/proxy/{*rest}", axum::routing::any(crate::sessions::relay::relay))
         // The console SPA; it answers the API prefixes with the same JSON 404 as before.
         .fallback(crate::console::serve)
+        // On a session domain only the relay, verify and health answer (421 otherwise).
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::sessions::origin::session_origin))
         // Counts operator callbacks by route and status for /metrics (needs the matched route).
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::inventory::metrics::count_callbacks))
         .layer(DefaultBodyLimit::max(extract::MAX_JSON_BODY))

@@ -11,6 +11,7 @@ pub mod lookup;
 pub mod metrics;
 pub mod model;
 pub mod offerings;
+pub mod origin;
 pub mod proxy_path;
 pub mod relay;
 pub mod reports;
@@ -165,6 +166,7 @@ pub struct Sessions {
     pub relay: relay::RelayClient,
     /// What verify and the relay look up per request, kept until the next commit.
     lookups: lookup::LookupCache,
+    session_hosts: origin::SessionHosts,
     /// Heartbeats of running sessions waiting for the next flush (see `reports`).
     beats: reports::HeldBeats,
     /// Whether a cluster's operator is there to run a new session.
@@ -189,6 +191,7 @@ impl Sessions {
             connect,
             relay: relay::RelayClient::new(),
             lookups: Default::default(),
+            session_hosts: Default::default(),
             beats: Default::default(),
         }
     }

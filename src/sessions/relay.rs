@@ -27,7 +27,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use super::model::{Phase, cr_name};
 use super::proxy_path::{Refusal, route};
 use crate::App;
-use crate::auth::cookies::{CONSOLE_COOKIE, CSRF_COOKIE};
 use crate::http::error::ApiError;
 use crate::http::middleware::PassedThrough;
 use crate::http::server::ConnectionTicket;
@@ -63,7 +62,8 @@ fn filter_cookies(v: &HeaderValue, keep_session: &dyn Fn(&str) -> bool) -> Optio
             if name == super::connect::COOKIE {
                 return keep_session(value);
             }
-            name != CONSOLE_COOKIE && name != CSRF_COOKIE
+            // The console's cookies, in any form (`__Host-` under TLS), never reach an app.
+            !is_our_cookie_name(name)
         })
         .collect();
     if kept.is_empty() { None } else { HeaderValue::from_str(&kept.join("; ")).ok() }
@@ -425,7 +425,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
 /// The host a request was sent to, without its port: HTTP/2's `:authority` (the URI), else the
 /// `Host` header. A proxy in front of this server must pass `Host` on (nginx: `proxy_set_header
 /// Host $host`); `X-Forwarded-Host` is not read, a client could write it.
-fn request_host(req: &Request) -> Option<String> {
+pub(crate) fn request_host(req: &Request) -> Option<String> {
     let from_header;
     let authority = match req.uri().authority() {
         Some(a) => a,

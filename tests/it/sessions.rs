@@ -1624,3 +1624,58 @@ async fn one_session_holds_at_most_64_relayed_websockets() {
     drop(open);
     s.stop().await;
 }
+
+/// Issue 32 item 4: on a session domain (the origin of every session app) only the relay, verify
+/// and the health paths answer; the console, the API and sign-in are 421 there and set no cookie.
+#[tokio::test]
+async fn the_console_does_not_answer_on_the_session_origin() {
+    let s = server().await;
+    let c = cluster("gpu-o").await;
+    let cid = register(&s, "gpu-o", &c).await;
+    call(
+        &s,
+        reqwest::Method::PATCH,
+        &format!("/api/v1/clusters/{cid}"),
+        Some(json!({"session_domain": "gpu-o.lab.test"})),
+    )
+    .await;
+    let on = |host: &'static str, method: reqwest::Method, path: &'static str| {
+        let req = s.client.request(method, s.url(path)).header("Host", host);
+        async move { req.send().await.unwrap() }
+    };
+    let password = crate::signin::initial_password(&s);
+    for host in ["sessions.lab.test", "SESSIONS.lab.test:8080", "sessions.lab.test.", "gpu-o.lab.test"] {
+        for path in [
+            "/",
+            "/clusters",
+            "/assets/index.js",
+            "/api/v1/clusters",
+            "/api/v1/auth/me",
+            "/api/openapi.json",
+            "/metrics",
+        ] {
+            let res = on(host, reqwest::Method::GET, path).await;
+            expect_error(res, 421, "wrong_host").await;
+        }
+        let res = s
+            .client
+            .post(s.url("/api/v1/auth/login"))
+            .header("Host", host)
+            .json(&json!({"username": "admin", "password": password}))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.headers().get("set-cookie").is_none(), "a console cookie set on {host}");
+        expect_error(res, 421, "wrong_host").await;
+        assert_eq!(on(host, reqwest::Method::GET, "/healthz").await.status(), 200);
+        assert_eq!(on(host, reqwest::Method::GET, "/readyz").await.status(), 200);
+        // The relay and verify answer for themselves (here: no such session, no token).
+        let res = on(host, reqwest::Method::GET, "/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await;
+        assert_ne!(res.status(), 421);
+        assert_ne!(on(host, reqwest::Method::GET, "/internal/connect/verify").await.status(), 421);
+    }
+    // The console's own host is served as before.
+    assert_eq!(s.get("/").await.status(), 200);
+    assert_eq!(s.get("/api/v1/auth/me").await.status(), 401);
+    s.stop().await;
+}

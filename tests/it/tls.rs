@@ -113,6 +113,16 @@ async fn https_with_a_generated_ca_and_renewal_in_place() {
     assert_eq!(res.status(), 200);
     let cookie = res.headers().get_all("set-cookie").iter().next().unwrap().to_str().unwrap().to_string();
     assert!(cookie.contains("; Secure"), "{cookie}");
+    // … with the `__Host-` prefix (no other host may set or shadow it), and only that name counts.
+    assert!(cookie.starts_with("__Host-gshare_console=") && cookie.contains("; Path=/;"), "{cookie}");
+    let value = cookie.split(';').next().unwrap().split_once('=').unwrap().1.to_string();
+    let me = |c: String| s.client.get(s.url("/api/v1/auth/me")).header("cookie", c).send();
+    assert_eq!(me(format!("__Host-gshare_console={value}")).await.unwrap().status(), 200);
+    assert_eq!(
+        me(format!("gshare_console={value}")).await.unwrap().status(),
+        401,
+        "the unprefixed name is not ours under TLS"
+    );
 
     // Renew: new key and certificate, written like certbot/cert-manager do.
     let tls = s.app().tls.clone().expect("tls");

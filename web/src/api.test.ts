@@ -12,6 +12,7 @@ describe("csrfHeaders", () => {
   it("echoes the double-submit cookie, else the token from login", () => {
     setCsrfToken("from-login");
     expect(csrfHeaders("POST", "a=1; gshare_csrf=abc%3D; b=2")).toEqual({ "X-CSRF-Token": "abc=" });
+    expect(csrfHeaders("POST", "a=1; __Host-gshare_csrf=tls; b=2")).toEqual({ "X-CSRF-Token": "tls" });
     expect(csrfHeaders("DELETE", "a=1")).toEqual({ "X-CSRF-Token": "from-login" });
     setCsrfToken("");
     expect(csrfHeaders("PATCH", "")).toEqual({});

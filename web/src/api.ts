@@ -38,7 +38,8 @@ export function csrfHeaders(method: string, cookie = typeof document === "undefi
   let token = csrfToken;
   for (const part of cookie.split(";")) {
     const [k, ...v] = part.trim().split("=");
-    if (k === "gshare_csrf" && v.length) token = decodeURIComponent(v.join("="));
+    // `__Host-gshare_csrf` under TLS.
+    if ((k === "gshare_csrf" || k === "__Host-gshare_csrf") && v.length) token = decodeURIComponent(v.join("="));
   }
   return token ? { "X-CSRF-Token": token } : {};
 }
