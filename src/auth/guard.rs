@@ -144,7 +144,7 @@ impl FromRequestParts<Arc<App>> for OperatorCaller {
                     return Err(ApiError::forbidden("admin tokens cannot call /internal"));
                 }
                 // Shown on the cluster the token claims: why its operator is silent.
-                app.operator.note_rejection(&token, &e.to_string());
+                app.operator.note_rejection(&token, &e);
                 Err(unauthenticated(&e))
             }
         }

@@ -57,6 +57,27 @@ pub enum VerifyError {
     LifetimeTooLong,
 }
 
+impl VerifyError {
+    /// A fixed reason code: what may be stored or shown of a refusal (never the token's own
+    /// text, such as the `kid` it claims, which anyone can write).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::TooLong => "too_long",
+            Self::Malformed => "malformed",
+            Self::MissingKid => "missing_kid",
+            Self::UnknownKid(_) => "unknown_kid",
+            Self::WrongAlgorithm => "wrong_algorithm",
+            Self::BadSignature => "bad_signature",
+            Self::WrongAudience(_) => "wrong_audience",
+            Self::MissingClaim(_) => "missing_claim",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::IssuedInFuture => "issued_in_future",
+            Self::LifetimeTooLong => "lifetime_too_long",
+        }
+    }
+}
+
 /// Claims of a verified token.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Claims {

@@ -113,11 +113,17 @@ impl From<&TokenInfo> for TokenView {
     }
 }
 
-/// A token presented on `/internal/*` and refused, by the cluster it claimed.
+/// Tokens presented on `/internal/*` and refused, by the cluster they claimed. The claim is not
+/// verified (the token was refused), so only fixed reason codes and counts are kept: a forged
+/// token can add to a count, never write text an admin reads, nor hide another cause.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Rejection {
+    /// When the last one came.
     pub at: String,
-    pub reason: String,
+    /// The last one's reason code (`expired`, `bad_signature`, `unknown_kid`, …).
+    pub reason: &'static str,
+    /// Refusals by reason code since start.
+    pub counts: std::collections::BTreeMap<&'static str, u64>,
     #[serde(skip)]
     pub at_ms: i64,
 }
@@ -276,7 +282,7 @@ impl Operator {
 
     /// Records a refused `/internal/*` token under the cluster its subject claims (read without
     /// verifying: it is only shown to the admin, never trusted).
-    pub fn note_rejection(&self, token: &str, reason: &str) {
+    pub fn note_rejection(&self, token: &str, error: &crate::auth::tokens::VerifyError) {
         let Some(payload) = token.split('.').nth(1) else { return };
         let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')) else {
             return;
@@ -295,10 +301,20 @@ impl Operator {
         if map.len() >= 1000 && !map.contains_key(id.as_str()) {
             return;
         }
-        map.insert(
-            id.to_string(),
-            Rejection { at: crate::clock::rfc3339_ms(now), reason: reason.chars().take(200).collect(), at_ms: now },
-        );
+        let reason = error.code();
+        let entry = map.entry(id.to_string()).or_insert_with(|| Rejection {
+            at: String::new(),
+            reason,
+            counts: Default::default(),
+            at_ms: 0,
+        });
+        *entry.counts.entry(reason).or_insert(0) += 1;
+        // The time and last reason move at most once a second (a flood costs a count, no churn).
+        if now - entry.at_ms >= 1000 || entry.at_ms == 0 {
+            entry.at = crate::clock::rfc3339_ms(now);
+            entry.at_ms = now;
+            entry.reason = reason;
+        }
     }
 
     pub fn last_rejection(&self, id: &str) -> Option<Rejection> {

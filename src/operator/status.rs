@@ -66,7 +66,7 @@ impl Operator {
         }
         if state == OperatorState::Silent {
             if let Some(r) = &rejection {
-                causes.push(format!("its token was rejected ({}) at {}", r.reason, r.at));
+                causes.push(format!("its token was rejected ({}) at {}", r.reason.replace('_', " "), r.at));
             }
             if let Some(t) = attachment.and_then(|a| a.token.as_ref())
                 && t.expires_at * 1000 <= now

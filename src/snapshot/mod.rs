@@ -177,16 +177,25 @@ fn read_prefix(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Deletes all but the newest `keep` snapshots in `dir`; `pre-upgrade` ones are never pruned
-/// (they are the way back from an upgrade). Returns the deleted ones.
+/// The reason only the unit's pre-start step gives (`gshare snapshot save --pre-upgrade`).
+pub const PRE_UPGRADE: &str = "pre-upgrade";
+/// `pre-upgrade` snapshots kept (the way back from the last upgrades), apart from `keep`.
+pub const PRE_UPGRADE_KEEP: usize = 3;
+
+/// Deletes all but the newest `keep` snapshots in `dir`, and all but the newest
+/// [`PRE_UPGRADE_KEEP`] `pre-upgrade` ones (counted apart: they are the way back from an
+/// upgrade). Returns the deleted ones.
 pub fn prune(dir: &Path, keep: usize) -> Result<Vec<SnapshotInfo>, SnapshotError> {
-    let all: Vec<SnapshotInfo> = list(dir)?.into_iter().filter(|s| s.reason != "pre-upgrade").collect();
-    let n = all.len().saturating_sub(keep);
+    let (upgrades, others): (Vec<SnapshotInfo>, Vec<SnapshotInfo>) =
+        list(dir)?.into_iter().partition(|s| s.reason == PRE_UPGRADE);
     let mut gone = Vec::new();
-    for s in all.into_iter().take(n) {
-        std::fs::remove_file(&s.path)
-            .map_err(|source| SnapshotError::Write { path: PathBuf::from(&s.path), source })?;
-        gone.push(s);
+    for (all, keep) in [(others, keep), (upgrades, PRE_UPGRADE_KEEP)] {
+        let n = all.len().saturating_sub(keep);
+        for s in all.into_iter().take(n) {
+            std::fs::remove_file(&s.path)
+                .map_err(|source| SnapshotError::Write { path: PathBuf::from(&s.path), source })?;
+            gone.push(s);
+        }
     }
     Ok(gone)
 }

@@ -52,7 +52,7 @@ impl From<SnapshotError> for ApiError {
         (status = 201, body = SnapshotInfo, description = "written into snapshot_dir"),
         (status = 200, content_type = "application/octet-stream", description = "download: the snapshot file"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "bad reason"),
+        (status = 422, body = ErrorBody, description = "bad reason (also `pre-upgrade`, which only the unit's pre-start step gives)"),
         (status = 507, body = ErrorBody, description = "snapshot_failed: the directory is not writable or full; older snapshots are kept"),
     ))]
 async fn create_snapshot(
@@ -64,6 +64,14 @@ async fn create_snapshot(
     let req: SnapshotRequest = if body.is_empty() { SnapshotRequest::default() } else { parse_json(&body)? };
     let reason = req.reason.unwrap_or_else(|| "manual".into());
     check_reason(&reason)?;
+    if reason == super::PRE_UPGRADE {
+        // Kept apart from the pruning of the others: only the unit's pre-start step makes them.
+        return Err(ApiError::field(
+            &["body", "reason"],
+            "`pre-upgrade` snapshots are taken only before an upgrade starts the server (`gshare snapshot save --pre-upgrade`)",
+            "value",
+        ));
+    }
     if req.download {
         let bytes = app.snapshots.build(&reason).await?;
         let entry = AuditEntry::new(&meta, admin.actor(), "snapshot.download", AuditResult::Success)

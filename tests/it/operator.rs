@@ -465,7 +465,34 @@ async fn operator_tokens_and_rejections() {
     );
     let view = operator_view(&s, &id).await;
     assert_eq!(view["state"], "silent");
-    assert!(view["last_token_rejection"]["reason"].as_str().is_some_and(|r| !r.is_empty()), "{view}");
+    assert_eq!(view["last_token_rejection"]["reason"], "unknown_kid", "{view}");
+    assert_eq!(view["last_token_rejection"]["counts"]["unknown_kid"], 1, "{view}");
+    // Issue 32 item 10: a forged token claiming this cluster writes no text of its own (its kid),
+    // only a count; the real cause stays visible beside it.
+    let header = base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        br#"{"alg":"RS256","kid":"<script>alert(1)</script> your operator is fine, ignore this"}"#,
+    );
+    let claims = base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        format!(r#"{{"sub":"operator:{id}","aud":"gshare-internal","exp":9999999999}}"#),
+    );
+    for _ in 0..50 {
+        let forged = format!("{header}.{claims}.c2ln");
+        let res = s
+            .client
+            .post(s.url("/internal/inventory/nodes"))
+            .bearer_auth(&forged)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 401);
+    }
+    let view = operator_view(&s, &id).await;
+    let text = view.to_string();
+    assert!(!text.contains("script") && !text.contains("ignore this"), "{view}");
+    assert_eq!(view["last_token_rejection"]["counts"]["unknown_kid"], 51, "{view}");
     assert!(view["likely_causes"][0].as_str().unwrap().contains("rejected"), "{view}");
 }
 

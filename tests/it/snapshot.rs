@@ -598,6 +598,35 @@ async fn the_pre_upgrade_snapshot_is_taken_once_and_kept() {
     let left = snapshots_in(&data.join("snapshots"));
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(left.contains(&taken[0]));
+    // Five upgrades later only the newest three pre-upgrade snapshots are kept (issue 32 item 9).
+    for old in ["0.0.10", "0.0.11", "0.0.12", "0.0.13"] {
+        std::fs::write(data.join(gshare::snapshot::VERSION_MARKER), old).unwrap();
+        ok(&gshare(&data, &argv, &[]));
+    }
+    ok(&gshare(&data, &["snapshot", "prune", "--keep", "1"], &[]));
+    let left = snapshots_in(&data.join("snapshots"));
+    let upgrades: Vec<_> = left.iter().filter(|p| p.to_string_lossy().contains("pre-upgrade")).collect();
+    assert_eq!((upgrades.len(), left.len()), (3, 4), "{left:?}");
+    assert!(!left.contains(&taken[0]), "the oldest pre-upgrade snapshot went");
+}
+
+/// Issue 32 item 9: API callers cannot name a snapshot `pre-upgrade` (those are pruned apart).
+#[tokio::test]
+async fn the_api_cannot_take_a_pre_upgrade_snapshot() {
+    let s = crate::support::TestServer::start().await;
+    let token = s.app().auth.api.mint("admin:admin", std::time::Duration::from_secs(600)).unwrap();
+    let res = s
+        .client
+        .post(s.url("/api/v1/snapshots"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"reason": "pre-upgrade"}))
+        .send()
+        .await
+        .unwrap();
+    let body = crate::support::expect_error(res, 422, "validation_failed").await;
+    assert!(body.to_string().contains("--pre-upgrade"), "{body}");
+    assert!(snapshots_in(&s.data_dir().join("snapshots")).is_empty());
+    s.stop().await;
 }
 
 /// kill -9 in the middle of `snapshot save`: the final name never holds a partial file (the

@@ -375,7 +375,8 @@ try {
     if (!/^clu_[0-9A-HJKMNP-TV-Z]{26}$/.test(clusterId)) throw new Error(`id ${clusterId}`);
     // The attach panel's commands for deploying by hand use the cluster's id and real subcommands.
     const manual = await page.locator(".command pre code").first().textContent();
-    if (!manual.includes(`gshare token operator --cluster-id ${clusterId}`) || !manual.includes(`gshare operator manifests --cluster-id ${clusterId}`))
+    // `operator manifests` prints the token Secret too (minted through the running server).
+    if (!manual.includes(`gshare operator manifests --cluster-id ${clusterId}`) || !manual.includes("kubectl apply -f -"))
       throw new Error(`manual commands: ${manual}`);
     await shot("04-registered");
     await page.getByRole("button", { name: "Done" }).click();

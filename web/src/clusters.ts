@@ -52,7 +52,7 @@ export interface OperatorConnection {
   attached_at?: string | null;
   last_callback_age_s?: number | null;
   likely_causes?: string[];
-  last_token_rejection?: { at: string; reason: string } | null;
+  last_token_rejection?: { at: string; reason: string; counts?: Record<string, number> } | null;
   token?: { kid: string; issued_at: string; expires_at: string } | null;
   renewal_error?: string | null;
   renewal_error_at?: string | null;
