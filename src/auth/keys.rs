@@ -381,7 +381,7 @@ fn is_prunable(k: &RingEntry, now: i64, older_than_s: i64) -> bool {
     k.state == KeyState::Retired && k.retired_at.is_some_and(|at| now - at > older_than_s)
 }
 
-/// Creates `dir` (and parents) with mode 0700 for the leaf, and tightens an existing leaf to 0700.
+/// Creates `dir` (and parents) 0700; refuses an existing one others could write (see `config::secret`).
 pub fn create_private_dir(dir: &Path) -> Result<(), KeyError> {
     crate::config::secret::create_private_dir(dir).map_err(io_err(dir))
 }

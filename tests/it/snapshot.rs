@@ -737,3 +737,27 @@ async fn the_status_route_tells_the_schedule_and_the_last_result() {
     .await;
     s.stop().await;
 }
+
+/// Issue 32 item 8: a `snapshot_dir` others can write (a 1777 directory, also through a symlink)
+/// is refused, naming it, and its mode is left as it was (it used to be chmodded to 0700).
+#[tokio::test]
+async fn a_world_writable_snapshot_dir_is_refused_not_chmodded() {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let link = shared.path().with_extension("link");
+    std::os::unix::fs::symlink(shared.path(), &link).unwrap();
+    for dir in [shared.path().to_path_buf(), link.clone()] {
+        let s = crate::support::TestServer::start_with(&[("GSHARE_SNAPSHOT_DIR", dir.to_str().unwrap())]).await;
+        let token = s.app().auth.api.mint("admin:admin", std::time::Duration::from_secs(600)).unwrap();
+        let res = s.client.post(s.url("/api/v1/snapshots")).bearer_auth(&token).send().await.unwrap();
+        let status = res.status().as_u16();
+        let body = res.text().await.unwrap();
+        assert!(status >= 400 && body.contains("writable by group or others"), "{status} {body}");
+        assert!(body.contains(&shared.path().file_name().unwrap().to_string_lossy().to_string()), "{body}");
+        assert_eq!(std::fs::metadata(shared.path()).unwrap().permissions().mode() & 0o7777, 0o1777);
+        assert_eq!(s.get("/healthz").await.status(), 200);
+        s.stop().await;
+    }
+    let _ = std::fs::remove_file(&link);
+}
