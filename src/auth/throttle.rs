@@ -138,13 +138,7 @@ impl LoginThrottle {
         let key = AddrKey::from(addr);
         let times = self.addrs.get_with(key, Default::default);
         let mut times = lock(&times);
-        while times.front().is_some_and(|t| *t <= now_ms - self.window_ms) {
-            times.pop_front();
-        }
-        if times.len() >= self.max_failures {
-            let oldest = times.front().copied().unwrap_or(now_ms);
-            return Err(Limited { retry_after_s: ceil_s(oldest + self.window_ms - now_ms), scope: "client_addr" });
-        }
+        self.address_allows(&mut times, now_ms)?;
         let user = self.users.get_with(username.to_string(), Default::default);
         let mut user = lock(&user);
         user.roll(now_ms, self.window_ms);
@@ -168,6 +162,14 @@ impl LoginThrottle {
     pub fn fail_address(&self, addr: IpAddr, now_ms: i64) -> Result<(), Limited> {
         let times = self.addrs.get_with(AddrKey::from(addr), Default::default);
         let mut times = lock(&times);
+        self.address_allows(&mut times, now_ms)?;
+        times.push_back(now_ms);
+        Ok(())
+    }
+
+    /// Drops an address's failures that left the window; refuses when it still holds
+    /// `max_failures` of them.
+    fn address_allows(&self, times: &mut VecDeque<i64>, now_ms: i64) -> Result<(), Limited> {
         while times.front().is_some_and(|t| *t <= now_ms - self.window_ms) {
             times.pop_front();
         }
@@ -175,7 +177,6 @@ impl LoginThrottle {
             let oldest = times.front().copied().unwrap_or(now_ms);
             return Err(Limited { retry_after_s: ceil_s(oldest + self.window_ms - now_ms), scope: "client_addr" });
         }
-        times.push_back(now_ms);
         Ok(())
     }
 

@@ -1521,6 +1521,24 @@ async fn a_state_file_without_the_list_indexes_gets_them_on_open() {
     s.stop().await;
 }
 
+/// A running session on a new cluster `cluster` whose session ingress is a [`fake_ingress`]: the
+/// cluster, the session's CR name and the ingress task (keep them alive).
+async fn running_behind_an_ingress(
+    s: &TestServer,
+    cluster_name: &str,
+) -> (FakeCluster, String, tokio::task::JoinHandle<()>) {
+    let c = cluster(cluster_name).await;
+    let cid = register(s, cluster_name, &c).await;
+    let off = offering(s, "slice").await;
+    let v = send(s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
+    let name = v["cr_name"].as_str().unwrap().to_string();
+    report(s, &operator(s, &cid), &name, json!({"phase": "Running", "ts": ts(s)})).await;
+    let (ingress, task) = fake_ingress().await;
+    let cluster_path = format!("/api/v1/clusters/{cid}");
+    call(s, reqwest::Method::PATCH, &cluster_path, Some(json!({"session_ingress": ingress.to_string()}))).await;
+    (c, name, task)
+}
+
 /// Opens a relayed WebSocket to `name` on a fresh connection from 127.0.0.`from`: the answer's
 /// status line (empty when the server closed the connection unanswered), and the connection.
 async fn relayed_upgrade(s: &TestServer, name: &str, from: u8) -> (String, tokio::net::TcpStream) {
@@ -1556,15 +1574,7 @@ async fn relayed_websockets_are_counted_against_the_connection_caps() {
         ("GSHARE_MAX_CONNECTIONS", "16"),
     ])
     .await;
-    let c = cluster("gpu-w").await;
-    let cid = register(&s, "gpu-w", &c).await;
-    let off = offering(&s, "slice").await;
-    let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
-    let name = v["cr_name"].as_str().unwrap().to_string();
-    report(&s, &operator(&s, &cid), &name, json!({"phase": "Running", "ts": ts(&s)})).await;
-    let (ingress, _task) = fake_ingress().await;
-    let cluster_path = format!("/api/v1/clusters/{cid}");
-    call(&s, reqwest::Method::PATCH, &cluster_path, Some(json!({"session_ingress": ingress.to_string()}))).await;
+    let (_c, name, _ingress) = running_behind_an_ingress(&s, "gpu-w").await;
 
     // Each tunnel holds two of the 16 places (its connection and the upstream one): eight open.
     let mut open = Vec::new();
@@ -1602,15 +1612,7 @@ async fn relayed_websockets_are_counted_against_the_connection_caps() {
 #[tokio::test]
 async fn one_session_holds_at_most_64_relayed_websockets() {
     let s = server().await;
-    let c = cluster("gpu-x").await;
-    let cid = register(&s, "gpu-x", &c).await;
-    let off = offering(&s, "slice").await;
-    let v = send(&s, reqwest::Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
-    let name = v["cr_name"].as_str().unwrap().to_string();
-    report(&s, &operator(&s, &cid), &name, json!({"phase": "Running", "ts": ts(&s)})).await;
-    let (ingress, _task) = fake_ingress().await;
-    let cluster_path = format!("/api/v1/clusters/{cid}");
-    call(&s, reqwest::Method::PATCH, &cluster_path, Some(json!({"session_ingress": ingress.to_string()}))).await;
+    let (_c, name, _ingress) = running_behind_an_ingress(&s, "gpu-x").await;
     let mut open = Vec::new();
     for i in 0..64u8 {
         let (status, ws) = relayed_upgrade(&s, &name, 40 + i % 8).await;
