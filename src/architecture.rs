@@ -14,17 +14,21 @@ fn layer(path: &str) -> usize {
     match p {
         "lib" | "main" | "http/mod" | "http/system" | "console" | "events" | "fuzzing" | "architecture" => TOP,
         _ if p == "auth/keys" || p.starts_with("auth/keys/") => 0,
+        // The operator's wire types and body readers: pure, below every domain that applies them.
+        "callbacks/wire" | "callbacks/intake" => 2,
         _ => match p.split('/').next().unwrap_or(p) {
             "config" | "clock" | "cluster_id" | "store" | "logging" => 0,
             "http" => 1,
-            "auth" | "audit" => 2,
-            "clusters" => 3,
-            "inventory" => 4,
-            "sessions" => 5,
-            "operator" => 6,
+            "auth" | "audit" => 3,
+            "clusters" => 4,
+            "inventory" => 5,
+            "sessions" => 6,
+            // The `/internal/*` handlers: they hand each report to inventory or sessions.
+            "callbacks" => 7,
+            "operator" => 8,
             // Whole-state tools: they read every domain's tables and open stores with the
             // composition root's migration list.
-            "snapshot" => 7,
+            "snapshot" => 9,
             _ => TOP,
         },
     }
@@ -36,7 +40,8 @@ fn target_layer(segments: &[&str]) -> Option<usize> {
     match segments {
         [] => None,
         ["App", ..] => None,
-        ["MIGRATIONS", ..] => Some(7),
+        ["MIGRATIONS", ..] => Some(9),
+        ["callbacks", "wire" | "intake", ..] => Some(2),
         ["http", "system", ..] => Some(TOP),
         [first, second, ..] if *first == "auth" && *second == "keys" => Some(0),
         ["http", ..] => Some(1),

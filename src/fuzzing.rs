@@ -13,7 +13,7 @@ use crate::auth::tokens::{AUD_INTERNAL, LEEWAY_S, TokenAuthority};
 use crate::clock::Clock;
 use crate::clusters::kubeconfig::{self, Origin};
 use crate::http::error::ApiError;
-use crate::inventory::routes::intake;
+use crate::callbacks::intake;
 use crate::sessions::connect::ConnectKeys;
 
 /// A refused body is the client's fault (400 or 422) and says where, never a 5xx.
@@ -166,13 +166,13 @@ pub fn internal_body(data: &[u8]) {
         4 => intake::health_event(body).map(drop),
         5 => intake::operator_audit(body).map(drop),
         6 => intake::volume_sync(body).map(drop),
-        7 => crate::sessions::reports::intake::session_samples(body).map(drop),
-        8 => crate::sessions::reports::intake::session_status("ses-01jabcdefghjkmnpqrstvwxyz0", body).map(drop),
+        7 => intake::session_samples(body).map(drop),
+        8 => intake::session_status("ses-01jabcdefghjkmnpqrstvwxyz0", body).map(drop),
         _ => {
             // The path's CR name is fuzzed too: up to the first 0xff, the rest is the body.
             let split = body.iter().position(|b| *b == 0xff).unwrap_or(body.len());
             let id = String::from_utf8_lossy(&body[..split]);
-            crate::sessions::reports::intake::session_status(&id, body.get(split + 1..).unwrap_or_default()).map(drop)
+            intake::session_status(&id, body.get(split + 1..).unwrap_or_default()).map(drop)
         }
     };
     if let Err(e) = outcome {

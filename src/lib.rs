@@ -8,6 +8,7 @@
 mod architecture;
 pub mod audit;
 pub mod auth;
+pub mod callbacks;
 pub mod clock;
 pub mod cluster_id;
 pub mod clusters;

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 
 use super::gpu_booking::ALLOCATIONS;
 use super::model::*;
+use crate::callbacks::wire::*;
 use crate::audit::{AuditEntry, AuditResult};
 use crate::clock::Clock;
 use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS};
@@ -120,23 +121,6 @@ pub fn gpu_digest(r: &GpuReport) -> u64 {
     (&r.node_id, &r.uuid, &r.mode, r.total_mem_mb, r.total_cores, &r.status, &r.model).hash(&mut h);
     (r.node_cpu, r.node_ready, r.node_mem_gb, r.node_disk_gb).hash(&mut h);
     h.finish()
-}
-
-/// A refusal decided from stored data (the write itself succeeded: nothing was written).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// The target belongs to another cluster.
-    OtherCluster {
-        cluster_id: String,
-    },
-    NotFound(String),
-    /// The target is not an object of the caller's cluster (unknown here, or of no cluster).
-    NotOwn(String),
-    Conflict {
-        code: &'static str,
-        message: String,
-        details: serde_json::Value,
-    },
 }
 
 pub(crate) fn outcome<T>(wrote: bool, v: T) -> Outcome<T> {

@@ -17,78 +17,21 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::Sessions;
-use super::model::{StatusReport, find_session, put_session};
+use super::model::{find_session, put_session};
 use crate::App;
 use crate::audit::RequestMeta;
 use crate::auth::guard::OperatorCaller;
 use crate::clusters::ClusterId;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
 use crate::http::extract::parse_json;
-use crate::inventory::apply::{Refusal, live_cluster, outcome};
-use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, OperatorAudit, Problems, bound, is_dns_subdomain};
-use crate::inventory::routes::{accepted, checked, refusal, scope};
+use crate::inventory::apply::{live_cluster, outcome};
+use crate::callbacks::wire::{AgentReport, OperatorAudit, Refusal, SamplesAccepted, StatusReport, is_dns_subdomain};
 use crate::store::{JsonTable, Outcome, StoreError};
 
 /// `<session id>` -> the latest agent sample.
 pub const SESSION_SAMPLES: JsonTable<SessionSampleRecord> = JsonTable::new("session_samples");
 /// `<session id>` -> the latest status report of its operator.
 pub const SESSION_REPORTS: JsonTable<StatusReport> = JsonTable::new("session_status_reports");
-
-pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new()
-        .routes(routes!(session_samples))
-        .routes(routes!(session_status))
-        .routes(routes!(audit_operator))
-}
-
-/// One agent sample (§2.10).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct AgentSample {
-    /// The session's CR name.
-    pub session: String,
-    /// Unix seconds, fractional.
-    pub at: f64,
-    pub cpu_cores: f64,
-    pub mem_bytes: i64,
-}
-
-/// `POST /internal/metrics/session-samples`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-pub struct AgentReport {
-    pub node: String,
-    #[serde(default)]
-    pub samples: Vec<AgentSample>,
-}
-
-impl AgentReport {
-    pub fn check(&self) -> Result<(), Vec<FieldError>> {
-        let mut p = Problems::default();
-        if self.samples.len() > MAX_SAMPLES {
-            p.push(&["samples"], format!("at most {MAX_SAMPLES} samples per batch"), "too_long");
-        }
-        for (i, s) in self.samples.iter().enumerate().take(MAX_SAMPLES) {
-            let i = i.to_string();
-            if !(s.cpu_cores >= 0.0 && s.cpu_cores.is_finite()) {
-                p.push(&["samples", &i, "cpu_cores"], "must be greater than or equal to 0", "greater_than_equal");
-            }
-            p.non_negative(&["samples", &i, "mem_bytes"], Some(s.mem_bytes));
-            if !s.at.is_finite() {
-                p.push(&["samples", &i, "at"], "must be a number of seconds", "float_parsing");
-            }
-        }
-        p.into_result()
-    }
-}
-
-impl AgentReport {
-    /// Free text cut to what is stored (session names are looked up, never stored).
-    pub fn bound(&mut self) {
-        bound(&mut self.node, MAX_NODE_NAME);
-        for s in &mut self.samples {
-            bound(&mut s.session, MAX_NODE_NAME);
-        }
-    }
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionSampleRecord {
@@ -97,14 +40,6 @@ pub struct SessionSampleRecord {
     pub at: f64,
     pub cpu_cores: f64,
     pub mem_bytes: i64,
-}
-
-/// `{"accepted":n,"unknown":m}`: samples kept and samples for sessions not known here.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct SamplesAccepted {
-    pub accepted: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unknown: Option<u64>,
 }
 
 /// What a status report did to a known session.
@@ -446,97 +381,3 @@ pub fn audit_target_in_cluster(
     }
 }
 
-/// An operator's privileged action, written to the audit log.
-#[utoipa::path(post, path = "/internal/audit/operator", tag = "internal",
-    request_body = OperatorAudit,
-    responses(
-        (status = 202, body = Accepted),
-        (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody, description = "actor operator:<another cluster>, or a target that is not the token's cluster's session, session pod or node"),
-        (status = 422, body = ErrorBody, description = "action other than session.pause, pod.delete, node.cordon; ts not a date-time"),
-    ))]
-async fn audit_operator(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-    meta: RequestMeta,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let mut r = crate::inventory::routes::intake::operator_audit(&body)?;
-    scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
-    r.bound();
-    app.sessions
-        .operator_audit(&caller.cluster_id, r, meta.request_id)
-        .await?
-        .map_err(|e| refusal(Some(&caller), e))?;
-    Ok(accepted())
-}
-
-/// The two `/internal` POST bodies of this module as their handlers read them (see
-/// `inventory::routes::intake`); public for the fuzz targets.
-pub mod intake {
-    use super::*;
-
-    pub fn session_samples(body: &[u8]) -> Result<AgentReport, ApiError> {
-        let r: AgentReport = parse_json(body)?;
-        checked(r.check())?;
-        Ok(r)
-    }
-
-    /// `POST /internal/sessions/{id}/status`: the path's CR name and the report.
-    pub fn session_status(id: &str, body: &[u8]) -> Result<StatusReport, ApiError> {
-        // An over-long CR name is an unknown session (202 no-op, as upstream): the handler decides.
-        let _ = id;
-        let r: StatusReport = parse_json(body)?;
-        checked(r.check())?;
-        Ok(r)
-    }
-}
-
-/// The node agent's session samples; the latest per session is kept.
-#[utoipa::path(post, path = "/internal/metrics/session-samples", tag = "internal",
-    request_body = AgentReport,
-    responses((status = 200, body = SamplesAccepted), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
-async fn session_samples(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-    body: Bytes,
-) -> Result<Json<SamplesAccepted>, ApiError> {
-    let mut r = intake::session_samples(&body)?;
-    r.bound();
-    Ok(Json(app.sessions.session_samples(&caller.cluster_id, r).await?))
-}
-
-/// A session's phase report; `{id}` is the CR name (or the session id).
-#[utoipa::path(post, path = "/internal/sessions/{id}/status", tag = "internal",
-    params(("id" = String, Path, description = "the GShareSession CR name, e.g. ses-01j…")),
-    request_body = StatusReport,
-    responses(
-        (status = 202, body = Accepted, description = "recorded; an unknown session is a no-op"),
-        (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody, description = "cluster_id or the session belongs to another cluster"),
-        (status = 422, body = ErrorBody),
-    ))]
-async fn session_status(
-    State(app): State<Arc<App>>,
-    caller: OperatorCaller,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let mut r = intake::session_status(&id, &body)?;
-    scope(&caller, r.cluster_id.as_deref())?;
-    r.bound();
-    if id.len() > MAX_NODE_NAME {
-        // No CR has such a name: an unknown session, which upstream answers 202 (a no-op).
-        return Ok(accepted());
-    }
-    let applied =
-        app.sessions.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(Some(&caller), e))?;
-    if applied.delete_cr
-        && let Some(sid) = applied.session_id
-    {
-        // Upstream deletes the CR of a failed session; the report is answered first.
-        let sessions = app.sessions.clone();
-        tokio::spawn(async move { sessions.delete_failed_cr(&sid).await });
-    }
-    Ok(accepted())
-}

@@ -5,9 +5,9 @@
 
 use redb::WriteTransaction;
 
-use super::model::{GpuMode, Phase, SessionRecord, StatusReport};
+use super::model::{GpuMode, Phase, SessionRecord};
 use crate::inventory::gpu_booking::{self, Booking, Share};
-use crate::inventory::model::parse_ts;
+use crate::callbacks::wire::{StatusReport, parse_ts};
 use crate::store::StoreError;
 
 /// A reason-less Paused report this soon after a resume describes the run before it.

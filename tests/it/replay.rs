@@ -211,7 +211,7 @@ async fn every_operator_call_with_upstreams_bodies() {
     let causes =
         (0..200).map(|i| format!("spec.containers[0].env[{i}].valueFrom: Invalid value: \"\"")).collect::<Vec<_>>();
     let long = format!("pod rejected: Pod \"ses-{cr2}\" is invalid: [{}]", causes.join(", "));
-    assert!(long.len() > gshare::inventory::model::MAX_MESSAGE);
+    assert!(long.len() > gshare::callbacks::wire::MAX_MESSAGE);
     let err = json!({"phase": "Error", "message": long, "generation": 1, "cluster_id": cid, "ts": go_ts(&s)});
     accepted(&s, &op, &status_path(&cr2), &err).await;
     let v = session(&s, &sid2).await;
