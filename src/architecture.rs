@@ -146,3 +146,148 @@ fn the_checker_sees_an_upward_reference() {
     assert_eq!(layer("http/error.rs"), 1);
     assert_eq!(layer("http/mod.rs"), TOP);
 }
+
+/// The folder that owns a source file's tables: its first path segment (`inventory/apply.rs` ->
+/// `inventory`); a root file is its own owner.
+fn room(rel: &str) -> &str {
+    rel.split('/').next().unwrap_or(rel).trim_end_matches(".rs")
+}
+
+/// The code lines of a file: up to its unit tests (`#[cfg(test)] mod …`), comments dropped.
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]")
+            && lines[n + 1..]
+                .iter()
+                .map(|l| l.trim_start())
+                .find(|l| !l.starts_with("#["))
+                .is_some_and(|l| l.starts_with("mod "))
+        {
+            break;
+        }
+        out.push((n + 1, line.split("//").next().unwrap_or("").to_string()));
+    }
+    out
+}
+
+/// Tables the store holds for a domain: `pub const NAME: JsonTable<…>`, `KeySet` or a redb
+/// `TableDefinition`, with the file that declares them.
+fn declared_tables(files: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        for (_, line) in code_lines(text) {
+            let l = line.trim_start();
+            let Some(rest) = l.strip_prefix("pub const ").or_else(|| l.strip_prefix("const ")) else { continue };
+            let Some((name, ty)) = rest.split_once(':') else { continue };
+            let ty = ty.trim_start();
+            if ty.starts_with("JsonTable<") || ty.starts_with("KeySet") || ty.starts_with("TableDefinition<") {
+                out.push((name.trim().to_string(), rel.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Every place a table is written through its constant: `T.put(`, `T.delete(`, `T.delete_prefix(`,
+/// `T.insert(`, `T.remove(`, `T.clear(`, a `Rows` write `put(T,`, or `open_table(T)` in a file that
+/// then inserts or removes.
+fn writes_of(name: &str, text: &str) -> Vec<usize> {
+    let methods = ["put(", "delete(", "delete_prefix(", "insert(", "remove(", "clear("];
+    let mut out = Vec::new();
+    for (n, line) in code_lines(text) {
+        let mut hit = false;
+        let mut rest = line.as_str();
+        while let Some(i) = rest.find(name) {
+            let before = rest[..i].chars().last();
+            let after = &rest[i + name.len()..];
+            rest = after;
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            if let Some(call) = after.strip_prefix('.')
+                && methods.iter().any(|m| call.starts_with(m))
+            {
+                hit = true;
+            }
+        }
+        let direct =
+            [format!("put({name},"), format!("open_table({name})?.insert("), format!("open_table({name})?.remove(")];
+        if hit || direct.iter().any(|d| line.contains(d.as_str())) {
+            out.push(n);
+        }
+        // `let mut t = txn.open_table(NAME)?;` then `t.insert(…)`: a writable handle.
+        if line.contains("let mut") && line.contains(&format!("open_table({name})")) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// Tables written from outside the room that declares them, owed a move (each `table -> file`).
+/// Empty is the goal: remove an entry when its write goes.
+const OWED_WRITES: &[(&str, &str)] = &[
+    // The cluster counters (nodes, GPUs, VRAM, running sessions, heartbeat) still live on the
+    // cluster row: the inventory keeps the first four and the heartbeat, sessions the running count.
+    ("CLUSTERS", "inventory/apply.rs"),
+    ("CLUSTERS", "sessions/model.rs"),
+];
+
+#[test]
+fn each_table_is_written_only_by_its_room() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap_or(f).to_string_lossy().replace('\\', "/");
+            (rel, std::fs::read_to_string(f).unwrap_or_default())
+        })
+        .collect();
+    let tables = declared_tables(&files);
+    assert!(tables.len() > 20, "found only {} tables", tables.len());
+    for (name, _) in [("CLUSTERS", ""), ("NODES", ""), ("SESSIONS", "")] {
+        assert!(tables.iter().any(|(t, _)| t == name), "{name} is not found declared");
+    }
+    let mut bad = Vec::new();
+    let mut owed_seen = Vec::new();
+    for (name, declared_in) in &tables {
+        let owner = room(declared_in);
+        for (rel, text) in &files {
+            if room(rel) == owner || rel == "architecture.rs" {
+                continue;
+            }
+            for line in writes_of(name, text) {
+                if OWED_WRITES.iter().any(|(t, f)| t == name && f == rel) {
+                    owed_seen.push((name.clone(), rel.clone()));
+                    continue;
+                }
+                bad.push(format!("src/{rel}:{line} writes {name}, which {owner}/ owns (src/{declared_in})"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "a table written outside its room (change it through a function its owner exposes):\n{}",
+        bad.join("\n")
+    );
+    for (t, f) in OWED_WRITES {
+        assert!(
+            owed_seen.iter().any(|(a, b)| a == t && b == f),
+            "{f} no longer writes {t}: remove it from OWED_WRITES"
+        );
+    }
+}
+
+#[test]
+fn the_writer_check_sees_a_write() {
+    let text = "fn a() {\n    NODES.put(txn, &k, &n)?;\n    // NODES.put(txn) in a comment\n    let x = NODES.get(txn, &k)?;\n    txn.put(NODES, &k, &n)?;\n    MY_NODES.put(txn)?;\n}\n";
+    assert_eq!(writes_of("NODES", text), vec![2, 5]);
+    let declared = declared_tables(&[(
+        "inventory/model.rs".into(),
+        "pub const NODES: JsonTable<NodeRecord> = JsonTable::new(\"nodes\");\n".into(),
+    )]);
+    assert_eq!(declared, vec![("NODES".to_string(), "inventory/model.rs".to_string())]);
+}

@@ -21,10 +21,10 @@ use utoipa_axum::routes;
 
 use crate::App;
 use crate::auth::guard::AdminCaller;
-use crate::clusters::model::{CLUSTERS, GPUS, NODES, POOLS};
+use crate::clusters::model::CLUSTERS;
 use crate::http::error::ErrorBody;
 use crate::inventory::gpu_booking::ALLOCATIONS;
-use crate::inventory::model::{DRIFT, HEALTH_EVENTS, SESSION_DISKS, VOLUMES};
+use crate::inventory::model::{DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS, VOLUMES};
 use crate::operator::model::ATTACHMENTS;
 use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS};
 use crate::store::Store;

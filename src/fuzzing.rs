@@ -10,10 +10,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::auth::keys::{KeyRingDir, SigningKey};
 use crate::auth::tokens::{AUD_INTERNAL, LEEWAY_S, TokenAuthority};
+use crate::callbacks::intake;
 use crate::clock::Clock;
 use crate::clusters::kubeconfig::{self, Origin};
 use crate::http::error::ApiError;
-use crate::callbacks::intake;
 use crate::sessions::connect::ConnectKeys;
 
 /// A refused body is the client's fault (400 or 422) and says where, never a 5xx.

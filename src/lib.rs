@@ -147,6 +147,7 @@ impl App {
             config.clone(),
             clock.clone(),
             Arc::new(sessions::cluster_in_use),
+            Arc::new(inventory::cluster_part::ClusterPart),
         ));
         let connect_keys = {
             let dir = config.keys_dir();

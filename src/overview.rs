@@ -27,9 +27,10 @@ use utoipa_axum::routes;
 use crate::App;
 use crate::auth::guard::AdminCaller;
 use crate::clock::{Clock, rfc3339_ms};
-use crate::clusters::model::{CLUSTERS, GPUS, NODES};
+use crate::clusters::model::CLUSTERS;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::inventory::gpu_booking::{ALLOCATIONS, allocation_prefix};
+use crate::inventory::model::{GPUS, NODES};
 use crate::sessions::model::{LIVE_SESSIONS, Phase, SESSIONS, live_sessions};
 use crate::store::{Store, StoreError};
 

@@ -3,7 +3,7 @@
 //! `<cluster>/<uuid>`. Shared by `benches/*.rs` (through `common`) and `examples/make-fixture.rs`
 //! (through `#[path]`), so a seeded state looks like one the server built.
 
-use gshare::clusters::model::{GPUS, GpuRecord, NODES, NodeRecord};
+use gshare::inventory::model::{GPUS, GpuRecord, NODES, NodeRecord};
 use gshare::store::StoreError;
 use redb::WriteTransaction;
 

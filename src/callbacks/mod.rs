@@ -236,10 +236,7 @@ async fn audit_operator(
     let mut r = intake::operator_audit(&body)?;
     scope(&caller, r.actor.strip_prefix(crate::auth::guard::OPERATOR_PREFIX))?;
     r.bound();
-    app.sessions
-        .operator_audit(&caller.cluster_id, r, meta.request_id)
-        .await?
-        .map_err(|e| refusal(&caller, e))?;
+    app.sessions.operator_audit(&caller.cluster_id, r, meta.request_id).await?.map_err(|e| refusal(&caller, e))?;
     Ok(accepted())
 }
 
@@ -280,8 +277,7 @@ async fn session_status(
         // No CR has such a name: an unknown session, which upstream answers 202 (a no-op).
         return Ok(accepted());
     }
-    let applied =
-        app.sessions.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(&caller, e))?;
+    let applied = app.sessions.session_status(&caller.cluster_id, id, r).await?.map_err(|e| refusal(&caller, e))?;
     if applied.delete_cr
         && let Some(sid) = applied.session_id
     {

@@ -720,7 +720,6 @@ pub enum Refusal {
     },
 }
 
-
 impl Refusal {
     /// The answer: 403 naming both clusters when the caller's token is for another one, 404, 403
     /// for an object of no cluster of the caller's, 409 with its own code.
@@ -731,7 +730,9 @@ impl Refusal {
                 None => ApiError::forbidden("another cluster's resource"),
             },
             Refusal::NotFound(m) => ApiError::not_found(m),
-            Refusal::NotOwn(m) => ApiError::forbidden(m).with_details(serde_json::json!({ "token_cluster": token_cluster })),
+            Refusal::NotOwn(m) => {
+                ApiError::forbidden(m).with_details(serde_json::json!({ "token_cluster": token_cluster }))
+            }
             Refusal::Conflict { code, message, details } => {
                 ApiError::new(StatusCode::CONFLICT, code, message).with_details(details)
             }

@@ -2,6 +2,7 @@
 //! and the `/api/v1/clusters` routes.
 
 pub mod in_use;
+pub mod inventory_part;
 pub mod kubeconfig;
 pub mod model;
 pub mod prereq;

@@ -1,4 +1,5 @@
-//! What the store keeps about clusters and their nodes and GPUs, and the views the API returns.
+//! What the store keeps about clusters, and the views the API returns. (Their nodes and GPUs are
+//! the inventory's: `inventory::model`.)
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -7,13 +8,6 @@ use crate::store::JsonTable;
 
 /// `clu_…` -> cluster (soft-deleted rows stay, so history keeps the name).
 pub const CLUSTERS: JsonTable<ClusterRecord> = JsonTable::new("clusters");
-/// `<cluster_id>/<node name>` -> node.
-pub const NODES: JsonTable<NodeRecord> = JsonTable::new("nodes");
-/// `<cluster_id>/<gpu uuid>` -> GPU device.
-pub const GPUS: JsonTable<GpuRecord> = JsonTable::new("gpu_devices");
-/// `<cluster_id>/<storage class>` -> storage pool (filled by volume sync).
-pub const POOLS: JsonTable<serde_json::Value> = JsonTable::new("storage_pools");
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -214,46 +208,6 @@ impl ClusterRecord {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeRecord {
-    pub cluster_id: String,
-    pub name: String,
-    pub ready: bool,
-    /// False when cordoned (by us or by `kubectl cordon`).
-    pub schedulable: bool,
-    /// Cordoned through gShare (the operator applies it and marks the node `gshare.io/cordoned`).
-    #[serde(default)]
-    pub cordoned: bool,
-    #[serde(default)]
-    pub decommissioning: bool,
-    #[serde(default)]
-    pub offline: bool,
-    pub role: Option<String>,
-    pub cpu: Option<f64>,
-    pub mem_gb: Option<f64>,
-    pub disk_gb: Option<f64>,
-    #[serde(default)]
-    pub lossless_capable: bool,
-    pub last_seen: Option<i64>,
-    pub gpu_count: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct GpuRecord {
-    pub cluster_id: String,
-    pub node: String,
-    pub uuid: String,
-    pub model: String,
-    /// `fractional`, `exclusive` or `mig`.
-    pub mode: String,
-    pub total_mem_mb: u64,
-    pub used_mem_mb: u64,
-    pub total_cores: u64,
-    pub used_cores: u64,
-    /// `ready` or `notready`.
-    pub status: String,
-}
-
 /// A cluster as `GET /api/v1/clusters` lists it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ClusterView {
@@ -312,46 +266,6 @@ pub struct ClusterDetail {
     /// it up: each a stage with cause and hint; the suggested `session_ingress`; the HAMi
     /// monitor URL attach passes.
     pub prerequisites: Option<super::prereq::Prerequisites>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct GpuView {
-    pub uuid: String,
-    pub model: String,
-    pub mode: String,
-    pub memory_mb: u64,
-    /// Booked by running sessions' allocations (the control plane's count).
-    pub used_mem_mb: u64,
-    pub used_cores: u64,
-    pub status: String,
-}
-
-impl From<GpuRecord> for GpuView {
-    fn from(g: GpuRecord) -> Self {
-        Self {
-            uuid: g.uuid,
-            model: g.model,
-            mode: g.mode,
-            memory_mb: g.total_mem_mb,
-            used_mem_mb: g.used_mem_mb,
-            used_cores: g.used_cores,
-            status: g.status,
-        }
-    }
-}
-
-/// A row of `GET /api/v1/clusters/{id}/nodes`.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct NodeView {
-    pub name: String,
-    pub ready: bool,
-    pub schedulable: bool,
-    pub cordoned: bool,
-    pub decommissioning: bool,
-    pub offline: bool,
-    pub role: Option<String>,
-    pub gpus: Vec<GpuView>,
-    pub last_seen: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -11,9 +11,10 @@ use tokio::sync::broadcast;
 
 use super::ClusterId;
 use super::in_use::InUseCheck;
+use super::inventory_part::InventoryHook;
 use super::kubeconfig::{self, CheckedKubeconfig, KubeconfigProblem, Origin, ServerAddr};
 use super::model::*;
-use super::probe::{self, ProbeOutcome, ProbedNode};
+use super::probe::{self, ProbeOutcome};
 use crate::clock::{Clock, rfc3339_ms};
 use crate::config::Config;
 use crate::store::{Store, StoreError};
@@ -103,16 +104,6 @@ pub struct ListQuery {
     pub status: Option<ClusterStatus>,
 }
 
-/// Node pages kept rendered (most recent first).
-const NODE_PAGES_KEPT: usize = 2;
-
-#[derive(Debug)]
-struct NodePage {
-    cluster_id: String,
-    generation: u64,
-    json: axum::body::Bytes,
-}
-
 pub struct Clusters {
     store: Store,
     config: Arc<Config>,
@@ -126,14 +117,12 @@ pub struct Clusters {
     /// Live clusters in list order, tagged with the store generation they were read at: the
     /// list endpoint decodes nothing while no write has committed since.
     live_cache: Mutex<Option<(u64, Arc<Vec<ClusterRecord>>)>>,
-    /// The node page (`GET /api/v1/clusters/{id}/nodes`) of the last clusters asked for, rendered,
-    /// with the generation of the nodes and GPU tables it was read at: a console polling a
-    /// 2,000-node cluster during the operators' flood costs one render per liveness flush (5 s),
-    /// not one per request. A few entries only: each holds a whole cluster's answer.
-    node_pages: Mutex<Vec<NodePage>>,
     /// What still holds a cluster (live sessions, open GPU allocations): supplied by the domains
     /// above (the composition root wires `sessions::cluster_in_use`), so clusters names none of them.
     in_use: InUseCheck,
+    /// The inventory's side of a cluster (its nodes, GPUs and pools): seeded at registration,
+    /// forgotten at unregistering, summed on the detail view.
+    inventory: InventoryHook,
 }
 
 impl std::fmt::Debug for Clusters {
@@ -202,7 +191,7 @@ fn kubeconfig_failure(p: KubeconfigProblem) -> ClusterError {
 }
 
 impl Clusters {
-    pub fn new(store: Store, config: Arc<Config>, clock: Clock, in_use: InUseCheck) -> Self {
+    pub fn new(store: Store, config: Arc<Config>, clock: Clock, in_use: InUseCheck, inventory: InventoryHook) -> Self {
         let (events, _) = broadcast::channel(256);
         Self {
             store,
@@ -214,8 +203,8 @@ impl Clusters {
             registering: Mutex::new(Default::default()),
             events,
             live_cache: Mutex::new(None),
-            node_pages: Mutex::new(Vec::new()),
             in_use,
+            inventory,
         }
     }
 
@@ -349,6 +338,7 @@ impl Clusters {
             prerequisites: outcome.prerequisites.clone(),
             ..ClusterRecord::new(id.as_str(), name, role, api_server, format!("file:{id}/kubeconfig"), now)
         };
+        let inventory = self.inventory.clone();
         let record = self
             .store
             .write(move |txn| {
@@ -365,7 +355,10 @@ impl Clusters {
                         return Ok(Err(e));
                     }
                 }
-                seed_inventory(txn, &mut record, &nodes, now)?;
+                let seeded = inventory.seed(txn, &record.id, &nodes, now)?;
+                record.node_count = seeded.nodes;
+                record.gpu_count = seeded.gpus;
+                record.vram_total_mb = seeded.vram_total_mb;
                 CLUSTERS.put(txn, &record.id, &record)?;
                 Ok(Ok(record))
             })
@@ -508,14 +501,8 @@ impl Clusters {
     }
 
     async fn detail_of(&self, record: ClusterRecord) -> Result<ClusterDetail, ClusterError> {
-        let prefix = format!("{}/", record.id);
-        let nodes = self.store.read(move |txn| NODES.list_prefix(txn, &prefix)).await?;
-        let summary = NodeSummary {
-            total: nodes.len() as u64,
-            ready: nodes.iter().filter(|(_, n)| n.ready && !n.offline).count() as u64,
-            cordoned: nodes.iter().filter(|(_, n)| n.cordoned || !n.schedulable).count() as u64,
-            offline: nodes.iter().filter(|(_, n)| n.offline).count() as u64,
-        };
+        let (inventory, id) = (self.inventory.clone(), record.id.clone());
+        let summary = self.store.read(move |txn| inventory.node_summary(txn, &id)).await?;
         Ok(ClusterDetail {
             cluster: self.view(&record),
             checks: record.checks.clone(),
@@ -525,56 +512,6 @@ impl Clusters {
             last_checked_at: record.last_checked_at.map(rfc3339_ms),
             prerequisites: record.prerequisites.clone(),
         })
-    }
-
-    /// [`Self::nodes`] rendered as JSON, from memory while no commit has written the nodes or
-    /// GPU tables since it was rendered.
-    pub async fn nodes_json(&self, id: &ClusterId) -> Result<axum::body::Bytes, ClusterError> {
-        // The generation before the data (a commit in between only costs a render later).
-        let generation = self.store.table_generation(&[NODES.name(), GPUS.name()]);
-        let kept = lock(&self.node_pages)
-            .iter()
-            .find(|p| p.cluster_id == id.as_str() && p.generation == generation)
-            .map(|p| p.json.clone());
-        if let Some(json) = kept {
-            // Still registered (the cluster row is not in the generation above).
-            self.live_record(id).await?;
-            return Ok(json);
-        }
-        let views = self.nodes(id).await?;
-        let json = axum::body::Bytes::from(
-            serde_json::to_vec(&views).map_err(|e| ClusterError::Store(StoreError::Backend(e.to_string())))?,
-        );
-        let mut pages = lock(&self.node_pages);
-        pages.retain(|p| p.cluster_id != id.as_str() && p.generation >= generation);
-        pages.insert(0, NodePage { cluster_id: id.to_string(), generation, json: json.clone() });
-        pages.truncate(NODE_PAGES_KEPT);
-        Ok(json)
-    }
-
-    pub async fn nodes(&self, id: &ClusterId) -> Result<Vec<NodeView>, ClusterError> {
-        self.live_record(id).await?;
-        let prefix = format!("{id}/");
-        let (nodes, gpus) =
-            self.store.read(move |txn| Ok((NODES.list_prefix(txn, &prefix)?, GPUS.list_prefix(txn, &prefix)?))).await?;
-        let mut by_node: HashMap<String, Vec<GpuView>> = HashMap::new();
-        for (_, g) in gpus {
-            by_node.entry(g.node.clone()).or_default().push(GpuView::from(g));
-        }
-        Ok(nodes
-            .into_iter()
-            .map(|(_, n)| NodeView {
-                gpus: by_node.remove(&n.name).unwrap_or_default(),
-                name: n.name,
-                ready: n.ready,
-                schedulable: n.schedulable,
-                cordoned: n.cordoned,
-                decommissioning: n.decommissioning,
-                offline: n.offline,
-                role: n.role,
-                last_seen: n.last_seen.map(rfc3339_ms),
-            })
-            .collect())
     }
 
     pub fn unclaimed(&self) -> Vec<UnclaimedDir> {
@@ -896,7 +833,7 @@ impl Clusters {
     pub async fn delete(&self, id: &ClusterId) -> Result<(), ClusterError> {
         let key = id.to_string();
         let now = self.clock.now_ms();
-        let in_use = self.in_use.clone();
+        let (in_use, inventory) = (self.in_use.clone(), self.inventory.clone());
         self.store
             .write(move |txn| {
                 let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
@@ -907,10 +844,7 @@ impl Clusters {
                     let in_use = super::in_use::InUse::new(key, r.name.clone(), sessions, allocations);
                     return Ok(Err(ClusterError::InUse(Box::new(in_use))));
                 }
-                let prefix = format!("{key}/");
-                NODES.delete_prefix(txn, &prefix)?;
-                GPUS.delete_prefix(txn, &prefix)?;
-                POOLS.delete_prefix(txn, &prefix)?;
+                inventory.forget(txn, &key)?;
                 r.status = ClusterStatus::Deleted;
                 r.deleted_at = Some(now);
                 r.node_count = 0;
@@ -1013,61 +947,4 @@ fn conflict_with(
         });
     }
     None
-}
-
-/// Seeds node and GPU rows from the probe's node list and sets the counters.
-fn seed_inventory(
-    txn: &redb::WriteTransaction,
-    record: &mut ClusterRecord,
-    nodes: &[ProbedNode],
-    now: i64,
-) -> Result<(), StoreError> {
-    let (mut gpu_count, mut vram) = (0u64, 0u64);
-    for n in nodes {
-        let key = format!("{}/{}", record.id, n.name);
-        NODES.put(
-            txn,
-            &key,
-            &NodeRecord {
-                cluster_id: record.id.clone(),
-                name: n.name.clone(),
-                ready: n.ready,
-                schedulable: n.schedulable,
-                cordoned: false,
-                decommissioning: false,
-                offline: !n.ready,
-                role: Some(n.role.clone()),
-                cpu: n.cpu,
-                mem_gb: n.mem_gb,
-                disk_gb: None,
-                lossless_capable: false,
-                last_seen: n.ready.then_some(now),
-                gpu_count: n.gpus.len() as u64,
-            },
-        )?;
-        for g in &n.gpus {
-            GPUS.put(
-                txn,
-                &format!("{}/{}", record.id, g.uuid),
-                &GpuRecord {
-                    cluster_id: record.id.clone(),
-                    node: n.name.clone(),
-                    uuid: g.uuid.clone(),
-                    model: g.model.clone(),
-                    mode: g.mode.clone(),
-                    total_mem_mb: g.memory_mb,
-                    used_mem_mb: 0,
-                    total_cores: g.cores,
-                    used_cores: 0,
-                    status: if g.healthy { "ready".into() } else { "notready".into() },
-                },
-            )?;
-            gpu_count += 1;
-            vram += g.memory_mb;
-        }
-    }
-    record.node_count = nodes.len() as u64;
-    record.gpu_count = gpu_count;
-    record.vram_total_mb = vram;
-    Ok(())
 }

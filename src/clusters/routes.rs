@@ -25,7 +25,6 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(register, list))
         .routes(routes!(unclaimed))
         .routes(routes!(show, patch, unregister))
-        .routes(routes!(nodes))
         .routes(routes!(connection_test))
 }
 
@@ -249,16 +248,6 @@ async fn unregister(
     audit(&app, &meta, &admin, "cluster.delete", id.as_str(), serde_json::json!({}), &outcome).await;
     outcome?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// Nodes of a cluster with their GPUs.
-#[utoipa::path(get, path = "/api/v1/clusters/{id}/nodes", tag = "clusters",
-    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
-    responses((status = 200, body = Vec<NodeView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn nodes(State(app): State<Arc<App>>, _admin: AdminCaller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let id = parse_id(&id)?;
-    let json = app.clusters.nodes_json(&id).await?;
-    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
 /// Probe the cluster now and record the result.

@@ -7,88 +7,24 @@
 //! would change anything durable; liveness times are then kept in memory (see `Inventory`) and
 //! written by [`flush_liveness`].
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use redb::{ReadTransaction, WriteTransaction};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use super::gpu_booking::ALLOCATIONS;
 use super::model::*;
-use crate::callbacks::wire::*;
 use crate::audit::{AuditEntry, AuditResult};
+use crate::callbacks::wire::*;
 use crate::clock::Clock;
-use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, GPUS, GpuRecord, NODES, NodeRecord, POOLS};
-use crate::store::{JsonTable, Outcome, StoreError};
+use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus};
+use crate::store::{Outcome, Rows, StoreError};
 
 /// A write that changes something anyway renews liveness timestamps (`heartbeat_at`,
 /// `last_seen`) older than this. Reports that change nothing else only note them in memory,
 /// written together every `liveness_flush_every` (see `Inventory::flush_liveness`).
 pub const LIVENESS_EVERY_MS: i64 = 5_000;
 pub use crate::clusters::model::{SILENT_STAGE, silent_error};
-
-/// Where the report functions read and write rows.
-pub trait Rows {
-    fn get<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str) -> Result<Option<T>, StoreError>;
-    fn put<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str, value: &T)
-    -> Result<(), StoreError>;
-    /// Whether liveness times are written here (the writer) or kept in memory (a dry run).
-    fn stamps(&self) -> bool;
-}
-
-impl Rows for WriteTransaction {
-    fn get<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str) -> Result<Option<T>, StoreError> {
-        table.get_in_write(self, key)
-    }
-
-    fn put<T: Serialize + DeserializeOwned>(
-        &self,
-        table: JsonTable<T>,
-        key: &str,
-        value: &T,
-    ) -> Result<(), StoreError> {
-        table.put(self, key, value)
-    }
-
-    fn stamps(&self) -> bool {
-        true
-    }
-}
-
-/// A read transaction standing in for the writer: nothing is written, `put` only notes that the
-/// report would change a row.
-pub struct DryRun<'a> {
-    txn: &'a ReadTransaction,
-    would_write: Cell<bool>,
-}
-
-impl<'a> DryRun<'a> {
-    pub fn new(txn: &'a ReadTransaction) -> Self {
-        Self { txn, would_write: Cell::new(false) }
-    }
-
-    /// What the report leaves to memory, when it changes nothing durable.
-    pub fn verdict(&self, o: Outcome<Seen>) -> Option<Seen> {
-        (!o.wrote() && !self.would_write.get()).then(|| o.into_inner())
-    }
-}
-
-impl Rows for DryRun<'_> {
-    fn get<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str) -> Result<Option<T>, StoreError> {
-        table.get(self.txn, key)
-    }
-
-    fn put<T: Serialize + DeserializeOwned>(&self, _: JsonTable<T>, _: &str, _: &T) -> Result<(), StoreError> {
-        self.would_write.set(true);
-        Ok(())
-    }
-
-    fn stamps(&self) -> bool {
-        false
-    }
-}
 
 /// The two hot reports, applied to either kind of [`Rows`].
 pub trait Report: Clone + Send + Sync + 'static {
@@ -211,7 +147,7 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
     let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
         return Ok(Outcome::Unchanged(Seen::default()));
     };
-    let stamp = txn.stamps();
+    let stamp = txn.durable();
     let mut cluster_changed = beat(&mut cluster, now, stamp);
     let key = format!("{cluster_id}/{}", r.node_id);
     let mut wrote = false;
@@ -256,7 +192,7 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
     let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
         return Ok(Outcome::Unchanged(Seen::default()));
     };
-    let stamp = txn.stamps();
+    let stamp = txn.durable();
     let mut cluster_changed = beat(&mut cluster, now, stamp);
     let mut wrote = false;
     let node_key = format!("{cluster_id}/{}", r.node_id);

@@ -8,7 +8,7 @@
 use redb::{ReadTransaction, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use crate::clusters::model::GPUS;
+use super::model::GPUS;
 use crate::store::{JsonTable, Migration, StoreError};
 
 /// `<session id>/<alc_…>` -> GPU allocation (keyed by session: a session's allocations are one

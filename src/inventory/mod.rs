@@ -12,6 +12,7 @@
 //! Everything else goes through the store's group commit, in the reporting cluster's lane.
 
 pub mod apply;
+pub mod cluster_part;
 pub mod gpu_booking;
 pub mod metrics;
 pub mod model;
@@ -25,15 +26,15 @@ use std::time::Duration;
 use axum::body::Bytes;
 use tokio::sync::watch;
 
-use self::apply::{DryRun, NodeAction, PendingLiveness, Refusal, Seen, SweepReport};
+use self::apply::{NodeAction, PendingLiveness, Seen, SweepReport};
 use self::model::*;
 use crate::App;
 use crate::audit::AuditEntry;
+use crate::callbacks::wire::*;
 use crate::clock::Clock;
 use crate::clusters::ClusterId;
-use crate::clusters::model::NodeRecord;
 use crate::config::Config;
-use crate::store::{Outcome, Store, StoreError};
+use crate::store::{DryRun, Outcome, Store, StoreError};
 
 /// Repeat-report entries kept at most (one per node and card: 4x the 45,000 of a 5,000-node
 /// fleet); beyond, the memory starts over.
@@ -85,7 +86,7 @@ impl Tags {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -103,6 +104,8 @@ pub struct Inventory {
     /// was noted before it began (the stop relies on it while the background flush also runs).
     flushing: tokio::sync::Mutex<()>,
     hostnames: Mutex<HashMap<String, HostLists>>,
+    /// `GET /api/v1/clusters/{id}/nodes`, kept rendered.
+    pub node_pages: cluster_part::NodePages,
     pub metrics: metrics::Callbacks,
 }
 
@@ -123,6 +126,7 @@ impl Inventory {
             liveness: Mutex::new(PendingLiveness::default()),
             flushing: tokio::sync::Mutex::new(()),
             hostnames: Mutex::new(HashMap::new()),
+            node_pages: Default::default(),
             metrics: Default::default(),
         }
     }
@@ -259,7 +263,7 @@ impl Inventory {
         let cid = id.to_string();
         let (cordoned, decommissioning_list) = self.store.read(move |txn| apply::operator_hostnames(txn, &cid)).await?;
         let render = |hostnames: Vec<String>| {
-            serde_json::to_vec(&model::Hostnames { hostnames })
+            serde_json::to_vec(&Hostnames { hostnames })
                 .map(Bytes::from)
                 .map_err(|e| StoreError::Backend(e.to_string()))
         };

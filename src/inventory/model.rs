@@ -1,12 +1,20 @@
-//! What the store keeps of the operator's inventory reports (drift, health events, volumes,
-//! scratch disks, storage pools). The reports themselves, as the operator sends them, are
+//! What the store keeps of the clusters' inventory — nodes, GPUs, storage pools — and of the
+//! operator's other reports (drift, health events, volumes, scratch disks), and the node views. The reports themselves, as the operator sends them, are
 //! `crate::callbacks::wire`'s.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::callbacks::wire::VolumeObserved;
+use crate::clock::rfc3339_ms;
 use crate::store::JsonTable;
 
+/// `<cluster_id>/<node name>` -> node.
+pub const NODES: JsonTable<NodeRecord> = JsonTable::new("nodes");
+/// `<cluster_id>/<gpu uuid>` -> GPU device.
+pub const GPUS: JsonTable<GpuRecord> = JsonTable::new("gpu_devices");
+/// `<cluster_id>/<storage class>` -> storage pool (filled by volume sync).
+pub const POOLS: JsonTable<serde_json::Value> = JsonTable::new("storage_pools");
 /// `<cluster_id>/<uuid>` -> the last drift report (logged too).
 pub const DRIFT: JsonTable<DriftRecord> = JsonTable::new("inventory_drift");
 /// `<cluster_id>/<node>/<ulid>` -> a node health event.
@@ -65,4 +73,101 @@ pub struct PoolRecord {
     pub storage_class: String,
     pub capacity_bytes: i64,
     pub capacity_source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub cluster_id: String,
+    pub name: String,
+    pub ready: bool,
+    /// False when cordoned (by us or by `kubectl cordon`).
+    pub schedulable: bool,
+    /// Cordoned through gShare (the operator applies it and marks the node `gshare.io/cordoned`).
+    #[serde(default)]
+    pub cordoned: bool,
+    #[serde(default)]
+    pub decommissioning: bool,
+    #[serde(default)]
+    pub offline: bool,
+    pub role: Option<String>,
+    pub cpu: Option<f64>,
+    pub mem_gb: Option<f64>,
+    pub disk_gb: Option<f64>,
+    #[serde(default)]
+    pub lossless_capable: bool,
+    pub last_seen: Option<i64>,
+    pub gpu_count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GpuRecord {
+    pub cluster_id: String,
+    pub node: String,
+    pub uuid: String,
+    pub model: String,
+    /// `fractional`, `exclusive` or `mig`.
+    pub mode: String,
+    pub total_mem_mb: u64,
+    pub used_mem_mb: u64,
+    pub total_cores: u64,
+    pub used_cores: u64,
+    /// `ready` or `notready`.
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GpuView {
+    pub uuid: String,
+    pub model: String,
+    pub mode: String,
+    pub memory_mb: u64,
+    /// Booked by running sessions' allocations (the control plane's count).
+    pub used_mem_mb: u64,
+    pub used_cores: u64,
+    pub status: String,
+}
+
+impl From<GpuRecord> for GpuView {
+    fn from(g: GpuRecord) -> Self {
+        Self {
+            uuid: g.uuid,
+            model: g.model,
+            mode: g.mode,
+            memory_mb: g.total_mem_mb,
+            used_mem_mb: g.used_mem_mb,
+            used_cores: g.used_cores,
+            status: g.status,
+        }
+    }
+}
+
+/// A row of `GET /api/v1/clusters/{id}/nodes`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeView {
+    pub name: String,
+    pub ready: bool,
+    pub schedulable: bool,
+    pub cordoned: bool,
+    pub decommissioning: bool,
+    pub offline: bool,
+    pub role: Option<String>,
+    pub gpus: Vec<GpuView>,
+    pub last_seen: Option<String>,
+}
+
+impl NodeView {
+    /// A node as the API shows it, with its cards.
+    pub fn of(n: NodeRecord, gpus: Vec<GpuView>) -> Self {
+        NodeView {
+            gpus,
+            name: n.name,
+            ready: n.ready,
+            schedulable: n.schedulable,
+            cordoned: n.cordoned,
+            decommissioning: n.decommissioning,
+            offline: n.offline,
+            role: n.role,
+            last_seen: n.last_seen.map(rfc3339_ms),
+        }
+    }
 }

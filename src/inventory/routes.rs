@@ -5,27 +5,38 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::apply::NodeAction;
-use crate::callbacks::wire::is_dns_subdomain;
+use super::model::{GPUS, GpuView, NodeRecord, NodeView};
 use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
-use crate::auth::guard::{AdminCaller, OperatorCaller};
+use crate::auth::guard::AdminCaller;
+use crate::callbacks::wire::is_dns_subdomain;
 use crate::clock::rfc3339_ms;
 use crate::clusters::ClusterId;
-use crate::clusters::model::{GPUS, GpuView, NodeRecord, NodeView};
-use crate::http::error::{ApiError, ErrorBody, FieldError};
-use crate::http::extract::parse_json;
+use crate::http::error::{ApiError, ErrorBody};
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(cordon)).routes(routes!(uncordon)).routes(routes!(decommission))
+    OpenApiRouter::new()
+        .routes(routes!(nodes))
+        .routes(routes!(cordon))
+        .routes(routes!(uncordon))
+        .routes(routes!(decommission))
+}
+
+/// Nodes of a cluster with their GPUs.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}/nodes", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
+    responses((status = 200, body = Vec<NodeView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn nodes(State(app): State<Arc<App>>, _admin: AdminCaller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = ClusterId::parse(&id).map_err(|e| ApiError::not_found(e.to_string()))?;
+    let json = app.inventory.node_pages.json(&app.store, id.as_str()).await?;
+    let json = json.ok_or_else(|| ApiError::not_found(format!("no cluster {id}")))?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
 async fn node_view(app: &App, r: NodeRecord) -> Result<NodeView, ApiError> {

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::clock::rfc3339_ms;
-use crate::clusters::model::{CLUSTERS, GPUS, NODES};
+use crate::clusters::model::CLUSTERS;
+use crate::inventory::model::{GPUS, NODES};
 use crate::store::{JsonTable, KeySet, Migration, StoreError};
 
 /// `off_…` -> offering (the catalogue sessions are created from).

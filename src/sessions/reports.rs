@@ -6,26 +6,16 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::response::Response;
 use redb::WriteTransaction;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::Sessions;
 use super::model::{find_session, put_session};
-use crate::App;
-use crate::audit::RequestMeta;
-use crate::auth::guard::OperatorCaller;
+use crate::callbacks::wire::{
+    AgentReport, AgentSample, OperatorAudit, Refusal, SamplesAccepted, StatusReport, is_dns_subdomain,
+};
 use crate::clusters::ClusterId;
-use crate::http::error::{ApiError, ErrorBody, FieldError};
-use crate::http::extract::parse_json;
 use crate::inventory::apply::{live_cluster, outcome};
-use crate::callbacks::wire::{AgentReport, OperatorAudit, Refusal, SamplesAccepted, StatusReport, is_dns_subdomain};
 use crate::store::{JsonTable, Outcome, StoreError};
 
 /// `<session id>` -> the latest agent sample.
@@ -370,7 +360,7 @@ pub fn audit_target_in_cluster(
         }
         "node.cordon" => Ok(
             if is_dns_subdomain(&ev.target)
-                && crate::clusters::model::NODES.get_in_write(txn, &format!("{cluster_id}/{}", ev.target))?.is_some()
+                && crate::inventory::model::NODES.get_in_write(txn, &format!("{cluster_id}/{}", ev.target))?.is_some()
             {
                 Ok(())
             } else {
@@ -380,4 +370,3 @@ pub fn audit_target_in_cluster(
         _ => Ok(Err(not_own())),
     }
 }
-

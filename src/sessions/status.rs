@@ -6,8 +6,8 @@
 use redb::WriteTransaction;
 
 use super::model::{GpuMode, Phase, SessionRecord};
-use crate::inventory::gpu_booking::{self, Booking, Share};
 use crate::callbacks::wire::{StatusReport, parse_ts};
+use crate::inventory::gpu_booking::{self, Booking, Share};
 use crate::store::StoreError;
 
 /// A reason-less Paused report this soon after a resume describes the run before it.

@@ -5,8 +5,10 @@
 //! writes into shared transactions, so one fsync serves many requests (see `batch`).
 
 mod batch;
+mod rows;
 
 pub use batch::{LANE_QUEUE, MAX_BATCH, Outcome};
+pub use rows::{DryRun, Rows};
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use gshare::clusters::model::{CLUSTERS, GPUS};
+use gshare::clusters::model::CLUSTERS;
+use gshare::inventory::model::GPUS;
 use gshare::sessions::model::Phase;
 use gshare::sessions::{SESSIONS, SessionRecord};
 use gshare_fake_kube::{ClusterSpec, FakeCluster};
@@ -228,7 +229,7 @@ async fn two_clusters_at_once_and_unregister_mid_stream() {
         .app()
         .store
         .read(move |txn| {
-            Ok((gshare::clusters::model::NODES.list_prefix(txn, &pa)?.len(), GPUS.list_prefix(txn, &pa)?.len()))
+            Ok((gshare::inventory::model::NODES.list_prefix(txn, &pa)?.len(), GPUS.list_prefix(txn, &pa)?.len()))
         })
         .await
         .unwrap();
@@ -592,7 +593,7 @@ async fn stored_liveness(s: &TestServer, id: &str, node: &str) -> (Option<i64>, 
         .store
         .read(move |txn| {
             let c = CLUSTERS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
-            let n = gshare::clusters::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
+            let n = gshare::inventory::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
             Ok((c, n))
         })
         .await
@@ -686,7 +687,7 @@ async fn liveness_of_repeats_waits_in_memory_for_the_flush() {
         .store
         .read(move |txn| {
             let c = CLUSTERS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
-            let n = gshare::clusters::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
+            let n = gshare::inventory::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
             Ok((c, n))
         })
         .await
@@ -849,7 +850,7 @@ async fn volumes_status_samples_health_and_operator_audit() {
         );
     }
     let key = format!("{id}/zfs");
-    let pool = s.app().store.read(move |txn| gshare::clusters::model::POOLS.get(txn, &key)).await.unwrap().unwrap();
+    let pool = s.app().store.read(move |txn| gshare::inventory::model::POOLS.get(txn, &key)).await.unwrap().unwrap();
     assert_eq!(pool["capacity_bytes"], 1_000_000_000_000u64);
 
     // Status: unknown session is a 202 no-op; a known one (by CR name) is recorded.

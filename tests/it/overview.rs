@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use gshare::clusters::model::{GPUS, GpuRecord, NODES, NodeRecord};
+use gshare::inventory::model::{GPUS, GpuRecord, NODES, NodeRecord};
 use serde_json::{Value, json};
 
 use crate::sessions::{call, cluster, offering, operator, register, report, send, server, ts};

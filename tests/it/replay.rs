@@ -339,7 +339,7 @@ async fn fields_at_and_beyond_upstreams_limits() {
     let card = json!({"node_id": "gpu-node-0", "uuid": "GPU-long-text", "model": huge, "mode": huge, "status": huge, "node_ready": true});
     assert_eq!(accepted(&s, &op, "/internal/inventory/gpu-devices", &card).await, json!({"accepted": true}));
     let key = format!("{cid}/GPU-long-text");
-    let g = s.app().store.read(move |txn| gshare::clusters::model::GPUS.get(txn, &key)).await.unwrap().unwrap();
+    let g = s.app().store.read(move |txn| gshare::inventory::model::GPUS.get(txn, &key)).await.unwrap().unwrap();
     assert!(g.model.len() < 2048 && g.model.ends_with("bytes]"), "{}", g.model.len());
     for drift in [json!({"uuid": huge}), json!({"uuid": ""}), json!({})] {
         accepted(&s, &op, "/internal/inventory/drift", &drift).await;
@@ -573,7 +573,7 @@ async fn scoping_audit_targets_stale_reports_and_modes() {
         accepted(&s, mine, "/internal/inventory/gpu-devices", &gpu(uuid, first)).await;
         accepted(&s, mine, "/internal/inventory/gpu-devices", &gpu(uuid, Some(then))).await;
         let key = format!("{own_cluster}/{uuid}");
-        let g = s.app().store.read(move |txn| gshare::clusters::model::GPUS.get(txn, &key)).await.unwrap().unwrap();
+        let g = s.app().store.read(move |txn| gshare::inventory::model::GPUS.get(txn, &key)).await.unwrap().unwrap();
         assert_eq!(g.mode, want, "{uuid}: {first:?} then {then}");
     }
     s.stop().await;

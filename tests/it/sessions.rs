@@ -132,9 +132,9 @@ async fn open_allocations(s: &TestServer, sid: &str) -> usize {
         .unwrap()
 }
 
-async fn card_record(s: &TestServer, key: &str) -> gshare::clusters::model::GpuRecord {
+async fn card_record(s: &TestServer, key: &str) -> gshare::inventory::model::GpuRecord {
     let key = key.to_string();
-    s.app().store.read(move |txn| gshare::clusters::model::GPUS.get(txn, &key)).await.unwrap().unwrap()
+    s.app().store.read(move |txn| gshare::inventory::model::GPUS.get(txn, &key)).await.unwrap().unwrap()
 }
 
 async fn running_sessions(s: &TestServer, cluster: &str) -> u64 {

@@ -490,7 +490,8 @@ async fn export_writes_documented_json_lines() {
 /// snapshot restores and serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fixture_opens_and_migrates() {
-    use gshare::clusters::model::{CLUSTERS, GPUS};
+    use gshare::clusters::model::CLUSTERS;
+    use gshare::inventory::model::GPUS;
     use gshare::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS};
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut states = 0;
