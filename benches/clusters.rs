@@ -115,13 +115,19 @@ async fn seed_large(app: &gshare::App) {
                         kubernetes_version: Some("v1.31.0".into()),
                         registered_at: i64::from(c),
                         last_checked_at: Some(0),
-                        heartbeat_at: Some(0),
                         deleted_at: None,
+                        prerequisites: None,
+                    },
+                )?;
+                gshare::inventory::model::CLUSTER_COUNTS.put(
+                    txn,
+                    &id2,
+                    &gshare::clusters::model::ClusterCounts {
                         node_count: 50,
                         gpu_count: 400,
                         vram_total_mb: 400 * 81920,
                         running_sessions: 3,
-                        prerequisites: None,
+                        heartbeat_at: Some(0),
                     },
                 )
             })

@@ -32,7 +32,7 @@ async fn populate(s: &RunningServer) {
     s.app
         .store
         .write(move |txn| {
-            let mut c = ClusterRecord::new(
+            let c = ClusterRecord::new(
                 CID,
                 "bench".into(),
                 Role::Primary,
@@ -40,8 +40,9 @@ async fn populate(s: &RunningServer) {
                 format!("{CID}/kubeconfig"),
                 now,
             );
-            c.node_count = 1000;
-            CLUSTERS.put(txn, CID, &c)
+            CLUSTERS.put(txn, CID, &c)?;
+            let counts = gshare::clusters::model::ClusterCounts { node_count: 1000, ..Default::default() };
+            gshare::inventory::model::CLUSTER_COUNTS.put(txn, CID, &counts)
         })
         .await
         .unwrap();

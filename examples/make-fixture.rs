@@ -34,7 +34,7 @@ async fn main() -> anyhow::Result<()> {
     store
         .write(move |txn| {
             let cid = "clu_01KB0000000000000000000000";
-            let mut c = ClusterRecord::new(
+            let c = ClusterRecord::new(
                 cid,
                 "lab-a".into(),
                 Role::Primary,
@@ -42,8 +42,9 @@ async fn main() -> anyhow::Result<()> {
                 format!("{cid}/kubeconfig"),
                 T0,
             );
-            c.node_count = 2;
             CLUSTERS.put(txn, cid, &c)?;
+            let counts = gshare::clusters::model::ClusterCounts { node_count: 2, ..Default::default() };
+            gshare::inventory::model::CLUSTER_COUNTS.put(txn, cid, &counts)?;
             for (n, node) in ["gpu-node-1", "gpu-node-2"].iter().enumerate() {
                 let uuids: Vec<String> =
                     (0..2).map(|g| format!("GPU-0000000{n}-000{g}-0000-0000-000000000000")).collect();

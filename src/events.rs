@@ -24,7 +24,7 @@ use crate::auth::guard::AdminCaller;
 use crate::clusters::model::CLUSTERS;
 use crate::http::error::ErrorBody;
 use crate::inventory::gpu_booking::ALLOCATIONS;
-use crate::inventory::model::{DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS, VOLUMES};
+use crate::inventory::model::{CLUSTER_COUNTS, DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS, VOLUMES};
 use crate::operator::model::ATTACHMENTS;
 use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS};
 use crate::store::Store;
@@ -67,7 +67,8 @@ impl Topic {
 
     /// The tables whose commits this topic announces.
     pub fn tables(self) -> &'static [&'static str] {
-        const CLUSTERS_T: &[&str] = &[CLUSTERS.name(), NODES.name(), GPUS.name(), ATTACHMENTS.name()];
+        const CLUSTERS_T: &[&str] =
+            &[CLUSTERS.name(), CLUSTER_COUNTS.name(), NODES.name(), GPUS.name(), ATTACHMENTS.name()];
         const SESSIONS_T: &[&str] = &[SESSIONS.name(), LIVE_SESSIONS.name(), ALLOCATIONS.name()];
         const OFFERINGS_T: &[&str] = &[OFFERINGS.name()];
         const INVENTORY_T: &[&str] = &[
@@ -79,8 +80,15 @@ impl Topic {
             VOLUMES.name(),
             SESSION_DISKS.name(),
         ];
-        const OVERVIEW_T: &[&str] =
-            &[CLUSTERS.name(), NODES.name(), GPUS.name(), SESSIONS.name(), LIVE_SESSIONS.name(), ALLOCATIONS.name()];
+        const OVERVIEW_T: &[&str] = &[
+            CLUSTERS.name(),
+            CLUSTER_COUNTS.name(),
+            NODES.name(),
+            GPUS.name(),
+            SESSIONS.name(),
+            LIVE_SESSIONS.name(),
+            ALLOCATIONS.name(),
+        ];
         const AUDIT_T: &[&str] = &[crate::audit::TABLE_NAME];
         match self {
             Self::Clusters => CLUSTERS_T,

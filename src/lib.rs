@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[store::Migration] = &[
     inventory::gpu_booking::KEY_BY_SESSION,
     sessions::model::INDEX_SESSION_LISTS,
     inventory::gpu_booking::COUNT_OPEN_ALLOCATIONS,
+    inventory::model::MOVE_CLUSTER_COUNTS,
 ];
 
 /// Everything a request handler can reach, shared as `Arc<App>` through axum's state.
@@ -478,14 +479,15 @@ fn operator_gate(
     now: i64,
 ) -> Result<Option<sessions::NotConnected>, store::StoreError> {
     let fresh_ms = 2 * operator::CALLBACK_INTERVAL.as_millis() as i64;
-    if c.heartbeat_at.is_some_and(|h| now - h <= fresh_ms) {
+    let heartbeat_at = inventory::model::CLUSTER_COUNTS.get_in_write(txn, &c.id)?.and_then(|k| k.heartbeat_at);
+    if heartbeat_at.is_some_and(|h| now - h <= fresh_ms) {
         return Ok(None);
     }
     let attachment = operator::model::ATTACHMENTS.get_in_write(txn, &c.id)?;
     let (state, message) = match attachment {
         None => (
             "not_attached",
-            match c.heartbeat_at {
+            match heartbeat_at {
                 None => "no operator has called back; attach it (`gshare cluster attach <id>`, console: Attach \
                          operator) or deploy it by hand"
                     .to_string(),
@@ -503,7 +505,7 @@ fn operator_gate(
         ),
         Some(_) => (
             "silent",
-            match c.heartbeat_at {
+            match heartbeat_at {
                 Some(h) => {
                     format!("its last callback was {} s ago; see the cluster's operator view for why", (now - h) / 1000)
                 }

@@ -87,8 +87,18 @@ async fn view_for(app: &Arc<App>, parts: &mut axum::http::request::Parts) -> Res
 
 /// The exposition text.
 pub async fn render(app: &App, view: View) -> String {
-    let clusters: Vec<ClusterRecord> = match app.store.read(|txn| CLUSTERS.list(txn)).await {
-        Ok(all) => all.into_iter().map(|(_, c)| c).filter(ClusterRecord::is_live).collect(),
+    let read = app.store.read(|txn| {
+        let mut live = Vec::new();
+        for (id, c) in CLUSTERS.list(txn)? {
+            if c.is_live() {
+                let heartbeat_at = crate::inventory::model::CLUSTER_COUNTS.get(txn, &id)?.and_then(|k| k.heartbeat_at);
+                live.push((c, heartbeat_at));
+            }
+        }
+        Ok(live)
+    });
+    let clusters: Vec<(ClusterRecord, Option<i64>)> = match read.await {
+        Ok(live) => live,
         Err(e) => {
             tracing::warn!(error = %e, "metrics: cannot read clusters");
             Vec::new()
@@ -103,7 +113,7 @@ pub async fn render(app: &App, view: View) -> String {
     crate::sessions::metrics::render(&app.store, &mut out).await;
     snapshots(app, &mut out);
     out.push_str(&app.operator.metrics().await);
-    let registered: HashSet<&str> = clusters.iter().map(|c| c.id.as_str()).collect();
+    let registered: HashSet<&str> = clusters.iter().map(|(c, _)| c.id.as_str()).collect();
     per_cluster(&out, &registered, view)
 }
 

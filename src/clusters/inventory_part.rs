@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use redb::{ReadTransaction, WriteTransaction};
 
-use super::model::NodeSummary;
+use super::model::{ClusterCounts, NodeSummary};
 use super::probe::ProbedNode;
 use crate::store::StoreError;
 
-/// What a registration's seeding counted: the cluster row's counters start from it.
+/// What a registration's seeding counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Seeded {
     pub nodes: u64,
@@ -30,6 +30,10 @@ pub trait InventoryPart: Send + Sync {
     ) -> Result<Seeded, StoreError>;
     /// Forgets an unregistered cluster's nodes, GPUs and pools, inside the unregister transaction.
     fn forget(&self, txn: &WriteTransaction, cluster_id: &str) -> Result<(), StoreError>;
+    /// The cluster's counts (nodes, GPUs, VRAM, running sessions, the operator's last report).
+    fn counts(&self, txn: &ReadTransaction, cluster_id: &str) -> Result<ClusterCounts, StoreError>;
+    /// The same, inside a write transaction (the probe keeps a silent operator's cluster degraded).
+    fn counts_in_write(&self, txn: &WriteTransaction, cluster_id: &str) -> Result<ClusterCounts, StoreError>;
     /// The node counts of a cluster's detail view.
     fn node_summary(&self, txn: &ReadTransaction, cluster_id: &str) -> Result<NodeSummary, StoreError>;
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::store::JsonTable;
+use crate::store::{JsonTable, Rows, StoreError};
 
 /// `clu_…` -> cluster (soft-deleted rows stay, so history keeps the name).
 pub const CLUSTERS: JsonTable<ClusterRecord> = JsonTable::new("clusters");
@@ -162,19 +162,14 @@ pub struct ClusterRecord {
     pub kubernetes_version: Option<String>,
     pub registered_at: i64,
     pub last_checked_at: Option<i64>,
-    pub heartbeat_at: Option<i64>,
     pub deleted_at: Option<i64>,
-    pub node_count: u64,
-    pub gpu_count: u64,
-    pub vram_total_mb: u64,
-    pub running_sessions: u64,
     /// The last probe's prerequisite checks (node labels, ingress-nginx, HAMi, DCGM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prerequisites: Option<super::prereq::Prerequisites>,
 }
 
 impl ClusterRecord {
-    /// A new, live, never-probed cluster with zeroed counters.
+    /// A new, live, never-probed cluster.
     pub fn new(id: &str, name: String, role: Role, api_server: String, kubeconfig_ref: String, now_ms: i64) -> Self {
         Self {
             id: id.to_string(),
@@ -193,12 +188,7 @@ impl ClusterRecord {
             kubernetes_version: None,
             registered_at: now_ms,
             last_checked_at: None,
-            heartbeat_at: None,
             deleted_at: None,
-            node_count: 0,
-            gpu_count: 0,
-            vram_total_mb: 0,
-            running_sessions: 0,
             prerequisites: None,
         }
     }
@@ -321,13 +311,51 @@ pub fn silent_error(for_s: i64) -> ProbeError {
 impl ClusterRecord {
     /// For the probe: a reachable cluster whose operator is silent stays degraded (a passing
     /// probe must not hide that the operator stopped reporting).
-    pub fn keep_silence(&mut self, now_ms: i64, heartbeat_stale_after: std::time::Duration) {
+    pub fn keep_silence(&mut self, heartbeat_at: Option<i64>, now_ms: i64, heartbeat_stale_after: std::time::Duration) {
         if self.status == ClusterStatus::Connected
-            && let Some(h) = self.heartbeat_at
+            && let Some(h) = heartbeat_at
             && now_ms - h > heartbeat_stale_after.as_millis() as i64
         {
             self.status = ClusterStatus::Degraded;
             self.last_error = Some(silent_error((now_ms - h) / 1000));
         }
     }
+}
+
+/// What the inventory counts of a cluster (`inventory::model::CLUSTER_COUNTS`, the inventory's
+/// table, kept exact in each report's transaction; sessions add their running count through
+/// `inventory::counts`), shown on the cluster's views.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterCounts {
+    pub node_count: u64,
+    pub gpu_count: u64,
+    pub vram_total_mb: u64,
+    pub running_sessions: u64,
+    /// The operator's last report (Unix ms), written every `liveness_flush_every`.
+    pub heartbeat_at: Option<i64>,
+}
+
+/// A report from a cluster's operator: a cluster degraded for its silence is connected again
+/// (the one change to a cluster row that the inventory makes, here in the row's own room).
+/// Returns whether the row changed.
+pub fn heard_from(rows: &impl Rows, mut c: ClusterRecord) -> Result<bool, StoreError> {
+    if c.status == ClusterStatus::Degraded && c.last_error.as_ref().is_some_and(|e| e.stage == SILENT_STAGE) {
+        c.status = ClusterStatus::Connected;
+        c.last_error = None;
+        rows.put(CLUSTERS, &c.id.clone(), &c)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// The liveness sweep found a connected (or never-probed) cluster's operator silent since
+/// `heartbeat_at`: the cluster is degraded, naming the silence. Returns whether it was.
+pub fn fell_silent(rows: &impl Rows, mut c: ClusterRecord, heartbeat_at: i64, now: i64) -> Result<bool, StoreError> {
+    if !matches!(c.status, ClusterStatus::Connected | ClusterStatus::Pending) {
+        return Ok(false);
+    }
+    c.status = ClusterStatus::Degraded;
+    c.last_error = Some(silent_error((now - heartbeat_at) / 1000));
+    rows.put(CLUSTERS, &c.id.clone(), &c)?;
+    Ok(true)
 }

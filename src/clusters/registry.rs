@@ -116,7 +116,7 @@ pub struct Clusters {
     events: broadcast::Sender<ClusterEvent>,
     /// Live clusters in list order, tagged with the store generation they were read at: the
     /// list endpoint decodes nothing while no write has committed since.
-    live_cache: Mutex<Option<(u64, Arc<Vec<ClusterRecord>>)>>,
+    live_cache: Mutex<Option<(u64, Arc<Vec<(ClusterRecord, ClusterCounts)>>)>>,
     /// What still holds a cluster (live sessions, open GPU allocations): supplied by the domains
     /// above (the composition root wires `sessions::cluster_in_use`), so clusters names none of them.
     in_use: InUseCheck,
@@ -325,7 +325,7 @@ impl Clusters {
         let kc_hash = kc_hash.to_string();
         let now = self.clock.now_ms();
         let nodes = outcome.nodes.clone().unwrap_or_default();
-        let mut record = ClusterRecord {
+        let record = ClusterRecord {
             api_server_override,
             api_server_kubeconfig_hash: api_server_override.then(|| kc_hash.clone()),
             session_domain,
@@ -355,10 +355,7 @@ impl Clusters {
                         return Ok(Err(e));
                     }
                 }
-                let seeded = inventory.seed(txn, &record.id, &nodes, now)?;
-                record.node_count = seeded.nodes;
-                record.gpu_count = seeded.gpus;
-                record.vram_total_mb = seeded.vram_total_mb;
+                inventory.seed(txn, &record.id, &nodes, now)?;
                 CLUSTERS.put(txn, &record.id, &record)?;
                 Ok(Ok(record))
             })
@@ -369,7 +366,8 @@ impl Clusters {
     /// At start, before the watcher: publishes or removes the staging directories of
     /// registrations a crash interrupted (logged), so no `<id>/` is left that no cluster claims.
     pub async fn recover_staged(&self) -> Result<(), ClusterError> {
-        let live: std::collections::HashSet<String> = self.live_records().await?.iter().map(|r| r.id.clone()).collect();
+        let live: std::collections::HashSet<String> =
+            self.live_records().await?.iter().map(|(r, _)| r.id.clone()).collect();
         let dir = self.kubeconfig_dir();
         let done = tokio::task::spawn_blocking(move || kubeconfig::recover_staged(&dir, |id| live.contains(id)))
             .await
@@ -436,7 +434,7 @@ impl Clusters {
         rec.filter(ClusterRecord::is_live).ok_or_else(|| ClusterError::NotFound(id.to_string()))
     }
 
-    pub fn view(&self, r: &ClusterRecord) -> ClusterView {
+    pub fn view(&self, r: &ClusterRecord, counts: &ClusterCounts) -> ClusterView {
         let now = self.clock.now_ms();
         ClusterView {
             id: r.id.clone(),
@@ -449,18 +447,19 @@ impl Clusters {
             effective_session_ingress: r.session_ingress.clone().or_else(|| self.config.session_ingress.clone()),
             status: r.status,
             last_error: r.last_error.clone(),
-            node_count: r.node_count,
-            gpu_count: r.gpu_count,
-            running_sessions: r.running_sessions,
-            heartbeat_at: r.heartbeat_at.map(rfc3339_ms),
-            heartbeat_age_s: r.heartbeat_at.map(|h| ((now - h) / 1000).max(0)),
+            node_count: counts.node_count,
+            gpu_count: counts.gpu_count,
+            running_sessions: counts.running_sessions,
+            heartbeat_at: counts.heartbeat_at.map(rfc3339_ms),
+            heartbeat_age_s: counts.heartbeat_at.map(|h| ((now - h) / 1000).max(0)),
             registered_at: rfc3339_ms(r.registered_at),
             operator: None,
         }
     }
 
-    /// Live clusters, oldest registration first; cached until the next commit to the store.
-    async fn live_records(&self) -> Result<Arc<Vec<ClusterRecord>>, ClusterError> {
+    /// Live clusters with their counts, oldest registration first; cached until the next commit
+    /// to the store.
+    async fn live_records(&self) -> Result<Arc<Vec<(ClusterRecord, ClusterCounts)>>, ClusterError> {
         // Read the generation before the data: a commit in between only costs a reload later.
         let generation = self.store.generation();
         if let Some((g, rows)) = lock(&self.live_cache).as_ref()
@@ -468,9 +467,21 @@ impl Clusters {
         {
             return Ok(rows.clone());
         }
-        let all = self.store.read(|txn| CLUSTERS.list(txn)).await?;
-        let mut rows: Vec<ClusterRecord> = all.into_iter().map(|(_, r)| r).filter(ClusterRecord::is_live).collect();
-        rows.sort_by(|a, b| a.registered_at.cmp(&b.registered_at).then_with(|| a.id.cmp(&b.id)));
+        let inventory = self.inventory.clone();
+        let mut rows = self
+            .store
+            .read(move |txn| {
+                let mut rows = Vec::new();
+                for (_, r) in CLUSTERS.list(txn)? {
+                    if r.is_live() {
+                        let counts = inventory.counts(txn, &r.id)?;
+                        rows.push((r, counts));
+                    }
+                }
+                Ok(rows)
+            })
+            .await?;
+        rows.sort_by(|(a, _), (b, _)| a.registered_at.cmp(&b.registered_at).then_with(|| a.id.cmp(&b.id)));
         let rows = Arc::new(rows);
         *lock(&self.live_cache) = Some((generation, rows.clone()));
         Ok(rows)
@@ -478,10 +489,10 @@ impl Clusters {
 
     pub async fn list(&self, q: ListQuery) -> Result<ClusterPage, ClusterError> {
         let rows = self.live_records().await?;
-        let matching: Vec<&ClusterRecord> = rows
+        let matching: Vec<&(ClusterRecord, ClusterCounts)> = rows
             .iter()
-            .filter(|r| q.role.is_none_or(|role| r.role == role))
-            .filter(|r| q.status.is_none_or(|s| r.status == s))
+            .filter(|(r, _)| q.role.is_none_or(|role| r.role == role))
+            .filter(|(r, _)| q.status.is_none_or(|s| r.status == s))
             .collect();
         let total = matching.len() as u64;
         let size = q.size.clamp(1, 100);
@@ -490,7 +501,7 @@ impl Clusters {
             .into_iter()
             .skip(((page - 1).saturating_mul(size)) as usize)
             .take(size as usize)
-            .map(|r| self.view(r))
+            .map(|(r, c)| self.view(r, c))
             .collect();
         Ok(ClusterPage { data, pagination: Pagination { page, size, total, total_pages: total.div_ceil(size) } })
     }
@@ -502,12 +513,13 @@ impl Clusters {
 
     async fn detail_of(&self, record: ClusterRecord) -> Result<ClusterDetail, ClusterError> {
         let (inventory, id) = (self.inventory.clone(), record.id.clone());
-        let summary = self.store.read(move |txn| inventory.node_summary(txn, &id)).await?;
+        let (summary, counts) =
+            self.store.read(move |txn| Ok((inventory.node_summary(txn, &id)?, inventory.counts(txn, &id)?))).await?;
         Ok(ClusterDetail {
-            cluster: self.view(&record),
+            cluster: self.view(&record, &counts),
             checks: record.checks.clone(),
             nodes: summary,
-            gpu: GpuSummary { device_total: record.gpu_count, vram_total_mb: record.vram_total_mb },
+            gpu: GpuSummary { device_total: counts.gpu_count, vram_total_mb: counts.vram_total_mb },
             kubernetes_version: record.kubernetes_version.clone(),
             last_checked_at: record.last_checked_at.map(rfc3339_ms),
             prerequisites: record.prerequisites.clone(),
@@ -715,6 +727,7 @@ impl Clusters {
     async fn record_probe(&self, id: &str, outcome: &ProbeOutcome) -> Result<(), ClusterError> {
         let (key, outcome, now) = (id.to_string(), outcome.clone(), self.clock.now_ms());
         let heartbeat_stale_after = self.config.heartbeat_stale_after;
+        let inventory = self.inventory.clone();
         self.store
             .write(move |txn| {
                 let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
@@ -731,7 +744,8 @@ impl Clusters {
                 }
                 r.last_checked_at = Some(now);
                 // A passing probe must not hide an operator that stopped reporting.
-                r.keep_silence(now, heartbeat_stale_after);
+                let heartbeat_at = inventory.counts_in_write(txn, &key)?.heartbeat_at;
+                r.keep_silence(heartbeat_at, now, heartbeat_stale_after);
                 // clu_local learns its identity on its first successful probe.
                 if r.kube_system_uid.is_empty()
                     && let Some(uid) = outcome.kube_system_uid
@@ -797,7 +811,7 @@ impl Clusters {
 
     /// All live cluster ids.
     pub async fn live_ids(&self) -> Result<Vec<ClusterId>, ClusterError> {
-        Ok(self.live_records().await?.iter().filter_map(|r| ClusterId::parse(&r.id).ok()).collect())
+        Ok(self.live_records().await?.iter().filter_map(|(r, _)| ClusterId::parse(&r.id).ok()).collect())
     }
 
     /// Records a directory of the kubeconfig dir that no cluster claims (logged once).
@@ -847,9 +861,6 @@ impl Clusters {
                 inventory.forget(txn, &key)?;
                 r.status = ClusterStatus::Deleted;
                 r.deleted_at = Some(now);
-                r.node_count = 0;
-                r.gpu_count = 0;
-                r.vram_total_mb = 0;
                 CLUSTERS.put(txn, &key, &r)?;
                 Ok(Ok(()))
             })

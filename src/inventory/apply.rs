@@ -17,7 +17,7 @@ use super::model::*;
 use crate::audit::{AuditEntry, AuditResult};
 use crate::callbacks::wire::*;
 use crate::clock::Clock;
-use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus};
+use crate::clusters::model::{CLUSTERS, ClusterCounts, ClusterRecord, fell_silent, heard_from};
 use crate::store::{Outcome, Rows, StoreError};
 
 /// A write that changes something anyway renews liveness timestamps (`heartbeat_at`,
@@ -68,20 +68,19 @@ pub fn live_cluster(txn: &impl Rows, id: &str) -> Result<Option<ClusterRecord>, 
     Ok(txn.get(CLUSTERS, id)?.filter(ClusterRecord::is_live))
 }
 
-/// An inventory report is the operator's heartbeat. Returns whether the record changed. Without
+/// An inventory report is the operator's heartbeat. Returns whether the counts changed. Without
 /// `stamp` only a first heartbeat is set (the rest is kept in memory).
-pub fn beat(c: &mut ClusterRecord, now: i64, stamp: bool) -> bool {
-    let mut changed = false;
+pub fn beat(c: &mut ClusterCounts, now: i64, stamp: bool) -> bool {
     if c.heartbeat_at.is_none_or(|h| stamp && (now - h >= LIVENESS_EVERY_MS || now < h)) {
         c.heartbeat_at = Some(now);
-        changed = true;
+        return true;
     }
-    if c.status == ClusterStatus::Degraded && c.last_error.as_ref().is_some_and(|e| e.stage == SILENT_STAGE) {
-        c.status = ClusterStatus::Connected;
-        c.last_error = None;
-        changed = true;
-    }
-    changed
+    false
+}
+
+/// A live cluster's counts row (zero until its first report or registration seeds it).
+fn counts_of(txn: &impl Rows, cluster_id: &str) -> Result<ClusterCounts, StoreError> {
+    Ok(txn.get(CLUSTER_COUNTS, cluster_id)?.unwrap_or_default())
 }
 
 /// The node's Ready condition drives liveness: `last_seen` moves only while it is ready (absent =
@@ -144,11 +143,13 @@ pub struct Seen {
 
 /// `POST /internal/inventory/nodes`.
 pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -> Result<Outcome<Seen>, StoreError> {
-    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+    let Some(record) = live_cluster(txn, cluster_id)? else {
         return Ok(Outcome::Unchanged(Seen::default()));
     };
     let stamp = txn.durable();
+    let mut cluster = counts_of(txn, cluster_id)?;
     let mut cluster_changed = beat(&mut cluster, now, stamp);
+    let reconnected = heard_from(txn, record)?;
     let key = format!("{cluster_id}/{}", r.node_id);
     let mut wrote = false;
     let node = match txn.get(NODES, &key)? {
@@ -181,19 +182,24 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
         }
     };
     if cluster_changed {
-        txn.put(CLUSTERS, cluster_id, &cluster)?;
+        txn.put(CLUSTER_COUNTS, cluster_id, &cluster)?;
         wrote = true;
     }
-    Ok(outcome(wrote, Seen { live: true, node_alive: !node.decommissioning && r.node_ready != Some(false) }))
+    Ok(outcome(
+        wrote || reconnected,
+        Seen { live: true, node_alive: !node.decommissioning && r.node_ready != Some(false) },
+    ))
 }
 
 /// `POST /internal/inventory/gpu-devices`: upsert by (cluster, uuid); `used_*` stay ours.
 pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> Result<Outcome<Seen>, StoreError> {
-    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+    let Some(record) = live_cluster(txn, cluster_id)? else {
         return Ok(Outcome::Unchanged(Seen::default()));
     };
     let stamp = txn.durable();
+    let mut cluster = counts_of(txn, cluster_id)?;
     let mut cluster_changed = beat(&mut cluster, now, stamp);
+    let reconnected = heard_from(txn, record)?;
     let mut wrote = false;
     let node_key = format!("{cluster_id}/{}", r.node_id);
     let stored_node = txn.get(NODES, &node_key)?;
@@ -208,9 +214,9 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
         Some(n) if n.decommissioning => {
             // Do not re-create the cards an administrator just cleared.
             if cluster_changed {
-                txn.put(CLUSTERS, cluster_id, &cluster)?;
+                txn.put(CLUSTER_COUNTS, cluster_id, &cluster)?;
             }
-            return Ok(outcome(cluster_changed, Seen { live: true, node_alive: false }));
+            return Ok(outcome(cluster_changed || reconnected, Seen { live: true, node_alive: false }));
         }
         Some(mut n) => {
             touch(&mut n, r.node_ready, now, stamp);
@@ -284,10 +290,10 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
         wrote = true;
     }
     if cluster_changed {
-        txn.put(CLUSTERS, cluster_id, &cluster)?;
+        txn.put(CLUSTER_COUNTS, cluster_id, &cluster)?;
         wrote = true;
     }
-    Ok(outcome(wrote, Seen { live: true, node_alive: r.node_ready != Some(false) }))
+    Ok(outcome(wrote || reconnected, Seen { live: true, node_alive: r.node_ready != Some(false) }))
 }
 
 /// Liveness noted in memory since the last flush: the latest report time per cluster and per
@@ -323,15 +329,14 @@ impl PendingLiveness {
 pub fn flush_liveness(txn: &WriteTransaction, p: &PendingLiveness) -> Result<Outcome<usize>, StoreError> {
     let mut n = 0;
     for (id, t) in &p.clusters {
-        let Some(mut c) = live_cluster(txn, id)? else { continue };
-        let mut changed = false;
+        let Some(record) = live_cluster(txn, id)? else { continue };
+        let mut c = counts_of(txn, id)?;
         if c.heartbeat_at.is_none_or(|h| h < *t) {
             c.heartbeat_at = Some(*t);
-            changed = true;
+            CLUSTER_COUNTS.put(txn, id, &c)?;
+            n += 1;
         }
-        changed |= beat(&mut c, *t, false);
-        if changed {
-            CLUSTERS.put(txn, id, &c)?;
+        if heard_from(txn, record)? {
             n += 1;
         }
     }
@@ -409,9 +414,10 @@ pub fn node_decommissioned(
     cluster_id: &str,
     hostname: &str,
 ) -> Result<Outcome<()>, StoreError> {
-    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+    if live_cluster(txn, cluster_id)?.is_none() {
         return Ok(Outcome::Unchanged(()));
     };
+    let mut cluster = counts_of(txn, cluster_id)?;
     let key = format!("{cluster_id}/{hostname}");
     match NODES.get_in_write(txn, &key)? {
         Some(n) if n.decommissioning => {
@@ -420,7 +426,7 @@ pub fn node_decommissioned(
             cluster.node_count = cluster.node_count.saturating_sub(1);
             cluster.gpu_count = cluster.gpu_count.saturating_sub(gone);
             cluster.vram_total_mb = cluster.vram_total_mb.saturating_sub(vram);
-            CLUSTERS.put(txn, cluster_id, &cluster)?;
+            CLUSTER_COUNTS.put(txn, cluster_id, &cluster)?;
             crate::audit::record_in(
                 txn,
                 clock,
@@ -476,9 +482,10 @@ pub fn node_action(
     audit: AuditEntry,
     clock: &Clock,
 ) -> Result<Outcome<Result<NodeRecord, Refusal>>, StoreError> {
-    let Some(mut cluster) = live_cluster(txn, cluster_id)? else {
+    if live_cluster(txn, cluster_id)?.is_none() {
         return Ok(Outcome::Unchanged(Err(Refusal::NotFound(format!("no cluster {cluster_id}")))));
     };
+    let mut cluster = counts_of(txn, cluster_id)?;
     let key = format!("{cluster_id}/{node}");
     let Some(before) = NODES.get_in_write(txn, &key)? else {
         return Ok(Outcome::Unchanged(Err(Refusal::NotFound(format!("cluster {cluster_id} has no node {node}")))));
@@ -527,7 +534,7 @@ pub fn node_action(
                 let (gone, vram) = remove_node_gpus(txn, cluster_id, node)?;
                 cluster.gpu_count = cluster.gpu_count.saturating_sub(gone);
                 cluster.vram_total_mb = cluster.vram_total_mb.saturating_sub(vram);
-                CLUSTERS.put(txn, cluster_id, &cluster)?;
+                CLUSTER_COUNTS.put(txn, cluster_id, &cluster)?;
                 n.gpu_count = 0;
                 n.decommissioning = true;
             }
@@ -682,12 +689,12 @@ pub fn sweep(
     heartbeat_stale_ms: i64,
 ) -> Result<Outcome<SweepReport>, StoreError> {
     let mut report = SweepReport::default();
-    for (id, mut c) in CLUSTERS.list_in_write(txn)? {
-        let Some(hb) = c.heartbeat_at.filter(|_| c.is_live()) else { continue };
-        if now - hb > heartbeat_stale_ms && matches!(c.status, ClusterStatus::Connected | ClusterStatus::Pending) {
-            c.status = ClusterStatus::Degraded;
-            c.last_error = Some(silent_error((now - hb) / 1000));
-            CLUSTERS.put(txn, &id, &c)?;
+    for (id, c) in CLUSTERS.list_in_write(txn)? {
+        if !c.is_live() {
+            continue;
+        }
+        let Some(hb) = CLUSTER_COUNTS.get_in_write(txn, &id)?.and_then(|k| k.heartbeat_at) else { continue };
+        if now - hb > heartbeat_stale_ms && fell_silent(txn, c, hb, now)? {
             report.clusters_degraded.push(id.clone());
         }
         for (key, mut n) in NODES.list_prefix_in_write(txn, &format!("{id}/"))? {

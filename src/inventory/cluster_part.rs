@@ -9,9 +9,9 @@ use axum::body::Bytes;
 use redb::{ReadTransaction, WriteTransaction};
 
 use super::lock;
-use super::model::{GPUS, GpuRecord, GpuView, NODES, NodeRecord, NodeView, POOLS};
+use super::model::{CLUSTER_COUNTS, GPUS, GpuRecord, GpuView, NODES, NodeRecord, NodeView, POOLS};
 use crate::clusters::inventory_part::{InventoryPart, Seeded};
-use crate::clusters::model::{CLUSTERS, NodeSummary};
+use crate::clusters::model::{CLUSTERS, ClusterCounts, NodeSummary};
 use crate::clusters::probe::ProbedNode;
 use crate::store::{Store, StoreError};
 
@@ -71,6 +71,11 @@ impl InventoryPart for ClusterPart {
                 seeded.vram_total_mb += g.memory_mb;
             }
         }
+        let mut counts = CLUSTER_COUNTS.get_in_write(txn, cluster_id)?.unwrap_or_default();
+        counts.node_count = seeded.nodes;
+        counts.gpu_count = seeded.gpus;
+        counts.vram_total_mb = seeded.vram_total_mb;
+        CLUSTER_COUNTS.put(txn, cluster_id, &counts)?;
         Ok(seeded)
     }
 
@@ -79,7 +84,22 @@ impl InventoryPart for ClusterPart {
         NODES.delete_prefix(txn, &prefix)?;
         GPUS.delete_prefix(txn, &prefix)?;
         POOLS.delete_prefix(txn, &prefix)?;
+        // The row stays (history: running sessions, the last report) without nodes or GPUs.
+        if let Some(mut counts) = CLUSTER_COUNTS.get_in_write(txn, cluster_id)? {
+            counts.node_count = 0;
+            counts.gpu_count = 0;
+            counts.vram_total_mb = 0;
+            CLUSTER_COUNTS.put(txn, cluster_id, &counts)?;
+        }
         Ok(())
+    }
+
+    fn counts(&self, txn: &ReadTransaction, cluster_id: &str) -> Result<ClusterCounts, StoreError> {
+        Ok(CLUSTER_COUNTS.get(txn, cluster_id)?.unwrap_or_default())
+    }
+
+    fn counts_in_write(&self, txn: &WriteTransaction, cluster_id: &str) -> Result<ClusterCounts, StoreError> {
+        Ok(CLUSTER_COUNTS.get_in_write(txn, cluster_id)?.unwrap_or_default())
     }
 
     fn node_summary(&self, txn: &ReadTransaction, cluster_id: &str) -> Result<NodeSummary, StoreError> {
@@ -91,6 +111,14 @@ impl InventoryPart for ClusterPart {
             offline: nodes.iter().filter(|(_, n)| n.offline).count() as u64,
         })
     }
+}
+
+/// A session of `cluster_id` started or stopped running: its cluster's `running_sessions` follows,
+/// in the session's transaction (sessions call this; the count is the inventory's row).
+pub fn running_changed(txn: &WriteTransaction, cluster_id: &str, running: bool) -> Result<(), StoreError> {
+    let mut c = CLUSTER_COUNTS.get_in_write(txn, cluster_id)?.unwrap_or_default();
+    c.running_sessions = if running { c.running_sessions + 1 } else { c.running_sessions.saturating_sub(1) };
+    CLUSTER_COUNTS.put(txn, cluster_id, &c)
 }
 
 /// Node pages kept rendered (most recent first).

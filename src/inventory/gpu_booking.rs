@@ -262,7 +262,7 @@ mod tests {
                 .unwrap();
         }
         let store = Store::open(&path, crate::MIGRATIONS).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.schema_version().unwrap(), crate::store::schema_of(crate::MIGRATIONS));
         let totals = store.read(open_totals).await.unwrap();
         assert_eq!(totals, OpenTotals { allocations: 2, gpu_mem_mb: 3072, gpu_cores: 20 });
         store.write(|txn| release(txn, "ses_A", 5)).await.unwrap();

@@ -94,7 +94,8 @@ pub fn escape(v: &str) -> String {
 
 /// Callbacks, clusters by status, and when each cluster's operator last reported. `clusters`
 /// are the live (registered) ones: per-cluster series are written for them only.
-pub fn render(callbacks: &Callbacks, clusters: &[ClusterRecord], out: &mut String) {
+/// `clusters`: the live ones, each with its operator's last report.
+pub fn render(callbacks: &Callbacks, clusters: &[(ClusterRecord, Option<i64>)], out: &mut String) {
     let _ = writeln!(out, "# HELP gshare_callbacks_total Operator callbacks answered, by route and status.");
     let _ = writeln!(out, "# TYPE gshare_callbacks_total counter");
     for (route, status, n) in callbacks.snapshot() {
@@ -105,7 +106,7 @@ pub fn render(callbacks: &Callbacks, clusters: &[ClusterRecord], out: &mut Strin
         "# HELP gshare_callbacks_by_cluster_total Operator callbacks with a verified token, by route and cluster (rates: rate() in Prometheus)."
     );
     let _ = writeln!(out, "# TYPE gshare_callbacks_by_cluster_total counter");
-    let registered: HashSet<&str> = clusters.iter().map(|c| c.id.as_str()).collect();
+    let registered: HashSet<&str> = clusters.iter().map(|(c, _)| c.id.as_str()).collect();
     for (route, cluster, n) in callbacks.by_cluster() {
         // A token can outlive its cluster's registration: no series for an unregistered one.
         if !registered.contains(cluster.as_str()) {
@@ -124,7 +125,7 @@ pub fn render(callbacks: &Callbacks, clusters: &[ClusterRecord], out: &mut Strin
             .iter()
             .map(|s| (s.as_str(), 0))
             .collect();
-    for c in clusters {
+    for (c, _) in clusters {
         *by_status.entry(c.status.as_str()).or_default() += 1;
     }
     let _ = writeln!(out, "# HELP gshare_clusters Registered clusters by status.");
@@ -137,8 +138,8 @@ pub fn render(callbacks: &Callbacks, clusters: &[ClusterRecord], out: &mut Strin
         "# HELP gshare_operator_last_report_timestamp_seconds When a cluster's operator last reported (clusters whose operator ever did; written every liveness_flush_every)."
     );
     let _ = writeln!(out, "# TYPE gshare_operator_last_report_timestamp_seconds gauge");
-    for c in clusters {
-        if let Some(ms) = c.heartbeat_at {
+    for (c, heartbeat_at) in clusters {
+        if let Some(ms) = *heartbeat_at {
             let _ = writeln!(
                 out,
                 "gshare_operator_last_report_timestamp_seconds{{cluster_id=\"{}\"}} {}",

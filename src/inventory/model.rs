@@ -7,7 +7,8 @@ use utoipa::ToSchema;
 
 use crate::callbacks::wire::VolumeObserved;
 use crate::clock::rfc3339_ms;
-use crate::store::JsonTable;
+use crate::clusters::model::ClusterCounts;
+use crate::store::{JsonTable, Migration, StoreError};
 
 /// `<cluster_id>/<node name>` -> node.
 pub const NODES: JsonTable<NodeRecord> = JsonTable::new("nodes");
@@ -15,6 +16,9 @@ pub const NODES: JsonTable<NodeRecord> = JsonTable::new("nodes");
 pub const GPUS: JsonTable<GpuRecord> = JsonTable::new("gpu_devices");
 /// `<cluster_id>/<storage class>` -> storage pool (filled by volume sync).
 pub const POOLS: JsonTable<serde_json::Value> = JsonTable::new("storage_pools");
+/// `<cluster_id>` -> the cluster's counts: nodes, GPUs, VRAM, running sessions, the operator's
+/// last report.
+pub const CLUSTER_COUNTS: JsonTable<ClusterCounts> = JsonTable::new("cluster_counts");
 /// `<cluster_id>/<uuid>` -> the last drift report (logged too).
 pub const DRIFT: JsonTable<DriftRecord> = JsonTable::new("inventory_drift");
 /// `<cluster_id>/<node>/<ulid>` -> a node health event.
@@ -171,3 +175,25 @@ impl NodeView {
         }
     }
 }
+
+/// Schema 5: the cluster counters leave the cluster row (the registry's) for the inventory's
+/// `cluster_counts`, read from each row as schema 4 wrote them.
+pub const MOVE_CLUSTER_COUNTS: Migration = Migration {
+    to: 5,
+    what: "cluster counters moved to the inventory's cluster_counts table",
+    run: |txn| {
+        const OLD_CLUSTERS: JsonTable<serde_json::Value> = JsonTable::new("clusters");
+        let n = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        for (id, row) in OLD_CLUSTERS.list_in_write(txn)? {
+            let counts = ClusterCounts {
+                node_count: n(&row, "node_count"),
+                gpu_count: n(&row, "gpu_count"),
+                vram_total_mb: n(&row, "vram_total_mb"),
+                running_sessions: n(&row, "running_sessions"),
+                heartbeat_at: row.get("heartbeat_at").and_then(serde_json::Value::as_i64),
+            };
+            CLUSTER_COUNTS.put(txn, &id, &counts)?;
+        }
+        Ok::<(), StoreError>(())
+    },
+};

@@ -583,11 +583,8 @@ pub fn put_session(txn: &redb::WriteTransaction, session: &SessionRecord) -> Res
     let old = SESSIONS.get_in_write(txn, &session.id)?;
     let was_running = old.as_ref().is_some_and(|s| s.phase == Phase::Running);
     let is_running = session.phase == Phase::Running;
-    if was_running != is_running
-        && let Some(mut c) = CLUSTERS.get_in_write(txn, &session.cluster_id)?
-    {
-        c.running_sessions = if is_running { c.running_sessions + 1 } else { c.running_sessions.saturating_sub(1) };
-        CLUSTERS.put(txn, &session.cluster_id, &c)?;
+    if was_running != is_running && CLUSTERS.get_in_write(txn, &session.cluster_id)?.is_some() {
+        crate::inventory::cluster_part::running_changed(txn, &session.cluster_id, is_running)?;
     }
     if session.is_live() {
         LIVE_SESSIONS.put(txn, &session.id, &session.cluster_id)?;

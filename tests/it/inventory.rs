@@ -82,7 +82,12 @@ async fn assert_counters(s: &TestServer, id: &str) -> (u64, u64, u64) {
     let (rec, recount) = s
         .app()
         .store
-        .read(move |txn| Ok((CLUSTERS.get(txn, &key)?.unwrap(), gshare::sessions::model::recount(txn, &key)?)))
+        .read(move |txn| {
+            Ok((
+                gshare::inventory::model::CLUSTER_COUNTS.get(txn, &key)?.unwrap(),
+                gshare::sessions::model::recount(txn, &key)?,
+            ))
+        })
         .await
         .unwrap();
     assert_eq!((rec.node_count, rec.gpu_count, rec.vram_total_mb, rec.running_sessions), recount, "{id}");
@@ -592,7 +597,7 @@ async fn stored_liveness(s: &TestServer, id: &str, node: &str) -> (Option<i64>, 
     s.app()
         .store
         .read(move |txn| {
-            let c = CLUSTERS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
+            let c = gshare::inventory::model::CLUSTER_COUNTS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
             let n = gshare::inventory::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
             Ok((c, n))
         })
@@ -686,7 +691,7 @@ async fn liveness_of_repeats_waits_in_memory_for_the_flush() {
     let (hb, seen) = app
         .store
         .read(move |txn| {
-            let c = CLUSTERS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
+            let c = gshare::inventory::model::CLUSTER_COUNTS.get(txn, &cid)?.and_then(|c| c.heartbeat_at);
             let n = gshare::inventory::model::NODES.get(txn, &key)?.and_then(|n| n.last_seen);
             Ok((c, n))
         })

@@ -526,6 +526,17 @@ async fn every_fixture_opens_and_migrates() {
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!((clusters, gpus, offerings, sessions, live), (1, 4, 1, 2, 1), "{name}");
+        // The cluster counters, on the cluster row before schema 5, are the inventory's row now.
+        let counts = s
+            .app
+            .store
+            .read(|t| {
+                let (id, _) = CLUSTERS.list(t)?.pop().expect("one cluster");
+                gshare::inventory::model::CLUSTER_COUNTS.get(t, &id)
+            })
+            .await
+            .unwrap();
+        assert_eq!(counts.map(|c| c.node_count), Some(2), "{name}");
         // The session list's indexes (schema 3) were built from its sessions, and answer.
         use gshare::sessions::model::ListIndex;
         let (indexed, stored) = s
