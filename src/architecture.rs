@@ -15,7 +15,7 @@ fn layer(path: &str) -> usize {
         "lib" | "main" | "http/mod" | "http/system" | "console" | "events" | "fuzzing" | "architecture" => TOP,
         _ if p == "auth/keys" || p.starts_with("auth/keys/") => 0,
         _ => match p.split('/').next().unwrap_or(p) {
-            "config" | "clock" | "cluster_id" | "store" | "logging" => 0,
+            "config" | "clock" | "cluster_id" | "store" | "logging" | "locks" | "background" => 0,
             "http" => 1,
             "auth" | "audit" => 2,
             "clusters" => 3,

@@ -163,8 +163,9 @@ pub struct ClusterRecord {
     pub checks: Vec<Check>,
     pub last_error: Option<ProbeError>,
     pub kube_system_uid: String,
-    /// Where the credentials are: `file:<id>/kubeconfig` under the kubeconfig dir, or `incluster`.
-    pub kubeconfig_ref: String,
+    /// Where the credentials are: `file:<id>/kubeconfig` under the kubeconfig dir, `path:<file>`
+    /// or `incluster`.
+    pub kubeconfig_ref: KubeconfigRef,
     pub kubernetes_version: Option<String>,
     pub registered_at: i64,
     pub last_checked_at: Option<i64>,
@@ -181,7 +182,14 @@ pub struct ClusterRecord {
 
 impl ClusterRecord {
     /// A new, live, never-probed cluster with zeroed counters.
-    pub fn new(id: &str, name: String, role: Role, api_server: String, kubeconfig_ref: String, now_ms: i64) -> Self {
+    pub fn new(
+        id: &str,
+        name: String,
+        role: Role,
+        api_server: String,
+        kubeconfig_ref: impl Into<KubeconfigRef>,
+        now_ms: i64,
+    ) -> Self {
         Self {
             id: id.to_string(),
             name,
@@ -195,7 +203,7 @@ impl ClusterRecord {
             checks: Vec::new(),
             last_error: None,
             kube_system_uid: String::new(),
-            kubeconfig_ref,
+            kubeconfig_ref: kubeconfig_ref.into(),
             kubernetes_version: None,
             registered_at: now_ms,
             last_checked_at: None,
@@ -211,6 +219,49 @@ impl ClusterRecord {
 
     pub fn is_live(&self) -> bool {
         self.deleted_at.is_none()
+    }
+}
+
+/// Where a cluster's credentials are, stored as `kubeconfig_ref`'s string (unchanged on disk and
+/// in snapshots).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum KubeconfigRef {
+    /// `incluster`: the pod's service account (`clu_local` run inside a pod).
+    InCluster,
+    /// `path:<file>`: a kubeconfig file named by `local_kubeconfig` (`clu_local`).
+    Path(std::path::PathBuf),
+    /// `file:<id>/kubeconfig` (any other text, kept as stored): the file registration wrote under
+    /// the kubeconfig directory, found by the cluster's id.
+    Registered(String),
+}
+
+impl KubeconfigRef {
+    /// The file registration writes for cluster `id`.
+    pub fn registered(id: &str) -> Self {
+        Self::Registered(format!("file:{id}/kubeconfig"))
+    }
+}
+
+impl From<String> for KubeconfigRef {
+    fn from(s: String) -> Self {
+        if s == "incluster" {
+            Self::InCluster
+        } else if let Some(path) = s.strip_prefix("path:") {
+            Self::Path(path.into())
+        } else {
+            Self::Registered(s)
+        }
+    }
+}
+
+impl From<KubeconfigRef> for String {
+    fn from(r: KubeconfigRef) -> Self {
+        match r {
+            KubeconfigRef::InCluster => "incluster".into(),
+            KubeconfigRef::Path(p) => format!("path:{}", p.display()),
+            KubeconfigRef::Registered(s) => s,
+        }
     }
 }
 
@@ -251,7 +302,59 @@ pub struct GpuRecord {
     pub total_cores: u64,
     pub used_cores: u64,
     /// `ready` or `notready`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: GpuStatus,
+}
+
+/// A card's state as its operator reports it (stored and shown as its string).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum GpuStatus {
+    /// `ready`.
+    Ready,
+    /// `notready`.
+    NotReady,
+    /// Any other text an operator sent, kept as it came.
+    Other(String),
+}
+
+impl GpuStatus {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Ready => "ready",
+            Self::NotReady => "notready",
+            Self::Other(s) => s,
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self == Self::Ready
+    }
+}
+
+impl From<String> for GpuStatus {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "ready" => Self::Ready,
+            "notready" => Self::NotReady,
+            _ => Self::Other(s),
+        }
+    }
+}
+
+impl From<&str> for GpuStatus {
+    fn from(s: &str) -> Self {
+        s.to_string().into()
+    }
+}
+
+impl From<GpuStatus> for String {
+    fn from(s: GpuStatus) -> Self {
+        match s {
+            GpuStatus::Other(s) => s,
+            known => known.as_str().to_string(),
+        }
+    }
 }
 
 /// A cluster as `GET /api/v1/clusters` lists it.
@@ -323,7 +426,8 @@ pub struct GpuView {
     /// Booked by running sessions' allocations (the control plane's count).
     pub used_mem_mb: u64,
     pub used_cores: u64,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: GpuStatus,
 }
 
 impl From<GpuRecord> for GpuView {
@@ -415,5 +519,43 @@ impl ClusterRecord {
             self.status = ClusterStatus::Degraded;
             self.last_error = Some(silent_error((now_ms - h) / 1000));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_refs_keep_their_stored_strings() {
+        for (stored, parsed) in [
+            ("incluster", KubeconfigRef::InCluster),
+            ("path:/etc/gshare/local.kubeconfig", KubeconfigRef::Path("/etc/gshare/local.kubeconfig".into())),
+            (
+                "file:clu_01J0000000000000000000000/kubeconfig",
+                KubeconfigRef::registered("clu_01J0000000000000000000000"),
+            ),
+        ] {
+            let r: KubeconfigRef = serde_json::from_value(stored.into()).unwrap();
+            assert_eq!(r, parsed, "{stored}");
+            assert_eq!(serde_json::to_value(&r).unwrap(), stored);
+        }
+    }
+
+    #[test]
+    fn gpu_statuses_keep_their_wire_strings() {
+        for (wire, parsed) in [
+            ("ready", GpuStatus::Ready),
+            ("notready", GpuStatus::NotReady),
+            ("Ready", GpuStatus::Other("Ready".into())),
+            ("xid 79", GpuStatus::Other("xid 79".into())),
+        ] {
+            let s: GpuStatus = serde_json::from_value(wire.into()).unwrap();
+            assert_eq!(s, parsed, "{wire}");
+            assert_eq!(s.as_str(), wire);
+            assert_eq!(serde_json::to_value(&s).unwrap(), wire);
+        }
+        assert!(GpuStatus::Ready.is_ready() && !GpuStatus::NotReady.is_ready());
+        assert!(!GpuStatus::from("Ready").is_ready(), "the match is exact, as before");
     }
 }

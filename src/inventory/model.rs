@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::clusters::model::GpuStatus;
 use crate::http::error::FieldError;
 use crate::store::JsonTable;
 
@@ -257,7 +258,8 @@ pub struct GpuReport {
     pub used_cores: i64,
     /// `ready` or `notready`.
     #[serde(default = "ready")]
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: GpuStatus,
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
@@ -272,8 +274,8 @@ pub struct GpuReport {
     pub node_disk_gb: Option<i64>,
 }
 
-fn ready() -> String {
-    "ready".into()
+fn ready() -> GpuStatus {
+    GpuStatus::Ready
 }
 
 impl GpuReport {
@@ -285,7 +287,9 @@ impl GpuReport {
     /// Free text cut to what is stored.
     pub fn bound(&mut self) {
         bound_opt(&mut self.mode, MAX_TEXT);
-        bound(&mut self.status, MAX_TEXT);
+        if let GpuStatus::Other(status) = &mut self.status {
+            bound(status, MAX_TEXT);
+        }
         bound_opt(&mut self.model, MAX_TEXT);
     }
 

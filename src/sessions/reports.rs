@@ -27,6 +27,7 @@ use crate::http::extract::parse_json;
 use crate::inventory::apply::{Refusal, live_cluster, outcome};
 use crate::inventory::model::{Accepted, MAX_NODE_NAME, MAX_SAMPLES, OperatorAudit, Problems, bound, is_dns_subdomain};
 use crate::inventory::routes::{accepted, checked, refusal, scope};
+use crate::locks::lock;
 use crate::store::{JsonTable, Outcome, StoreError};
 
 /// `<session id>` -> the latest agent sample.
@@ -353,7 +354,7 @@ pub struct HeldBeats {
 
 impl HeldBeats {
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, HeldBeat>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.held)
     }
 
     fn hold(&self, b: HeldBeat) {
