@@ -314,6 +314,7 @@ impl SessionRecord {
 /// What an admin may do to a session (`actions` on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(as = SessionAction)]
 pub enum Action {
     Pause,
     Resume,

@@ -29,6 +29,7 @@ pub struct Applied {
 /// Why a session paused or ended (`reason` on the wire; stored as its string).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = SessionReason)]
 pub enum Reason {
     DiskExceeded,
     MaxRuntime,
