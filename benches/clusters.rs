@@ -111,7 +111,7 @@ async fn seed_large(app: &gshare::App) {
                         checks: Vec::new(),
                         last_error: None,
                         kube_system_uid: format!("uid-{c}"),
-                        kubeconfig_ref: format!("file:{id2}/kubeconfig"),
+                        kubeconfig_ref: format!("file:{id2}/kubeconfig").into(),
                         kubernetes_version: Some("v1.31.0".into()),
                         registered_at: i64::from(c),
                         last_checked_at: Some(0),

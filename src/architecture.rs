@@ -17,7 +17,7 @@ fn layer(path: &str) -> usize {
         // The operator's wire types and body readers: pure, below every domain that applies them.
         "callbacks/wire" | "callbacks/intake" => 2,
         _ => match p.split('/').next().unwrap_or(p) {
-            "config" | "clock" | "cluster_id" | "store" | "logging" => 0,
+            "config" | "clock" | "cluster_id" | "store" | "logging" | "locks" | "background" => 0,
             "http" => 1,
             "auth" | "audit" => 3,
             "clusters" => 4,

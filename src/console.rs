@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use rust_embed::RustEmbed;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 
 #[derive(RustEmbed)]
 #[folder = "$OUT_DIR/console"]
@@ -37,7 +37,7 @@ pub async fn serve(method: Method, uri: Uri, headers: HeaderMap) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             "the console only answers GET and HEAD",
         )
         .with_header(header::ALLOW, HeaderValue::from_static("GET, HEAD"))

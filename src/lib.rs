@@ -8,6 +8,7 @@
 mod architecture;
 pub mod audit;
 pub mod auth;
+pub mod background;
 pub mod callbacks;
 pub mod clock;
 pub mod cluster_id;
@@ -15,10 +16,12 @@ pub mod clusters;
 pub mod config;
 pub mod console;
 pub mod events;
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
 pub mod inventory;
+pub mod locks;
 pub mod logging;
 pub mod metrics;
 pub mod operator;
@@ -330,22 +333,11 @@ impl RunningServer {
 /// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'
 /// heartbeats) every `liveness_flush_every` (5 s). The last flush is the stop's own, once the
 /// in-flight requests are done (`RunningServer::stop` and `wait`).
-fn spawn_memory_flush(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(app.config.liveness_flush_every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            let stopping = tokio::select! {
-                _ = tick.tick() => false,
-                _ = stop.wait_for(|v| *v) => true,
-            };
-            if stopping {
-                return;
-            }
-            flush_held(&app).await;
-        }
-    });
+fn spawn_memory_flush(app: Arc<App>, stop: watch::Receiver<bool>) {
+    tokio::spawn(background::every(app.config.liveness_flush_every, stop, move || {
+        let app = app.clone();
+        async move { flush_held(&app).await }
+    }));
 }
 
 /// Writes what is held in memory only (the periodic flush, and before the process ends).
@@ -360,115 +352,110 @@ async fn flush_held(app: &App) {
 
 /// Bootstraps `clu_local` if asked, re-probes every cluster every `probe_interval`, and expires
 /// idempotency keys.
-fn spawn_cluster_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+fn spawn_cluster_upkeep(app: Arc<App>, stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
         if app.config.bootstrap_local_cluster
             && let Err(e) = app.clusters.reprobe(&clusters::ClusterId::local()).await
         {
             tracing::warn!(error = %e, "first probe of the local cluster clu_local failed");
         }
-        let mut tick = tokio::time::interval(app.config.probe_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
-            match app.clusters.live_ids().await {
-                Ok(ids) => {
-                    // A few at a time: one slow cluster must not hold up the others.
-                    use futures::StreamExt;
-                    futures::stream::iter(ids)
-                        .for_each_concurrent(8, |id| {
-                            let app = app.clone();
-                            async move {
-                                if let Err(e) = app.clusters.reprobe(&id).await {
-                                    tracing::warn!(cluster_id = %id, error = %e, "background probe failed");
-                                }
-                            }
-                        })
-                        .await;
-                }
-                Err(e) => tracing::error!(error = %e, "cannot list clusters for the background probe"),
-            }
-            // Sessions recorded just before a crash, whose CR was never applied.
-            if let Err(e) = app.sessions.apply_unapplied(30_000).await {
-                tracing::warn!(error = %e, "cannot apply pending GShareSessions");
-            }
-            if let Err(e) = http::idempotency::sweep(&app.store, &app.clock).await {
-                tracing::warn!(error = %e, "cannot expire idempotency keys");
-            }
-        }
+        background::every(app.config.probe_interval, stop, || cluster_upkeep(app.clone())).await;
     });
+}
+
+async fn cluster_upkeep(app: Arc<App>) {
+    match app.clusters.live_ids().await {
+        Ok(ids) => {
+            // A few at a time: one slow cluster must not hold up the others.
+            use futures::StreamExt;
+            futures::stream::iter(ids)
+                .for_each_concurrent(8, |id| {
+                    let app = app.clone();
+                    async move {
+                        if let Err(e) = app.clusters.reprobe(&id).await {
+                            tracing::warn!(cluster_id = %id, error = %e, "background probe failed");
+                        }
+                    }
+                })
+                .await;
+        }
+        Err(e) => tracing::error!(error = %e, "cannot list clusters for the background probe"),
+    }
+    // Sessions recorded just before a crash, whose CR was never applied.
+    if let Err(e) = app.sessions.apply_unapplied(30_000).await {
+        tracing::warn!(error = %e, "cannot apply pending GShareSessions");
+    }
+    if let Err(e) = http::idempotency::sweep(&app.store, &app.clock).await {
+        tracing::warn!(error = %e, "cannot expire idempotency keys");
+    }
 }
 
 /// Periodic upkeep that lives as long as the server.
 /// Audit upkeep: closes coalescing windows (every 10 s) and enforces retention (at start, then
 /// hourly); at shutdown the open windows are written.
-fn spawn_audit_upkeep(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+fn spawn_audit_upkeep(app: Arc<App>, stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(10));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut last_prune: Option<i64> = None;
-        loop {
-            let stopping = tokio::select! {
-                _ = tick.tick() => false,
-                _ = stop.wait_for(|v| *v) => true,
-            };
-            if stopping {
-                app.audit.close_windows(app.config.login_failure_window, true).await;
-                return;
-            }
-            app.audit.close_windows(app.config.login_failure_window, false).await;
-            let now = app.clock.now_ms();
-            if last_prune.is_none_or(|t| now - t >= 3_600_000) {
-                last_prune = Some(now);
-                match audit::prune(&app.store, now, app.config.audit_retention, app.config.audit_max_entries).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, "audit retention: old entries removed"),
-                    Err(e) => tracing::error!(error = %e, "audit retention pass failed"),
-                }
-            }
-        }
+        let last_prune = Arc::new(std::sync::Mutex::new(None));
+        let upkeep = || audit_upkeep(app.clone(), last_prune.clone());
+        upkeep().await;
+        background::every(Duration::from_secs(10), stop, upkeep).await;
+        app.audit.close_windows(app.config.login_failure_window, true).await;
     });
 }
 
-fn spawn_background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+async fn audit_upkeep(app: Arc<App>, last_prune: Arc<std::sync::Mutex<Option<i64>>>) {
+    app.audit.close_windows(app.config.login_failure_window, false).await;
+    let now = app.clock.now_ms();
+    let due = {
+        let mut last = locks::lock(&last_prune);
+        let due = last.is_none_or(|t| now - t >= 3_600_000);
+        if due {
+            *last = Some(now);
+        }
+        due
+    };
+    if due {
+        match audit::prune(&app.store, now, app.config.audit_retention, app.config.audit_max_entries).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "audit retention: old entries removed"),
+            Err(e) => tracing::error!(error = %e, "audit retention pass failed"),
+        }
+    }
+}
+
+fn spawn_background(app: Arc<App>, stop: watch::Receiver<bool>) {
     spawn_audit_upkeep(app.clone(), stop.clone());
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(10));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
-            // `gshare keys rotate|prune` run as separate processes; pick their result up here.
-            let auth = app.auth.clone();
-            match tokio::task::spawn_blocking(move || auth.internal.reload_if_changed()).await {
-                Ok(Ok(true)) => {
-                    let kid = app.auth.internal.signing_kid();
-                    tracing::info!(signing_kid = ?kid, "internal JWT key ring reloaded");
-                    // `gshare keys rotate|prune` ran beside the server: record what it changed.
-                    audit::record(
-                        &app,
-                        audit::AuditEntry::system("cli", "keys.reload", audit::AuditResult::Success)
-                            .target(kid.unwrap_or_default())
-                            .details(serde_json::json!({
-                                "keys": app.auth.internal.keys().iter().map(|k| &k.kid).collect::<Vec<_>>()
-                            })),
-                    )
-                    .await;
-                }
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "cannot reload the internal JWT key ring; keeping the loaded keys")
-                }
-                Err(e) => tracing::error!(error = %e, "key ring reload task failed"),
-            }
-        }
+        let reload = || reload_keys(app.clone());
+        reload().await;
+        background::every(Duration::from_secs(10), stop, reload).await;
     });
+}
+
+/// `gshare keys rotate|prune` run as separate processes; pick their result up here.
+async fn reload_keys(app: Arc<App>) {
+    let auth = app.auth.clone();
+    match tokio::task::spawn_blocking(move || auth.internal.reload_if_changed()).await {
+        Ok(Ok(true)) => {
+            let kid = app.auth.internal.signing_kid();
+            tracing::info!(signing_kid = ?kid, "internal JWT key ring reloaded");
+            // `gshare keys rotate|prune` ran beside the server: record what it changed.
+            audit::record(
+                &app,
+                audit::AuditEntry::system("cli", "keys.reload", audit::AuditResult::Success)
+                    .target(kid.unwrap_or_default())
+                    .details(serde_json::json!({
+                        "keys": app.auth.internal.keys().iter().map(|k| &k.kid).collect::<Vec<_>>()
+                    })),
+            )
+            .await;
+        }
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot reload the internal JWT key ring; keeping the loaded keys")
+        }
+        Err(e) => tracing::error!(error = %e, "key ring reload task failed"),
+    }
 }
 
 /// Whether a cluster's operator can run a new session: it called back within two heartbeat

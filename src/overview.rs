@@ -31,6 +31,7 @@ use crate::clusters::model::CLUSTERS;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::inventory::gpu_booking::{ALLOCATIONS, allocation_prefix};
 use crate::inventory::model::{GPUS, NODES};
+use crate::locks::lock;
 use crate::sessions::model::{LIVE_SESSIONS, Phase, SESSIONS, live_sessions};
 use crate::store::{Store, StoreError};
 
@@ -253,7 +254,7 @@ impl Overview {
         let (sessions_running, mem_booked_mb) = self.store.read(sample_totals).await?;
         let now = self.clock.now_ms();
         let rate = {
-            let mut last = self.last_callbacks.lock().unwrap_or_else(|p| p.into_inner());
+            let mut last = lock(&self.last_callbacks);
             let rate = match *last {
                 Some((at, n)) if now > at => callbacks_total.saturating_sub(n) as f64 * 1000.0 / (now - at) as f64,
                 _ => 0.0,
@@ -261,7 +262,7 @@ impl Overview {
             *last = Some((now, callbacks_total));
             rate
         };
-        let mut samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let mut samples = lock(&self.samples);
         if samples.len() == SAMPLES {
             samples.pop_front();
         }
@@ -275,7 +276,7 @@ impl Overview {
     }
 
     fn series(&self) -> Series {
-        let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let samples = lock(&self.samples);
         Series {
             interval_s: SAMPLE_EVERY.as_secs(),
             t: samples.iter().map(|s| s.at_ms).collect(),
@@ -289,9 +290,9 @@ impl Overview {
     /// an unchanged fleet get the same bytes (and the same gzip) without any work.
     pub async fn encoded(&self) -> Result<Arc<Encoded>, StoreError> {
         let fleet = self.fleet().await?;
-        let newest = self.samples.lock().unwrap_or_else(|p| p.into_inner()).back().map_or(0, |s| s.at_ms);
+        let newest = lock(&self.samples).back().map_or(0, |s| s.at_ms);
         let key = (fleet.generation, newest);
-        if let Some(e) = self.encoded.lock().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|e| e.key == key) {
+        if let Some(e) = lock(&self.encoded).as_ref().filter(|e| e.key == key) {
             return Ok(e.clone());
         }
         let answer = OverviewAnswer {
@@ -305,7 +306,7 @@ impl Overview {
             .map_err(|e| StoreError::Join(e.to_string()))?
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         let e = Arc::new(Encoded { key, json, gzip: OnceLock::new() });
-        *self.encoded.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+        *lock(&self.encoded) = Some(e.clone());
         Ok(e)
     }
 
@@ -331,7 +332,7 @@ impl Overview {
                             booked_mem_mb: g.used_mem_mb,
                             total_cores: g.total_cores,
                             booked_cores: g.used_cores,
-                            status: g.status,
+                            status: g.status.into(),
                             sessions: Vec::new(),
                         });
                     }
@@ -459,7 +460,7 @@ fn compute(txn: &redb::ReadTransaction) -> Result<(Totals, Vec<ClusterCells>), S
                 node.models.len() - 1
             }
         };
-        let error = g.status != "ready";
+        let error = !g.status.is_ready();
         let sessions = on_card.get(&(g.cluster_id.clone(), g.uuid.clone())).copied().unwrap_or(0);
         node.cards.extend([g.total_mem_mb, g.used_mem_mb, (model as u64) << 1 | u64::from(error), sessions]);
         node.uuids.push(g.uuid);

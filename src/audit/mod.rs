@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 
 use crate::App;
 use crate::clock::Clock;
+use crate::locks::lock;
 use crate::store::{Store, StoreError};
 
 /// The audit log's table name (the console's `audit` event topic watches it).
@@ -227,7 +228,7 @@ impl AuditLog {
         let now = self.clock.now_ms();
         let window_ms = window.as_millis() as i64;
         let (write_now, closed) = {
-            let mut map = self.coalescing.lock().unwrap_or_else(|p| p.into_inner());
+            let mut map = lock(&self.coalescing);
             let mut closed = Vec::new();
             let open = map.get(key).is_some_and(|c| now - c.since_ms < window_ms);
             if open {
@@ -266,7 +267,7 @@ impl AuditLog {
         let now = self.clock.now_ms();
         let window_ms = window.as_millis() as i64;
         let closed: Vec<AuditEntry> = {
-            let mut map = self.coalescing.lock().unwrap_or_else(|p| p.into_inner());
+            let mut map = lock(&self.coalescing);
             let done: Vec<String> =
                 map.iter().filter(|(_, c)| all || now - c.since_ms >= window_ms).map(|(k, _)| k.clone()).collect();
             done.into_iter().filter_map(|k| map.remove(&k)).filter_map(summary).collect()

@@ -22,7 +22,7 @@ use super::accounts::{
 use super::guard::AdminCaller;
 use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
-use crate::http::error::{ApiError, ErrorBody, FieldError};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode, FieldError};
 use crate::http::extract::ApiJson;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -175,9 +175,13 @@ async fn change_password(
     }
     // Guessing the current password through this route counts like failed sign-ins.
     let attempt = app.signin.throttle.begin(meta.client_addr, &caller.username, app.clock.now_ms()).map_err(|l| {
-        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", super::throttle::wait_message(l.retry_after_s))
-            .with_details(serde_json::json!({ "retry_after_s": l.retry_after_s, "scope": l.scope }))
-            .with_header(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(l.retry_after_s))
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited,
+            super::throttle::wait_message(l.retry_after_s),
+        )
+        .with_details(serde_json::json!({ "retry_after_s": l.retry_after_s, "scope": l.scope }))
+        .with_header(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(l.retry_after_s))
     })?;
     if body.current_password.is_empty()
         || body.current_password.len() > MAX_PASSWORD_LEN

@@ -14,7 +14,7 @@ use super::cookies::{CSRF_HEADER, console_cookie_names, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
 use crate::cluster_id::ClusterId;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extract::bearer_token;
 
 /// Subject prefix of admin tokens: `admin:<username>`.
@@ -94,7 +94,7 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
             if claims.jti.is_none() || !bool::from(sent.as_bytes().ct_eq(expected.as_bytes())) {
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
-                    "csrf_failed",
+                    ErrorCode::CsrfFailed,
                     "cookie-authenticated changes need the session's X-CSRF-Token header (see GET /api/v1/auth/me)",
                 ));
             }

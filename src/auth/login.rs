@@ -26,8 +26,9 @@ use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::http::error::{ApiError, ErrorBody};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::ApiJson;
+use crate::locks::{read, write};
 use crate::store::{Store, StoreError};
 
 /// Password checks running at once; more wait (argon2id takes ~19 MiB and tens of ms each).
@@ -151,13 +152,6 @@ pub fn set_not_before(txn: &redb::WriteTransaction, username: &str, now: i64) ->
     Ok(())
 }
 
-fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|p| p.into_inner())
-}
-fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|p| p.into_inner())
-}
-
 pub fn routes() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(login)).routes(routes!(logout)).routes(routes!(me))
 }
@@ -200,7 +194,7 @@ fn cookie_header(name: &str, value: &str, max_age: u64, http_only: bool, secure:
 
 fn too_many(retry_after_s: u64, scope: &str) -> ApiError {
     let message = crate::auth::throttle::wait_message(retry_after_s);
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited, message)
         .with_details(serde_json::json!({ "retry_after_s": retry_after_s, "scope": scope }))
         .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_s))
 }
@@ -217,7 +211,7 @@ impl FromRequestParts<Arc<App>> for SameOrigin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
-        let refuse = |why: String| ApiError::new(StatusCode::FORBIDDEN, "cross_origin", why);
+        let refuse = |why: String| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::CrossOrigin, why);
         let h = &parts.headers;
         if let Some(site) = h.get("sec-fetch-site") {
             let site = site.to_str().unwrap_or_default();
@@ -261,7 +255,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonOnly {
         }
         Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+            ErrorCode::UnsupportedMediaType,
             "send the sign-in as JSON (Content-Type: application/json)",
         )
         .with_details(serde_json::json!({ "content_type": ct })))
@@ -269,7 +263,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonOnly {
 }
 
 fn invalid_credentials() -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "invalid_credentials", "wrong username or password")
+    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::InvalidCredentials, "wrong username or password")
 }
 
 /// Sign in with a username and password.
@@ -424,7 +418,7 @@ async fn logout(
             )
             .await;
         }
-        Err(e) if e.code == "csrf_failed" => return Err(e),
+        Err(e) if e.code == ErrorCode::CsrfFailed => return Err(e),
         Err(_) => {}
     }
     let secure = app.signin.secure_cookies();

@@ -7,6 +7,7 @@
 //! [`USER_BUDGET_FACTOR`] addresses (or IPv6 /64s) at once can hold a username. Both maps are
 //! bounded caches, so a flood of addresses or made-up usernames costs a fixed amount of memory.
 
+use crate::locks::lock;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -108,10 +109,6 @@ pub fn wait_message(retry_after_s: u64) -> String {
         s => format!("{} minutes", s.div_ceil(60)),
     };
     format!("too many failed sign-ins: wait {wait} before trying again (until then no password is checked)")
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl LoginThrottle {

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use axum::http::StatusCode;
 
-use crate::http::error::{ApiError, FieldError};
+use crate::http::error::{ApiError, ErrorCode, FieldError};
 
 /// Kubernetes' limit on a node name (a DNS subdomain).
 pub const MAX_NODE_NAME: usize = 253;
@@ -253,7 +253,8 @@ pub struct GpuReport {
     pub used_cores: i64,
     /// `ready` or `notready`.
     #[serde(default = "ready")]
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: GpuStatus,
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
@@ -268,8 +269,8 @@ pub struct GpuReport {
     pub node_disk_gb: Option<i64>,
 }
 
-fn ready() -> String {
-    "ready".into()
+fn ready() -> GpuStatus {
+    GpuStatus::Ready
 }
 
 impl GpuReport {
@@ -281,7 +282,9 @@ impl GpuReport {
     /// Free text cut to what is stored.
     pub fn bound(&mut self) {
         bound_opt(&mut self.mode, MAX_TEXT);
-        bound(&mut self.status, MAX_TEXT);
+        if let GpuStatus::Other(status) = &mut self.status {
+            bound(status, MAX_TEXT);
+        }
         bound_opt(&mut self.model, MAX_TEXT);
     }
 
@@ -714,7 +717,7 @@ pub enum Refusal {
     /// The target is not an object of the caller's cluster (unknown here, or of no cluster).
     NotOwn(String),
     Conflict {
-        code: &'static str,
+        code: ErrorCode,
         message: String,
         details: serde_json::Value,
     },
@@ -744,6 +747,57 @@ impl Refusal {
 pub fn other_cluster(token_cluster: &str, cluster_id: &str) -> ApiError {
     ApiError::forbidden(format!("this operator token is for cluster {token_cluster}, not {cluster_id}"))
         .with_details(serde_json::json!({ "token_cluster": token_cluster, "cluster_id": cluster_id }))
+}
+
+/// A card's state as its operator reports it (stored and shown as its string).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum GpuStatus {
+    /// `ready`.
+    Ready,
+    /// `notready`.
+    NotReady,
+    /// Any other text an operator sent, kept as it came.
+    Other(String),
+}
+
+impl GpuStatus {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Ready => "ready",
+            Self::NotReady => "notready",
+            Self::Other(s) => s,
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self == Self::Ready
+    }
+}
+
+impl From<String> for GpuStatus {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "ready" => Self::Ready,
+            "notready" => Self::NotReady,
+            _ => Self::Other(s),
+        }
+    }
+}
+
+impl From<&str> for GpuStatus {
+    fn from(s: &str) -> Self {
+        s.to_string().into()
+    }
+}
+
+impl From<GpuStatus> for String {
+    fn from(s: GpuStatus) -> Self {
+        match s {
+            GpuStatus::Other(s) => s,
+            known => known.as_str().to_string(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -795,5 +849,22 @@ mod tests {
         assert_eq!(short, "ok");
         assert!(is_usable_uuid("MIG-GPU-8f1c2d3e-0000-1111-2222-333344445555/1/0"));
         assert!(!is_usable_uuid("") && !is_usable_uuid("GPU 1") && !is_usable_uuid(&"G".repeat(MAX_UUID + 1)));
+    }
+
+    #[test]
+    fn gpu_statuses_keep_their_wire_strings() {
+        for (wire, parsed) in [
+            ("ready", GpuStatus::Ready),
+            ("notready", GpuStatus::NotReady),
+            ("Ready", GpuStatus::Other("Ready".into())),
+            ("xid 79", GpuStatus::Other("xid 79".into())),
+        ] {
+            let s: GpuStatus = serde_json::from_value(wire.into()).unwrap();
+            assert_eq!(s, parsed, "{wire}");
+            assert_eq!(s.as_str(), wire);
+            assert_eq!(serde_json::to_value(&s).unwrap(), wire);
+        }
+        assert!(GpuStatus::Ready.is_ready() && !GpuStatus::NotReady.is_ready());
+        assert!(!GpuStatus::from("Ready").is_ready(), "the match is exact, as before");
     }
 }

@@ -157,8 +157,9 @@ pub struct ClusterRecord {
     pub checks: Vec<Check>,
     pub last_error: Option<ProbeError>,
     pub kube_system_uid: String,
-    /// Where the credentials are: `file:<id>/kubeconfig` under the kubeconfig dir, or `incluster`.
-    pub kubeconfig_ref: String,
+    /// Where the credentials are: `file:<id>/kubeconfig` under the kubeconfig dir, `path:<file>`
+    /// or `incluster`.
+    pub kubeconfig_ref: KubeconfigRef,
     pub kubernetes_version: Option<String>,
     pub registered_at: i64,
     pub last_checked_at: Option<i64>,
@@ -170,7 +171,14 @@ pub struct ClusterRecord {
 
 impl ClusterRecord {
     /// A new, live, never-probed cluster.
-    pub fn new(id: &str, name: String, role: Role, api_server: String, kubeconfig_ref: String, now_ms: i64) -> Self {
+    pub fn new(
+        id: &str,
+        name: String,
+        role: Role,
+        api_server: String,
+        kubeconfig_ref: impl Into<KubeconfigRef>,
+        now_ms: i64,
+    ) -> Self {
         Self {
             id: id.to_string(),
             name,
@@ -184,7 +192,7 @@ impl ClusterRecord {
             checks: Vec::new(),
             last_error: None,
             kube_system_uid: String::new(),
-            kubeconfig_ref,
+            kubeconfig_ref: kubeconfig_ref.into(),
             kubernetes_version: None,
             registered_at: now_ms,
             last_checked_at: None,
@@ -195,6 +203,49 @@ impl ClusterRecord {
 
     pub fn is_live(&self) -> bool {
         self.deleted_at.is_none()
+    }
+}
+
+/// Where a cluster's credentials are, stored as `kubeconfig_ref`'s string (unchanged on disk and
+/// in snapshots).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum KubeconfigRef {
+    /// `incluster`: the pod's service account (`clu_local` run inside a pod).
+    InCluster,
+    /// `path:<file>`: a kubeconfig file named by `local_kubeconfig` (`clu_local`).
+    Path(std::path::PathBuf),
+    /// `file:<id>/kubeconfig` (any other text, kept as stored): the file registration wrote under
+    /// the kubeconfig directory, found by the cluster's id.
+    Registered(String),
+}
+
+impl KubeconfigRef {
+    /// The file registration writes for cluster `id`.
+    pub fn registered(id: &str) -> Self {
+        Self::Registered(format!("file:{id}/kubeconfig"))
+    }
+}
+
+impl From<String> for KubeconfigRef {
+    fn from(s: String) -> Self {
+        if s == "incluster" {
+            Self::InCluster
+        } else if let Some(path) = s.strip_prefix("path:") {
+            Self::Path(path.into())
+        } else {
+            Self::Registered(s)
+        }
+    }
+}
+
+impl From<KubeconfigRef> for String {
+    fn from(r: KubeconfigRef) -> Self {
+        match r {
+            KubeconfigRef::InCluster => "incluster".into(),
+            KubeconfigRef::Path(p) => format!("path:{}", p.display()),
+            KubeconfigRef::Registered(s) => s,
+        }
     }
 }
 
@@ -358,4 +409,25 @@ pub fn fell_silent(rows: &impl Rows, mut c: ClusterRecord, heartbeat_at: i64, no
     c.last_error = Some(silent_error((now - heartbeat_at) / 1000));
     rows.put(CLUSTERS, &c.id.clone(), &c)?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_refs_keep_their_stored_strings() {
+        for (stored, parsed) in [
+            ("incluster", KubeconfigRef::InCluster),
+            ("path:/etc/gshare/local.kubeconfig", KubeconfigRef::Path("/etc/gshare/local.kubeconfig".into())),
+            (
+                "file:clu_01J0000000000000000000000/kubeconfig",
+                KubeconfigRef::registered("clu_01J0000000000000000000000"),
+            ),
+        ] {
+            let r: KubeconfigRef = serde_json::from_value(stored.into()).unwrap();
+            assert_eq!(r, parsed, "{stored}");
+            assert_eq!(serde_json::to_value(&r).unwrap(), stored);
+        }
+    }
 }

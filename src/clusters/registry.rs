@@ -17,6 +17,7 @@ use super::model::*;
 use super::probe::{self, ProbeOutcome};
 use crate::clock::{Clock, rfc3339_ms};
 use crate::config::Config;
+use crate::locks::lock;
 use crate::store::{Store, StoreError};
 
 /// Longest cluster name.
@@ -131,10 +132,6 @@ impl std::fmt::Debug for Clusters {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Validates a display name: 1–80 characters, no control characters, trimmed.
 pub fn check_name(name: &str) -> Result<String, ClusterError> {
     let name = name.trim();
@@ -177,6 +174,27 @@ fn check_api_server(v: Option<&str>) -> Result<Option<String>, ClusterError> {
                 kind: "value_error",
             })?;
             Ok(Some(s.trim_end_matches('/').to_string()))
+        }
+    }
+}
+
+/// Why a registered cluster has no client: its kubeconfig file is missing (logged once, with an
+/// event), or what is there does not work.
+enum NoClient {
+    Missing(KubeconfigProblem),
+    Unusable(KubeconfigProblem),
+}
+
+impl From<KubeconfigProblem> for NoClient {
+    fn from(p: KubeconfigProblem) -> Self {
+        Self::Unusable(p)
+    }
+}
+
+impl NoClient {
+    fn problem(self) -> KubeconfigProblem {
+        match self {
+            Self::Missing(p) | Self::Unusable(p) => p,
         }
     }
 }
@@ -336,7 +354,7 @@ impl Clusters {
             kubernetes_version: outcome.version.clone(),
             last_checked_at: Some(now),
             prerequisites: outcome.prerequisites.clone(),
-            ..ClusterRecord::new(id.as_str(), name, role, api_server, format!("file:{id}/kubeconfig"), now)
+            ..ClusterRecord::new(id.as_str(), name, role, api_server, KubeconfigRef::registered(id.as_str()), now)
         };
         let inventory = self.inventory.clone();
         let record = self
@@ -564,7 +582,7 @@ impl Clusters {
                     kubeconfig::check(&text, Origin::Submitted, &self.config.kubeconfig_exec_allow)
                         .map_err(kubeconfig_failure)?
                 }
-                None => self.read_registered_kubeconfig(id).await.map_err(kubeconfig_failure)?,
+                None => self.read_registered_kubeconfig(id).await.map_err(|e| kubeconfig_failure(e.problem()))?,
             };
             // `api_server: ""` returns to the kubeconfig's own address.
             let effective_override = match &api_override {
@@ -653,21 +671,21 @@ impl Clusters {
         self.detail_of(record).await
     }
 
-    async fn read_registered_kubeconfig(&self, id: &ClusterId) -> Result<CheckedKubeconfig, KubeconfigProblem> {
+    async fn read_registered_kubeconfig(&self, id: &ClusterId) -> Result<CheckedKubeconfig, NoClient> {
         let (dir, id2) = (self.kubeconfig_dir(), id.clone());
         let read = tokio::task::spawn_blocking(move || kubeconfig::read_file(&dir, &id2))
             .await
             .map_err(|e| KubeconfigProblem { cause: e.to_string(), hint: String::new() })??;
         let Some((text, _)) = read else {
-            return Err(KubeconfigProblem {
+            return Err(NoClient::Missing(KubeconfigProblem {
                 cause: "kubeconfig missing".into(),
                 hint: format!(
                     "put the cluster's kubeconfig at {}",
                     kubeconfig::kubeconfig_path(&self.kubeconfig_dir(), id).display()
                 ),
-            });
+            }));
         };
-        kubeconfig::check(&text, Origin::File, &self.config.kubeconfig_exec_allow)
+        Ok(kubeconfig::check(&text, Origin::File, &self.config.kubeconfig_exec_allow)?)
     }
 
     // ----- probing a registered cluster -----
@@ -697,8 +715,10 @@ impl Clusters {
                 }
                 outcome
             }
-            Err(p) => {
-                if p.cause != "kubeconfig missing" {
+            Err(e) => {
+                let missing = matches!(e, NoClient::Missing(_));
+                let p = e.problem();
+                if !missing {
                     lock(&self.missing_logged).remove(&record.id);
                 } else if lock(&self.missing_logged).insert(record.id.clone()) {
                     tracing::warn!(cluster_id = %record.id, "kubeconfig missing; cluster marked unreachable");
@@ -759,11 +779,11 @@ impl Clusters {
     }
 
     /// The client for a cluster, rebuilt from its kubeconfig file when the content changed.
-    async fn current_conn(&self, record: &ClusterRecord) -> Result<Conn, KubeconfigProblem> {
+    async fn current_conn(&self, record: &ClusterRecord) -> Result<Conn, NoClient> {
         let id = ClusterId::parse(&record.id)
             .map_err(|e| KubeconfigProblem { cause: e.to_string(), hint: String::new() })?;
         let override_server = record.api_server_override.then(|| record.api_server.clone());
-        if record.kubeconfig_ref == "incluster" {
+        if record.kubeconfig_ref == KubeconfigRef::InCluster {
             if let Some(c) = self.conn(&id) {
                 return Ok(c);
             }
@@ -778,15 +798,15 @@ impl Clusters {
             lock(&self.conns).insert(record.id.clone(), conn.clone());
             return Ok(conn);
         }
-        let kc = match record.kubeconfig_ref.strip_prefix("path:") {
-            Some(path) => {
+        let kc = match &record.kubeconfig_ref {
+            KubeconfigRef::Path(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| KubeconfigProblem {
-                    cause: format!("cannot read {path}: {e}"),
+                    cause: format!("cannot read {}: {e}", path.display()),
                     hint: "check local_kubeconfig".into(),
                 })?;
                 kubeconfig::check(&text, Origin::File, &self.config.kubeconfig_exec_allow)?
             }
-            None => self.read_registered_kubeconfig(&id).await?,
+            KubeconfigRef::InCluster | KubeconfigRef::Registered(_) => self.read_registered_kubeconfig(&id).await?,
         };
         lock(&self.missing_logged).remove(&record.id);
         if let Some(c) = self.conn(&id).filter(|c| c.hash == kc.hash && c.api_server == record.api_server) {
@@ -882,9 +902,9 @@ impl Clusters {
     /// in the background, so start-up never waits on the cluster.
     pub async fn ensure_local(&self) -> Result<(), ClusterError> {
         let kubeconfig_ref = if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-            "incluster".to_string()
+            KubeconfigRef::InCluster
         } else if let Some(p) = &self.config.local_kubeconfig {
-            format!("path:{}", p.display())
+            KubeconfigRef::Path(p.clone())
         } else {
             return Err(ClusterError::Invalid {
                 field: "local_kubeconfig",
@@ -893,13 +913,13 @@ impl Clusters {
             });
         };
         let now = self.clock.now_ms();
-        let api_server = match kubeconfig_ref.strip_prefix("path:") {
-            Some(p) => std::fs::read_to_string(p)
+        let api_server = match &kubeconfig_ref {
+            KubeconfigRef::Path(p) => std::fs::read_to_string(p)
                 .ok()
                 .and_then(|t| kubeconfig::check(&t, Origin::File, &self.config.kubeconfig_exec_allow).ok())
                 .map(|kc| kc.server)
                 .unwrap_or_default(),
-            None => "https://kubernetes.default.svc".to_string(),
+            KubeconfigRef::InCluster | KubeconfigRef::Registered(_) => "https://kubernetes.default.svc".to_string(),
         };
         self.store
             .write(move |txn| {

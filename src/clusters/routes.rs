@@ -16,7 +16,7 @@ use super::registry::{ClusterError, ListQuery, PatchRequest, RegisterRequest};
 use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::AdminCaller;
-use crate::http::error::{ApiError, ErrorBody};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::{parse_json, query_number};
 use crate::http::idempotency;
 
@@ -41,7 +41,7 @@ impl From<ClusterError> for ApiError {
                 let reason = failure.stage.failure_reason();
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "probe_failed",
+                    ErrorCode::ProbeFailed,
                     format!("probe failed at stage {}: {}", failure.stage, failure.cause),
                 )
                 .with_details(serde_json::json!({
@@ -68,10 +68,11 @@ impl From<ClusterError> for ApiError {
             }
             ClusterError::NotFound(id) => ApiError::not_found(format!("no cluster {id}")),
             ClusterError::InUse(in_use) => {
-                ApiError::new(StatusCode::CONFLICT, "cluster_in_use", in_use.message()).with_details(in_use.details())
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::ClusterInUse, in_use.message())
+                    .with_details(in_use.details())
             }
             ClusterError::OtherCluster(message) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "kubeconfig_other_cluster", message)
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::KubeconfigOtherCluster, message)
             }
             ClusterError::Store(e) => ApiError::internal(e),
             ClusterError::Io(e) => ApiError::internal(e),

@@ -223,6 +223,7 @@ impl Config {
     }
 
     fn build(source: Option<PathBuf>, f: FileLayer, env: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        check_env_names(env)?;
         let layer = Layer { env };
         let data_dir = layer
             .pick("data_dir", f.data_dir.map(|p| p.display().to_string()))
@@ -745,6 +746,86 @@ impl Config {
     }
 }
 
+/// `GSHARE_*` variables that are not settings: read by the CLI, the build, tests or the scripts
+/// of `hack/` and `web/e2e/`, which may leave them in a server's environment.
+const NOT_SETTINGS: &[&str] = &[
+    "GSHARE_SNAPSHOT_PASSPHRASE",
+    "GSHARE_WEB_DIST",
+    "GSHARE_NPM",
+    "GSHARE_UPDATE_MAN",
+    "GSHARE_UPDATE_COMPLETIONS",
+    "GSHARE_TEST_NGINX",
+    "GSHARE_FUZZ_TARGET",
+    "GSHARE_FUZZ_SECONDS",
+    "GSHARE_BIN",
+    "GSHARE_BENCH_BIN",
+    "GSHARE_URL",
+    "GSHARE_SCHEMATHESIS_INNER",
+    "GSHARE_SCHEMATHESIS_VENV",
+];
+
+/// The keys of the file layer, as its `Deserialize` names them (so the list cannot drift from
+/// the struct): a deserializer that only records the field list it is asked for.
+fn setting_keys() -> &'static [&'static str] {
+    struct FieldNames(Option<&'static [&'static str]>);
+    impl<'de> serde::Deserializer<'de> for &mut FieldNames {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("field names only"))
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = Some(fields);
+            Err(serde::de::Error::custom("field names only"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+            unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut names = FieldNames(None);
+    let _ = FileLayer::deserialize(&mut names);
+    names.0.unwrap_or_default()
+}
+
+/// A `GSHARE_*` variable that is neither a setting nor on [`NOT_SETTINGS`] is refused, naming the
+/// closest setting: a misspelled setting would otherwise be silently ignored.
+fn check_env_names(env: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    let settings: Vec<String> =
+        std::iter::once("GSHARE_CONFIG".to_string()).chain(setting_keys().iter().map(|k| Layer::env_name(k))).collect();
+    for name in env.keys().filter(|k| k.starts_with("GSHARE_")) {
+        if settings.contains(name) || NOT_SETTINGS.contains(&name.as_str()) {
+            continue;
+        }
+        let closest = settings.iter().min_by_key(|s| edit_distance(name, s)).map_or("", String::as_str);
+        return Err(ConfigError::invalid(
+            name,
+            format!("no such setting (did you mean {closest}?); config.example.toml lists every GSHARE_* setting"),
+        ));
+    }
+    Ok(())
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions), by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// The environment layer over the file layer for one key.
 struct Layer<'a> {
     env: &'a BTreeMap<String, String>,
@@ -1029,6 +1110,28 @@ mod tests {
         let rendered = c.render_redacted();
         assert!(!rendered.contains("PRIVATE KEY"));
         assert!(rendered.contains("internal_jwt_private_key = \"<redacted>\""));
+    }
+
+    #[test]
+    fn an_unknown_gshare_variable_is_refused_naming_the_closest_setting() {
+        let e = from("", &[("GSHARE_LISTNE", "127.0.0.1:9100")]).unwrap_err().to_string();
+        assert!(e.starts_with("GSHARE_LISTNE: ") && e.contains("did you mean GSHARE_LISTEN?"), "{e}");
+        let e = from("", &[("GSHARE_SNAPSHOT_INTERVALL", "1h")]).unwrap_err().to_string();
+        assert!(e.contains("did you mean GSHARE_SNAPSHOT_INTERVAL?"), "{e}");
+        let e = Config::for_data_dir(Path::new("d"), &[("GSHARE_TLS_CRT", "/c.pem")]).unwrap_err().to_string();
+        assert!(e.contains("did you mean GSHARE_TLS_CERT?"), "{e}");
+        // Variables of the CLI, the build and the scripts are not settings, and not refused.
+        let not_settings: Vec<(&str, &str)> = NOT_SETTINGS.iter().map(|n| (*n, "x")).collect();
+        from("", &not_settings).unwrap();
+        // Every setting is known, each by its GSHARE_ name; other variables are not looked at.
+        let keys = setting_keys();
+        assert!(keys.contains(&"listen") && keys.contains(&"operator_token_renew_percent"), "{keys:?}");
+        let rendered = from("", &[]).unwrap().render_redacted();
+        for line in rendered.lines() {
+            let key = line.split(" = ").next().unwrap();
+            assert!(keys.contains(&key), "{key} is rendered but not a setting key");
+        }
+        from("", &[("GSHARE_CONFIG", "/dev/null"), ("HOME", "/root"), ("gshare_listne", "x")]).unwrap();
     }
 
     #[test]

@@ -30,7 +30,8 @@ use axum::http::{Extensions, HeaderValue, StatusCode, header};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
+use crate::locks::lock;
 
 /// Time a body gets before the minimum rate applies (a client's first segment may lag its head).
 pub const RATE_GRACE: Duration = Duration::from_secs(2);
@@ -61,22 +62,22 @@ impl BodyFailure {
         match self {
             Self::TooSlow => ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
+                ErrorCode::BodyTimeout,
                 format!("the request body arrived slower than {} bytes a second", limits.min_rate),
             ),
             Self::Deadline => ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
+                ErrorCode::BodyTimeout,
                 format!("the request body did not arrive within {} s", limits.timeout.as_secs_f64()),
             ),
             Self::ProcessBudget => retry(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "server_busy",
+                ErrorCode::ServerBusy,
                 "the server holds as many request bodies as it buffers at once; retry shortly",
             )),
             Self::ConnectionBudget => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "server_busy",
+                ErrorCode::ServerBusy,
                 format!(
                     "this connection's request bodies exceed {} MiB at once; send fewer in parallel",
                     PER_CONNECTION_BODY_BYTES >> 20
@@ -84,7 +85,7 @@ impl BodyFailure {
             ),
             Self::Unauthenticated => retry(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "too_many_requests",
+                ErrorCode::TooManyRequests,
                 format!(
                     "more than {UNAUTHENTICATED_BODIES_PER_ADDRESS} unauthenticated requests from this address are sending bodies"
                 ),
@@ -165,10 +166,6 @@ pub struct Budgets {
     limits: BodyLimits,
     used: AtomicUsize,
     unauthenticated: Mutex<HashMap<IpAddr, usize>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Takes `n` from `counter` unless that would pass `cap`.

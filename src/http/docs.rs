@@ -41,6 +41,11 @@ code{{background:#f5f6f8;padding:0 .2rem}}table{{border-collapse:collapse}}td,th
         t = esc(title),
         v = esc(version)
     );
+    if let Some(codes) = doc.pointer("/components/schemas/ErrorCode/enum").and_then(Value::as_array) {
+        let codes: Vec<String> =
+            codes.iter().filter_map(Value::as_str).map(|c| format!("<code>{}</code>", esc(c))).collect();
+        let _ = write!(out, "<p>Error codes (<code>error.code</code>): {}.</p>", codes.join(", "));
+    }
     let empty = serde_json::Map::new();
     let paths = doc.get("paths").and_then(Value::as_object).unwrap_or(&empty);
     let mut by_tag: std::collections::BTreeMap<String, Vec<(String, String, &Value)>> = Default::default();

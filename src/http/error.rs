@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+pub use super::error_code::ErrorCode;
+
 tokio::task_local! {
     /// The id of the request being served (set by the request-context middleware).
     pub static REQUEST_ID: String;
@@ -31,7 +33,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`.
-    pub code: String,
+    pub code: ErrorCode,
     /// What went wrong, for people.
     pub message: String,
     /// Structured context (field errors, probe checks, conflicting names…); `{}` when none.
@@ -44,14 +46,14 @@ pub struct ErrorDetail {
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     pub details: Value,
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         Self { status, code, message: message.into(), details: Value::Object(Default::default()), headers: Vec::new() }
     }
 
@@ -66,20 +68,20 @@ impl ApiError {
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        Self::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
     }
     pub fn unauthenticated(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, message)
             .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
     }
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
     }
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
     pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "conflict", message)
+        Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
     }
     /// 422 with `details.errors[{loc,msg,type}]`, the shape upstream's clients expect.
     pub fn validation(errors: Vec<FieldError>) -> Self {
@@ -91,7 +93,7 @@ impl ApiError {
             ),
             None => "request is invalid".to_string(),
         };
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed", message)
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::ValidationFailed, message)
             .with_details(serde_json::json!({ "errors": errors }))
     }
     pub fn field(loc: &[&str], msg: impl Into<String>, kind: &str) -> Self {
@@ -100,20 +102,20 @@ impl ApiError {
     pub fn payload_too_large(limit: usize) -> Self {
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!("request body is larger than {limit} bytes"),
         )
         .with_details(serde_json::json!({ "limit_bytes": limit }))
     }
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable, message)
     }
     /// A server-side failure: the cause is logged with the request id; the client gets no internals.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(request_id = %current_request_id(), error = %cause, "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "internal error; the server log has details under this request id",
         )
     }
@@ -121,7 +123,7 @@ impl ApiError {
     pub fn body(&self) -> ErrorBody {
         ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_string(),
+                code: self.code,
                 message: self.message.clone(),
                 details: self.details.clone(),
                 request_id: current_request_id(),
@@ -177,15 +179,17 @@ impl From<crate::store::StoreError> for ApiError {
 /// Maps a status (from a layer that produced no JSON, e.g. a 405 or a timeout) to our envelope.
 pub fn from_status(status: StatusCode) -> ApiError {
     let (code, message) = match status {
-        StatusCode::NOT_FOUND => ("not_found", "no such route"),
-        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed on this route"),
-        StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "request body is too large"),
-        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => ("headers_too_large", "request headers are too large"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("unsupported_media_type", "unsupported content type"),
-        StatusCode::TOO_MANY_REQUESTS => ("rate_limited", "too many requests"),
-        s if s.is_server_error() => ("internal", "internal error; the server log has details under this request id"),
-        _ => ("bad_request", "request refused"),
+        StatusCode::NOT_FOUND => (ErrorCode::NotFound, "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => (ErrorCode::MethodNotAllowed, "method not allowed on this route"),
+        StatusCode::PAYLOAD_TOO_LARGE => (ErrorCode::PayloadTooLarge, "request body is too large"),
+        StatusCode::REQUEST_TIMEOUT => (ErrorCode::Timeout, "the request took too long"),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (ErrorCode::HeadersTooLarge, "request headers are too large"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (ErrorCode::UnsupportedMediaType, "unsupported content type"),
+        StatusCode::TOO_MANY_REQUESTS => (ErrorCode::RateLimited, "too many requests"),
+        s if s.is_server_error() => {
+            (ErrorCode::Internal, "internal error; the server log has details under this request id")
+        }
+        _ => (ErrorCode::BadRequest, "request refused"),
     };
     ApiError::new(status, code, message)
 }

@@ -5,7 +5,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::error::{ApiError, FieldError};
+use super::error::{ApiError, ErrorCode, FieldError};
 
 /// Largest JSON body any route takes unless it says otherwise.
 pub const MAX_JSON_BODY: usize = 1024 * 1024;
@@ -45,7 +45,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         if inner.is_syntax() || inner.is_eof() {
             return ApiError::new(
                 axum::http::StatusCode::BAD_REQUEST,
-                "invalid_json",
+                ErrorCode::InvalidJson,
                 format!("the body is not valid JSON: {inner}"),
             );
         }

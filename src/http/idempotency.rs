@@ -12,8 +12,9 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use crate::clock::Clock;
+use crate::locks::lock;
 use crate::store::{JsonTable, Store};
 
 pub const HEADER: &str = "idempotency-key";
@@ -42,7 +43,7 @@ struct Guard<'a> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        self.set.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
+        lock(&self.set.0).remove(&self.key);
     }
 }
 
@@ -79,7 +80,7 @@ where
     let now = clock.now_ms();
 
     let guard = {
-        let mut set = in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut set = lock(&in_flight.0);
         if !set.insert(id.clone()) {
             return Err(ApiError::conflict("a request with this Idempotency-Key is still in progress; retry shortly")
                 .with_details(serde_json::json!({ "idempotency_key": key })));
@@ -93,7 +94,7 @@ where
         if s.body_hash != body_hash {
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
+                ErrorCode::IdempotencyKeyReused,
                 "this Idempotency-Key was used with a different request body; use a new key",
             )
             .with_details(serde_json::json!({ "idempotency_key": key })));

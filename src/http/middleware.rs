@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::body::BodyWatch;
-use super::error::{ApiError, REQUEST_ID, from_status};
+use super::error::{ApiError, ErrorCode, REQUEST_ID, from_status};
 use super::server::ReserveConnection;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -57,7 +57,7 @@ pub async fn request_context(req: Request, next: Next) -> Response {
             if header_bytes > MAX_HEADER_BYTES {
                 return ApiError::new(
                     StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                    "headers_too_large",
+                    ErrorCode::HeadersTooLarge,
                     format!("request headers exceed {MAX_HEADER_BYTES} bytes"),
                 )
                 .into_response();
@@ -70,7 +70,7 @@ pub async fn request_context(req: Request, next: Next) -> Response {
                 // One of the connections let in beyond max_connections for monitoring only.
                 let mut busy = ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "server_busy",
+                    ErrorCode::ServerBusy,
                     "every connection slot is taken; this one answers only /healthz and /readyz",
                 )
                 .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))

@@ -5,6 +5,7 @@ pub mod body;
 pub mod client_addr;
 pub mod docs;
 pub mod error;
+pub mod error_code;
 pub mod extract;
 pub mod idempotency;
 pub mod middleware;
@@ -27,7 +28,7 @@ use error::ApiError;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "gShare Edge", description = "The gShare GPU-sharing control plane: admin API (/api/v1), operator callbacks (/internal) and key publication."),
-    components(schemas(error::ErrorBody, error::ErrorDetail, error::FieldError)),
+    components(schemas(error::ErrorBody, error::ErrorDetail, error::FieldError, error_code::ErrorCode)),
     tags(
         (name = "system", description = "Process health"),
         (name = "auth", description = "Keys and tokens"),

@@ -36,6 +36,7 @@ use tower::ServiceExt;
 
 use super::body::{self, Budgets, ConnectionBudget, Mode};
 use super::client_addr::{self, ProxyTrust};
+use crate::locks::lock;
 
 /// Read buffer per connection: larger than [`super::middleware::MAX_HEADER_BYTES`] so oversized
 /// headers reach the middleware and get a JSON 431 instead of a dropped connection.
@@ -95,10 +96,6 @@ struct Connections {
     regular: usize,
     reserve: usize,
     per_address: HashMap<IpAddr, usize>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The key a client address counts under: IPv4 as is, IPv6 by its /64 (one host's share of a

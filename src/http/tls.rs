@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::locks;
 use axum::response::IntoResponse;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -134,7 +135,7 @@ impl CertReloader {
 
     /// The certificate served now.
     pub fn current(&self) -> Arc<CertifiedKey> {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+        locks::read(&self.current).clone()
     }
 
     pub fn subscribe(&self) -> watch::Receiver<ReloadStatus> {
@@ -150,13 +151,13 @@ impl CertReloader {
             Err(e) => return Err(self.refuse(None, e)),
         };
         let seen = digest(&cert, &key);
-        if *self.last_seen.read().unwrap_or_else(|p| p.into_inner()) == seen {
+        if *locks::read(&self.last_seen) == seen {
             return Ok(false);
         }
         match load_pair(&self.cert_path, &self.key_path, &cert, &key, &self.provider) {
             Ok(ck) => {
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ck);
-                *self.last_seen.write().unwrap_or_else(|p| p.into_inner()) = seen;
+                *locks::write(&self.current) = Arc::new(ck);
+                *locks::write(&self.last_seen) = seen;
                 tracing::info!(cert = %self.cert_path.display(), "TLS certificate reloaded; new connections get it");
                 self.status.send_modify(|s| {
                     s.reloaded += 1;
@@ -170,7 +171,7 @@ impl CertReloader {
 
     fn refuse(&self, seen: Option<[u8; 32]>, e: TlsError) -> TlsError {
         if let Some(seen) = seen {
-            *self.last_seen.write().unwrap_or_else(|p| p.into_inner()) = seen;
+            *locks::write(&self.last_seen) = seen;
         }
         let changed = self.status.borrow().last_error.as_deref() != Some(&e.to_string());
         if changed {

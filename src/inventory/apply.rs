@@ -18,6 +18,7 @@ use crate::audit::{AuditEntry, AuditResult};
 use crate::callbacks::wire::*;
 use crate::clock::Clock;
 use crate::clusters::model::{CLUSTERS, ClusterCounts, ClusterRecord, fell_silent, heard_from};
+use crate::http::error::ErrorCode;
 use crate::store::{Outcome, Rows, StoreError};
 
 /// A write that changes something anyway renews liveness timestamps (`heartbeat_at`,
@@ -54,7 +55,7 @@ pub fn node_digest(r: &NodeReport) -> u64 {
 /// allocations own occupancy) and only read when the card is new, which is never a repeat.
 pub fn gpu_digest(r: &GpuReport) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    (&r.node_id, &r.uuid, &r.mode, r.total_mem_mb, r.total_cores, &r.status, &r.model).hash(&mut h);
+    (&r.node_id, &r.uuid, &r.mode, r.total_mem_mb, r.total_cores, r.status.as_str(), &r.model).hash(&mut h);
     (r.node_cpu, r.node_ready, r.node_mem_gb, r.node_disk_gb).hash(&mut h);
     h.finish()
 }
@@ -496,7 +497,7 @@ pub fn node_action(
         NodeAction::Uncordon => {
             if n.decommissioning {
                 return Ok(Outcome::Unchanged(Err(Refusal::Conflict {
-                    code: "node_decommissioning",
+                    code: ErrorCode::NodeDecommissioning,
                     message: format!("node {node} is being decommissioned; it cannot be uncordoned"),
                     details: serde_json::json!({ "node": node }),
                 })));
@@ -523,7 +524,7 @@ pub fn node_action(
                     .collect();
                 if !open.is_empty() {
                     return Ok(Outcome::Unchanged(Err(Refusal::Conflict {
-                        code: "node_in_use",
+                        code: ErrorCode::NodeInUse,
                         message: format!(
                             "node {node} has {} open GPU allocations; end those sessions before decommissioning it",
                             open.len()

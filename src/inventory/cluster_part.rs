@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use axum::body::Bytes;
 use redb::{ReadTransaction, WriteTransaction};
 
-use super::lock;
 use super::model::{CLUSTER_COUNTS, GPUS, GpuRecord, GpuView, NODES, NodeRecord, NodeView, POOLS};
+use crate::callbacks::wire::GpuStatus;
 use crate::clusters::inventory_part::{InventoryPart, Seeded};
 use crate::clusters::model::{CLUSTERS, ClusterCounts, NodeSummary};
 use crate::clusters::probe::ProbedNode;
+use crate::locks::lock;
 use crate::store::{Store, StoreError};
 
 /// What `lib.rs` hands `Clusters` as its [`crate::clusters::inventory_part::InventoryHook`].
@@ -64,7 +65,7 @@ impl InventoryPart for ClusterPart {
                         used_mem_mb: 0,
                         total_cores: g.cores,
                         used_cores: 0,
-                        status: if g.healthy { "ready".into() } else { "notready".into() },
+                        status: if g.healthy { GpuStatus::Ready } else { GpuStatus::NotReady },
                     },
                 )?;
                 seeded.gpus += 1;

@@ -13,6 +13,7 @@ use axum::response::Response;
 use crate::App;
 use crate::auth::guard::CallerSlot;
 use crate::clusters::model::{ClusterRecord, ClusterStatus};
+use crate::locks::lock;
 
 /// Counts by route template, then by a second label.
 type ByRoute<K> = Mutex<HashMap<Arc<str>, HashMap<K, u64>>>;
@@ -32,7 +33,7 @@ fn bump<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u64>, k: K) {
 impl Callbacks {
     pub fn count(&self, route: &str, status: u16, cluster: Option<&str>) {
         {
-            let mut m = self.by_status.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = lock(&self.by_status);
             match m.get_mut(route) {
                 Some(s) => bump(s, status),
                 None => {
@@ -41,7 +42,7 @@ impl Callbacks {
             }
         }
         let Some(cluster) = cluster else { return };
-        let mut m = self.by_cluster.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = lock(&self.by_cluster);
         let per = match m.get_mut(route) {
             Some(per) => per,
             None => m.entry(Arc::from(route)).or_default(),
@@ -56,7 +57,7 @@ impl Callbacks {
 
     /// (route, status, count), sorted.
     pub fn snapshot(&self) -> Vec<(String, u16, u64)> {
-        let m = self.by_status.lock().unwrap_or_else(|p| p.into_inner());
+        let m = lock(&self.by_status);
         let sorted: BTreeMap<(&str, u16), u64> =
             m.iter().flat_map(|(r, s)| s.iter().map(move |(st, n)| ((&**r, *st), *n))).collect();
         sorted.into_iter().map(|((r, s), n)| (r.to_string(), s, n)).collect()
@@ -64,7 +65,7 @@ impl Callbacks {
 
     /// (route, cluster, count), sorted.
     pub fn by_cluster(&self) -> Vec<(String, String, u64)> {
-        let m = self.by_cluster.lock().unwrap_or_else(|p| p.into_inner());
+        let m = lock(&self.by_cluster);
         let sorted: BTreeMap<(&str, &str), u64> =
             m.iter().flat_map(|(r, c)| c.iter().map(move |(id, n)| ((&**r, &**id), *n))).collect();
         sorted.into_iter().map(|((r, c), n)| (r.to_string(), c.to_string(), n)).collect()

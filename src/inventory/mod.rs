@@ -20,7 +20,7 @@ pub mod routes;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -34,6 +34,7 @@ use crate::callbacks::wire::*;
 use crate::clock::Clock;
 use crate::clusters::ClusterId;
 use crate::config::Config;
+use crate::locks::lock;
 use crate::store::{DryRun, Outcome, Store, StoreError};
 
 /// Repeat-report entries kept at most (one per node and card: 4x the 45,000 of a 5,000-node
@@ -84,10 +85,6 @@ impl Tags {
         let t = self.counter.fetch_add(1, Ordering::AcqRel) + 1;
         self.all.store(t, Ordering::Release);
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The inventory service: the domain side of the callbacks.

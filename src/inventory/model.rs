@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::callbacks::wire::VolumeObserved;
+use crate::callbacks::wire::{GpuStatus, VolumeObserved};
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::ClusterCounts;
 use crate::store::{JsonTable, Migration, StoreError};
@@ -116,7 +116,8 @@ pub struct GpuRecord {
     pub total_cores: u64,
     pub used_cores: u64,
     /// `ready` or `notready`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: GpuStatus,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -128,7 +129,8 @@ pub struct GpuView {
     /// Booked by running sessions' allocations (the control plane's count).
     pub used_mem_mb: u64,
     pub used_cores: u64,
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: GpuStatus,
 }
 
 impl From<GpuRecord> for GpuView {

@@ -27,6 +27,7 @@ use crate::auth::tokens::{MAX_TTL, TokenAuthority};
 use crate::clock::Clock;
 use crate::clusters::{ClusterId, Clusters};
 use crate::config::Config;
+use crate::locks::lock;
 use crate::sessions::model::LIVE_SESSIONS;
 use crate::store::{Store, StoreError};
 use apply::{ApplyFailure, CrdDifference, Denied, ExistingInstall, ObjectResult};
@@ -164,10 +165,6 @@ impl std::fmt::Debug for Operator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Operator").finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Operator {

@@ -16,7 +16,7 @@ use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::AdminCaller;
 use crate::auth::tokens::{MAX_TTL, parse_ttl};
 use crate::clusters::ClusterId;
-use crate::http::error::{ApiError, ErrorBody, plural};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode, plural};
 use crate::http::extract::parse_json;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -33,12 +33,12 @@ impl From<OperatorError> for ApiError {
         match e {
             OperatorError::NotFound(id) => ApiError::not_found(format!("no cluster {id}")),
             OperatorError::Setting(setting, message) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "setting_required", message)
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::SettingRequired, message)
                     .with_details(json!({ "setting": setting }))
             }
             OperatorError::NoClient { id, cause } => ApiError::new(
                 StatusCode::BAD_GATEWAY,
-                "cluster_unreachable",
+                ErrorCode::ClusterUnreachable,
                 format!("no usable connection to cluster {id}: {cause}"),
             ),
             OperatorError::Forbidden { denied, objects } => {
@@ -79,12 +79,12 @@ impl From<OperatorError> for ApiError {
                     ),
                     None => "the cluster's credentials lack rights attach needs".into(),
                 };
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "cluster_forbidden", message)
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::ClusterForbidden, message)
                     .with_details(json!({ "denied": denied, "objects": objects }))
             }
             OperatorError::Exists(e) => ApiError::new(
                 StatusCode::CONFLICT,
-                "operator_exists",
+                ErrorCode::OperatorExists,
                 format!(
                     "{} was installed by {}, not by gShare; nothing was applied. {}Attach again with \
                      ?replace=true to delete it and create gShare's",
@@ -100,7 +100,7 @@ impl From<OperatorError> for ApiError {
             .with_details(json!({ "existing": e })),
             OperatorError::FinalizersPending { waited_s, held, objects } => ApiError::new(
                 StatusCode::CONFLICT,
-                "finalizers_pending",
+                ErrorCode::FinalizersPending,
                 format!(
                     "{} still {} a finalizer after {waited_s} s: {}; the operator, which clears them, was left \
                      running and nothing else was deleted. Check the operator is running (GET \
@@ -114,7 +114,7 @@ impl From<OperatorError> for ApiError {
             .with_details(json!({ "held": held, "objects": objects })),
             OperatorError::CrdConflict { crds } => ApiError::new(
                 StatusCode::CONFLICT,
-                "crd_conflict",
+                ErrorCode::CrdConflict,
                 format!(
                     "{} on the cluster {} from the shipped {}: {}; nothing was applied. Attach again with \
                      ?force=true to replace {}",
@@ -134,7 +134,7 @@ impl From<OperatorError> for ApiError {
                     .collect();
                 ApiError::new(
                     StatusCode::BAD_GATEWAY,
-                    "cluster_unreachable",
+                    ErrorCode::ClusterUnreachable,
                     format!(
                         "the cluster became unreachable after {} ({cause}); run it again to converge",
                         plural(done.len(), "object", "objects")
@@ -150,7 +150,7 @@ impl From<OperatorError> for ApiError {
                     .collect();
                 ApiError::new(
                     StatusCode::GATEWAY_TIMEOUT,
-                    "attach_deadline",
+                    ErrorCode::AttachDeadline,
                     format!(
                         "attach stopped after {after_s} s (operator_attach_timeout) with {} applied{}; \
                          the cluster answers slowly: run it again to converge",
@@ -162,13 +162,13 @@ impl From<OperatorError> for ApiError {
             }
             OperatorError::Refused { object, code, reason, message, objects } => ApiError::new(
                 StatusCode::BAD_GATEWAY,
-                "cluster_refused",
+                ErrorCode::ClusterRefused,
                 format!("the cluster refused {object}: {code} {reason}: {message}"),
             )
             .with_details(json!({ "object": object, "status": code, "reason": reason, "objects": objects })),
             OperatorError::LiveSessions { id, sessions } => ApiError::new(
                 StatusCode::CONFLICT,
-                "cluster_in_use",
+                ErrorCode::ClusterInUse,
                 format!(
                     "cluster {id} still has {} ({}); end them before detaching the operator",
                     plural(sessions.len(), "live session", "live sessions"),
@@ -176,7 +176,7 @@ impl From<OperatorError> for ApiError {
                 ),
             )
             .with_details(json!({ "sessions": sessions })),
-            OperatorError::NotAttached(_) => ApiError::new(StatusCode::CONFLICT, "not_attached", message),
+            OperatorError::NotAttached(_) => ApiError::new(StatusCode::CONFLICT, ErrorCode::NotAttached, message),
             OperatorError::Token(m) => ApiError::internal(m),
             OperatorError::Store(e) => ApiError::internal(e),
         }

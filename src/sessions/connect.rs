@@ -29,6 +29,8 @@ use super::proxy_path::{Refusal, Routed, route};
 use super::{SessionError, Sessions, conflict};
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::CLUSTERS;
+use crate::http::error::ErrorCode;
+use crate::locks::lock;
 use crate::store::StoreError;
 
 /// The data-plane cookie the ingress forwards back to verify.
@@ -99,7 +101,7 @@ impl ConnectKeys {
     }
 
     pub(crate) fn verify(&self, token: &str, now_s: i64) -> Option<CookieClaims> {
-        let lock = || self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || lock(&self.checked);
         if let Some(c) = lock().get(token) {
             return (c.exp > now_s).then(|| c.clone());
         }
@@ -291,7 +293,7 @@ impl Sessions {
         let s = self.get(id).await?;
         if s.phase != Phase::Running {
             return Err(conflict(
-                "session_not_running",
+                ErrorCode::SessionNotRunning,
                 format!("session {} is {}; only a running session can be opened", s.id, s.phase.as_str()),
                 json!({ "phase": s.phase }),
             ));
@@ -300,7 +302,7 @@ impl Sessions {
         let cluster = self.store().read(move |txn| CLUSTERS.get(txn, &cid)).await?;
         let domain = cluster.as_ref().and_then(|c| self.session_domain(c)).ok_or_else(|| {
             conflict(
-                "no_session_domain",
+                ErrorCode::NoSessionDomain,
                 "no session domain is set for this cluster or the server (session_domain); set one on the cluster",
                 json!({ "cluster_id": s.cluster_id }),
             )

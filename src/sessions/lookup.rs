@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use super::Sessions;
 use super::model::{LIVE_SESSIONS, Phase, SESSIONS, SessionRecord, find_by_cr_name};
 use crate::clusters::model::CLUSTERS;
+use crate::locks::lock;
 use crate::store::StoreError;
 
 /// Entries kept at most; past it the map starts over (a flood of names costs reads, not memory).
@@ -50,10 +51,6 @@ pub struct LookupCache {
 struct Entries {
     generation: u64,
     by_cr: HashMap<String, Arc<SessionTarget>>,
-}
-
-fn lock(m: &Mutex<Entries>) -> std::sync::MutexGuard<'_, Entries> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl LookupCache {

@@ -33,6 +33,7 @@ use crate::clock::Clock;
 use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, Role};
 use crate::clusters::{ClusterId, Clusters};
 use crate::config::Config;
+use crate::http::error::ErrorCode;
 use crate::store::{Store, StoreError};
 use cr::{CrClient, CrError};
 
@@ -44,15 +45,15 @@ pub enum SessionError {
     NotFound(String),
     /// A refusal with its own code (`offering_in_use`, `session_conflict`, …).
     #[error("{message}")]
-    Conflict { code: &'static str, message: String, details: Value },
+    Conflict { code: ErrorCode, message: String, details: Value },
     /// The cluster did not do what was asked; `session` is the affected session, if any.
     #[error("{message}: {source}")]
-    Cluster { code: &'static str, message: String, source: CrError, session: Option<String> },
+    Cluster { code: ErrorCode, message: String, source: CrError, session: Option<String> },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-fn conflict(code: &'static str, message: impl Into<String>, details: Value) -> SessionError {
+fn conflict(code: ErrorCode, message: impl Into<String>, details: Value) -> SessionError {
     SessionError::Conflict { code, message: message.into(), details }
 }
 
@@ -315,7 +316,7 @@ impl Sessions {
                 let used = SESSIONS.list_in_write(txn)?.iter().filter(|(_, s)| s.offering_id == id).count();
                 if used > 0 {
                     return Err(conflict(
-                        "offering_in_use",
+                        ErrorCode::OfferingInUse,
                         format!(
                             "{} created from this offering (ended ones count: their history names it); deactivate it instead",
                             crate::http::error::plural(used, "session was", "sessions were")
@@ -365,7 +366,7 @@ impl Sessions {
                     .ok_or_else(|| SessionError::NotFound(format!("no offering {offering_id}")))?;
                 if o.status != OfferingStatus::Active {
                     return Err(conflict(
-                        "offering_inactive",
+                        ErrorCode::OfferingInactive,
                         format!("offering {} is inactive", o.name),
                         json!({ "offering_id": o.id }),
                     ));
@@ -418,13 +419,13 @@ impl Sessions {
                 let message = e.to_string();
                 tracing::warn!(session_id = %id, cluster_id = %record.cluster_id, error = %message, "GShareSession not applied");
                 self.update(&id, move |s, now| {
-                    s.reason = Some("apply_failed".into());
+                    s.reason = Some(status::Reason::ApplyFailed);
                     s.message = Some(message);
                     s.set_phase(Phase::Error, now);
                 })
                 .await?;
                 Err(SessionError::Cluster {
-                    code: "cluster_apply_failed",
+                    code: ErrorCode::ClusterApplyFailed,
                     message: format!("session {id} was recorded but its GShareSession could not be applied"),
                     source: e,
                     session: Some(id),
@@ -463,7 +464,7 @@ impl Sessions {
 
     fn not_allowed(s: &SessionRecord, action: &str) -> SessionError {
         conflict(
-            "session_conflict",
+            ErrorCode::SessionConflict,
             format!("cannot {action} a session that is {}", s.phase.as_str()),
             json!({ "phase": s.phase, "allowed": s.actions() }),
         )
@@ -471,8 +472,8 @@ impl Sessions {
 
     fn cluster_failed(&self, s: &SessionRecord, action: &str, e: CrError) -> SessionError {
         let code = match e {
-            CrError::Refused { .. } => "cluster_apply_failed",
-            _ => "cluster_unreachable",
+            CrError::Refused { .. } => ErrorCode::ClusterApplyFailed,
+            _ => ErrorCode::ClusterUnreachable,
         };
         SessionError::Cluster {
             code,
@@ -484,7 +485,7 @@ impl Sessions {
 
     pub async fn pause(&self, id: &str) -> Result<SessionRecord, SessionError> {
         let s = self.get(id).await?;
-        if !s.actions().contains(&"pause") {
+        if !s.actions().contains(&Action::Pause) {
             return Err(Self::not_allowed(&s, "pause"));
         }
         let generation = self
@@ -499,7 +500,7 @@ impl Sessions {
             }
             s.paused = true;
             s.generation = generation.or(s.generation);
-            s.reason = Some("user_stopped".into());
+            s.reason = Some(status::Reason::UserStopped);
             s.message = None;
             s.bound_gpu_uuid = None;
             s.set_phase(Phase::Paused, now);
@@ -509,7 +510,7 @@ impl Sessions {
 
     pub async fn resume(&self, id: &str) -> Result<SessionRecord, SessionError> {
         let s = self.get(id).await?;
-        if !s.actions().contains(&"resume") {
+        if !s.actions().contains(&Action::Resume) {
             return Err(Self::not_allowed(&s, "resume"));
         }
         let now = self.clock.now_ms();
@@ -549,7 +550,7 @@ impl Sessions {
             return self
                 .update(id, |s, now| {
                     if s.is_live() {
-                        s.reason = Some("deleted".into());
+                        s.reason = Some(status::Reason::Deleted);
                         s.message = Some("deleted without asking the cluster (force)".into());
                         s.cr_applied = false;
                         s.set_phase(Phase::Terminated, now);
@@ -565,7 +566,7 @@ impl Sessions {
             if !s.is_live() {
                 return;
             }
-            s.reason = Some("deleted".into());
+            s.reason = Some(status::Reason::Deleted);
             if gone {
                 // No finalizer held it: no operator will report Terminated.
                 s.cr_applied = false;
@@ -674,7 +675,7 @@ fn unique_name(txn: &redb::WriteTransaction, name: &str, id: &str) -> Result<(),
     let taken = OFFERINGS.list_in_write(txn)?.into_iter().find(|(k, o)| k != id && o.name.eq_ignore_ascii_case(name));
     match taken {
         Some((other, _)) => Err(conflict(
-            "conflict",
+            ErrorCode::Conflict,
             format!("an offering named {name} exists"),
             json!({ "name": name, "offering_id": other }),
         )),
@@ -687,7 +688,7 @@ fn unique_name(txn: &redb::WriteTransaction, name: &str, id: &str) -> Result<(),
 /// 409 `operator_not_connected`: the session would stay pending with no operator to run it.
 fn not_connected(c: &ClusterRecord, n: NotConnected) -> SessionError {
     conflict(
-        "operator_not_connected",
+        ErrorCode::OperatorNotConnected,
         format!("the operator of cluster {} is {}: {}", c.name, n.state.replace('_', " "), n.message),
         json!({ "cluster_id": c.id, "operator_state": n.state }),
     )
@@ -709,7 +710,7 @@ fn pick_cluster(
         if !placeable(&c) || !has_client(&c) {
             let why = if has_client(&c) { c.status.as_str() } else { "without a usable kubeconfig" };
             return Err(conflict(
-                "cluster_unavailable",
+                ErrorCode::ClusterUnavailable,
                 format!("cluster {} is {why}; sessions cannot be placed on it now", c.name),
                 json!({ "cluster_id": c.id, "status": c.status }),
             ));
@@ -737,6 +738,10 @@ fn pick_cluster(
         }
     }
     Err(first_refusal.unwrap_or_else(|| {
-        conflict("no_cluster", "no connected cluster can take a session; register one or pick a cluster", json!({}))
+        conflict(
+            ErrorCode::NoCluster,
+            "no connected cluster can take a session; register one or pick a cluster",
+            json!({}),
+        )
     }))
 }

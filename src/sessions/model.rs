@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::status::Reason;
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::CLUSTERS;
 use crate::inventory::model::{GPUS, NODES};
@@ -211,10 +212,9 @@ pub struct SessionRecord {
     pub offering_name: String,
     #[serde(default)]
     pub shape: Shape,
-    /// Why it paused or ended: idle, max_runtime, disk_exceeded, user_stopped, deleted,
-    /// apply_failed, crash_loop, evicted, error.
+    /// Why it paused or ended.
     #[serde(default)]
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     #[serde(default)]
     pub message: Option<String>,
     #[serde(default)]
@@ -295,20 +295,42 @@ impl SessionRecord {
     }
 
     /// What an admin may do now.
-    pub fn actions(&self) -> Vec<&'static str> {
+    pub fn actions(&self) -> Vec<Action> {
         let mut a = Vec::new();
         match self.phase {
-            Phase::Pending | Phase::Preparing | Phase::Running if !self.paused => a.push("pause"),
-            Phase::Paused => a.push("resume"),
+            Phase::Pending | Phase::Preparing | Phase::Running if !self.paused => a.push(Action::Pause),
+            Phase::Paused => a.push(Action::Resume),
             _ => {}
         }
         if self.phase == Phase::Running {
-            a.push("connect");
+            a.push(Action::Connect);
         }
         if self.is_live() {
-            a.push("delete");
+            a.push(Action::Delete);
         }
         a
+    }
+}
+
+/// What an admin may do to a session (`actions` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = SessionAction)]
+pub enum Action {
+    Pause,
+    Resume,
+    Connect,
+    Delete,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pause => "pause",
+            Self::Resume => "resume",
+            Self::Connect => "connect",
+            Self::Delete => "delete",
+        }
     }
 }
 
@@ -495,7 +517,7 @@ pub struct SessionView {
     #[serde(flatten)]
     pub shape: Shape,
     pub phase: Phase,
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     pub message: Option<String>,
     pub bound_gpu_uuid: Option<String>,
     pub node_name: Option<String>,
@@ -505,8 +527,8 @@ pub struct SessionView {
     pub ended_at: Option<String>,
     pub last_report_at: Option<String>,
     pub live: bool,
-    /// Allowed now: `pause`, `resume`, `connect`, `delete`.
-    pub actions: Vec<&'static str>,
+    /// Allowed now.
+    pub actions: Vec<Action>,
 }
 
 impl From<&SessionRecord> for SessionView {
@@ -522,7 +544,7 @@ impl From<&SessionRecord> for SessionView {
             owner: s.owner.clone(),
             shape: s.shape.clone(),
             phase: s.phase,
-            reason: s.reason.clone(),
+            reason: s.reason,
             message: s.message.clone(),
             bound_gpu_uuid: s.bound_gpu_uuid.clone(),
             node_name: s.node_name.clone(),
@@ -628,6 +650,29 @@ pub fn recount(
 mod tests {
     use super::*;
     use crate::store::Store;
+
+    #[test]
+    fn action_wire_strings_are_pinned() {
+        let pinned = [
+            (Action::Pause, "pause"),
+            (Action::Resume, "resume"),
+            (Action::Connect, "connect"),
+            (Action::Delete, "delete"),
+        ];
+        for (action, wire) in pinned {
+            assert_eq!(action.as_str(), wire);
+            assert_eq!(serde_json::to_value(action).unwrap(), wire);
+            assert_eq!(serde_json::from_value::<Action>(wire.into()).unwrap(), action);
+        }
+        let schema = serde_json::to_value(<Action as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!(schema["enum"].as_array().unwrap().len(), pinned.len(), "every variant pinned");
+        let mut s = SessionRecord::new("ses_A", "clu_1", "c", "u", 0);
+        s.phase = Phase::Running;
+        assert_eq!(
+            serde_json::to_value(SessionView::from(&s)).unwrap()["actions"],
+            serde_json::json!(["pause", "connect", "delete"])
+        );
+    }
 
     #[tokio::test]
     async fn schema_1_files_get_the_live_session_index() {

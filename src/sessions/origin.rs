@@ -18,7 +18,8 @@ use super::Sessions;
 use super::relay::request_host;
 use crate::App;
 use crate::clusters::model::CLUSTERS;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
+use crate::locks::lock;
 
 /// The session domains in force (the server's and every cluster's), lower case, read at one
 /// generation of the clusters table.
@@ -46,7 +47,7 @@ impl Sessions {
     /// Whether `host` (lower case, no port) is a session domain and not the console's host.
     pub async fn is_session_host(&self, host: &str) -> bool {
         let generation = self.store.table_generation(&[CLUSTERS.name()]);
-        let cached = self.session_hosts.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let cached = lock(&self.session_hosts.0).clone();
         let hosts = match cached {
             Some((g, hosts)) if g == generation => hosts,
             _ => {
@@ -67,7 +68,7 @@ impl Sessions {
                     .filter(|d| Some(d) != console.as_ref())
                     .collect();
                 let hosts = Arc::new(hosts);
-                *self.session_hosts.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, hosts.clone()));
+                *lock(&self.session_hosts.0) = Some((generation, hosts.clone()));
                 hosts
             }
         };
@@ -88,7 +89,7 @@ pub async fn session_origin(State(app): State<Arc<App>>, req: Request, next: Nex
     }
     ApiError::new(
         StatusCode::MISDIRECTED_REQUEST,
-        "wrong_host",
+        ErrorCode::WrongHost,
         format!(
             "{host} is a session domain: it serves session apps under /proxy/ only; the console is at its own address"
         ),

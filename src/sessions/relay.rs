@@ -27,9 +27,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use super::model::{Phase, cr_name};
 use super::proxy_path::{Refusal, route};
 use crate::App;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::middleware::PassedThrough;
 use crate::http::server::ConnectionTicket;
+use crate::locks::lock;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time for the ingress to answer with its response head (bodies and WebSockets may last).
@@ -204,7 +205,7 @@ fn forward_headers(from: &HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) 
     out
 }
 
-fn relay_error(status: StatusCode, code: &'static str, message: String) -> Response {
+fn relay_error(status: StatusCode, code: ErrorCode, message: String) -> Response {
     ApiError::new(status, code, message).into_response()
 }
 
@@ -214,10 +215,10 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     let routed = match route(&raw) {
         Ok(r) => r,
         Err(Refusal::NotProxied) => {
-            return relay_error(StatusCode::NOT_FOUND, "not_found", "no session in this path".into());
+            return relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no session in this path".into());
         }
         Err(r) => {
-            return ApiError::new(StatusCode::BAD_REQUEST, "bad_request", r.message())
+            return ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, r.message())
                 .with_details(serde_json::json!({ "reason": r.as_str() }))
                 .into_response();
         }
@@ -225,11 +226,15 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     // The session and where its requests go, as of the last commit (see `super::lookup`).
     let session = match app.sessions.target(&routed.cr).await {
         Ok(Some(found)) => found,
-        Ok(None) => return relay_error(StatusCode::NOT_FOUND, "not_found", "no such session".into()),
+        Ok(None) => return relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such session".into()),
         Err(e) => return ApiError::internal(e).into_response(),
     };
     if session.phase.is_final() {
-        return relay_error(StatusCode::NOT_FOUND, "not_found", format!("session {} has ended", session.session_id));
+        return relay_error(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("session {} has ended", session.session_id),
+        );
     }
     // A session's app runs its user's code: served on any other host (the console's above all) its
     // pages would run with that origin's cookies. Only the session's own domain is relayed.
@@ -245,7 +250,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         );
         return ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
-            "wrong_host",
+            ErrorCode::WrongHost,
             format!("session {} is relayed only on {served_on}", session.session_id),
         )
         .with_details(serde_json::json!({ "host": asked, "session_domain": session.domain }))
@@ -254,7 +259,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     let Some(target) = session.ingress.clone() else {
         return relay_error(
             StatusCode::NOT_FOUND,
-            "no_session_ingress",
+            ErrorCode::NoSessionIngress,
             format!(
                 "this server does not relay /proxy/ for cluster {}: set the cluster's session ingress (host:port of its ingress controller) or point the session domain at the cluster",
                 session.cluster_name
@@ -291,7 +296,11 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
     let host = session.domain.as_deref().unwrap_or(&target);
     let Ok(host) = HeaderValue::from_str(host) else {
-        return relay_error(StatusCode::BAD_GATEWAY, "relay_failed", "the session domain is not a header value".into());
+        return relay_error(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::RelayFailed,
+            "the session domain is not a header value".into(),
+        );
     };
     headers.insert(header::HOST, host.clone());
     headers.insert(HeaderName::from_static("x-forwarded-host"), host);
@@ -314,7 +323,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     // on a connection of its own (origin form).
     let uri = if upgrade { path_and_query.parse::<Uri>() } else { format!("http://{target}{path_and_query}").parse() };
     let Ok(uri) = uri else {
-        return relay_error(StatusCode::BAD_REQUEST, "bad_request", "unusable request target".into());
+        return relay_error(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, "unusable request target".into());
     };
     let mut out = hyper::Request::new(body);
     *out.method_mut() = parts.method;
@@ -341,7 +350,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
     let Some(session_tunnel) = app.sessions.relay.enter_tunnel(&session.session_id) else {
         return relay_error(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_tunnels",
+            ErrorCode::TooManyTunnels,
             format!("session {} has {MAX_TUNNELS_PER_SESSION} WebSockets open; close some first", session.session_id),
         );
     };
@@ -350,7 +359,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         Some(Err(_)) => {
             return relay_error(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "server_busy",
+                ErrorCode::ServerBusy,
                 "every connection slot is taken; the WebSocket was not opened".into(),
             );
         }
@@ -384,7 +393,7 @@ pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
         let Some(client_upgrade) = client_upgrade else {
             return relay_error(
                 StatusCode::BAD_GATEWAY,
-                "relay_failed",
+                ErrorCode::RelayFailed,
                 "the ingress switched protocols unasked".into(),
             );
         };
@@ -461,7 +470,7 @@ struct SessionTunnel {
 
 impl RelayClient {
     fn enter_tunnel(&self, session_id: &str) -> Option<SessionTunnel> {
-        let mut map = self.tunnels.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.tunnels);
         let n = map.entry(session_id.to_string()).or_insert(0);
         if *n >= MAX_TUNNELS_PER_SESSION {
             return None;
@@ -473,7 +482,7 @@ impl RelayClient {
 
 impl Drop for SessionTunnel {
     fn drop(&mut self) {
-        let mut map = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.counts);
         if let Some(n) = map.get_mut(&self.session_id) {
             *n -= 1;
             if *n == 0 {
@@ -533,7 +542,7 @@ fn unreachable(target: &str, cause: &str) -> Response {
     tracing::warn!(target, cause, "session relay: the ingress did not answer");
     ApiError::new(
         StatusCode::BAD_GATEWAY,
-        "ingress_unreachable",
+        ErrorCode::IngressUnreachable,
         format!("the session ingress {target} did not answer"),
     )
     .with_details(serde_json::json!({ "target": target, "cause": cause }))

@@ -16,6 +16,7 @@ use crate::callbacks::wire::{
 };
 use crate::clusters::ClusterId;
 use crate::inventory::apply::{live_cluster, outcome};
+use crate::locks::lock;
 use crate::store::{JsonTable, Outcome, StoreError};
 
 /// `<session id>` -> the latest agent sample.
@@ -278,7 +279,7 @@ pub struct HeldBeats {
 
 impl HeldBeats {
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, HeldBeat>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.held)
     }
 
     fn hold(&self, b: HeldBeat) {

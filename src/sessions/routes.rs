@@ -17,7 +17,7 @@ use super::{CreateSession, SessionError, SessionQuery};
 use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::AdminCaller;
-use crate::http::error::{ApiError, ErrorBody};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::{parse_json, query_number};
 use crate::http::idempotency;
 
@@ -46,7 +46,7 @@ impl From<SessionError> for ApiError {
                 if let Some(s) = session {
                     details["session_id"] = serde_json::json!(s);
                 }
-                if code == "cluster_unreachable" {
+                if code == ErrorCode::ClusterUnreachable {
                     details["hint"] = serde_json::json!(
                         "check the cluster on the Clusters page; if it is gone for good, delete with ?force=true"
                     );
@@ -447,6 +447,6 @@ fn denied(d: Denied) -> ApiError {
         Denied::ConflictingUri => "X-Original-URL / X-Original-URI repeated or naming different targets",
         Denied::Uri(r) => r.message(),
     };
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, message)
         .with_details(serde_json::json!({ "reason": d.as_str() }))
 }

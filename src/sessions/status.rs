@@ -27,16 +27,24 @@ pub struct Applied {
 }
 
 /// Why a session paused or ended (`reason` on the wire; stored as its string).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = SessionReason)]
 pub enum Reason {
     DiskExceeded,
     MaxRuntime,
     Idle,
     Evicted,
     CrashLoop,
+    /// Written by earlier versions for an operator-driven pause that named no reason.
     Paused,
     Error,
+    /// An admin paused it.
+    UserStopped,
+    /// An admin deleted it.
+    Deleted,
+    /// Its GShareSession could not be applied on the cluster.
+    ApplyFailed,
 }
 
 impl Reason {
@@ -49,6 +57,9 @@ impl Reason {
             Self::CrashLoop => "crash_loop",
             Self::Paused => "paused",
             Self::Error => "error",
+            Self::UserStopped => "user_stopped",
+            Self::Deleted => "deleted",
+            Self::ApplyFailed => "apply_failed",
         }
     }
 
@@ -127,7 +138,7 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
     }
     // A pod crash-looping for good ends the session, whatever phase the report names.
     if is_crash_loop(r) {
-        s.reason = Some(Reason::CrashLoop.as_str().into());
+        s.reason = Some(Reason::CrashLoop);
         s.message = Some(format!("container restarted {} times (CrashLoopBackOff)", r.restart_count.unwrap_or(0)));
         end(txn, s, Phase::Error, now)?;
         out.wrote = true;
@@ -167,7 +178,7 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
         ReportedPhase::Paused if !matches!(s.phase, Phase::Paused | Phase::Terminating) => {
             s.paused = true;
             // Upstream: the message names the reason; a reason-less one is the idle reaper.
-            s.reason = Some(Reason::from_message(message).unwrap_or(Reason::Idle).as_str().to_string());
+            s.reason = Some(Reason::from_message(message).unwrap_or(Reason::Idle));
             s.message = message.map(str::to_string);
             if !r.yield_state.as_deref().is_some_and(|y| y.eq_ignore_ascii_case("Yielded")) {
                 release(txn, &s.id, now)?;
@@ -181,14 +192,14 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
             out.wrote = true;
         }
         ReportedPhase::Terminating => {
-            s.reason = reason_from(message).map(str::to_string).or_else(|| s.reason.clone());
+            s.reason = Reason::from_message(message).or(s.reason);
             s.message = message.map(str::to_string);
             s.set_phase(Phase::Terminating, now);
             out.wrote = true;
         }
         ReportedPhase::Terminated => {
             if s.reason.is_none() {
-                s.reason = reason_from(message).map(str::to_string);
+                s.reason = Reason::from_message(message);
             }
             if message.is_some() {
                 s.message = message.map(str::to_string);
@@ -198,7 +209,7 @@ pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, no
             out.wrote = true;
         }
         ReportedPhase::Error => {
-            s.reason = Some(Reason::from_message(message).unwrap_or(Reason::Error).as_str().to_string());
+            s.reason = Some(Reason::from_message(message).unwrap_or(Reason::Error));
             s.message = message.map(str::to_string);
             end(txn, s, Phase::Error, now)?;
             out.wrote = true;
@@ -293,5 +304,28 @@ mod tests {
         assert_eq!(reason_from(Some("Evicted: node memory pressure")), Some("evicted"));
         assert_eq!(reason_from(Some("OOMKilled")), None);
         assert_eq!(reason_from(None), None);
+    }
+
+    #[test]
+    fn reason_wire_strings_are_pinned() {
+        let pinned = [
+            (Reason::DiskExceeded, "disk_exceeded"),
+            (Reason::MaxRuntime, "max_runtime"),
+            (Reason::Idle, "idle"),
+            (Reason::Evicted, "evicted"),
+            (Reason::CrashLoop, "crash_loop"),
+            (Reason::Paused, "paused"),
+            (Reason::Error, "error"),
+            (Reason::UserStopped, "user_stopped"),
+            (Reason::Deleted, "deleted"),
+            (Reason::ApplyFailed, "apply_failed"),
+        ];
+        for (reason, wire) in pinned {
+            assert_eq!(reason.as_str(), wire);
+            assert_eq!(serde_json::to_value(reason).unwrap(), wire);
+            assert_eq!(serde_json::from_value::<Reason>(wire.into()).unwrap(), reason);
+        }
+        let schema = serde_json::to_value(<Reason as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!(schema["enum"].as_array().unwrap().len(), pinned.len(), "every variant pinned");
     }
 }

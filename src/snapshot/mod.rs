@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::locks::lock;
 use crate::store::Store;
 use format::{FormatError, Header, SecretsInfo};
 
@@ -422,14 +423,14 @@ impl Snapshots {
     }
 
     pub fn status(&self) -> SnapshotStatus {
-        let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut s = lock(&self.status).clone();
         s.failures = self.failures.load(Ordering::Relaxed);
         s
     }
 
     fn set_restore(&self, r: RestoreReport) {
         let finished = r.finished;
-        self.status.lock().unwrap_or_else(|p| p.into_inner()).restore = Some(r);
+        lock(&self.status).restore = Some(r);
         if finished {
             self.reconciled.send_replace(true);
         }
@@ -468,7 +469,7 @@ impl Snapshots {
             .map_err(|e| SnapshotError::Store(e.to_string()))?
         }
         .await;
-        let mut st = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = lock(&self.status);
         match &result {
             Ok(info) => {
                 st.last_success_ms = Some(now);

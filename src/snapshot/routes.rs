@@ -17,7 +17,7 @@ use super::{SnapshotError, SnapshotInfo, SnapshotStatus, check_reason};
 use crate::App;
 use crate::audit::{self, AuditEntry, AuditResult, RequestMeta};
 use crate::auth::guard::AdminCaller;
-use crate::http::error::{ApiError, ErrorBody};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::parse_json;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -39,7 +39,7 @@ impl From<SnapshotError> for ApiError {
     fn from(e: SnapshotError) -> Self {
         match e {
             SnapshotError::Refused(m) => ApiError::field(&["body", "reason"], m, "value"),
-            other => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "snapshot_failed", other.to_string()),
+            other => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, ErrorCode::SnapshotFailed, other.to_string()),
         }
     }
 }

@@ -681,43 +681,6 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
         }
     }
 
-    /// Up to `take` records after skipping `skip`, in descending key order; only those are decoded.
-    pub fn page_rev(&self, txn: &ReadTransaction, skip: usize, take: usize) -> Result<Vec<(String, T)>, StoreError> {
-        self.page_rev_where(txn, skip, take, |_| true)
-    }
-
-    /// Like [`JsonTable::page_rev`] over the keys `keep` accepts (judged by key, nothing decoded).
-    pub fn page_rev_where(
-        &self,
-        txn: &ReadTransaction,
-        skip: usize,
-        take: usize,
-        keep: impl Fn(&str) -> bool,
-    ) -> Result<Vec<(String, T)>, StoreError> {
-        let table = match txn.open_table(self.def()) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        let mut out = Vec::with_capacity(take.min(1024));
-        let mut skipped = 0;
-        for item in table.range::<&str>(..)?.rev() {
-            if out.len() >= take {
-                break;
-            }
-            let (k, v) = item?;
-            if !keep(k.value()) {
-                continue;
-            }
-            if skipped < skip {
-                skipped += 1;
-                continue;
-            }
-            out.push((k.value().to_string(), self.decode(k.value(), v.value())?));
-        }
-        Ok(out)
-    }
-
     /// Is there a record under `key`? (Nothing decoded.)
     pub fn contains(&self, txn: &ReadTransaction, key: &str) -> Result<bool, StoreError> {
         match txn.open_table(self.def()) {
@@ -741,30 +704,6 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// Every record in descending key order, decoded as `U` (some of `T`'s fields: serde skips the
-    /// rest, cheaper than decoding whole records), handed to `f`.
-    pub fn for_each_rev_as<U: DeserializeOwned>(
-        &self,
-        txn: &ReadTransaction,
-        mut f: impl FnMut(&str, U),
-    ) -> Result<(), StoreError> {
-        let table = match txn.open_table(self.def()) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        for item in table.range::<&str>(..)?.rev() {
-            let (k, v) = item?;
-            let u = serde_json::from_slice(v.value()).map_err(|e| StoreError::Decode {
-                table: self.name,
-                key: k.value().to_string(),
-                message: e.to_string(),
-            })?;
-            f(k.value(), u);
-        }
-        Ok(())
     }
 
     /// All records in key order.
@@ -912,11 +851,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn len_and_pages_newest_first() {
+    async fn len_counts_the_records() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("gshare.redb"), MIGRATIONS).unwrap();
         assert_eq!(store.read(|txn| THINGS.len(txn)).await.unwrap(), 0);
-        assert!(store.read(|txn| THINGS.page_rev(txn, 0, 5)).await.unwrap().is_empty());
         store
             .write(|txn| {
                 for i in 0..7 {
@@ -927,10 +865,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.read(|txn| THINGS.len(txn)).await.unwrap(), 7);
-        let keys = |v: Vec<(String, serde_json::Value)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
-        assert_eq!(keys(store.read(|txn| THINGS.page_rev(txn, 0, 3)).await.unwrap()), ["k6", "k5", "k4"]);
-        assert_eq!(keys(store.read(|txn| THINGS.page_rev(txn, 6, 3)).await.unwrap()), ["k0"]);
-        assert!(store.read(|txn| THINGS.page_rev(txn, 9, 3)).await.unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -224,6 +224,19 @@ async fn config_check_names_bad_keys_and_redacts() {
 }
 
 #[tokio::test]
+async fn a_misspelled_gshare_variable_stops_the_start_naming_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gshare(dir.path(), &["serve"], &[("GSHARE_LISTNE", "127.0.0.1:0")]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("GSHARE_LISTNE") && err.contains("did you mean GSHARE_LISTEN?"), "{err}");
+    assert!(!dir.path().join("gshare.redb").exists(), "refused before the state was opened");
+    // A variable of the CLI is not a setting, and not refused.
+    let out = gshare(dir.path(), &["config", "check"], &[("GSHARE_SNAPSHOT_PASSPHRASE", "x")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[tokio::test]
 async fn configured_key_and_kid_sign_operator_tokens() {
     let key = gshare::auth::keys::SigningKey::generate_for_tests();
     let pem = key.private_pem().expose().to_string();
