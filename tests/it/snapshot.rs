@@ -460,7 +460,7 @@ async fn export_writes_documented_json_lines() {
     add_offering_at(&s.base, &s.token, "exported").await;
     let listen = s.addr.clone();
     // While the server runs (through its API) and from a snapshot file: the same lines.
-    let live = ok(&gshare(&data, &["export", "--format", "json"], &[("GSHARE_LISTEN", listen.as_str())]));
+    let live = ok(&gshare(&data, &["export"], &[("GSHARE_LISTEN", listen.as_str())]));
     s.stop().await;
     let file = tmp.path().join("s.snap");
     ok(&gshare(&data, &["snapshot", "save", file.to_str().unwrap()], &[]));
