@@ -10,6 +10,7 @@ pub mod audit;
 pub mod auth;
 pub mod background;
 pub mod callbacks;
+pub mod cli;
 pub mod clock;
 pub mod cluster_id;
 pub mod clusters;
@@ -94,6 +95,8 @@ pub enum StartError {
     Bind { addr: SocketAddr, source: std::io::Error, hint: &'static str },
     #[error(transparent)]
     Tls(#[from] http::tls::TlsError),
+    #[error(transparent)]
+    AdminSocket(#[from] http::admin_socket::SocketError),
     #[error("{0}")]
     Other(String),
 }
@@ -231,6 +234,8 @@ impl RunningServer {
             source,
         })?;
         let addr = listener.local_addr().map_err(|e| StartError::Other(e.to_string()))?;
+        // The local admins' way in (`gshare` on this host), whatever `listen` says.
+        let admin_socket = http::admin_socket::AdminSocket::bind(&app.config.data_dir).await?;
         let fd_limit = http::server::raise_fd_limit();
         tracing::info!(
             open_files = fd_limit,
@@ -290,9 +295,21 @@ impl RunningServer {
             None => None,
         };
         let router = http::router(app.clone());
+        let local_admins = {
+            let (router, mut stop) = (router.clone(), rx.clone());
+            let (grace, head) = (app.config.shutdown_grace, app.config.request_head_timeout);
+            admin_socket.serve(
+                router,
+                async move {
+                    let _ = stop.wait_for(|v| *v).await;
+                },
+                grace,
+                head,
+            )
+        };
         let limits = http::server::Limits::from_config(&app.config, fd_limit, bodies);
         let task = tokio::spawn(async move {
-            http::server::serve(
+            let tcp = http::server::serve(
                 listener,
                 router,
                 tls_config,
@@ -300,8 +317,8 @@ impl RunningServer {
                     let _ = rx.wait_for(|v| *v).await;
                 },
                 limits,
-            )
-            .await;
+            );
+            tokio::join!(tcp, local_admins);
         });
         Ok(Self { addr, redirect_addr, app, shutdown, task })
     }

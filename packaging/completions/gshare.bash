@@ -829,16 +829,12 @@ _gshare() {
             return 0
             ;;
         gshare__subcmd__export)
-            opts="-o -h --format --from --output --config --help"
+            opts="-o -h --from --output --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --format)
-                    COMPREPLY=($(compgen -W "json" -- "${cur}"))
-                    return 0
-                    ;;
                 --from)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -1,7 +1,8 @@
 //! Accounts in the running server (the offline CLI does the same with the server stopped):
 //! `GET /api/v1/account` (who am I, and whether the initial password must still be replaced),
 //! `POST /api/v1/account/password` (change one's own password), `POST /api/v1/account/sign-out-everywhere`,
-//! and `GET/POST /api/v1/admins`, `DELETE /api/v1/admins/{username}`.
+//! and `GET/POST /api/v1/admins`, `DELETE /api/v1/admins/{username}`, `POST /api/v1/admins/{username}/password`
+//! (another admin's password, as `gshare admin set-password` sets it).
 //!
 //! Refusals are 422 with one `details.errors[]` entry per field, in words a person can act on.
 
@@ -32,6 +33,7 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(sign_out_everywhere))
         .routes(routes!(list_admins, add_admin))
         .routes(routes!(remove_admin))
+        .routes(routes!(set_admin_password))
 }
 
 /// The signed-in admin's account.
@@ -56,6 +58,12 @@ pub struct PasswordChange {
 #[serde(deny_unknown_fields)]
 pub struct NewAdmin {
     pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewPassword {
     pub password: String,
 }
 
@@ -333,6 +341,47 @@ async fn remove_admin(
     }
     crate::audit::record(&app, audit(if removed.is_ok() { AuditResult::Success } else { AuditResult::Failure })).await;
     removed.map_err(account_error)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Set an admin's password (no current password: an admin may add and remove admins, so may also
+/// reset one). The account's sessions end; `admin`'s initial-password file goes.
+#[utoipa::path(post, path = "/api/v1/admins/{username}/password", tag = "auth", request_body = NewPassword,
+    params(("username" = String, Path)),
+    responses(
+        (status = 204, description = "set; the account's sessions ended"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a field error per problem: too short, too easy to guess")))]
+async fn set_admin_password(
+    State(app): State<Arc<App>>,
+    caller: AdminCaller,
+    meta: RequestMeta,
+    Path(username): Path<String>,
+    ApiJson(body): ApiJson<NewPassword>,
+) -> Result<Response, ApiError> {
+    let audit = |result| {
+        AuditEntry::new(&meta, caller.actor(), "admin.set_password", result)
+            .target(crate::audit::truncate(username.clone()))
+    };
+    let Ok(name) = Username::parse(&username) else {
+        return Err(ApiError::not_found(format!("no admin account {username}")));
+    };
+    if let Some(e) = password_rules("password", &body.password) {
+        crate::audit::record(&app, audit(AuditResult::Failure)).await;
+        return Err(ApiError::validation(vec![e]));
+    }
+    let new_hash = hash(body.password).await?;
+    let now_ms = app.clock.now_ms();
+    let set = accounts::store_password(&app.store, name.clone(), new_hash, now_ms).await;
+    if set.is_ok() {
+        app.signin.revoke_all_before(&app.store, name.as_str(), now_ms.div_euclid(1000) + 1).await?;
+        if name.as_str() == INITIAL_ADMIN {
+            accounts::forget_initial_password(&app.config.data_dir);
+        }
+    }
+    crate::audit::record(&app, audit(if set.is_ok() { AuditResult::Success } else { AuditResult::Failure })).await;
+    set.map_err(account_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -14,6 +14,7 @@ use super::cookies::{CSRF_HEADER, console_cookie_names, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
 use crate::cluster_id::ClusterId;
+use crate::http::admin_socket::LocalPeer;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extract::bearer_token;
 
@@ -21,6 +22,8 @@ use crate::http::extract::bearer_token;
 pub const ADMIN_PREFIX: &str = "admin:";
 /// Subject prefix of operator tokens: `operator:<cluster_id>`.
 pub const OPERATOR_PREFIX: &str = "operator:";
+/// Actor prefix of callers on the local admin socket: `local:<uid>`.
+pub const LOCAL_PREFIX: &str = "local:";
 
 /// How an admin request was authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +32,9 @@ pub enum AuthVia {
     Bearer,
     /// The console's `gshare_console` cookie: state-changing requests carry `X-CSRF-Token`.
     Cookie,
+    /// The local admin socket (`http::admin_socket`): the socket file's permission and the peer's
+    /// uid are the credential; the caller is `local:<uid>`.
+    Local,
 }
 
 /// An authenticated administrator.
@@ -45,7 +51,10 @@ pub struct AdminCaller {
 impl AdminCaller {
     /// `admin:<name>`, the actor recorded in audit entries.
     pub fn actor(&self) -> String {
-        format!("{ADMIN_PREFIX}{}", self.username)
+        match self.via {
+            AuthVia::Local => self.username.clone(),
+            _ => format!("{ADMIN_PREFIX}{}", self.username),
+        }
     }
 }
 
@@ -57,6 +66,18 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        // Only the admin socket puts a `LocalPeer` on a request; its uid was checked there. The
+        // name is no account's (`:` is not allowed in one), so it owns nothing and changes no
+        // account's own password.
+        if let Some(peer) = parts.extensions.get::<LocalPeer>() {
+            crate::http::body::mark_authenticated(&parts.extensions);
+            return Ok(AdminCaller {
+                username: format!("{LOCAL_PREFIX}{}", peer.uid),
+                token_id: None,
+                via: AuthVia::Local,
+                expires_at: app.clock.now() + 300,
+            });
+        }
         let (token, via) = match bearer_token(&parts.headers) {
             Some(t) => (t, AuthVia::Bearer),
             // Under TLS only the `__Host-` name counts: a cookie without it may come from a sibling host.
@@ -76,7 +97,7 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
                     return Err(ApiError::forbidden("operator tokens cannot call the admin API"));
                 }
                 return Err(match via {
-                    AuthVia::Bearer => unauthenticated(&e),
+                    AuthVia::Bearer | AuthVia::Local => unauthenticated(&e),
                     AuthVia::Cookie => ApiError::unauthenticated(format!("session cookie: {e}; sign in again")),
                 });
             }

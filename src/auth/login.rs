@@ -433,7 +433,7 @@ async fn logout(
 #[derive(Serialize, ToSchema)]
 pub struct Me {
     pub username: String,
-    /// `cookie` or `bearer`.
+    /// `cookie`, `bearer`, or `local` (the admin socket).
     pub auth: &'static str,
     pub expires_at: String,
     /// Whether an account with this name exists (CLI-minted tokens may name any admin).
@@ -458,12 +458,13 @@ async fn me(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axum::Js
         auth: match caller.via {
             AuthVia::Cookie => "cookie",
             AuthVia::Bearer => "bearer",
+            AuthVia::Local => "local",
         },
         expires_at: crate::clock::rfc3339_ms(caller.expires_at * 1000),
         account,
         csrf_token: match caller.via {
             AuthVia::Cookie => caller.token_id.as_deref().map(csrf_token_for),
-            AuthVia::Bearer => None,
+            AuthVia::Bearer | AuthVia::Local => None,
         },
     }))
 }

@@ -29,14 +29,13 @@ pub struct Authorities {
 }
 
 impl Authorities {
-    /// Opens (creating on first use) the key rings under `<data_dir>/keys/`. Returns the kids of
-    /// keys generated now, for the caller to log.
+    /// The server's: opens the key rings under `<data_dir>/keys/`, creating them on first use.
+    /// Returns the kids of keys generated now, for the caller to log. The command line never
+    /// calls this (a key ring made there would sign tokens the server rejects): it opens the
+    /// existing rings through [`offline::existing_internal`] and [`offline::existing_api`].
     pub fn open(config: &Config, clock: Clock) -> Result<(Self, Vec<String>), KeyError> {
         keys::create_private_dir(&config.keys_dir())?;
-        let configured = match &config.internal_jwt_private_key {
-            Some(pem) => Some(SigningKey::from_pem(pem.expose(), config.internal_jwt_kid.as_deref())?),
-            None => None,
-        };
+        let configured = configured_internal_key(config)?;
         let (internal, generated) =
             TokenAuthority::open(AUD_INTERNAL, internal_ring(config), configured, clock.clone())?;
         let (api, generated_api) = TokenAuthority::open(AUD_API, api_ring(config), None, clock)?;
@@ -45,6 +44,16 @@ impl Authorities {
             generated.into_iter().chain(generated_api).collect(),
         ))
     }
+}
+
+/// The internal signing key set by configuration (`internal_jwt_private_key`), if any: the one
+/// place its PEM is parsed into a key (`config` only checks it at load).
+pub fn configured_internal_key(config: &Config) -> Result<Option<SigningKey>, KeyError> {
+    config
+        .internal_jwt_private_key
+        .as_ref()
+        .map(|pem| SigningKey::from_pem(pem.expose(), config.internal_jwt_kid.as_deref()))
+        .transpose()
 }
 
 /// The ring of internal (operator) signing keys.

@@ -1,10 +1,15 @@
-//! Account and audit commands of the CLI (`gshare admin add|list|remove|set-password`,
-//! `gshare audit tail`). They work on the state file directly, so the server must be stopped:
-//! redb allows one process per file, and a running server holds it. Each change is audited with
-//! actor `cli` in the same transaction.
+//! What the command line does with the server stopped: account and audit commands
+//! (`gshare admin add|list|remove|set-password`, `gshare audit tail`) on the state file directly
+//! (redb allows one process per file; while the server runs, the CLI goes through its admin
+//! socket instead), each change audited with actor `cli` in the same transaction; and the key
+//! rings of an existing data directory, opened without ever creating one.
+
+use std::time::Duration;
 
 use crate::audit::{self, AuditEntry, AuditRecord, AuditResult};
 use crate::auth::accounts::{self, AccountError, AccountSummary, Username};
+use crate::auth::keys::{KeyError, KeyRingDir};
+use crate::auth::tokens::{AUD_API, AUD_INTERNAL, TokenAuthority};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::store::{Migration, Store, StoreError};
@@ -12,15 +17,65 @@ use crate::store::{Migration, Store, StoreError};
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
     #[error(
-        "the server is running and holds {path}; this command edits that file directly, so stop the server \
-(e.g. `systemctl stop gshare`), run it, and start the server again. While the server runs, sign in to the \
-console, or read the audit log with `curl -H \"Authorization: Bearer $(gshare admin token | tail -1)\" {url}/api/v1/audit`"
+        "a server is running and holds {path}, but its admin socket {socket} did not answer this command; run it \
+as the user the server runs as (or root), or stop the server (e.g. `systemctl stop gshare`), run it, and start \
+the server again"
     )]
-    ServerRunning { path: String, url: String },
+    ServerRunning { path: String, socket: String },
+    #[error(
+        "no signing key ring at {ring} (data_dir {data_dir}); point this command at the server's data directory \
+(--config /etc/gshare/config.toml, or GSHARE_DATA_DIR) — a new key ring here would sign tokens the server rejects"
+    )]
+    NoKeyRing { ring: String, data_dir: String },
+    #[error(transparent)]
+    Keys(#[from] KeyError),
     #[error(transparent)]
     Account(#[from] AccountError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+fn existing_ring(config: &Config, ring: KeyRingDir, name: &str) -> Result<KeyRingDir, OfflineError> {
+    if ring.load()?.active().is_none() {
+        let dir = config.keys_dir().join(name);
+        return Err(OfflineError::NoKeyRing {
+            ring: std::path::absolute(&dir).unwrap_or(dir).display().to_string(),
+            data_dir: std::path::absolute(&config.data_dir)
+                .unwrap_or_else(|_| config.data_dir.clone())
+                .display()
+                .to_string(),
+        });
+    }
+    Ok(ring)
+}
+
+/// The internal (operator) authority of an existing data directory: the configured key, else the
+/// ring's active key. Never generates one.
+pub fn existing_internal(config: &Config, clock: Clock) -> Result<TokenAuthority, OfflineError> {
+    let configured = crate::auth::configured_internal_key(config)?;
+    let ring = match &configured {
+        Some(_) => crate::auth::internal_ring(config),
+        None => existing_ring(config, crate::auth::internal_ring(config), "internal")?,
+    };
+    Ok(TokenAuthority::open(AUD_INTERNAL, ring, configured, clock)?.0)
+}
+
+/// The internal ring of an existing data directory, for `keys rotate|prune` (refused when there is
+/// none: the server makes it on its first start).
+pub fn existing_internal_ring(config: &Config) -> Result<KeyRingDir, OfflineError> {
+    existing_ring(config, crate::auth::internal_ring(config), "internal")
+}
+
+/// The admin-API authority of an existing data directory; never generates a key.
+pub fn existing_api(config: &Config, clock: Clock) -> Result<TokenAuthority, OfflineError> {
+    let ring = existing_ring(config, crate::auth::api_ring(config), "api")?;
+    Ok(TokenAuthority::open(AUD_API, ring, None, clock)?.0)
+}
+
+/// An admin token from the existing admin-API ring, for `gshare admin token`.
+pub fn mint_admin_token(config: &Config, clock: Clock, name: &str, ttl: Duration) -> Result<String, OfflineError> {
+    let api = existing_api(config, clock)?;
+    Ok(api.mint(&format!("{}{name}", crate::auth::guard::ADMIN_PREFIX), ttl)?)
 }
 
 /// Opens the state file for a CLI command, explaining what to do when a server holds it.
@@ -29,7 +84,8 @@ pub fn open_store(config: &Config, migrations: &[Migration]) -> Result<Store, Of
     match Store::open(&config.state_file(), migrations) {
         Ok(s) => Ok(s),
         Err(StoreError::AlreadyOpen { path }) => {
-            Err(OfflineError::ServerRunning { path: path.display().to_string(), url: config.public_url.clone() })
+            let socket = crate::http::admin_socket::socket_path(&config.data_dir);
+            Err(OfflineError::ServerRunning { path: path.display().to_string(), socket: socket.display().to_string() })
         }
         Err(e) => Err(e.into()),
     }

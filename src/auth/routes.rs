@@ -1,19 +1,66 @@
-//! Public key publication: `GET /.well-known/gshare-internal-jwks.json`.
+//! Public key publication: `GET /.well-known/gshare-internal-jwks.json`; and
+//! `POST /api/v1/keys/rotate` (what `gshare keys rotate` asks a running server: in force at once,
+//! audited).
 
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::guard::AdminCaller;
 use crate::App;
+use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::http::error::{ApiError, ErrorBody};
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(jwks))
+    OpenApiRouter::new().routes(routes!(jwks)).routes(routes!(rotate_keys))
+}
+
+/// The internal signing key made by a rotation.
+#[derive(Serialize, ToSchema)]
+pub struct Rotated {
+    pub kid: String,
+}
+
+/// Make a new internal signing key, in force at once; tokens signed by older keys keep verifying
+/// until `gshare keys prune`.
+#[utoipa::path(post, path = "/api/v1/keys/rotate", tag = "auth",
+    responses(
+        (status = 201, body = Rotated),
+        (status = 401, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the signing key is set by configuration")))]
+async fn rotate_keys(
+    State(app): State<Arc<App>>,
+    caller: AdminCaller,
+    meta: RequestMeta,
+) -> Result<(StatusCode, axum::Json<Rotated>), ApiError> {
+    if app.config.internal_jwt_private_key.is_some() {
+        return Err(ApiError::conflict(
+            "the signing key is set by configuration (internal_jwt_private_key / GSHARE_INTERNAL_JWT_PRIVATE_KEY); \
+             change it there",
+        ));
+    }
+    let (ring, auth, now) = (super::internal_ring(&app.config), app.auth.clone(), app.clock.now());
+    let rotated = tokio::task::spawn_blocking(move || {
+        let entry = ring.rotate(now)?;
+        auth.internal.reload_if_changed()?;
+        Ok::<_, super::keys::KeyError>(entry)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    let result = if rotated.is_ok() { AuditResult::Success } else { AuditResult::Failure };
+    let mut entry = AuditEntry::new(&meta, caller.actor(), "keys.rotate", result);
+    if let Ok(e) = &rotated {
+        entry = entry.target(e.kid.clone());
+    }
+    crate::audit::record(&app, entry).await;
+    let kid = rotated.map_err(ApiError::internal)?.kid;
+    Ok((StatusCode::CREATED, axum::Json(Rotated { kid })))
 }
 
 /// One RSA public key (RFC 7517); never any private member.

@@ -1,6 +1,7 @@
 //! Router assembly: each domain contributes its routes; this module only puts them together and
 //! wraps them in the shared layers (request context with security headers, body limit, panic guard).
 
+pub mod admin_socket;
 pub mod body;
 pub mod client_addr;
 pub mod docs;

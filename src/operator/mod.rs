@@ -4,7 +4,6 @@
 
 pub mod apply;
 pub mod builds;
-pub mod cli;
 pub mod crds;
 pub mod key_use;
 pub mod manifests;

@@ -1,11 +1,10 @@
 //! State safety: snapshots of the state file (see `format` for the file layout), taken on a
-//! schedule by the server, on demand through `POST /api/v1/snapshots` (the CLI's path while a
-//! server holds the file) or directly from the file when no server runs; listed, pruned, and
+//! schedule by the server, on demand through `POST /api/v1/snapshots` (the CLI's path, over the
+//! admin socket, while a server holds the file) or directly from the file when no server runs; listed, pruned, and
 //! restored by `gshare snapshot ...`. After a restore the next server start re-probes every
 //! cluster and lists the GShareSessions the clusters run that the restored state does not know
 //! (they are never deleted). `export` writes the state as documented JSON lines.
 
-pub mod client;
 pub mod export;
 pub mod format;
 pub mod routes;

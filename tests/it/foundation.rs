@@ -21,9 +21,9 @@ async fn health_and_readiness() {
     s.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_minted_token_verifies_against_served_jwks() {
-    let s = TestServer::start().await;
+    let mut s = TestServer::start().await;
     let res = s.get("/.well-known/gshare-internal-jwks.json").await;
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["cache-control"], "public, max-age=300");
@@ -39,8 +39,13 @@ async fn cli_minted_token_verifies_against_served_jwks() {
     }
     assert_eq!(key["alg"], "RS256");
 
-    // The CLI works offline against the same data dir while the server holds the state file.
+    // While the server runs the CLI asks it over the admin socket (audited), and it knows no such
+    // cluster; with the server stopped the CLI mints offline from the same key ring.
     let id = gshare::clusters::ClusterId::mint();
+    let out = gshare(&s.data_dir(), &["token", "operator", "--cluster-id", id.as_str(), "--ttl", "24h"], &[]);
+    assert!(!out.status.success() && stderr(&out).contains(&format!("no cluster {id}")), "{}", stderr(&out));
+    let app = s.app_arc();
+    s.server.take().unwrap().stop().await;
     let out = gshare(&s.data_dir(), &["token", "operator", "--cluster-id", id.as_str(), "--ttl", "24h"], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let token = stdout(&out).lines().last().unwrap().to_string();
@@ -59,7 +64,7 @@ async fn cli_minted_token_verifies_against_served_jwks() {
     assert_eq!(c["nbf"], c["iat"]);
     assert!(c["jti"].as_str().is_some_and(|j| !j.is_empty()));
     // And the server's own verifier accepts it.
-    assert_eq!(s.app().auth.internal.verify(&token).unwrap().sub, format!("operator:{id}"));
+    assert_eq!(app.auth.internal.verify(&token).unwrap().sub, format!("operator:{id}"));
     s.stop().await;
 }
 
@@ -110,14 +115,14 @@ async fn token_cli_refuses_bad_input() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_rotate_keeps_old_tokens_and_prune_respects_ttl() {
     let s = TestServer::start().await;
     let old = s.app().auth.internal.mint("operator:clu_local", Duration::from_secs(3600)).unwrap();
     let out = gshare(&s.data_dir(), &["keys", "rotate"], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    // The server polls the ring; trigger the same reload directly instead of waiting.
-    assert!(s.app().auth.internal.reload_if_changed().unwrap());
+    // Through the running server (its admin socket): in force at once, nothing left to reload.
+    assert!(!s.app().auth.internal.reload_if_changed().unwrap());
     let jwks: serde_json::Value = s.get("/.well-known/gshare-internal-jwks.json").await.json().await.unwrap();
     assert_eq!(jwks["keys"].as_array().unwrap().len(), 2);
     s.app().auth.internal.verify(&old).unwrap();
@@ -236,16 +241,19 @@ async fn a_misspelled_gshare_variable_stops_the_start_naming_the_setting() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configured_key_and_kid_sign_operator_tokens() {
     let key = gshare::auth::keys::SigningKey::generate_for_tests();
     let pem = key.private_pem().expose().to_string();
-    let s =
+    let mut s =
         TestServer::start_with(&[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", &pem), ("GSHARE_INTERNAL_JWT_KID", "internal")])
             .await;
     let jwks: serde_json::Value = s.get("/.well-known/gshare-internal-jwks.json").await.json().await.unwrap();
     assert_eq!(jwks["keys"][0]["kid"], "internal");
     assert_eq!(jwks["keys"][0]["n"], key.n_b64());
+    // Offline (the server stopped; while it runs it mints, and only for registered clusters).
+    let app = s.app_arc();
+    s.server.take().unwrap().stop().await;
     let out = gshare(
         &s.data_dir(),
         &["token", "operator", "--cluster-id", "clu_local"],
@@ -254,7 +262,7 @@ async fn configured_key_and_kid_sign_operator_tokens() {
     assert!(out.status.success(), "{}", stderr(&out));
     let token = stdout(&out).lines().last().unwrap().to_string();
     assert_eq!(jsonwebtoken::decode_header(&token).unwrap().kid.as_deref(), Some("internal"));
-    s.app().auth.internal.verify(&token).unwrap();
+    app.auth.internal.verify(&token).unwrap();
     // Rotation is refused while the key comes from configuration.
     let out = gshare(&s.data_dir(), &["keys", "rotate"], &[("GSHARE_INTERNAL_JWT_PRIVATE_KEY", &pem)]);
     assert!(!out.status.success());

@@ -458,9 +458,31 @@ async fn export_writes_documented_json_lines() {
     let data = tmp.path().join("data");
     let s = Srv::start(&data, &[]).await;
     add_offering_at(&s.base, &s.token, "exported").await;
+    // The audit writer commits on its own task: wait until the change is in the log, so the live
+    // export (quick over the admin socket) cannot run ahead of it.
+    let client = reqwest::Client::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v: Value = client
+                .get(format!("{}/api/v1/audit?action=offering.*", s.base))
+                .bearer_auth(&s.token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if v["data"].as_array().is_some_and(|d| !d.is_empty()) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the offering's audit entry is written");
     let listen = s.addr.clone();
     // While the server runs (through its API) and from a snapshot file: the same lines.
-    let live = ok(&gshare(&data, &["export", "--format", "json"], &[("GSHARE_LISTEN", listen.as_str())]));
+    let live = ok(&gshare(&data, &["export"], &[("GSHARE_LISTEN", listen.as_str())]));
     s.stop().await;
     let file = tmp.path().join("s.snap");
     ok(&gshare(&data, &["snapshot", "save", file.to_str().unwrap()], &[]));

@@ -45,6 +45,11 @@ impl TestServer {
         &self.server.as_ref().expect("running").app
     }
 
+    /// The server's state, kept past a stop.
+    pub fn app_arc(&self) -> std::sync::Arc<App> {
+        self.server.as_ref().expect("running").app.clone()
+    }
+
     /// The address the server listens on (for raw TCP clients).
     pub fn app_addr(&self) -> std::net::SocketAddr {
         self.server.as_ref().expect("running").addr
