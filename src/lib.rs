@@ -178,6 +178,9 @@ impl App {
             clusters.clone(),
             auth.internal.clone(),
         ));
+        // The guard reports refused operator tokens; the operator view shows the last reason.
+        let reported = operator.clone();
+        auth.report_rejections_to(Arc::new(move |token, error| reported.note_rejection(token, error)));
         let (store_for_inventory, clock_for_inventory, config_for_inventory) =
             (store.clone(), clock.clone(), config.clone());
         let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
@@ -478,7 +481,7 @@ async fn reload_keys(app: Arc<App>) {
 /// Whether a cluster's operator can run a new session: it called back within two heartbeat
 /// intervals (the rule of the cluster view's `operator.state`, `operator::status`), else why not.
 fn operator_gate(
-    txn: &redb::WriteTransaction,
+    txn: &crate::store::WriteTxn,
     c: &clusters::model::ClusterRecord,
     now: i64,
 ) -> Result<Option<sessions::NotConnected>, store::StoreError> {

@@ -5,7 +5,7 @@
 
 use gshare::inventory::model::{GPUS, GpuRecord, NODES, NodeRecord};
 use gshare::store::StoreError;
-use redb::WriteTransaction;
+use gshare::store::WriteTxn;
 
 /// The card every seeded node carries.
 pub const MODEL: &str = "NVIDIA A100-SXM4-80GB";
@@ -13,7 +13,7 @@ pub const CARD_MEM_MB: u64 = 81920;
 
 /// A ready GPU node (64 CPUs, 512 GB) seen at `seen_at_ms`, with one idle fractional A100 per uuid.
 pub fn node(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     cluster_id: &str,
     name: &str,
     gpu_uuids: &[String],

@@ -11,9 +11,10 @@ pub mod routes;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::store::WriteTxn;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
@@ -331,7 +332,7 @@ pub async fn record(app: &App, entry: AuditEntry) {
 
 /// Writes an entry inside the caller's own write transaction, so it commits (or rolls back)
 /// together with the change it describes.
-pub fn record_in(txn: &WriteTransaction, clock: &Clock, entry: AuditEntry) -> Result<AuditRecord, StoreError> {
+pub fn record_in(txn: &WriteTxn, clock: &Clock, entry: AuditEntry) -> Result<AuditRecord, StoreError> {
     let at_ms = clock.now_ms();
     let when = UNIX_EPOCH + Duration::from_millis(at_ms.max(0) as u64);
     let rec =
@@ -340,9 +341,8 @@ pub fn record_in(txn: &WriteTransaction, clock: &Clock, entry: AuditEntry) -> Re
     Ok(rec)
 }
 
-fn put(txn: &WriteTransaction, rec: &AuditRecord) -> Result<(), StoreError> {
+fn put(txn: &WriteTxn, rec: &AuditRecord) -> Result<(), StoreError> {
     let bytes = serde_json::to_vec(rec).map_err(|e| StoreError::Backend(e.to_string()))?;
-    crate::store::note_write(TABLE_NAME);
     let mut table = txn.open_table(TABLE)?;
     table.insert(rec.id.as_str(), bytes.as_slice())?;
     Ok(())
@@ -510,7 +510,6 @@ pub async fn prune(store: &Store, now_ms: i64, retention: Duration, max_entries:
         let cutoff = cutoff.clone();
         let n = store
             .write(move |txn| {
-                crate::store::note_write(TABLE_NAME);
                 let mut table = txn.open_table(TABLE)?;
                 let len = table.len()?;
                 let over = len.saturating_sub(max_entries);

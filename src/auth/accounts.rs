@@ -4,11 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::store::WriteTxn;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use redb::{ReadTransaction, WriteTransaction};
+use redb::ReadTransaction;
 use serde::{Deserialize, Serialize};
 
 use crate::store::{JsonTable, Store, StoreError};
@@ -174,7 +175,7 @@ pub fn list(txn: &ReadTransaction) -> Result<Vec<Account>, StoreError> {
     Ok(ACCOUNTS.list(txn)?.into_iter().map(|(_, a)| a).collect())
 }
 
-fn list_in_write(txn: &WriteTransaction) -> Result<Vec<String>, StoreError> {
+fn list_in_write(txn: &WriteTxn) -> Result<Vec<String>, StoreError> {
     let table = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("admin_accounts"))?;
     let mut names = Vec::new();
     for item in redb::ReadableTable::iter(&table)? {
@@ -186,7 +187,7 @@ fn list_in_write(txn: &WriteTransaction) -> Result<Vec<String>, StoreError> {
 
 /// Adds an account with an already-computed hash (hash outside the transaction: it is slow).
 /// Names are unique without regard to case: `Admin` is refused while `admin` exists.
-pub fn add(txn: &WriteTransaction, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
+pub fn add(txn: &WriteTxn, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
     if let Some(taken) = list_in_write(txn)?.into_iter().find(|n| n.eq_ignore_ascii_case(name.as_str())) {
         return Err(AccountError::Exists(taken));
     }
@@ -197,12 +198,7 @@ pub fn add(txn: &WriteTransaction, name: &Username, password_hash: String, now_m
 }
 
 /// Replaces an account's password hash.
-pub fn set_password(
-    txn: &WriteTransaction,
-    name: &Username,
-    password_hash: String,
-    now_ms: i64,
-) -> Result<(), AccountError> {
+pub fn set_password(txn: &WriteTxn, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
     let Some(mut account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
         return Err(AccountError::NotFound(name.to_string()));
     };
@@ -213,7 +209,7 @@ pub fn set_password(
 }
 
 /// Removes an account, never the last one.
-pub fn remove(txn: &WriteTransaction, name: &Username) -> Result<(), AccountError> {
+pub fn remove(txn: &WriteTxn, name: &Username) -> Result<(), AccountError> {
     let names = list_in_write(txn)?;
     if !names.iter().any(|n| n == name.as_str()) {
         return Err(AccountError::NotFound(name.to_string()));

@@ -165,7 +165,7 @@ impl FromRequestParts<Arc<App>> for OperatorCaller {
                     return Err(ApiError::forbidden("admin tokens cannot call /internal"));
                 }
                 // Shown on the cluster the token claims: why its operator is silent.
-                app.operator.note_rejection(&token, &e);
+                app.auth.rejected(&token, &e);
                 Err(unauthenticated(&e))
             }
         }

@@ -147,7 +147,7 @@ impl SignIn {
 }
 
 /// The same, inside a caller's transaction (the offline CLI; a running server reads it at start).
-pub fn set_not_before(txn: &redb::WriteTransaction, username: &str, now: i64) -> Result<(), StoreError> {
+pub fn set_not_before(txn: &crate::store::WriteTxn, username: &str, now: i64) -> Result<(), StoreError> {
     txn.open_table(NOT_BEFORE)?.insert(username, now)?;
     Ok(())
 }

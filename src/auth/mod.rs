@@ -12,20 +12,32 @@ pub mod routes;
 pub mod throttle;
 pub mod tokens;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::clock::Clock;
 use crate::config::Config;
 use keys::{KeyError, KeyRingDir, SigningKey};
 use tokens::{AUD_API, AUD_INTERNAL, TokenAuthority};
 
+/// Told of each operator token the guard refuses (its text and why): the operator domain,
+/// above this one, keeps the last reason per claimed cluster for the cluster's operator view.
+pub type RejectionHook = Arc<dyn Fn(&str, &tokens::VerifyError) + Send + Sync>;
+
 /// The two token authorities a server (or an offline CLI command) works with.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Authorities {
     /// Operator callbacks: `aud=gshare-internal`, `sub=operator:<cluster_id>`.
     pub internal: Arc<TokenAuthority>,
     /// Admin API: `aud=gshare-api`, `sub=admin:<username>`, its own key ring.
     pub api: Arc<TokenAuthority>,
+    /// Set once by the composition root ([`Authorities::report_rejections_to`]).
+    rejections: Arc<OnceLock<RejectionHook>>,
+}
+
+impl std::fmt::Debug for Authorities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authorities").field("internal", &self.internal).field("api", &self.api).finish_non_exhaustive()
+    }
 }
 
 impl Authorities {
@@ -40,9 +52,23 @@ impl Authorities {
             TokenAuthority::open(AUD_INTERNAL, internal_ring(config), configured, clock.clone())?;
         let (api, generated_api) = TokenAuthority::open(AUD_API, api_ring(config), None, clock)?;
         Ok((
-            Self { internal: Arc::new(internal), api: Arc::new(api) },
+            Self { internal: Arc::new(internal), api: Arc::new(api), rejections: Default::default() },
             generated.into_iter().chain(generated_api).collect(),
         ))
+    }
+}
+
+impl Authorities {
+    /// Where refused operator tokens are reported (the first call wins; the server makes one).
+    pub fn report_rejections_to(&self, hook: RejectionHook) {
+        let _ = self.rejections.set(hook);
+    }
+
+    /// The guard refused an operator token.
+    pub fn rejected(&self, token: &str, error: &tokens::VerifyError) {
+        if let Some(hook) = self.rejections.get() {
+            hook(token, error);
+        }
     }
 }
 

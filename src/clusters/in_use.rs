@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use redb::WriteTransaction;
+use crate::store::WriteTxn;
 use serde_json::{Value, json};
 
 use crate::http::error::plural;
@@ -13,7 +13,7 @@ use crate::store::StoreError;
 /// open GPU allocations (empty vectors: nothing does). The domains above clusters know what
 /// "holds" means; the composition root hands `Clusters` their answer (`sessions::cluster_in_use`).
 pub type InUseCheck =
-    Arc<dyn Fn(&WriteTransaction, &str) -> Result<(Vec<UsingSession>, Vec<OpenAllocation>), StoreError> + Send + Sync>;
+    Arc<dyn Fn(&WriteTxn, &str) -> Result<(Vec<UsingSession>, Vec<OpenAllocation>), StoreError> + Send + Sync>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct InUse {

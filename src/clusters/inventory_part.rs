@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use redb::{ReadTransaction, WriteTransaction};
+use crate::store::WriteTxn;
+use redb::ReadTransaction;
 
 use super::model::{ClusterCounts, NodeSummary};
 use super::probe::ProbedNode;
@@ -21,19 +22,13 @@ pub struct Seeded {
 
 pub trait InventoryPart: Send + Sync {
     /// Seeds node and GPU rows from the probe's node list, inside the registration's transaction.
-    fn seed(
-        &self,
-        txn: &WriteTransaction,
-        cluster_id: &str,
-        nodes: &[ProbedNode],
-        now: i64,
-    ) -> Result<Seeded, StoreError>;
+    fn seed(&self, txn: &WriteTxn, cluster_id: &str, nodes: &[ProbedNode], now: i64) -> Result<Seeded, StoreError>;
     /// Forgets an unregistered cluster's nodes, GPUs and pools, inside the unregister transaction.
-    fn forget(&self, txn: &WriteTransaction, cluster_id: &str) -> Result<(), StoreError>;
+    fn forget(&self, txn: &WriteTxn, cluster_id: &str) -> Result<(), StoreError>;
     /// The cluster's counts (nodes, GPUs, VRAM, running sessions, the operator's last report).
     fn counts(&self, txn: &ReadTransaction, cluster_id: &str) -> Result<ClusterCounts, StoreError>;
     /// The same, inside a write transaction (the probe keeps a silent operator's cluster degraded).
-    fn counts_in_write(&self, txn: &WriteTransaction, cluster_id: &str) -> Result<ClusterCounts, StoreError>;
+    fn counts_in_write(&self, txn: &WriteTxn, cluster_id: &str) -> Result<ClusterCounts, StoreError>;
     /// The node counts of a cluster's detail view.
     fn node_summary(&self, txn: &ReadTransaction, cluster_id: &str) -> Result<NodeSummary, StoreError>;
 }

@@ -10,7 +10,8 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
-use redb::{ReadTransaction, WriteTransaction};
+use crate::store::WriteTxn;
+use redb::ReadTransaction;
 
 use super::gpu_booking::ALLOCATIONS;
 use super::model::*;
@@ -327,7 +328,7 @@ impl PendingLiveness {
 /// a cluster degraded for silence is connected again), `last_seen` of nodes that are ready and
 /// online (a node that went offline comes back only through a report the writer applies).
 /// Times only move forward. Returns how many rows it wrote.
-pub fn flush_liveness(txn: &WriteTransaction, p: &PendingLiveness) -> Result<Outcome<usize>, StoreError> {
+pub fn flush_liveness(txn: &WriteTxn, p: &PendingLiveness) -> Result<Outcome<usize>, StoreError> {
     let mut n = 0;
     for (id, t) in &p.clusters {
         let Some(record) = live_cluster(txn, id)? else { continue };
@@ -353,12 +354,7 @@ pub fn flush_liveness(txn: &WriteTransaction, p: &PendingLiveness) -> Result<Out
 }
 
 /// `POST /internal/inventory/drift`: kept per card (the latest), and logged by the caller.
-pub fn record_drift(
-    txn: &WriteTransaction,
-    cluster_id: &str,
-    r: &DriftReport,
-    now: i64,
-) -> Result<Outcome<()>, StoreError> {
+pub fn record_drift(txn: &WriteTxn, cluster_id: &str, r: &DriftReport, now: i64) -> Result<Outcome<()>, StoreError> {
     if live_cluster(txn, cluster_id)?.is_none() {
         return Ok(Outcome::Unchanged(()));
     }
@@ -410,7 +406,7 @@ pub fn operator_hostnames(txn: &ReadTransaction, cluster_id: &str) -> Result<(Ve
 
 /// `POST /internal/nodes/decommissioned`: the operator deleted the Node; the row goes with it.
 pub fn node_decommissioned(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     clock: &Clock,
     cluster_id: &str,
     hostname: &str,
@@ -443,7 +439,7 @@ pub fn node_decommissioned(
 }
 
 /// Deletes a node's GPU rows; returns (how many, their VRAM).
-fn remove_node_gpus(txn: &WriteTransaction, cluster_id: &str, node: &str) -> Result<(u64, u64), StoreError> {
+fn remove_node_gpus(txn: &WriteTxn, cluster_id: &str, node: &str) -> Result<(u64, u64), StoreError> {
     let mut count = 0;
     let mut vram = 0;
     for (key, g) in GPUS.list_prefix_in_write(txn, &format!("{cluster_id}/"))? {
@@ -476,7 +472,7 @@ impl NodeAction {
 
 /// Cordon / uncordon / decommission a node, with its audit entry in the same transaction.
 pub fn node_action(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     cluster_id: &str,
     node: &str,
     action: NodeAction,
@@ -552,7 +548,7 @@ pub fn node_action(
 /// `POST /internal/nodes/health-events`: recorded per node; `action=cordon` marks it cordoned
 /// (the operator already cordoned the Kubernetes node). Unknown nodes are only logged.
 pub fn record_health_event(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     cluster_id: &str,
     ev: &HealthEvent,
     now: i64,
@@ -587,7 +583,7 @@ pub fn record_health_event(
 /// `POST /internal/volumes/sync`: records PVCs, pools and session disks; answers a directive per
 /// PVC. No quota change and no reclaim unless a volume is known deleted.
 pub fn volume_sync(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     cluster_id: &str,
     r: &VolumeSync,
     now: i64,
@@ -684,7 +680,7 @@ pub fn volume_sync(
 /// been silent for `heartbeat_stale_after` is degraded. Only clusters whose operator has ever
 /// reported are judged (without an operator there is nothing to hear from).
 pub fn sweep(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     now: i64,
     node_stale_ms: i64,
     heartbeat_stale_ms: i64,

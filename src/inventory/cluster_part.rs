@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 
+use crate::store::WriteTxn;
 use axum::body::Bytes;
-use redb::{ReadTransaction, WriteTransaction};
+use redb::ReadTransaction;
 
 use super::model::{CLUSTER_COUNTS, GPUS, GpuRecord, GpuView, NODES, NodeRecord, NodeView, POOLS};
 use crate::callbacks::wire::GpuStatus;
@@ -21,13 +22,7 @@ use crate::store::{Store, StoreError};
 pub struct ClusterPart;
 
 impl InventoryPart for ClusterPart {
-    fn seed(
-        &self,
-        txn: &WriteTransaction,
-        cluster_id: &str,
-        nodes: &[ProbedNode],
-        now: i64,
-    ) -> Result<Seeded, StoreError> {
+    fn seed(&self, txn: &WriteTxn, cluster_id: &str, nodes: &[ProbedNode], now: i64) -> Result<Seeded, StoreError> {
         let mut seeded = Seeded { nodes: nodes.len() as u64, ..Seeded::default() };
         for n in nodes {
             let key = format!("{cluster_id}/{}", n.name);
@@ -80,7 +75,7 @@ impl InventoryPart for ClusterPart {
         Ok(seeded)
     }
 
-    fn forget(&self, txn: &WriteTransaction, cluster_id: &str) -> Result<(), StoreError> {
+    fn forget(&self, txn: &WriteTxn, cluster_id: &str) -> Result<(), StoreError> {
         let prefix = format!("{cluster_id}/");
         NODES.delete_prefix(txn, &prefix)?;
         GPUS.delete_prefix(txn, &prefix)?;
@@ -99,7 +94,7 @@ impl InventoryPart for ClusterPart {
         Ok(CLUSTER_COUNTS.get(txn, cluster_id)?.unwrap_or_default())
     }
 
-    fn counts_in_write(&self, txn: &WriteTransaction, cluster_id: &str) -> Result<ClusterCounts, StoreError> {
+    fn counts_in_write(&self, txn: &WriteTxn, cluster_id: &str) -> Result<ClusterCounts, StoreError> {
         Ok(CLUSTER_COUNTS.get_in_write(txn, cluster_id)?.unwrap_or_default())
     }
 
@@ -116,7 +111,7 @@ impl InventoryPart for ClusterPart {
 
 /// A session of `cluster_id` started or stopped running: its cluster's `running_sessions` follows,
 /// in the session's transaction (sessions call this; the count is the inventory's row).
-pub fn running_changed(txn: &WriteTransaction, cluster_id: &str, running: bool) -> Result<(), StoreError> {
+pub fn running_changed(txn: &WriteTxn, cluster_id: &str, running: bool) -> Result<(), StoreError> {
     let mut c = CLUSTER_COUNTS.get_in_write(txn, cluster_id)?.unwrap_or_default();
     c.running_sessions = if running { c.running_sessions + 1 } else { c.running_sessions.saturating_sub(1) };
     CLUSTER_COUNTS.put(txn, cluster_id, &c)

@@ -5,7 +5,8 @@
 //! Both run inside the caller's write transaction, so a booking commits with the phase change
 //! that caused it.
 
-use redb::{ReadTransaction, WriteTransaction};
+use crate::store::WriteTxn;
+use redb::ReadTransaction;
 use serde::{Deserialize, Serialize};
 
 use super::model::GPUS;
@@ -29,7 +30,7 @@ pub struct OpenTotals {
     pub gpu_cores: u64,
 }
 
-fn adjust_totals(txn: &WriteTransaction, f: impl FnOnce(&mut OpenTotals)) -> Result<(), StoreError> {
+fn adjust_totals(txn: &WriteTxn, f: impl FnOnce(&mut OpenTotals)) -> Result<(), StoreError> {
     let mut t = ALLOCATION_TOTALS.get_in_write(txn, OPEN_KEY)?.unwrap_or_default();
     f(&mut t);
     ALLOCATION_TOTALS.put(txn, OPEN_KEY, &t)
@@ -89,7 +90,7 @@ pub struct Booking<'a> {
 }
 
 /// Opens the session's allocation unless one is open, and books its share on the card.
-pub fn book(txn: &WriteTransaction, b: &Booking<'_>, now: i64) -> Result<(), StoreError> {
+pub fn book(txn: &WriteTxn, b: &Booking<'_>, now: i64) -> Result<(), StoreError> {
     let open =
         ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(b.session_id))?.into_iter().any(|(_, a)| a.is_open());
     if open {
@@ -128,7 +129,7 @@ pub fn book(txn: &WriteTransaction, b: &Booking<'_>, now: i64) -> Result<(), Sto
 }
 
 /// Releases the session's open allocations and gives their slices back to the cards.
-pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(), StoreError> {
+pub fn release(txn: &WriteTxn, session_id: &str, now: i64) -> Result<(), StoreError> {
     for (key, mut a) in ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(session_id))? {
         if a.is_open() {
             a.released_at = Some(now);
@@ -152,7 +153,7 @@ pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(),
 }
 
 /// Ids of the cluster's open allocations (a cluster with any cannot be unregistered).
-pub fn open_on_cluster(txn: &WriteTransaction, cluster_id: &str) -> Result<Vec<AllocationRecord>, StoreError> {
+pub fn open_on_cluster(txn: &WriteTxn, cluster_id: &str) -> Result<Vec<AllocationRecord>, StoreError> {
     Ok(ALLOCATIONS
         .list_in_write(txn)?
         .into_iter()
@@ -187,7 +188,7 @@ pub const COUNT_OPEN_ALLOCATIONS: Migration = Migration {
 pub const KEY_BY_SESSION: Migration =
     Migration { to: 2, what: "allocations keyed by session", run: key_allocations_by_session };
 
-fn key_allocations_by_session(txn: &WriteTransaction) -> Result<(), StoreError> {
+fn key_allocations_by_session(txn: &WriteTxn) -> Result<(), StoreError> {
     for (key, a) in ALLOCATIONS.list_in_write(txn)? {
         let wanted = allocation_key(&a.session_id, &a.id);
         if key != wanted {

@@ -102,7 +102,7 @@ fn placeable(c: &ClusterRecord) -> bool {
 /// What holds a cluster against unregistering: its live sessions and the open GPU allocations on
 /// it, with session names (the composition root hands this to `Clusters`, which knows no sessions).
 pub fn cluster_in_use(
-    txn: &redb::WriteTransaction,
+    txn: &crate::store::WriteTxn,
     cluster_id: &str,
 ) -> Result<(Vec<crate::clusters::in_use::UsingSession>, Vec<crate::clusters::in_use::OpenAllocation>), StoreError> {
     use crate::clusters::in_use::{OpenAllocation, UsingSession};
@@ -144,7 +144,7 @@ pub struct NotConnected {
 /// `now` (ms). The operator domain (above this one) knows what connected means; the composition
 /// root hands `Sessions` its answer.
 pub type OperatorGate =
-    Arc<dyn Fn(&redb::WriteTransaction, &ClusterRecord, i64) -> Result<Option<NotConnected>, StoreError> + Send + Sync>;
+    Arc<dyn Fn(&crate::store::WriteTxn, &ClusterRecord, i64) -> Result<Option<NotConnected>, StoreError> + Send + Sync>;
 
 /// The gate as `Sessions` keeps it (a closure has no `Debug`).
 #[derive(Clone)]
@@ -671,7 +671,7 @@ impl Sessions {
     }
 }
 
-fn unique_name(txn: &redb::WriteTransaction, name: &str, id: &str) -> Result<(), SessionError> {
+fn unique_name(txn: &crate::store::WriteTxn, name: &str, id: &str) -> Result<(), SessionError> {
     let taken = OFFERINGS.list_in_write(txn)?.into_iter().find(|(k, o)| k != id && o.name.eq_ignore_ascii_case(name));
     match taken {
         Some((other, _)) => Err(conflict(
@@ -695,7 +695,7 @@ fn not_connected(c: &ClusterRecord, n: NotConnected) -> SessionError {
 }
 
 fn pick_cluster(
-    txn: &redb::WriteTransaction,
+    txn: &crate::store::WriteTxn,
     wanted: Option<&str>,
     clusters: &Clusters,
     gate: &OperatorGate,

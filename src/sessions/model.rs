@@ -339,7 +339,7 @@ pub const INDEX_LIVE_SESSIONS: Migration =
     Migration { to: 2, what: "the live-session index", run: |txn| rebuild_live_index(txn).map(drop) };
 
 /// Rebuilds [`LIVE_SESSIONS`] from the sessions (schema migration, and a repair); returns its size.
-pub fn rebuild_live_index(txn: &redb::WriteTransaction) -> Result<usize, crate::store::StoreError> {
+pub fn rebuild_live_index(txn: &crate::store::WriteTxn) -> Result<usize, crate::store::StoreError> {
     LIVE_SESSIONS.delete_prefix(txn, "")?;
     let mut n = 0;
     for (id, s) in SESSIONS.list_in_write(txn)? {
@@ -406,7 +406,7 @@ impl ListIndex {
         Ok(SESSION_COUNTS.get(txn, &self.count_key(value))?.unwrap_or(0))
     }
 
-    fn add(self, txn: &redb::WriteTransaction, value: &str, id: &str) -> Result<(), StoreError> {
+    fn add(self, txn: &crate::store::WriteTxn, value: &str, id: &str) -> Result<(), StoreError> {
         if self.set().insert(txn, &format!("{}{id}", Self::prefix(value)))? {
             let key = self.count_key(value);
             let n = SESSION_COUNTS.get_in_write(txn, &key)?.unwrap_or(0);
@@ -415,7 +415,7 @@ impl ListIndex {
         Ok(())
     }
 
-    fn remove(self, txn: &redb::WriteTransaction, value: &str, id: &str) -> Result<(), StoreError> {
+    fn remove(self, txn: &crate::store::WriteTxn, value: &str, id: &str) -> Result<(), StoreError> {
         if self.set().remove(txn, &format!("{}{id}", Self::prefix(value)))? {
             let key = self.count_key(value);
             match SESSION_COUNTS.get_in_write(txn, &key)?.unwrap_or(0) {
@@ -430,7 +430,7 @@ impl ListIndex {
 /// Moves `new`'s index keys from what `old` (its stored row, if any) had; touches only the
 /// fields that changed, so a report that changes no listed field writes no index.
 fn index_for_lists(
-    txn: &redb::WriteTransaction,
+    txn: &crate::store::WriteTxn,
     old: Option<&SessionRecord>,
     new: &SessionRecord,
 ) -> Result<(), StoreError> {
@@ -453,7 +453,7 @@ fn index_for_lists(
 
 /// Rebuilds the list indexes and their counts from the sessions (schema migration, and a
 /// repair); returns how many sessions were indexed.
-pub fn rebuild_list_indexes(txn: &redb::WriteTransaction) -> Result<usize, StoreError> {
+pub fn rebuild_list_indexes(txn: &crate::store::WriteTxn) -> Result<usize, StoreError> {
     for idx in ListIndex::ALL {
         idx.set().clear(txn)?;
     }
@@ -601,7 +601,7 @@ pub struct Connection {
 /// Writes a session row and keeps its cluster's `running_sessions`, the live index and the list
 /// indexes exact in the same transaction (for the session state machine: every phase change goes
 /// through here).
-pub fn put_session(txn: &redb::WriteTransaction, session: &SessionRecord) -> Result<(), crate::store::StoreError> {
+pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Result<(), crate::store::StoreError> {
     let old = SESSIONS.get_in_write(txn, &session.id)?;
     let was_running = old.as_ref().is_some_and(|s| s.phase == Phase::Running);
     let is_running = session.phase == Phase::Running;
@@ -619,7 +619,7 @@ pub fn put_session(txn: &redb::WriteTransaction, session: &SessionRecord) -> Res
 
 /// The session a CR name (or a session id) stands for: exactly, or as `lower(replace(id,'_','-'))`.
 pub fn find_session(
-    txn: &redb::WriteTransaction,
+    txn: &crate::store::WriteTxn,
     name: &str,
 ) -> Result<Option<SessionRecord>, crate::store::StoreError> {
     if let Some(s) = SESSIONS.get_in_write(txn, name)? {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use redb::WriteTransaction;
+use crate::store::WriteTxn;
 use serde::{Deserialize, Serialize};
 
 use super::Sessions;
@@ -46,7 +46,7 @@ pub struct StatusApplied {
 /// `POST /internal/sessions/{id}/status`: the last report is kept, and the session state
 /// machine (`sessions::status`) applies it.
 pub fn record_status(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     cluster_id: &str,
     name: &str,
     r: &StatusReport,
@@ -82,7 +82,7 @@ pub fn record_status(
 /// `POST /internal/metrics/session-samples`: keeps the latest sample per session of this
 /// cluster; samples for unknown sessions (or another cluster's) are counted and dropped.
 pub fn record_samples(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     cluster_id: &str,
     r: &AgentReport,
 ) -> Result<Outcome<SamplesAccepted>, StoreError> {
@@ -329,7 +329,7 @@ fn heartbeat_only(txn: &redb::ReadTransaction, cluster_id: &str, name: &str) -> 
 /// for `session.pause`, the session's pod (`<namespace>/ses-<cr>`, or the detail's `session` when
 /// the pod ref is empty) for `pod.delete`, a node for `node.cordon`.
 pub fn audit_target_in_cluster(
-    txn: &WriteTransaction,
+    txn: &WriteTxn,
     cluster_id: &str,
     namespace: &str,
     ev: &OperatorAudit,

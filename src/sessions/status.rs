@@ -3,7 +3,7 @@
 //! Pure store logic: one report, one write transaction. Effects on the cluster (deleting the CR
 //! of a session that errored) are returned to the caller, which runs them after the commit.
 
-use redb::WriteTransaction;
+use crate::store::WriteTxn;
 
 use super::model::{GpuMode, Phase, SessionRecord};
 use crate::callbacks::wire::{StatusReport, parse_ts};
@@ -119,7 +119,7 @@ impl ReportedPhase {
 
 /// Applies one report to `s` (already known to belong to the reporting cluster). The caller
 /// stores `s` through `model::put_session` when `wrote` is set.
-pub fn apply(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, now: i64) -> Result<Applied, StoreError> {
+pub fn apply(txn: &WriteTxn, s: &mut SessionRecord, r: &StatusReport, now: i64) -> Result<Applied, StoreError> {
     let mut out = Applied::default();
     let phase = ReportedPhase::parse(&r.phase);
     let message = r.message.as_deref().map(str::trim).filter(|m| !m.is_empty());
@@ -247,7 +247,7 @@ fn is_stale(s: &SessionRecord, r: &StatusReport, phase: ReportedPhase, message: 
     phase == ReportedPhase::Paused && message.is_none() && s.resumed_at.is_some_and(|t| now - t < RESUME_GRACE_MS)
 }
 
-fn run(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, now: i64) -> Result<(), StoreError> {
+fn run(txn: &WriteTxn, s: &mut SessionRecord, r: &StatusReport, now: i64) -> Result<(), StoreError> {
     s.started_at.get_or_insert(now);
     if let Some(node) = &r.node_name {
         s.node_name = Some(node.clone());
@@ -267,14 +267,14 @@ fn run(txn: &WriteTransaction, s: &mut SessionRecord, r: &StatusReport, now: i64
     Ok(())
 }
 
-fn end(txn: &WriteTransaction, s: &mut SessionRecord, phase: Phase, now: i64) -> Result<(), StoreError> {
+fn end(txn: &WriteTxn, s: &mut SessionRecord, phase: Phase, now: i64) -> Result<(), StoreError> {
     release(txn, &s.id, now)?;
     s.set_phase(phase, now);
     Ok(())
 }
 
 /// Books the session's GPU share (once: an open allocation stays as it is).
-pub(crate) fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> Result<(), StoreError> {
+pub(crate) fn allocate(txn: &WriteTxn, s: &SessionRecord, now: i64) -> Result<(), StoreError> {
     let share = match s.shape.mode {
         Some(GpuMode::Exclusive) => Share::Exclusive,
         _ => Share::Slice {
@@ -288,7 +288,7 @@ pub(crate) fn allocate(txn: &WriteTransaction, s: &SessionRecord, now: i64) -> R
 }
 
 /// Releases the session's open allocations and gives their slices back to the cards.
-pub fn release(txn: &WriteTransaction, session_id: &str, now: i64) -> Result<(), StoreError> {
+pub fn release(txn: &WriteTxn, session_id: &str, now: i64) -> Result<(), StoreError> {
     gpu_booking::release(txn, session_id, now)
 }
 

@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
-use redb::{Database, WriteTransaction};
+use redb::Database;
+
+use super::WriteTxn;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::{CommitStats, StoreError};
@@ -54,7 +56,7 @@ impl<T> Outcome<T> {
 /// One queued write, type-erased.
 trait Op: Send {
     /// Runs the write; `Some(wrote)` when it succeeded.
-    fn run(&mut self, txn: &WriteTransaction) -> Option<bool>;
+    fn run(&mut self, txn: &WriteTxn) -> Option<bool>;
     /// Answers the caller once the batch's fate is known.
     fn finish(self: Box<Self>, committed: Result<(), String>);
 }
@@ -69,9 +71,9 @@ impl<T, E, F> Op for Pending<T, E, F>
 where
     T: Send + 'static,
     E: From<StoreError> + Send + 'static,
-    F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+    F: FnMut(&WriteTxn) -> Result<Outcome<T>, E> + Send + 'static,
 {
-    fn run(&mut self, txn: &WriteTransaction) -> Option<bool> {
+    fn run(&mut self, txn: &WriteTxn) -> Option<bool> {
         match (self.f)(txn) {
             Ok(outcome) => {
                 let wrote = outcome.wrote();
@@ -186,7 +188,7 @@ impl Batcher {
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
-        F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+        F: FnMut(&WriteTxn) -> Result<Outcome<T>, E> + Send + 'static,
     {
         let stopped = || E::from(StoreError::Join("the state store writer has stopped".into()));
         let (lane, room): (Arc<str>, Arc<Semaphore>) = {
@@ -263,7 +265,7 @@ fn commit_batch(db: &Database, stats: &CommitStats, mut ops: Vec<Box<dyn Op>>) -
     let mut failed: Vec<Box<dyn Op>> = Vec::new();
     loop {
         let txn = match db.begin_write() {
-            Ok(t) => t,
+            Ok(t) => WriteTxn::new(t),
             Err(e) => {
                 let msg = e.to_string();
                 return ops.into_iter().chain(failed).map(|op| (op, Err(msg.clone()))).collect();
@@ -286,21 +288,21 @@ fn commit_batch(db: &Database, stats: &CommitStats, mut ops: Vec<Box<dyn Op>>) -
         }
         if any_failed && !ok.is_empty() {
             // The failed writes may have left partial changes: start over without them.
-            let _ = txn.abort();
+            txn.abort();
             ops = ok;
             continue;
         }
         let committed = if any_wrote {
             let started = Instant::now();
             match txn.commit() {
-                Ok(()) => {
-                    stats.committed(started);
+                Ok(written) => {
+                    stats.committed(started, written);
                     Ok(())
                 }
                 Err(e) => Err(e.to_string()),
             }
         } else {
-            let _ = txn.abort();
+            txn.abort();
             stats.skipped_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(())
         };

@@ -6,11 +6,12 @@
 
 mod batch;
 mod rows;
+mod txn;
 
 pub use batch::{LANE_QUEUE, MAX_BATCH, Outcome};
 pub use rows::{DryRun, Rows};
+pub use txn::WriteTxn;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -18,10 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
-    WriteTransaction,
-};
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -38,7 +36,7 @@ pub struct Migration {
     pub to: u64,
     /// What it does, for the log.
     pub what: &'static str,
-    pub run: fn(&WriteTransaction) -> Result<(), StoreError>,
+    pub run: fn(&WriteTxn) -> Result<(), StoreError>,
 }
 
 impl std::fmt::Debug for Migration {
@@ -99,36 +97,13 @@ pub const COMMIT_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 /// Upper bounds of the batch-size histogram buckets (writes per batch); the last is +Inf.
 pub const BATCH_BUCKETS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
-thread_local! {
-    /// Tables written on this thread since its last commit. A write transaction runs and
-    /// commits on one thread (the blocking pool's or the group-commit writer's), so the commit
-    /// collects exactly what its transaction wrote; an aborted transaction's entries can only
-    /// make a later commit name a table too many, never one too few.
-    static WRITTEN: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Notes that the current write transaction writes table `name` (done by [`JsonTable`]'s
-/// writers; code that opens a redb table itself calls it). Feeds [`Store::table_generation`].
-pub fn note_write(name: &'static str) {
-    WRITTEN.with(|w| {
-        let mut w = w.borrow_mut();
-        if !w.contains(&name) {
-            w.push(name);
-        }
-    });
-}
-
-fn forget_writes() {
-    WRITTEN.with(|w| w.borrow_mut().clear());
-}
-
 /// Counters of every durable commit, whichever path made it (for `/metrics`), and the commit
 /// generation that lets readers know nothing changed since they last looked.
 #[derive(Debug, Default)]
 pub struct CommitStats {
     generation: AtomicU64,
     /// Table name -> the generation of the last commit that wrote it (the console's event topics).
-    tables: Mutex<HashMap<&'static str, u64>>,
+    tables: Mutex<HashMap<String, u64>>,
     /// Woken after every commit (the console's live updates wait on it).
     changed: tokio::sync::Notify,
     buckets: [AtomicU64; COMMIT_BUCKETS.len()],
@@ -162,11 +137,10 @@ pub struct CommitSnapshot {
 }
 
 impl CommitStats {
-    fn committed(&self, started: Instant) {
+    fn committed(&self, started: Instant, written: Vec<String>) {
         // Bump the generation first: a reader that sees the old value afterwards only loses
         // its shortcut, never gets a stale answer (see `Store::generation`).
         // Tables first, then the generation: a reader woken by the new generation finds them.
-        let written = WRITTEN.with(|w| std::mem::take(&mut *w.borrow_mut()));
         {
             let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
             let next = self.generation.load(Ordering::Acquire) + 1;
@@ -284,7 +258,7 @@ impl Store {
         let schema = schema_of(migrations);
         let corrupt =
             |e: &dyn std::fmt::Display| StoreError::Corrupt { path: self.path.to_path_buf(), message: e.to_string() };
-        let txn = self.db.begin_write().map_err(|e| corrupt(&e))?;
+        let txn = WriteTxn::new(self.db.begin_write().map_err(|e| corrupt(&e))?);
         let found = {
             let meta = txn.open_table(META).map_err(|e| corrupt(&e))?;
             let v = meta.get(SCHEMA_KEY).map_err(|e| corrupt(&e))?.map(|g| g.value());
@@ -332,22 +306,20 @@ impl Store {
     pub async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&WriteTxn) -> Result<T, StoreError> + Send + 'static,
     {
         let (db, stats) = (self.db.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
-            forget_writes();
-            let txn = db.begin_write()?;
+            let txn = WriteTxn::new(db.begin_write()?);
             match f(&txn) {
                 Ok(v) => {
                     let started = Instant::now();
-                    txn.commit()?;
-                    stats.committed(started);
+                    let written = txn.commit()?;
+                    stats.committed(started, written);
                     Ok(v)
                 }
                 Err(e) => {
-                    let _ = txn.abort();
-                    forget_writes();
+                    txn.abort();
                     Err(e)
                 }
             }
@@ -362,22 +334,20 @@ impl Store {
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
-        F: FnOnce(&WriteTransaction) -> Result<T, E> + Send + 'static,
+        F: FnOnce(&WriteTxn) -> Result<T, E> + Send + 'static,
     {
         let (db, stats) = (self.db.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
-            forget_writes();
-            let txn = db.begin_write().map_err(StoreError::from)?;
+            let txn = WriteTxn::new(db.begin_write().map_err(StoreError::from)?);
             match f(&txn) {
                 Ok(v) => {
                     let started = Instant::now();
-                    txn.commit().map_err(StoreError::from)?;
-                    stats.committed(started);
+                    let written = txn.commit().map_err(StoreError::from)?;
+                    stats.committed(started, written);
                     Ok(v)
                 }
                 Err(e) => {
-                    let _ = txn.abort();
-                    forget_writes();
+                    txn.abort();
                     Err(e)
                 }
             }
@@ -396,7 +366,7 @@ impl Store {
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
-        F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+        F: FnMut(&WriteTxn) -> Result<Outcome<T>, E> + Send + 'static,
     {
         self.write_batched_in("", f).await
     }
@@ -408,7 +378,7 @@ impl Store {
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
-        F: FnMut(&WriteTransaction) -> Result<Outcome<T>, E> + Send + 'static,
+        F: FnMut(&WriteTxn) -> Result<Outcome<T>, E> + Send + 'static,
     {
         let batcher = self.batcher.get_or_init(|| batch::Batcher::start(&self.db, self.stats.clone()));
         batcher.submit(lane, f).await
@@ -443,7 +413,7 @@ impl Store {
     /// The generation of the last commit that wrote any of `tables` (0: none since start).
     pub fn table_generation(&self, tables: &[&str]) -> u64 {
         let t = self.stats.tables.lock().unwrap_or_else(|p| p.into_inner());
-        tables.iter().filter_map(|name| t.get(name).copied()).max().unwrap_or(0)
+        tables.iter().filter_map(|name| t.get(*name).copied()).max().unwrap_or(0)
     }
 
     /// Commit latency and batching counters since start.
@@ -546,21 +516,18 @@ impl KeySet {
     }
 
     /// Adds a key; returns whether it is new.
-    pub fn insert(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
-        note_write(self.name);
+    pub fn insert(&self, txn: &WriteTxn, key: &str) -> Result<bool, StoreError> {
         let empty: &[u8] = &[];
         Ok(txn.open_table(self.def())?.insert(key, empty)?.is_none())
     }
 
     /// Removes a key; returns whether it was there.
-    pub fn remove(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
-        note_write(self.name);
+    pub fn remove(&self, txn: &WriteTxn, key: &str) -> Result<bool, StoreError> {
         Ok(txn.open_table(self.def())?.remove(key)?.is_some())
     }
 
     /// Removes every key (to rebuild the index).
-    pub fn clear(&self, txn: &WriteTransaction) -> Result<(), StoreError> {
-        note_write(self.name);
+    pub fn clear(&self, txn: &WriteTxn) -> Result<(), StoreError> {
         txn.open_table(self.def())?.retain(|_, _| false)?;
         Ok(())
     }
@@ -717,23 +684,22 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
     }
 
     /// All records, inside a write transaction (to decide under the writer lock).
-    pub fn list_in_write(&self, txn: &WriteTransaction) -> Result<Vec<(String, T)>, StoreError> {
-        self.collect(&txn.open_table(self.def())?, "")
+    pub fn list_in_write(&self, txn: &WriteTxn) -> Result<Vec<(String, T)>, StoreError> {
+        self.collect(&txn.raw().open_table(self.def())?, "")
     }
 
     /// Records whose key starts with `prefix`, in key order, inside a write transaction.
-    pub fn list_prefix_in_write(&self, txn: &WriteTransaction, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
-        self.collect(&txn.open_table(self.def())?, prefix)
+    pub fn list_prefix_in_write(&self, txn: &WriteTxn, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
+        self.collect(&txn.raw().open_table(self.def())?, prefix)
     }
 
-    pub fn get_in_write(&self, txn: &WriteTransaction, key: &str) -> Result<Option<T>, StoreError> {
-        let table = txn.open_table(self.def())?;
+    pub fn get_in_write(&self, txn: &WriteTxn, key: &str) -> Result<Option<T>, StoreError> {
+        let table = txn.raw().open_table(self.def())?;
         let value = table.get(key)?;
         value.map(|v| self.decode(key, v.value())).transpose()
     }
 
-    pub fn put(&self, txn: &WriteTransaction, key: &str, value: &T) -> Result<(), StoreError> {
-        note_write(self.name);
+    pub fn put(&self, txn: &WriteTxn, key: &str, value: &T) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Backend(e.to_string()))?;
         let mut table = txn.open_table(self.def())?;
         table.insert(key, bytes.as_slice())?;
@@ -741,16 +707,14 @@ impl<T: Serialize + DeserializeOwned> JsonTable<T> {
     }
 
     /// Removes a record; returns whether it existed.
-    pub fn delete(&self, txn: &WriteTransaction, key: &str) -> Result<bool, StoreError> {
-        note_write(self.name);
+    pub fn delete(&self, txn: &WriteTxn, key: &str) -> Result<bool, StoreError> {
         let mut table = txn.open_table(self.def())?;
         let existed = table.remove(key)?.is_some();
         Ok(existed)
     }
 
     /// Removes every record whose key starts with `prefix`; returns how many.
-    pub fn delete_prefix(&self, txn: &WriteTransaction, prefix: &str) -> Result<usize, StoreError> {
-        note_write(self.name);
+    pub fn delete_prefix(&self, txn: &WriteTxn, prefix: &str) -> Result<usize, StoreError> {
         let mut table = txn.open_table(self.def())?;
         let keys: Vec<String> = {
             let mut keys = Vec::new();

@@ -5,11 +5,11 @@
 
 use std::cell::Cell;
 
-use redb::{ReadTransaction, WriteTransaction};
+use redb::ReadTransaction;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{JsonTable, Outcome, StoreError};
+use super::{JsonTable, Outcome, StoreError, WriteTxn};
 
 /// Where a domain function reads and writes rows.
 pub trait Rows {
@@ -20,7 +20,7 @@ pub trait Rows {
     fn durable(&self) -> bool;
 }
 
-impl Rows for WriteTransaction {
+impl Rows for WriteTxn {
     fn get<T: Serialize + DeserializeOwned>(&self, table: JsonTable<T>, key: &str) -> Result<Option<T>, StoreError> {
         table.get_in_write(self, key)
     }
