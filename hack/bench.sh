@@ -48,9 +48,21 @@ p.terminate(); p.wait()
 PY
 }
 
+# The server makes the key rings on its first start; no command does (a ring made by a command
+# would sign tokens the server rejects). Start one on `data` and stop it.
+make_keys() {
+  local data=$1 port pid
+  port=$(free_port)
+  GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=error "$bin" serve 2>/dev/null &
+  pid=$!
+  until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.05; done
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+
 start_to_ready() {
   local data="$work/start" port
-  GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" token operator --cluster-id clu_local >/dev/null 2>&1 || true
+  make_keys "$data"
   for _ in $(seq 1 15); do
     port=$(free_port)
     ready_ms "$port" GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null
@@ -181,6 +193,7 @@ callbacks() {
   local data="$work/callbacks" port dur="${BENCH_SECONDS:-10}"
   mkdir -p "$data" && : >"$work/kubeconfig"
   local token
+  make_keys "$data"
   token=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" token operator --cluster-id clu_local --ttl 1d 2>/dev/null | tail -n1)
   port=$(free_port)
   GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=warn \

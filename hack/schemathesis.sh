@@ -60,10 +60,21 @@ trap cleanup EXIT
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export GSHARE_CONFIG=/dev/null GSHARE_DATA_DIR="$work/data" GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=warn
-# Both tokens before the server starts: `admin token` makes the key rings, and `token operator`
-# then signs offline. With a server running, `token operator` asks it instead, and the server
-# refuses a token for a cluster that is not registered (clu_local is not), which ended this script
-# right after the admin token with no message (its stderr was discarded).
+# Both tokens before the server serves the run. The server makes the key rings on its first start
+# (no command does: a ring made by a command would sign tokens the server rejects), so it starts
+# once and stops; then both tokens are signed offline. With a server running, `token operator`
+# asks it instead, and the server refuses a token for a cluster that is not registered (clu_local
+# is not).
+"$bin" serve >"$work/first.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$work/first.log" >&2; exit 1; }
+    sleep 0.2
+done
+kill "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+server_pid=
 admin=$("$bin" admin token --ttl 1h | tail -1)
 operator=$("$bin" token operator --cluster-id clu_local --ttl 1h | tail -1)
 "$bin" serve >"$work/server.log" 2>&1 &
