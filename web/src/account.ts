@@ -27,14 +27,16 @@ export const signOutEverywhere = () => request<void>("POST", "/api/v1/account/si
 
 export const listAdmins = (signal?: AbortSignal) => get<{ data: AdminSummary[] }>("/api/v1/admins", signal).then((r) => r.data);
 
-export const addAdmin = (username: string, password: string) => request<AdminSummary>("POST", "/api/v1/admins", { body: { username, password } });
+export const addAdmin = (username: string, password: string) =>
+  request<AdminSummary>("POST", "/api/v1/admins", { body: { username, password } });
 
 export const removeAdmin = (username: string) => request<void>("DELETE", `/api/v1/admins/${encodeURIComponent(username)}`);
 
 /** What is wrong with a new password before it is sent ("" when nothing). */
 export function newPasswordProblem(next: string, current: string): string {
   if (!next) return "Required.";
-  if ([...next].length < MIN_PASSWORD) return `At least ${MIN_PASSWORD} characters (this one has ${[...next].length}); a few words make a good one.`;
+  if ([...next].length < MIN_PASSWORD)
+    return `At least ${MIN_PASSWORD} characters (this one has ${[...next].length}); a few words make a good one.`;
   if (current && next === current) return "Must differ from the current password.";
   return "";
 }

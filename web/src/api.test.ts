@@ -22,7 +22,10 @@ describe("csrfHeaders", () => {
 describe("request", () => {
   it("turns the error envelope into an ApiError", async () => {
     stubFetch({
-      "GET /api/v1/x": () => ({ status: 409, body: { error: { code: "conflict", message: "name taken", details: { name: "a" }, request_id: "r1" } } }),
+      "GET /api/v1/x": () => ({
+        status: 409,
+        body: { error: { code: "conflict", message: "name taken", details: { name: "a" }, request_id: "r1" } },
+      }),
     });
     const e = await request("GET", "/api/v1/x").catch((e) => e);
     expect(e).toBeInstanceOf(ApiError);

@@ -77,7 +77,9 @@ export async function request<T>(method: string, path: string, opts: RequestOpti
     }
   }
   if (!res.ok) {
-    const err = (json as { error?: { code?: string; message?: string; details?: Record<string, unknown>; request_id?: string } } | undefined)?.error;
+    const err = (
+      json as { error?: { code?: string; message?: string; details?: Record<string, unknown>; request_id?: string } } | undefined
+    )?.error;
     if (res.status === 401 && !opts.quiet401) onUnauthenticated();
     throw new ApiError(
       res.status,

@@ -8,10 +8,14 @@ describe("App", () => {
   it("signs in, shows the account, and signs out", async () => {
     let signedIn = false;
     const calls = stubFetch({
-      "GET /api/v1/auth/me": () => (signedIn ? { body: { username: "admin", auth: "cookie", csrf_token: "c1" } } : { status: 401, body: { error: { code: "unauthenticated", message: "no", details: {} } } }),
+      "GET /api/v1/auth/me": () =>
+        signedIn
+          ? { body: { username: "admin", auth: "cookie", csrf_token: "c1" } }
+          : { status: 401, body: { error: { code: "unauthenticated", message: "no", details: {} } } },
       "POST /api/v1/auth/login": (c) => {
         const b = c.body as { username: string; password: string };
-        if (b.password !== "pw") return { status: 401, body: { error: { code: "invalid_credentials", message: "wrong username or password", details: {} } } };
+        if (b.password !== "pw")
+          return { status: 401, body: { error: { code: "invalid_credentials", message: "wrong username or password", details: {} } } };
         signedIn = true;
         return { body: { username: "admin", csrf_token: "c1", access_token: "t", token_type: "Bearer", expires_in: 3600, expires_at: "" } };
       },

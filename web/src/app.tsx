@@ -25,10 +25,7 @@ const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
 ];
 
 type SignIn =
-  | { state: "checking" }
-  | { state: "out" }
-  | { state: "in"; account: Account; mustChange?: boolean }
-  | { state: "error"; error: unknown };
+  { state: "checking" } | { state: "out" } | { state: "in"; account: Account; mustChange?: boolean } | { state: "error"; error: unknown };
 
 export function App() {
   const path = usePath();
@@ -117,7 +114,12 @@ export function App() {
           ))}
         </nav>
         <span class="grow" />
-        <a class="account" href="/account" aria-current={path === "/account" ? "page" : undefined} title="Your account: password, admins, sign-ins">
+        <a
+          class="account"
+          href="/account"
+          aria-current={path === "/account" ? "page" : undefined}
+          title="Your account: password, admins, sign-ins"
+        >
           {auth.account.username}
         </a>
         <button

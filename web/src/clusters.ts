@@ -110,10 +110,7 @@ export const attachOperator = (id: string, force = false, labelNodes = false) =>
 
 /** What an admin who deploys by hand runs on a host with gshare and the cluster's kubeconfig. */
 export function manualCommands(id: string) {
-  return (
-    `gshare operator manifests --cluster-id ${id} \\\n` +
-    `  | KUBECONFIG=<this cluster's kubeconfig> kubectl apply -f -`
-  );
+  return `gshare operator manifests --cluster-id ${id} \\\n` + `  | KUBECONFIG=<this cluster's kubeconfig> kubectl apply -f -`;
 }
 
 export interface Page<T> {
@@ -154,8 +151,7 @@ export interface ConnectionTest {
   checked_at?: string;
 }
 
-export const effectiveDomain = (c: Cluster) =>
-  c.effective_session_domain ?? c.session_domain_effective ?? (c.session_domain || null);
+export const effectiveDomain = (c: Cluster) => c.effective_session_domain ?? c.session_domain_effective ?? (c.session_domain || null);
 export const probeError = (c: Cluster): ProbeError | null => c.last_error ?? c.last_probe_error ?? c.probe_error ?? null;
 export const isCordoned = (n: ClusterNode) => n.cordoned ?? n.schedulable === false;
 export const gpuMemMb = (g: Gpu) => g.memory_mb ?? g.total_mem_mb ?? g.vram_mb;
@@ -207,7 +203,6 @@ export type ClusterPatch = Partial<Pick<Cluster, "name" | "role" | "api_server" 
 export const patchCluster = (id: string, patch: ClusterPatch) =>
   request<Cluster>("PATCH", `/api/v1/clusters/${encodeURIComponent(id)}`, { body: patch });
 
-export const testConnection = (id: string) =>
-  request<ConnectionTest>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/connection-test`);
+export const testConnection = (id: string) => request<ConnectionTest>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/connection-test`);
 
 export const unregisterCluster = (id: string) => request<void>("DELETE", `/api/v1/clusters/${encodeURIComponent(id)}`);

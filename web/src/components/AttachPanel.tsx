@@ -69,13 +69,13 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
   return (
     <div class="attach-panel">
       <p>
-        Attach the operator: the server applies its CRDs, namespaces, RBAC, token Secret and Deployment through this
-        cluster's kubeconfig, and keeps the token renewed.
+        Attach the operator: the server applies its CRDs, namespaces, RBAC, token Secret and Deployment through this cluster's kubeconfig,
+        and keeps the token renewed.
       </p>
       <label class="small">
-        <input type="checkbox" checked={labelNodes} onChange={(e) => setLabelNodes(e.currentTarget.checked)} /> Label
-        nodes as upstream does where the labels are missing (GPU nodes gpu=on, gshare.io/gpu=true,
-        gshare.io/gpu-mode=fractional; CPU nodes gshare.io/node-type=cpu); labels set to other values are kept
+        <input type="checkbox" checked={labelNodes} onChange={(e) => setLabelNodes(e.currentTarget.checked)} /> Label nodes as upstream does
+        where the labels are missing (GPU nodes gpu=on, gshare.io/gpu=true, gshare.io/gpu-mode=fractional; CPU nodes
+        gshare.io/node-type=cpu); labels set to other values are kept
       </label>
       <div class="attach-actions">
         <button type="button" class="primary" disabled={busy} onClick={() => run(false)}>
@@ -95,8 +95,7 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
       <details class="attach-manual">
         <summary>Deploy by hand instead</summary>
         <p class="small muted">
-          On a host with <code>gshare</code> (its configuration names the public URL the operator calls back) and
-          the cluster's kubeconfig:
+          On a host with <code>gshare</code> (its configuration names the public URL the operator calls back) and the cluster's kubeconfig:
         </p>
         <CommandBlock label="Apply the operator's objects" command={manualCommands(props.clusterId)} />
       </details>

@@ -3,14 +3,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "../api";
-import {
-  patchCluster,
-  testConnection,
-  unregisterCluster,
-  type Cluster,
-  type ClusterPatch,
-  type ConnectionTest,
-} from "../clusters";
+import { patchCluster, testConnection, unregisterCluster, type Cluster, type ClusterPatch, type ConnectionTest } from "../clusters";
 import { formatMib, formatTime, plural } from "../format";
 import { apiServerProblem, hostnameProblem, onlyFieldErrors, serverFieldMessages } from "../form";
 import { FieldError, invalidProps } from "./Field";
@@ -180,7 +173,14 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         <div class="field">
           <label>
             Name
-            <input name="name" required maxLength={80} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} {...invalidProps("edit-name", msg("name"))} />
+            <input
+              name="name"
+              required
+              maxLength={80}
+              value={name}
+              onInput={(e) => setName((e.target as HTMLInputElement).value)}
+              {...invalidProps("edit-name", msg("name"))}
+            />
           </label>
           <FieldError id="edit-name-error" message={msg("name")} />
         </div>
@@ -194,7 +194,13 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         <div class="field">
           <label>
             API address
-            <input name="api_server" value={apiServer} spellcheck={false} onInput={(e) => setApiServer((e.target as HTMLInputElement).value)} {...invalidProps("edit-api", msg("api_server"))} />
+            <input
+              name="api_server"
+              value={apiServer}
+              spellcheck={false}
+              onInput={(e) => setApiServer((e.target as HTMLInputElement).value)}
+              {...invalidProps("edit-api", msg("api_server"))}
+            />
           </label>
           <FieldError id="edit-api-error" message={msg("api_server")} />
         </div>
@@ -232,15 +238,19 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
           Session ingress
           <input
             name="session_ingress"
-            placeholder={c.effective_session_ingress && !c.session_ingress ? `empty: the server's ${c.effective_session_ingress}` : "host:port, e.g. gpu-node-1:30080"}
+            placeholder={
+              c.effective_session_ingress && !c.session_ingress
+                ? `empty: the server's ${c.effective_session_ingress}`
+                : "host:port, e.g. gpu-node-1:30080"
+            }
             value={ingress}
             onInput={(e) => setIngress((e.target as HTMLInputElement).value)}
             aria-describedby="ingress-help"
           />
         </label>
         <p id="ingress-help" class="muted small">
-          Where this server relays <code>/proxy/</code> requests for the cluster's sessions (its ingress controller's
-          address), for when the session domain points here. Empty: not relayed.
+          Where this server relays <code>/proxy/</code> requests for the cluster's sessions (its ingress controller's address), for when the
+          session domain points here. Empty: not relayed.
         </p>
         {!onlyFieldErrors(error, ["name", "api_server", "session_domain"]) && <ErrorBox error={error} />}
         {saved && <p class="ok">Saved.</p>}
@@ -289,9 +299,9 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         ) : (
           <div class="confirm" role="group" aria-label="Confirm unregister">
             <p>
-              Unregister <strong>{c.name}</strong>? Its nodes, GPU devices, storage pools and kubeconfig file are removed
-              from this control plane, and its operator's callbacks are refused from then on. Session history and ledger
-              rows are kept. Registering it again gives it a new id.
+              Unregister <strong>{c.name}</strong>? Its nodes, GPU devices, storage pools and kubeconfig file are removed from this control
+              plane, and its operator's callbacks are refused from then on. Session history and ledger rows are kept. Registering it again
+              gives it a new id.
             </p>
             {refused ? (
               <div class="error" role="alert">

@@ -37,7 +37,15 @@ function ProbeFailure(props: { error: ApiError }) {
   const d = props.error.details as { stage?: string; cause?: string; hint?: string; checks?: Check[] };
   return (
     <div class="error probe" role="alert">
-      <strong>Probe failed{d.stage ? <> at stage <code class="stage">{d.stage}</code></> : null}</strong>
+      <strong>
+        Probe failed
+        {d.stage ? (
+          <>
+            {" "}
+            at stage <code class="stage">{d.stage}</code>
+          </>
+        ) : null}
+      </strong>
       <p class="cause">{d.cause ?? props.error.message}</p>
       {d.hint && <p class="hint">Hint: {d.hint}</p>}
       {d.checks && <Checks checks={d.checks} />}

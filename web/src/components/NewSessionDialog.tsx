@@ -39,7 +39,8 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
   const chosen = offeringId || (active.length === 1 ? active[0].id : "");
   const offering = active.find((o) => o.id === chosen);
   const picked = (clusters.data ?? []).find((c) => c.id === clusterId);
-  const pickedOperator = picked?.status === "connected" && picked.operator && picked.operator.state !== "connected" ? picked.operator : null;
+  const pickedOperator =
+    picked?.status === "connected" && picked.operator && picked.operator.state !== "connected" ? picked.operator : null;
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -75,7 +76,14 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
       <form class="dialog-body form" onSubmit={submit}>
         <label>
           Offering
-          <select name="offering_id" aria-label="Offering" value={chosen} required autoFocus onChange={(e) => setOfferingId((e.target as HTMLSelectElement).value)}>
+          <select
+            name="offering_id"
+            aria-label="Offering"
+            value={chosen}
+            required
+            autoFocus
+            onChange={(e) => setOfferingId((e.target as HTMLSelectElement).value)}
+          >
             {active.length !== 1 && (
               <option value="" disabled>
                 {offerings.loading && !offerings.data ? "Loading offerings…" : "Choose an offering"}
@@ -112,7 +120,12 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
         )}
         <label>
           Cluster <span class="muted">(optional)</span>
-          <select name="cluster_id" aria-label="Cluster" value={clusterId} onChange={(e) => setClusterId((e.target as HTMLSelectElement).value)}>
+          <select
+            name="cluster_id"
+            aria-label="Cluster"
+            value={clusterId}
+            onChange={(e) => setClusterId((e.target as HTMLSelectElement).value)}
+          >
             <option value="">Any connected cluster</option>
             {(clusters.data ?? []).map((c) => {
               const unfit = clusterUnfit(c);
@@ -135,11 +148,23 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
         {clusters.error != null && <p class="small muted">Cannot list clusters; the server will pick a connected one.</p>}
         <label>
           Name <span class="muted">(optional)</span>
-          <input name="name" maxLength={80} autocomplete="off" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+          <input
+            name="name"
+            maxLength={80}
+            autocomplete="off"
+            value={name}
+            onInput={(e) => setName((e.target as HTMLInputElement).value)}
+          />
         </label>
         <label>
           Owner <span class="muted">(optional)</span>
-          <input name="owner" autocomplete="off" placeholder="you, the signed-in admin" value={owner} onInput={(e) => setOwner((e.target as HTMLInputElement).value)} />
+          <input
+            name="owner"
+            autocomplete="off"
+            placeholder="you, the signed-in admin"
+            value={owner}
+            onInput={(e) => setOwner((e.target as HTMLInputElement).value)}
+          />
         </label>
         <label>
           Image override <span class="muted">(optional)</span>

@@ -66,7 +66,10 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
   );
 }
 
-export function NodesPanel(props: { clusterId: string; /** A node to bring into view and mark (a link from the overview). */ highlight?: string }) {
+export function NodesPanel(props: {
+  clusterId: string;
+  /** A node to bring into view and mark (a link from the overview). */ highlight?: string;
+}) {
   const polled = usePoll((signal) => listNodes(props.clusterId, signal), 10000, [props.clusterId]);
   const loaded = !!polled.data;
   useEffect(() => {
@@ -83,26 +86,26 @@ export function NodesPanel(props: { clusterId: string; /** A node to bring into 
       {polled.data && polled.data.length === 0 && <p class="muted">No nodes reported yet.</p>}
       {polled.data && polled.data.length > 0 && (
         <div class="table-wrap" role="region" aria-label={`Nodes of ${props.clusterId}`} tabIndex={0}>
-        <table class="nodes-table">
-          <caption class="sr-only">Nodes</caption>
-          <thead>
-            <tr>
-              <th scope="col">Node</th>
-              <th scope="col">Ready</th>
-              <th scope="col">Scheduling</th>
-              <th scope="col">GPUs</th>
-              <th scope="col">Last seen</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {polled.data.map((n) => (
-              <NodeRow key={n.name} clusterId={props.clusterId} node={n} onChanged={polled.reload} />
-            ))}
-          </tbody>
-        </table>
+          <table class="nodes-table">
+            <caption class="sr-only">Nodes</caption>
+            <thead>
+              <tr>
+                <th scope="col">Node</th>
+                <th scope="col">Ready</th>
+                <th scope="col">Scheduling</th>
+                <th scope="col">GPUs</th>
+                <th scope="col">Last seen</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {polled.data.map((n) => (
+                <NodeRow key={n.name} clusterId={props.clusterId} node={n} onChanged={polled.reload} />
+              ))}
+            </tbody>
+          </table>
         </div>
       )}
     </div>

@@ -94,7 +94,11 @@ const intIn = (v: string, lo: number, hi: number, what: string): string => {
 export function formProblems(f: Form, editing: boolean): Record<string, string> {
   const gpu = f.resource_class === "gpu";
   const out: Record<string, string> = {
-    name: !f.name.trim() ? "Required: a name people pick sessions by, e.g. a100-20g." : f.name.trim().length > 80 ? "At most 80 characters." : "",
+    name: !f.name.trim()
+      ? "Required: a name people pick sessions by, e.g. a100-20g."
+      : f.name.trim().length > 80
+        ? "At most 80 characters."
+        : "",
     image: imageProblem(f.image),
     gpu_mem_mb: !gpu
       ? ""
@@ -120,7 +124,19 @@ export function formProblems(f: Form, editing: boolean): Record<string, string> 
   return out;
 }
 
-const SHOWN = ["name", "image", "gpu_model", "gpu_mem_mb", "gpu_cores", "cpu", "mem_gb", "disk_gb", "idle_timeout_sec", "max_runtime_sec", "mode"];
+const SHOWN = [
+  "name",
+  "image",
+  "gpu_model",
+  "gpu_mem_mb",
+  "gpu_cores",
+  "cpu",
+  "mem_gb",
+  "disk_gb",
+  "idle_timeout_sec",
+  "max_runtime_sec",
+  "mode",
+];
 
 export function OfferingDialog(props: { offering?: Offering; onClose: () => void; onSaved: (o: Offering) => void }) {
   const original = props.offering;
@@ -197,7 +213,12 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
           </select>
           {original && <span class="small muted">fixed once created; create another offering for the other class</span>}
         </label>
-        {field("image", "Image", { required: true, placeholder: "registry.example.com/team/notebook:tag", spellcheck: false, autocomplete: "off" })}
+        {field("image", "Image", {
+          required: true,
+          placeholder: "registry.example.com/team/notebook:tag",
+          spellcheck: false,
+          autocomplete: "off",
+        })}
         {f.resource_class === "gpu" && (
           <fieldset>
             <legend>GPU</legend>
@@ -229,7 +250,8 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
         )}
         {Object.keys(local).length > 0 && (
           <p class="field-error" role="alert">
-            {Object.keys(local).length === 1 ? "One field needs attention" : `${Object.keys(local).length} fields need attention`}; nothing was sent.
+            {Object.keys(local).length === 1 ? "One field needs attention" : `${Object.keys(local).length} fields need attention`}; nothing
+            was sent.
           </p>
         )}
         {onlyFieldErrors(error, SHOWN) || (error instanceof ApiError && error.code === "conflict") ? (

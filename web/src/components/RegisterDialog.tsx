@@ -18,7 +18,9 @@ export const MAX_KUBECONFIG_BYTES = 512 * 1024;
 /** The picked file as kubeconfig text, or why it is not one. */
 export async function readKubeconfigFile(f: File): Promise<{ text: string } | { problem: string }> {
   if (f.size > MAX_KUBECONFIG_BYTES)
-    return { problem: `${f.name} is ${f.size >= 1 << 20 ? `${(f.size / (1 << 20)).toFixed(1)} MiB` : `${Math.round(f.size / 1024)} KiB`}; a kubeconfig is a few KiB. Choose the cluster's kubeconfig (e.g. admin.conf).` };
+    return {
+      problem: `${f.name} is ${f.size >= 1 << 20 ? `${(f.size / (1 << 20)).toFixed(1)} MiB` : `${Math.round(f.size / 1024)} KiB`}; a kubeconfig is a few KiB. Choose the cluster's kubeconfig (e.g. admin.conf).`,
+    };
   if (f.size === 0) return { problem: `${f.name} is empty.` };
   const bytes = new Uint8Array(await f.arrayBuffer());
   let text = "";
@@ -37,7 +39,9 @@ export async function readKubeconfigFile(f: File): Promise<{ text: string } | { 
 export function duplicateOf(e: unknown): { id: string; name: string } | null {
   if (!(e instanceof ApiError) || e.status !== 409) return null;
   const d = e.details as { cluster_id?: unknown; cluster_name?: unknown };
-  return typeof d.cluster_id === "string" ? { id: d.cluster_id, name: typeof d.cluster_name === "string" ? d.cluster_name : d.cluster_id } : null;
+  return typeof d.cluster_id === "string"
+    ? { id: d.cluster_id, name: typeof d.cluster_name === "string" ? d.cluster_name : d.cluster_id }
+    : null;
 }
 
 export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: Cluster) => void; onOpenCluster?: (id: string) => void }) {
@@ -114,8 +118,8 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
       <Dialog key="registered" title="Cluster registered" onClose={props.onClose} wide>
         <div class="dialog-body registered">
           <p>
-            <strong>{created.name}</strong> is registered as{" "}
-            <code class="new-cluster-id">{created.id}</code> <CopyButton text={created.id} label="Copy id" />
+            <strong>{created.name}</strong> is registered as <code class="new-cluster-id">{created.id}</code>{" "}
+            <CopyButton text={created.id} label="Copy id" />
           </p>
           {created.checks && <Checks checks={created.checks} />}
           <AttachPanel clusterId={created.id} onAttached={() => props.onRegistered(created)} />
@@ -190,8 +194,8 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
             <FieldError id="reg-kc-error" message={msg("kubeconfig") || msg("kubeconfig_b64")} />
           </div>
           <p class="small muted" id="reg-kc-help">
-            Its <code>server:</code> must be reachable from this control plane — <code>127.0.0.1</code> in a kubeadm
-            admin.conf usually is not; fill in the API address below then. The file is kept only on the server, never shown again.
+            Its <code>server:</code> must be reachable from this control plane — <code>127.0.0.1</code> in a kubeadm admin.conf usually is
+            not; fill in the API address below then. The file is kept only on the server, never shown again.
           </p>
         </fieldset>
         <div class="field">
@@ -224,7 +228,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
           </label>
           <FieldError id="reg-domain-error" message={msg("session_domain")} />
           <p class="small muted help" id="reg-domain-help">
-          The host sessions on this cluster are opened under; sessions cannot be opened until it is set (Edit can set it later).
+            The host sessions on this cluster are opened under; sessions cannot be opened until it is set (Edit can set it later).
           </p>
         </div>
         {dup ? (

@@ -4,15 +4,7 @@
 import { useState } from "preact/hooks";
 import { ApiError, get } from "../api";
 import { login } from "../auth";
-import {
-  addAdmin,
-  changePassword,
-  listAdmins,
-  MIN_PASSWORD,
-  newPasswordProblem,
-  removeAdmin,
-  signOutEverywhere,
-} from "../account";
+import { addAdmin, changePassword, listAdmins, MIN_PASSWORD, newPasswordProblem, removeAdmin, signOutEverywhere } from "../account";
 import { ErrorBox } from "../components/Errors";
 import { SnapshotsPanel } from "../components/SnapshotsPanel";
 import { FieldError, invalidProps } from "../components/Field";
@@ -70,8 +62,8 @@ export function PasswordForm(props: { username: string; initial?: boolean; onCha
       <h2 id="password-title">{props.initial ? "Choose your own password" : "Change your password"}</h2>
       {props.initial && (
         <p>
-          You signed in with the initial password from <code>initial-admin-password</code>. Choose a password of your own
-          (at least {MIN_PASSWORD} characters); the file is deleted once you have.
+          You signed in with the initial password from <code>initial-admin-password</code>. Choose a password of your own (at least{" "}
+          {MIN_PASSWORD} characters); the file is deleted once you have.
         </p>
       )}
       <div class="field">
@@ -145,7 +137,11 @@ function Admins(props: { me: string }) {
   const [removeError, setRemoveError] = useState<unknown>(null);
   const local: Record<string, string> = checked
     ? {
-        username: !name.trim() ? "Required." : /^[A-Za-z0-9._@-]{1,64}$/.test(name.trim()) ? "" : "1–64 characters: letters, digits and - _ . @ only.",
+        username: !name.trim()
+          ? "Required."
+          : /^[A-Za-z0-9._@-]{1,64}$/.test(name.trim())
+            ? ""
+            : "1–64 characters: letters, digits and - _ . @ only.",
         password: newPasswordProblem(password, ""),
       }
     : {};
@@ -199,7 +195,13 @@ function Admins(props: { me: string }) {
               {a.username === props.me && <span class="muted"> (you)</span>}
               <span class="small muted"> · password set {formatTime(a.password_changed_at)}</span>
               {a.username !== props.me && (
-                <button type="button" class="danger" disabled={busy !== ""} onClick={() => remove(a.username)} aria-label={`Remove ${a.username}`}>
+                <button
+                  type="button"
+                  class="danger"
+                  disabled={busy !== ""}
+                  onClick={() => remove(a.username)}
+                  aria-label={`Remove ${a.username}`}
+                >
                   {busy === a.username ? "Removing…" : "Remove"}
                 </button>
               )}
@@ -211,7 +213,13 @@ function Admins(props: { me: string }) {
         <div class="field">
           <label>
             New admin's username
-            <input name="username" autocomplete="off" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} {...invalidProps("adm-name", msg("username"))} />
+            <input
+              name="username"
+              autocomplete="off"
+              value={name}
+              onInput={(e) => setName((e.target as HTMLInputElement).value)}
+              {...invalidProps("adm-name", msg("username"))}
+            />
           </label>
           <FieldError id="adm-name-error" message={msg("username")} />
         </div>
@@ -229,7 +237,9 @@ function Admins(props: { me: string }) {
           </label>
           <FieldError id="adm-pw-error" message={msg("password")} />
         </div>
-        {!onlyFieldErrors(error, ["username", "password"]) && !(error instanceof ApiError && error.status === 409) && <ErrorBox error={error} title="Not added" />}
+        {!onlyFieldErrors(error, ["username", "password"]) && !(error instanceof ApiError && error.status === 409) && (
+          <ErrorBox error={error} title="Not added" />
+        )}
         <div class="dialog-foot">
           <button type="submit" disabled={busy !== ""}>
             {busy === "add" ? "Adding…" : "Add admin"}

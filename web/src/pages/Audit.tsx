@@ -153,7 +153,12 @@ export function AuditPage() {
             setApplied({ action: action.trim(), actor: actor.trim() });
           }}
         >
-          <input aria-label="Action" placeholder="action, e.g. cluster.register" value={action} onInput={(e) => setAction((e.target as HTMLInputElement).value)} />
+          <input
+            aria-label="Action"
+            placeholder="action, e.g. cluster.register"
+            value={action}
+            onInput={(e) => setAction((e.target as HTMLInputElement).value)}
+          />
           <input aria-label="Actor" placeholder="actor" value={actor} onInput={(e) => setActor((e.target as HTMLInputElement).value)} />
           <button type="submit">Filter</button>
         </form>
@@ -163,40 +168,40 @@ export function AuditPage() {
       {polled.data && polled.data.data.length === 0 && <p class="muted">No entries.</p>}
       {polled.data && polled.data.data.length > 0 && (
         <div class="table-wrap" role="region" aria-label="Audit entries" tabIndex={0}>
-        <table class="audit">
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Actor</th>
-              <th scope="col">Action</th>
-              <th scope="col">Target</th>
-              <th scope="col">Result</th>
-              <th scope="col">Details</th>
-              <th scope="col">Client</th>
-              <th scope="col">Request</th>
-            </tr>
-          </thead>
-          <tbody>
-            {polled.data.data.map((a, i) => (
-              <tr key={`${a.at}-${a.request_id ?? i}`}>
-                <td>{formatTime(a.at)}</td>
-                <td>{a.actor}</td>
-                <td>
-                  <code>{a.action}</code>
-                </td>
-                <td class="target">{a.target ? <IdRef id={a.target} names={names} recorded={recorded} /> : "—"}</td>
-                <td class={a.result && a.result !== "ok" && a.result !== "success" ? "bad" : undefined}>{a.result ?? "—"}</td>
-                <td class="details">
-                  <Details details={a.details} names={names} />
-                </td>
-                <td title={a.user_agent ?? undefined}>{a.client_addr ?? "—"}</td>
-                <td>
-                  <code class="small">{a.request_id ?? ""}</code>
-                </td>
+          <table class="audit">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Actor</th>
+                <th scope="col">Action</th>
+                <th scope="col">Target</th>
+                <th scope="col">Result</th>
+                <th scope="col">Details</th>
+                <th scope="col">Client</th>
+                <th scope="col">Request</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {polled.data.data.map((a, i) => (
+                <tr key={`${a.at}-${a.request_id ?? i}`}>
+                  <td>{formatTime(a.at)}</td>
+                  <td>{a.actor}</td>
+                  <td>
+                    <code>{a.action}</code>
+                  </td>
+                  <td class="target">{a.target ? <IdRef id={a.target} names={names} recorded={recorded} /> : "—"}</td>
+                  <td class={a.result && a.result !== "ok" && a.result !== "success" ? "bad" : undefined}>{a.result ?? "—"}</td>
+                  <td class="details">
+                    <Details details={a.details} names={names} />
+                  </td>
+                  <td title={a.user_agent ?? undefined}>{a.client_addr ?? "—"}</td>
+                  <td>
+                    <code class="small">{a.request_id ?? ""}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
         </div>
       )}
       {p && <Pager label="Audit pages" page={page} totalPages={p.total_pages} onPage={setPage} />}

@@ -24,11 +24,19 @@ const COLUMNS = 8;
 
 export function HeartbeatCell(props: { ageS: number | null | undefined; loadedAt: number }) {
   const now = useTick();
-  if (props.ageS == null) return <span class="muted" title="no inventory report from the operator yet">never</span>;
+  if (props.ageS == null)
+    return (
+      <span class="muted" title="no inventory report from the operator yet">
+        never
+      </span>
+    );
   const age = props.ageS + Math.max(0, now - props.loadedAt) / 1000;
   const stale = age > HEARTBEAT_STALE_S;
   return (
-    <span class={stale ? "heartbeat stale" : "heartbeat"} title={stale ? `no report for over ${HEARTBEAT_STALE_S / 60} minutes` : undefined}>
+    <span
+      class={stale ? "heartbeat stale" : "heartbeat"}
+      title={stale ? `no report for over ${HEARTBEAT_STALE_S / 60} minutes` : undefined}
+    >
       {formatAge(age)}
       {stale && <span class="sr-only"> (stale)</span>}
     </span>
@@ -80,7 +88,9 @@ function OperatorPodState(props: { pods: NonNullable<Cluster["operator"]>["pod"]
       {p.log_error && <div class="muted">{p.log_error}</div>}
       {p.log && p.log.lines.length > 0 && (
         <details>
-          <summary>last {p.log.lines.length} log lines{p.log.previous ? " (the run that crashed)" : ""}</summary>
+          <summary>
+            last {p.log.lines.length} log lines{p.log.previous ? " (the run that crashed)" : ""}
+          </summary>
           <pre class="operator-log">{p.log.lines.join("\n")}</pre>
         </details>
       )}
@@ -145,7 +155,16 @@ interface RowProps {
   highlightNode?: string;
 }
 
-export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multiCluster, loadedAt, onToggle, onEdit, onAttach, highlightNode }: RowProps) {
+export const ClusterRow = memo(function ClusterRow({
+  cluster: c,
+  expanded,
+  multiCluster,
+  loadedAt,
+  onToggle,
+  onEdit,
+  onAttach,
+  highlightNode,
+}: RowProps) {
   const domain = effectiveDomain(c);
   const domainUnset = !c.session_domain;
   return (
@@ -281,7 +300,11 @@ export function ClustersPage() {
   const totals = useMemo(
     () =>
       clusters.reduce(
-        (t, c) => ({ nodes: t.nodes + (c.node_count ?? 0), gpus: t.gpus + (c.gpu_count ?? 0), sessions: t.sessions + (c.running_sessions ?? 0) }),
+        (t, c) => ({
+          nodes: t.nodes + (c.node_count ?? 0),
+          gpus: t.gpus + (c.gpu_count ?? 0),
+          sessions: t.sessions + (c.running_sessions ?? 0),
+        }),
         { nodes: 0, gpus: 0, sessions: 0 },
       ),
     [clusters],
@@ -309,8 +332,14 @@ export function ClustersPage() {
           Register cluster
         </button>
       </div>
-      {polled.error != null && <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load clusters"} />}
-      {polled.loading && !polled.data && <p class="loading" aria-live="polite">Loading clusters…</p>}
+      {polled.error != null && (
+        <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load clusters"} />
+      )}
+      {polled.loading && !polled.data && (
+        <p class="loading" aria-live="polite">
+          Loading clusters…
+        </p>
+      )}
       {polled.data && clusters.length === 0 && (
         <div class="empty">
           <p>No cluster is registered yet.</p>
@@ -321,48 +350,44 @@ export function ClustersPage() {
       )}
       {shown.length > 0 && (
         <div class="table-wrap" role="region" aria-label="Cluster list" tabIndex={0}>
-        <table class="clusters">
-          <thead>
-            <tr>
-              <th scope="col">Cluster</th>
-              <th scope="col">API address</th>
-              <th scope="col">Session domain</th>
-              <th scope="col">State</th>
-              <th scope="col">Operator</th>
-              <th scope="col" class="num">
-                Nodes / GPUs / sessions
-              </th>
-              <th scope="col">Heartbeat</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {shown.map((c) => (
-              <ClusterRow
-                key={c.id}
-                cluster={c}
-                expanded={expanded.has(c.id)}
-                multiCluster={multiCluster}
-                loadedAt={polled.loadedAt}
-                onToggle={onToggle}
-                onEdit={onEdit}
-                onAttach={onAttach}
-                highlightNode={highlight?.id === c.id ? highlight.node : undefined}
-              />
-            ))}
-          </tbody>
-        </table>
+          <table class="clusters">
+            <thead>
+              <tr>
+                <th scope="col">Cluster</th>
+                <th scope="col">API address</th>
+                <th scope="col">Session domain</th>
+                <th scope="col">State</th>
+                <th scope="col">Operator</th>
+                <th scope="col" class="num">
+                  Nodes / GPUs / sessions
+                </th>
+                <th scope="col">Heartbeat</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {shown.map((c) => (
+                <ClusterRow
+                  key={c.id}
+                  cluster={c}
+                  expanded={expanded.has(c.id)}
+                  multiCluster={multiCluster}
+                  loadedAt={polled.loadedAt}
+                  onToggle={onToggle}
+                  onEdit={onEdit}
+                  onAttach={onAttach}
+                  highlightNode={highlight?.id === c.id ? highlight.node : undefined}
+                />
+              ))}
+            </tbody>
+          </table>
         </div>
       )}
       {polled.data && clusters.length > 0 && shown.length === 0 && <p class="muted">No cluster matches “{filter}”.</p>}
       {dialog?.kind === "register" && (
-        <RegisterDialog
-          onClose={() => setDialog(null)}
-          onRegistered={() => polled.reload()}
-          onOpenCluster={openCluster}
-        />
+        <RegisterDialog onClose={() => setDialog(null)} onRegistered={() => polled.reload()} onOpenCluster={openCluster} />
       )}
       {dialog?.kind === "attach" && (
         <Dialog title={`Attach the operator to ${dialog.cluster.name}`} onClose={() => setDialog(null)} wide>
@@ -376,13 +401,7 @@ export function ClustersPage() {
           </footer>
         </Dialog>
       )}
-      {dialog?.kind === "edit" && (
-        <EditDialog
-          cluster={dialog.cluster}
-          onClose={() => setDialog(null)}
-          onChanged={() => polled.reload()}
-        />
-      )}
+      {dialog?.kind === "edit" && <EditDialog cluster={dialog.cluster} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />}
     </section>
   );
 }

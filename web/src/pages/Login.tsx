@@ -60,8 +60,7 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
           setHeldFor((err.details as { scope?: unknown }).scope === "username" ? username : null);
           setError(null);
         } else setError(new Error("Too many failed sign-ins. Wait a few minutes before trying again."));
-      }
-      else setError(err);
+      } else setError(err);
     } finally {
       setBusy(false);
     }
@@ -73,7 +72,13 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
         <p class="muted">Sign in to the console.</p>
         <label>
           Username
-          <input name="username" autocomplete="username" required value={username} onInput={(e) => setUsername((e.target as HTMLInputElement).value)} />
+          <input
+            name="username"
+            autocomplete="username"
+            required
+            value={username}
+            onInput={(e) => setUsername((e.target as HTMLInputElement).value)}
+          />
         </label>
         <label>
           Password
@@ -90,8 +95,8 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
         <ErrorBox error={error} />
         {waiting > 0 && (
           <div class="error throttled" role="alert">
-            Too many failed sign-ins. Wait <span class="retry-wait">{waitText(asked)}</span> before trying again — until then
-            no password is checked, not even the right one.
+            Too many failed sign-ins. Wait <span class="retry-wait">{waitText(asked)}</span> before trying again — until then no password is
+            checked, not even the right one.
           </div>
         )}
         <button type="submit" class="primary" disabled={busy || waiting > 0}>

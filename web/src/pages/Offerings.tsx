@@ -12,7 +12,16 @@ import { NotYet } from "../components/NotYet";
 import { OfferingDialog } from "../components/OfferingDialog";
 import { usePoll } from "../hooks";
 import { useHashTarget } from "../router";
-import { deleteOffering, gpuShape, idleText, listOfferings, maxRuntimeText, patchOffering, resourcesShape, type Offering } from "../offerings";
+import {
+  deleteOffering,
+  gpuShape,
+  idleText,
+  listOfferings,
+  maxRuntimeText,
+  patchOffering,
+  resourcesShape,
+  type Offering,
+} from "../offerings";
 
 export const POLL_MS = 10000;
 
@@ -40,8 +49,8 @@ function DeleteOfferingDialog(props: { offering: Offering; onClose: () => void; 
     <Dialog title="Delete offering" onClose={props.onClose}>
       <div class="dialog-body">
         <p>
-          Delete offering <strong>{o.name}</strong> <code>{o.id}</code>? No new session can be started from it. Deleting is refused
-          while sessions use it.
+          Delete offering <strong>{o.name}</strong> <code>{o.id}</code>? No new session can be started from it. Deleting is refused while
+          sessions use it.
         </p>
         <ErrorBox error={error} title={inUse ? "Refused: the offering is in use" : "Delete failed"}>
           <Advice error={error} />
@@ -95,7 +104,9 @@ export function OfferingsPage() {
           New offering
         </button>
       </div>
-      {polled.error != null && <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load offerings"} />}
+      {polled.error != null && (
+        <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load offerings"} />
+      )}
       {polled.loading && !polled.data && (
         <p class="loading" aria-live="polite">
           Loading offerings…
@@ -111,64 +122,73 @@ export function OfferingsPage() {
       )}
       {offerings.length > 0 && (
         <div class="table-wrap" role="region" aria-label="Offering list" tabIndex={0}>
-        <table class="offerings">
-          <thead>
-            <tr>
-              <th scope="col">Offering</th>
-              <th scope="col">Class</th>
-              <th scope="col">Shape</th>
-              <th scope="col">Image</th>
-              <th scope="col">Idle / max runtime</th>
-              <th scope="col">Status</th>
-              <th scope="col" class="num">
-                Live sessions
-              </th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {offerings.map((o) => (
-              <tr key={o.id} class="offering-row" data-offering-id={o.id}>
-                <td>
-                  <span class="offering-name">{o.name}</span>
-                  <div class="idline flush">
-                    <code class="offering-id">{o.id}</code> <CopyButton text={o.id} label="Copy id" />
-                  </div>
-                </td>
-                <td>{o.resource_class}</td>
-                <td>
-                  {o.resource_class === "gpu" && <div>{gpuShape(o)}</div>}
-                  <div class={o.resource_class === "gpu" ? "small muted" : undefined}>{resourcesShape(o)}</div>
-                </td>
-                <td>
-                  <code class="image">{o.image}</code>
-                </td>
-                <td>
-                  {idleText(o.idle_timeout_sec)} / {maxRuntimeText(o.max_runtime_sec)}
-                </td>
-                <td>
-                  <span class={`badge offering-${o.status}`}>{o.status}</span>
-                </td>
-                <td class="num">{o.sessions}</td>
-                <td class="actions">
-                  <button type="button" aria-label={`Edit ${o.name}`} onClick={() => setDialog({ kind: "edit", offering: o })}>
-                    Edit
-                  </button>{" "}
-                  <button type="button" class="danger" aria-label={`Delete ${o.name}`} onClick={() => setDialog({ kind: "delete", offering: o })}>
-                    Delete
-                  </button>
-                </td>
+          <table class="offerings">
+            <thead>
+              <tr>
+                <th scope="col">Offering</th>
+                <th scope="col">Class</th>
+                <th scope="col">Shape</th>
+                <th scope="col">Image</th>
+                <th scope="col">Idle / max runtime</th>
+                <th scope="col">Status</th>
+                <th scope="col" class="num">
+                  Live sessions
+                </th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {offerings.map((o) => (
+                <tr key={o.id} class="offering-row" data-offering-id={o.id}>
+                  <td>
+                    <span class="offering-name">{o.name}</span>
+                    <div class="idline flush">
+                      <code class="offering-id">{o.id}</code> <CopyButton text={o.id} label="Copy id" />
+                    </div>
+                  </td>
+                  <td>{o.resource_class}</td>
+                  <td>
+                    {o.resource_class === "gpu" && <div>{gpuShape(o)}</div>}
+                    <div class={o.resource_class === "gpu" ? "small muted" : undefined}>{resourcesShape(o)}</div>
+                  </td>
+                  <td>
+                    <code class="image">{o.image}</code>
+                  </td>
+                  <td>
+                    {idleText(o.idle_timeout_sec)} / {maxRuntimeText(o.max_runtime_sec)}
+                  </td>
+                  <td>
+                    <span class={`badge offering-${o.status}`}>{o.status}</span>
+                  </td>
+                  <td class="num">{o.sessions}</td>
+                  <td class="actions">
+                    <button type="button" aria-label={`Edit ${o.name}`} onClick={() => setDialog({ kind: "edit", offering: o })}>
+                      Edit
+                    </button>{" "}
+                    <button
+                      type="button"
+                      class="danger"
+                      aria-label={`Delete ${o.name}`}
+                      onClick={() => setDialog({ kind: "delete", offering: o })}
+                    >
+                      Delete
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
         </div>
       )}
       {dialog?.kind === "new" && <OfferingDialog onClose={() => setDialog(null)} onSaved={() => polled.reload()} />}
-      {dialog?.kind === "edit" && <OfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onSaved={() => polled.reload()} />}
-      {dialog?.kind === "delete" && <DeleteOfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />}
+      {dialog?.kind === "edit" && (
+        <OfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onSaved={() => polled.reload()} />
+      )}
+      {dialog?.kind === "delete" && (
+        <DeleteOfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />
+      )}
     </section>
   );
 }

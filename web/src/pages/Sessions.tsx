@@ -42,7 +42,11 @@ const EXPLAINED = new Set(["paused", "error", "terminated"]);
 export function AgeCell(props: { session: Session }) {
   const now = useTick();
   const s = props.session;
-  const title = [`created ${formatTime(s.created_at)}`, s.started_at && `started ${formatTime(s.started_at)}`, s.ended_at && `ended ${formatTime(s.ended_at)}`]
+  const title = [
+    `created ${formatTime(s.created_at)}`,
+    s.started_at && `started ${formatTime(s.started_at)}`,
+    s.ended_at && `ended ${formatTime(s.ended_at)}`,
+  ]
     .filter(Boolean)
     .join("\n");
   return (
@@ -73,7 +77,9 @@ function NodeCell(props: { session: Session }) {
   const s = props.session;
   const share =
     s.resource_class === "gpu"
-      ? [s.mode, s.gpu_mem_mb != null && formatMib(s.gpu_mem_mb), s.gpu_cores != null && `${s.gpu_cores}% cores`].filter(Boolean).join(" · ")
+      ? [s.mode, s.gpu_mem_mb != null && formatMib(s.gpu_mem_mb), s.gpu_cores != null && `${s.gpu_cores}% cores`]
+          .filter(Boolean)
+          .join(" · ")
       : "CPU";
   return (
     <>
@@ -190,7 +196,13 @@ export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDe
           <button type="button" disabled={!can("resume") || busy !== ""} aria-label={`Resume ${label}`} onClick={() => act("resume")}>
             {busy === "resume" ? "Resuming…" : "Resume"}
           </button>{" "}
-          <button type="button" class="danger" disabled={!can("delete") || busy !== ""} aria-label={`Delete ${label}`} onClick={() => onDelete(s)}>
+          <button
+            type="button"
+            class="danger"
+            disabled={!can("delete") || busy !== ""}
+            aria-label={`Delete ${label}`}
+            onClick={() => onDelete(s)}
+          >
             Delete
           </button>
         </td>
@@ -246,8 +258,8 @@ function DeleteDialog(props: { session: Session; onClose: () => void; onChanged:
     <Dialog title="Delete session" onClose={props.onClose}>
       <div class="dialog-body">
         <p>
-          Delete session <strong>{label}</strong> <code>{s.id}</code> on {s.cluster_name || s.cluster_id}? Its workload is stopped
-          and unsaved work is lost; its record is kept (turn off Live only to see ended sessions).
+          Delete session <strong>{label}</strong> <code>{s.id}</code> on {s.cluster_name || s.cluster_id}? Its workload is stopped and
+          unsaved work is lost; its record is kept (turn off Live only to see ended sessions).
         </p>
         <ErrorBox error={error} title="Delete failed">
           <Advice error={error} />
@@ -255,8 +267,8 @@ function DeleteDialog(props: { session: Session; onClose: () => void; onChanged:
         {(unreachable || forcing) && (
           <div class="confirm" role="group" aria-label="Force delete">
             <p>
-              The cluster cannot be reached. A forced delete marks the session terminated here without asking the cluster;
-              anything still running there is left behind until the cluster comes back or is cleaned up by hand.
+              The cluster cannot be reached. A forced delete marks the session terminated here without asking the cluster; anything still
+              running there is left behind until the cluster comes back or is cleaned up by hand.
             </p>
             {!forcing ? (
               <button type="button" class="danger" onClick={() => setForcing(true)}>
@@ -307,10 +319,12 @@ export function SessionsPage() {
   const reload = polled.reload;
   const onChanged = useCallback(() => reload(), []); // eslint-disable-line react-hooks/exhaustive-deps
   const onDelete = useCallback((session: Session) => setDialog({ kind: "delete", session }), []);
-  const filter = <T,>(set: (v: T) => void) => (v: T) => {
-    set(v);
-    setPage(1);
-  };
+  const filter =
+    <T,>(set: (v: T) => void) =>
+    (v: T) => {
+      set(v);
+      setPage(1);
+    };
 
   if (isMissingRoute(polled.error))
     return (
@@ -329,14 +343,14 @@ export function SessionsPage() {
     <section aria-labelledby="sessions-title">
       <div class="toolbar">
         <h1 id="sessions-title">Sessions</h1>
-        {p && (
-          <span class="muted summary">
-            {liveOnly ? plural(p.total, "live session", "live sessions") : plural(p.total, "session")}
-          </span>
-        )}
+        {p && <span class="muted summary">{liveOnly ? plural(p.total, "live session", "live sessions") : plural(p.total, "session")}</span>}
         <span class="grow" />
         <div class="filters">
-          <select aria-label="Filter by cluster" value={clusterId} onChange={(e) => filter(setClusterId)((e.target as HTMLSelectElement).value)}>
+          <select
+            aria-label="Filter by cluster"
+            value={clusterId}
+            onChange={(e) => filter(setClusterId)((e.target as HTMLSelectElement).value)}
+          >
             <option value="">All clusters</option>
             {(clusters.data ?? []).map((c) => (
               <option key={c.id} value={c.id}>
@@ -353,14 +367,17 @@ export function SessionsPage() {
             ))}
           </select>
           <label class="check">
-            <input type="checkbox" checked={liveOnly} onChange={(e) => filter(setLiveOnly)((e.target as HTMLInputElement).checked)} /> Live only
+            <input type="checkbox" checked={liveOnly} onChange={(e) => filter(setLiveOnly)((e.target as HTMLInputElement).checked)} /> Live
+            only
           </label>
         </div>
         <button type="button" class="primary" onClick={() => setDialog({ kind: "new" })}>
           New session
         </button>
       </div>
-      {polled.error != null && <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load sessions"} />}
+      {polled.error != null && (
+        <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load sessions"} />
+      )}
       {polled.loading && !polled.data && (
         <p class="loading" aria-live="polite">
           Loading sessions…
@@ -382,33 +399,37 @@ export function SessionsPage() {
       )}
       {sessions.length > 0 && (
         <div class="table-wrap" role="region" aria-label="Session list" tabIndex={0}>
-        <table class="sessions">
-          <thead>
-            <tr>
-              <th scope="col">Cluster</th>
-              <th scope="col">Session</th>
-              <th scope="col">Owner</th>
-              <th scope="col">Offering</th>
-              <th scope="col">Phase</th>
-              <th scope="col">Age</th>
-              <th scope="col">Node / GPU</th>
-              <th scope="col">Open</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {sessions.map((s) => (
-              <SessionRow key={s.id} session={s} onChanged={onChanged} onDelete={onDelete} />
-            ))}
-          </tbody>
-        </table>
+          <table class="sessions">
+            <thead>
+              <tr>
+                <th scope="col">Cluster</th>
+                <th scope="col">Session</th>
+                <th scope="col">Owner</th>
+                <th scope="col">Offering</th>
+                <th scope="col">Phase</th>
+                <th scope="col">Age</th>
+                <th scope="col">Node / GPU</th>
+                <th scope="col">Open</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {sessions.map((s) => (
+                <SessionRow key={s.id} session={s} onChanged={onChanged} onDelete={onDelete} />
+              ))}
+            </tbody>
+          </table>
         </div>
       )}
       {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
-      {dialog?.kind === "new" && <NewSessionDialog onClose={() => setDialog(null)} onCreated={() => polled.reload()} onChanged={() => polled.reload()} />}
-      {dialog?.kind === "delete" && <DeleteDialog session={dialog.session} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />}
+      {dialog?.kind === "new" && (
+        <NewSessionDialog onClose={() => setDialog(null)} onCreated={() => polled.reload()} onChanged={() => polled.reload()} />
+      )}
+      {dialog?.kind === "delete" && (
+        <DeleteDialog session={dialog.session} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />
+      )}
     </section>
   );
 }
