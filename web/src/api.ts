@@ -94,11 +94,6 @@ export async function request<T>(method: string, path: string, opts: RequestOpti
 
 export const get = <T>(path: string, signal?: AbortSignal) => request<T>("GET", path, { signal });
 
-/** True when the server answered that the route itself does not exist (an API not built yet). */
-export function isMissingRoute(e: unknown): boolean {
-  return e instanceof ApiError && e.status === 404 && e.code === "not_found" && /no such route/i.test(e.message);
-}
-
 /** A random key for Idempotency-Key; crypto.randomUUID needs a secure context, this does not. */
 export function newIdempotencyKey(): string {
   const b = new Uint8Array(16);

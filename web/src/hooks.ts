@@ -1,14 +1,7 @@
-import { useEffect, useRef, useState } from "preact/hooks";
+// The two hooks every page is built from: `usePoll` (load, keep the last data, reload on a timer)
+// and `useAction` (run one change at a time, say it is busy, keep its failure, give focus back).
 
-/** Re-renders every `ms` milliseconds (live ages). */
-export function useNow(ms = 1000): number {
-  const [now, setNow] = useState(Date.now());
-  useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), ms);
-    return () => clearInterval(t);
-  }, [ms]);
-  return now;
-}
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 
 export interface Polled<T> {
   data?: T;
@@ -32,25 +25,109 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, intervalMs
   const [tick, setTick] = useState(0);
   const loadRef = useRef(load);
   loadRef.current = load;
-  useEffect(() => {
-    const ctl = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const run = async () => {
-      try {
-        const data = await loadRef.current(ctl.signal);
-        if (!ctl.signal.aborted) setState({ data, error: undefined, loading: false, loadedAt: Date.now() });
-      } catch (error) {
-        if (ctl.signal.aborted) return;
-        setState((s) => ({ ...s, error, loading: false }));
-      }
-      if (!ctl.signal.aborted && intervalMs > 0) timer = setTimeout(run, document.hidden ? intervalMs * 4 : intervalMs);
-    };
-    run();
-    return () => {
-      ctl.abort();
-      clearTimeout(timer);
-    };
+  useEffect(
+    () => {
+      const ctl = new AbortController();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const run = async () => {
+        try {
+          const data = await loadRef.current(ctl.signal);
+          if (!ctl.signal.aborted) setState({ data, error: undefined, loading: false, loadedAt: Date.now() });
+        } catch (error) {
+          if (ctl.signal.aborted) return;
+          setState((s) => ({ ...s, error, loading: false }));
+        }
+        if (!ctl.signal.aborted && intervalMs > 0) timer = setTimeout(() => void run(), document.hidden ? intervalMs * 4 : intervalMs);
+      };
+      void run();
+      return () => {
+        ctl.abort();
+        clearTimeout(timer);
+      };
+    },
+    // `deps` are the caller's: what `load` reads, as a list (the query string, an id).
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [tick, intervalMs, ...deps]);
-  return { ...state, reload: () => setTick((t) => t + 1) };
+    [tick, intervalMs, ...deps],
+  );
+  // Any render's reload bumps the same state: one stable function, so memoized rows keep still.
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  return { ...state, reload };
+}
+
+export interface Action {
+  /** The key of the run in progress ("" when none): which button says "Saving…". */
+  busy: string;
+  /** The last run's failure, until the next run starts (or `setError`). */
+  error: unknown;
+  setError: (e: unknown) => void;
+  /**
+   * Runs `f` unless a run is in progress (then nothing happens). `f` is called at once, so what it
+   * does before its first `await` still counts as part of the click (a popup window, say). Never
+   * rejects: a failure lands in `error`.
+   */
+  run: (f: () => Promise<unknown>, key?: string) => void;
+}
+
+const FOCUSABLE = "button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), a[href]";
+
+/**
+ * Where focus goes back after a run: the control that started it, once it is enabled again; if it
+ * stays disabled (the row now allows other actions) or is gone, the first enabled control of its
+ * row, list item, form or dialog. Only when focus was lost (on the body), never taken from where
+ * the user or the page (a dialog closing, a confirmation opening) has put it since.
+ */
+function giveFocusBack(el: HTMLElement | null) {
+  const active = document.activeElement;
+  if (!el || (active && active !== document.body && active !== el)) return;
+  if (el.isConnected && el.matches(FOCUSABLE)) {
+    if (active !== el) el.focus();
+    return;
+  }
+  const scope = el.isConnected ? el.closest<HTMLElement>("tr, li, form, [role=dialog]") : null;
+  scope?.querySelector<HTMLElement>(FOCUSABLE)?.focus();
+}
+
+/** One change at a time with its busy state and error: what each button's try/catch used to be. */
+export function useAction(): Action {
+  const [busy, setBusy] = useState("");
+  const [error, setError] = useState<unknown>(null);
+  const running = useRef(false);
+  const mounted = useRef(true);
+  const started = useRef<HTMLElement | null>(null);
+  useEffect(
+    () => () => {
+      mounted.current = false;
+    },
+    [],
+  );
+  // After the render that re-enabled the controls, not before: a disabled button cannot take focus.
+  useEffect(() => {
+    if (busy) return;
+    const el = started.current;
+    started.current = null;
+    giveFocusBack(el);
+  }, [busy]);
+  const run = useCallback((f: () => Promise<unknown>, key = "busy") => {
+    if (running.current) return;
+    running.current = true;
+    started.current = document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null;
+    setBusy(key);
+    setError(null);
+    let p: Promise<unknown>;
+    try {
+      p = f();
+    } catch (e) {
+      p = Promise.reject(e);
+    }
+    void p.then(
+      () => undefined,
+      (e: unknown) => {
+        if (mounted.current) setError(e);
+      },
+    ).finally(() => {
+      running.current = false;
+      if (mounted.current) setBusy("");
+    });
+  }, []);
+  return { busy, error, setError, run };
 }
