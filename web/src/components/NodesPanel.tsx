@@ -1,9 +1,10 @@
 // A cluster's nodes, shown beneath its row: readiness, cordon state, GPUs; cordon/uncordon.
 
-import { useEffect, useState } from "preact/hooks";
+import { useEffect } from "preact/hooks";
 import { gpuMemMb, isCordoned, listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
 import { formatMib, formatTime } from "../format";
-import { usePoll } from "../hooks";
+import { useAction } from "../hooks";
+import { useLivePoll } from "../live";
 import { ErrorBox } from "./Errors";
 
 function gpuSummary(gpus: Gpu[]): string {
@@ -22,8 +23,7 @@ function gpuSummary(gpus: Gpu[]): string {
 function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () => void }) {
   const n = props.node;
   const cordoned = isCordoned(n);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy, error, run } = useAction();
   const gpus = n.gpus ?? [];
   return (
     <tr data-node={n.name}>
@@ -43,22 +43,16 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
       <td class="actions">
         <button
           type="button"
-          disabled={busy}
+          disabled={busy !== ""}
           aria-label={`${cordoned ? "Uncordon" : "Cordon"} ${n.name}`}
-          onClick={async () => {
-            setBusy(true);
-            setError(null);
-            try {
+          onClick={() =>
+            run(async () => {
               await setCordon(props.clusterId, n.name, !cordoned);
               props.onChanged();
-            } catch (e) {
-              setError(e);
-            } finally {
-              setBusy(false);
-            }
-          }}
+            })
+          }
         >
-          {busy ? "…" : cordoned ? "Uncordon" : "Cordon"}
+          {busy !== "" ? "…" : cordoned ? "Uncordon" : "Cordon"}
         </button>
         <ErrorBox error={error} />
       </td>
@@ -70,7 +64,10 @@ export function NodesPanel(props: {
   clusterId: string;
   /** A node to bring into view and mark (a link from the overview). */ highlight?: string;
 }) {
-  const polled = usePoll((signal) => listNodes(props.clusterId, signal), 10000, [props.clusterId]);
+  const polled = useLivePoll((signal) => listNodes(props.clusterId, signal), ["inventory", "sessions"], {
+    pollMs: 10000,
+    deps: [props.clusterId],
+  });
   const loaded = !!polled.data;
   useEffect(() => {
     if (!props.highlight || !loaded) return;

@@ -25,7 +25,7 @@ import {
 } from "../offerings";
 
 /** Without the event stream. */
-export const POLL_MS = 10000;
+const POLL_MS = 10000;
 
 function DeleteOfferingDialog(props: { offering: Offering; onClose: () => void; onChanged: () => void }) {
   const o = props.offering;

@@ -9,8 +9,7 @@ import type { JSX } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ErrorBox } from "../components/Errors";
 import { formatMib, plural } from "../format";
-import { usePoll } from "../hooks";
-import { LIVE_FALLBACK_MS, useLive } from "../live";
+import { useLivePoll } from "../live";
 import {
   CORDON_COLOUR,
   DOWN_COLOUR,
@@ -477,12 +476,9 @@ function ClusterTable(props: { clusters: ClusterCells[] }) {
 }
 
 export function OverviewPage() {
-  const reloadRef = useRef(() => {});
-  const live = useLive(() => reloadRef.current(), ["overview"]);
   // The series gain a sample every few seconds whatever happens: the page still refreshes
   // them now and then while events only say when the fleet changed.
-  const polled = usePoll((signal) => getOverview(signal), live ? Math.min(LIVE_FALLBACK_MS, 30_000) : POLL_MS);
-  reloadRef.current = polled.reload;
+  const polled = useLivePoll((signal) => getOverview(signal), ["overview"], { pollMs: POLL_MS, liveMs: 30_000 });
   const data = polled.data;
   return (
     <section aria-labelledby="overview-title" class="overview">

@@ -32,7 +32,6 @@ import {
 import { useTick } from "../tick";
 import { Pager } from "../components/Pager";
 
-export const POLL_MS = 5000;
 export const PAGE_SIZE = 50;
 const COLUMNS = 9;
 /** Phases whose reason and message say why the session is not running. */
@@ -295,7 +294,7 @@ export function SessionsPage() {
   const [page, setPage] = useState(1);
   const [dialog, setDialog] = useState<{ kind: "new" } | { kind: "delete"; session: Session } | null>(null);
   const qs = sessionsQuery({ cluster_id: clusterId, phase, live: liveOnly ? true : undefined, page, size: PAGE_SIZE });
-  const polled = useLivePoll((signal) => listSessions(qs, signal), ["sessions"], { pollMs: POLL_MS, deps: [qs] });
+  const polled = useLivePoll((signal) => listSessions(qs, signal), ["sessions"], { deps: [qs] });
   // The cluster filter's choices: loaded once, again when clusters change.
   const clusters = useLivePoll((signal) => listClusters(signal), ["clusters"], { pollMs: 0 });
   useHashTarget("session-id", polled.data);
