@@ -54,6 +54,16 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, intervalMs
   return { ...state, reload };
 }
 
+export interface RunOptions<T> {
+  /** Which run this is, as `busy` says it ("busy" when not given). */
+  key?: string;
+  /**
+   * What follows success, in the same turn as the answer (no later than an inline `await`
+   * would run it); throwing from it counts as the run's failure.
+   */
+  onSuccess?: (value: T) => void;
+}
+
 export interface Action {
   /** The key of the run in progress ("" when none): which button says "Saving…". */
   busy: string;
@@ -61,11 +71,11 @@ export interface Action {
   error: unknown;
   setError: (e: unknown) => void;
   /**
-   * Runs `f` unless a run is in progress (then nothing happens). `f` is called at once, so what it
-   * does before its first `await` still counts as part of the click (a popup window, say). Never
-   * rejects: a failure lands in `error`.
+   * Runs `call` unless a run is in progress (then nothing happens). `call` is made at once, so
+   * what it does before its first `await` still counts as part of the click (a popup window,
+   * say). Never rejects: a failure lands in `error`.
    */
-  run: (f: () => Promise<unknown>, key?: string) => void;
+  run: <T>(call: () => Promise<T>, opts?: RunOptions<T>) => void;
 }
 
 const FOCUSABLE = "button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), a[href]";
@@ -107,27 +117,38 @@ export function useAction(): Action {
     started.current = null;
     giveFocusBack(el);
   }, [busy]);
-  const run = useCallback((f: () => Promise<unknown>, key = "busy") => {
+  const run = useCallback(<T>(call: () => Promise<T>, { key = "busy", onSuccess }: RunOptions<T> = {}) => {
     if (running.current) return;
     running.current = true;
-    started.current = document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null;
+    started.current =
+      document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null;
     setBusy(key);
     setError(null);
-    let p: Promise<unknown>;
+    let p: Promise<T>;
     try {
-      p = f();
+      p = call();
     } catch (e) {
-      p = Promise.reject(e);
+      p = Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
-    void p.then(
-      () => undefined,
-      (e: unknown) => {
-        if (mounted.current) setError(e);
-      },
-    ).finally(() => {
+    // The error and the end of busy in one render: the message never shows beside a button
+    // that still says it is working.
+    const done = (failed: boolean, e?: unknown) => {
       running.current = false;
-      if (mounted.current) setBusy("");
-    });
+      if (!mounted.current) return;
+      if (failed) setError(e);
+      setBusy("");
+    };
+    p.then(
+      (value) => {
+        try {
+          onSuccess?.(value);
+        } catch (e) {
+          return done(true, e);
+        }
+        done(false);
+      },
+      (e: unknown) => done(true, e),
+    );
   }, []);
   return { busy, error, setError, run };
 }

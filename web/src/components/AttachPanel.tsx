@@ -3,6 +3,7 @@
 // by hand. A CRD at another version is reported by the server; replacing it takes a second click.
 
 import { useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError } from "../api";
 import { attachOperator, manualCommands, type ObjectResult } from "../clusters";
 import { CommandBlock } from "./Copy";
@@ -31,40 +32,37 @@ export function ObjectResults(props: { objects: ObjectResult[] }) {
 }
 
 export function AttachPanel(props: { clusterId: string; onAttached?: () => void }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, run: start } = useAction();
+  const busy = running !== "";
   const [objects, setObjects] = useState<ObjectResult[]>([]);
   const [done, setDone] = useState<string | null>(null);
   const [labelNodes, setLabelNodes] = useState(false);
   const conflict = error instanceof ApiError && error.code === "crd_conflict";
 
-  const run = async (force: boolean) => {
-    if (busy) return;
-    setBusy(true);
-    setError(null);
-    setDone(null);
-    setObjects([]);
-    try {
-      const r = await attachOperator(props.clusterId, force, labelNodes);
-      setObjects(r.objects);
-      const labeled = (r.labeled_nodes ?? [])
-        .map((n) => `${n.node}: ${n.applied.join(" ") || "nothing"}${n.kept.length ? ` (kept ${n.kept.join(", ")})` : ""}`)
-        .join("; ");
-      setDone(
-        `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
-          (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : ".") +
-          (r.profile ? ` RBAC profile ${r.profile.profile}: ${r.profile.reason}.` : "") +
-          (labeled ? ` Node labels: ${labeled}.` : ""),
-      );
-      props.onAttached?.();
-    } catch (e) {
-      setError(e);
-      const d = e instanceof ApiError ? (e.details as { objects?: ObjectResult[] }) : {};
-      setObjects(Array.isArray(d.objects) ? d.objects : []);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const run = (force: boolean) =>
+    start(async () => {
+      setDone(null);
+      setObjects([]);
+      try {
+        const r = await attachOperator(props.clusterId, force, labelNodes);
+        setObjects(r.objects);
+        const labeled = (r.labeled_nodes ?? [])
+          .map((n) => `${n.node}: ${n.applied.join(" ") || "nothing"}${n.kept.length ? ` (kept ${n.kept.join(", ")})` : ""}`)
+          .join("; ");
+        setDone(
+          `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
+            (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : ".") +
+            (r.profile ? ` RBAC profile ${r.profile.profile}: ${r.profile.reason}.` : "") +
+            (labeled ? ` Node labels: ${labeled}.` : ""),
+        );
+        props.onAttached?.();
+      } catch (e) {
+        // A cluster lost part-way: the objects applied so far.
+        const d = e instanceof ApiError ? (e.details as { objects?: ObjectResult[] }) : {};
+        setObjects(Array.isArray(d.objects) ? d.objects : []);
+        throw e;
+      }
+    });
 
   return (
     <div class="attach-panel">

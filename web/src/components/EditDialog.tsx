@@ -2,6 +2,7 @@
 // confirmation that names what goes away, and when refused, what still runs there.
 
 import { useEffect, useRef, useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError } from "../api";
 import { patchCluster, testConnection, unregisterCluster, type Cluster, type ClusterPatch, type ConnectionTest } from "../clusters";
 import { formatMib, formatTime, plural } from "../format";
@@ -84,13 +85,17 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   const [apiServer, setApiServer] = useState(c.api_server);
   const [domain, setDomain] = useState(c.session_domain ?? "");
   const [ingress, setIngress] = useState(c.session_ingress ?? "");
-  const [busy, setBusy] = useState<"" | "save" | "test" | "delete">("");
-  const [error, setError] = useState<unknown>(null);
+  const saving = useAction();
+  const testing = useAction();
+  const deleting = useAction();
+  // One thing at a time: while one runs, the others' buttons wait.
+  const busy = saving.busy ? "save" : testing.busy ? "test" : deleting.busy ? "delete" : "";
+  const error = saving.error;
+  const testError = testing.error;
+  const deleteError = deleting.error;
   const [saved, setSaved] = useState(false);
   const [test, setTest] = useState<ConnectionTest | null>(null);
-  const [testError, setTestError] = useState<unknown>(null);
   const [confirming, setConfirming] = useState(false);
-  const [deleteError, setDeleteError] = useState<unknown>(null);
 
   const patch: ClusterPatch = {};
   if (name.trim() !== c.name) patch.name = name.trim();
@@ -109,53 +114,33 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   const server = serverFieldMessages(error);
   const msg = (k: string) => (showLocal && local[k]) || server[k] || "";
 
-  const save = async (e: Event) => {
+  const save = (e: Event) => {
     e.preventDefault();
     if (!dirty || busy) return;
     setShowLocal(true);
     if (Object.values(local).some(Boolean)) return;
-    setBusy("save");
-    setError(null);
-    setSaved(false);
-    try {
+    saving.run(async () => {
+      setSaved(false);
       await patchCluster(c.id, patch);
       setSaved(true);
       props.onChanged();
       props.onClose();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy("");
-    }
+    });
   };
 
-  const runTest = async () => {
-    setBusy("test");
-    setTest(null);
-    setTestError(null);
-    try {
+  const runTest = () =>
+    testing.run(async () => {
+      setTest(null);
       setTest(await testConnection(c.id));
       props.onChanged();
-    } catch (err) {
-      setTestError(err);
-    } finally {
-      setBusy("");
-    }
-  };
+    });
 
-  const unregister = async () => {
-    setBusy("delete");
-    setDeleteError(null);
-    try {
+  const unregister = () =>
+    deleting.run(async () => {
       await unregisterCluster(c.id);
       props.onChanged();
       props.onClose();
-    } catch (err) {
-      setDeleteError(err);
-    } finally {
-      setBusy("");
-    }
-  };
+    });
 
   // The confirmation replaces the button that had focus; keep the keyboard user there.
   const keepRef = useRef<HTMLButtonElement>(null);
@@ -313,7 +298,7 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
               <ErrorBox error={deleteError} />
             )}
             <div class="row">
-              <button type="button" ref={keepRef} onClick={() => (setConfirming(false), setDeleteError(null))}>
+              <button type="button" ref={keepRef} onClick={() => (setConfirming(false), deleting.setError(null))}>
                 Keep it
               </button>
               <button type="button" class="danger" onClick={unregister} disabled={busy !== ""}>

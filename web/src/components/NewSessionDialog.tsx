@@ -6,7 +6,8 @@
 import { useRef, useState } from "preact/hooks";
 import { ApiError, newIdempotencyKey } from "../api";
 import { listClusters, type Cluster } from "../clusters";
-import { usePoll } from "../hooks";
+import { useAction } from "../hooks";
+import { useLivePoll } from "../live";
 import { gpuShape, idleText, listOfferings, maxRuntimeText, resourcesShape } from "../offerings";
 import { createSession, type NewSessionBody, type Session } from "../sessions";
 import { Advice } from "./Advice";
@@ -22,15 +23,16 @@ export function clusterUnfit(c: Cluster): string | null {
 }
 
 export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Session) => void; onChanged: () => void }) {
-  const offerings = usePoll((signal) => listOfferings({ activeOnly: true }, signal), 0);
-  const clusters = usePoll((signal) => listClusters(signal), 0);
+  // Loaded once, again when offerings or clusters change while the dialog is open.
+  const offerings = useLivePoll((signal) => listOfferings({ activeOnly: true }, signal), ["offerings"], { pollMs: 0 });
+  const clusters = useLivePoll((signal) => listClusters(signal), ["clusters"], { pollMs: 0 });
   const [offeringId, setOfferingId] = useState("");
   const [clusterId, setClusterId] = useState("");
   const [name, setName] = useState("");
   const [owner, setOwner] = useState("");
   const [image, setImage] = useState("");
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, setError, run } = useAction();
+  const busy = running !== "";
   // One key per distinct body: a retry of the same request replays, an edited form is a new request.
   const attempt = useRef<{ body: string; key: string } | null>(null);
 
@@ -42,7 +44,7 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
   const pickedOperator =
     picked?.status === "connected" && picked.operator && picked.operator.state !== "connected" ? picked.operator : null;
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (busy) return;
     if (!chosen) {
@@ -56,19 +58,18 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
     if (image.trim()) body.image = image.trim();
     const json = JSON.stringify(body);
     if (attempt.current?.body !== json) attempt.current = { body: json, key: newIdempotencyKey() };
-    setBusy(true);
-    setError(null);
-    try {
-      const s = await createSession(body, attempt.current.key);
-      props.onCreated(s);
-      props.onClose();
-    } catch (err) {
-      setError(err);
-      // A failed apply is still recorded (phase error): show it in the list behind the dialog.
-      if (err instanceof ApiError && err.code === "cluster_apply_failed") props.onChanged();
-    } finally {
-      setBusy(false);
-    }
+    const key = attempt.current.key;
+    run(async () => {
+      try {
+        const s = await createSession(body, key);
+        props.onCreated(s);
+        props.onClose();
+      } catch (err) {
+        // A failed apply is still recorded (phase error): show it in the list behind the dialog.
+        if (err instanceof ApiError && err.code === "cluster_apply_failed") props.onChanged();
+        throw err;
+      }
+    });
   };
 
   return (

@@ -3,6 +3,7 @@
 // marked; its message says why.
 
 import { useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError } from "../api";
 import { imageProblem, onlyFieldErrors, sentence, serverFieldMessages } from "../form";
 import { FieldError, invalidProps } from "./Field";
@@ -141,8 +142,8 @@ const SHOWN = [
 export function OfferingDialog(props: { offering?: Offering; onClose: () => void; onSaved: (o: Offering) => void }) {
   const original = props.offering;
   const [f, setF] = useState<Form>(() => formOf(original));
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, setError, run } = useAction();
+  const busy = running !== "";
   const body = offeringBody(f, original);
   const dirty = !original || Object.keys(body).length > 0;
   const [checked, setChecked] = useState(false);
@@ -165,7 +166,7 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
   const number = (k: NumField, label: string, extra: Record<string, unknown> = {}) =>
     field(k, label, { type: "number", inputMode: "numeric", step: 1, min: 0, ...extra });
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (busy || !dirty) return;
     setChecked(true);
@@ -176,17 +177,11 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
       (e.target as HTMLFormElement).querySelector<HTMLElement>(`[name="${Object.keys(problems)[0]}"]`)?.focus();
       return;
     }
-    setBusy(true);
-    setError(null);
-    try {
+    run(async () => {
       const o = original ? await patchOffering(original.id, body) : await createOffering(body);
       props.onSaved(o);
       props.onClose();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return (

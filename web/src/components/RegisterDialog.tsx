@@ -3,6 +3,7 @@
 // shows the new id and the attach button (or the commands for deploying by hand).
 
 import { useRef, useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError, base64Utf8, newIdempotencyKey } from "../api";
 import { registerCluster, type Cluster, type RegisterBody, type Role } from "../clusters";
 import { AttachPanel } from "./AttachPanel";
@@ -53,8 +54,8 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
   const [apiServer, setApiServer] = useState("");
   const [fileProblem, setFileProblem] = useState("");
   const [local, setLocal] = useState<Record<string, string>>({});
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, setError, run } = useAction();
+  const busy = running !== "";
   const [created, setCreated] = useState<Cluster | null>(null);
   // One key per distinct body: a retry of the same request replays, an edited form is a new request.
   const attempt = useRef<{ body: string; key: string } | null>(null);
@@ -80,7 +81,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
   const server = serverFieldMessages(error);
   const msg = (k: string) => local[k] || server[k] || "";
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (busy) return;
     const problems: Record<string, string> = {
@@ -99,17 +100,13 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
     if (apiServer.trim()) body.api_server = apiServer.trim();
     const json = JSON.stringify(body);
     if (attempt.current?.body !== json) attempt.current = { body: json, key: newIdempotencyKey() };
-    setBusy(true);
-    setError(null);
-    try {
-      const c = await registerCluster(body, attempt.current.key);
-      setCreated(c);
-      props.onRegistered(c);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    const key = attempt.current.key;
+    run(() => registerCluster(body, key), {
+      onSuccess: (c) => {
+        setCreated(c);
+        props.onRegistered(c);
+      },
+    });
   };
 
   const dup = duplicateOf(error);

@@ -33,12 +33,15 @@ function DeleteOfferingDialog(props: { offering: Offering; onClose: () => void; 
   const inUse = error instanceof ApiError && error.code === "offering_in_use";
 
   const run = (what: "delete" | "deactivate") =>
-    start(async () => {
-      if (what === "delete") await deleteOffering(o.id);
-      else await patchOffering(o.id, { status: "inactive" });
-      props.onChanged();
-      props.onClose();
-    }, what);
+    start(
+      async () => {
+        if (what === "delete") await deleteOffering(o.id);
+        else await patchOffering(o.id, { status: "inactive" });
+        props.onChanged();
+        props.onClose();
+      },
+      { key: what },
+    );
 
   return (
     <Dialog title="Delete offering" onClose={props.onClose}>

@@ -124,28 +124,34 @@ export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDe
 
   // Refused or not, the list then shows what the session is now.
   const act = (what: "pause" | "resume") =>
-    run(async () => {
-      try {
-        await (what === "pause" ? pauseSession(s.id) : resumeSession(s.id));
-      } finally {
-        onChanged();
-      }
-    }, what);
+    run(
+      async () => {
+        try {
+          await (what === "pause" ? pauseSession(s.id) : resumeSession(s.id));
+        } finally {
+          onChanged();
+        }
+      },
+      { key: what },
+    );
 
   const connect = (kind: ConnectKind) =>
-    run(async () => {
-      // Before the first await: the tab opens as part of the click.
-      const w = openTab();
-      setBlocked(null);
-      try {
-        const c = await connectSession(s.id, kind);
-        if (w && !w.closed) w.location.href = c.url;
-        else setBlocked({ kind, url: c.url });
-      } catch (e) {
-        w?.close();
-        throw e;
-      }
-    }, kind);
+    run(
+      async () => {
+        // Before the first await: the tab opens as part of the click.
+        const w = openTab();
+        setBlocked(null);
+        try {
+          const c = await connectSession(s.id, kind);
+          if (w && !w.closed) w.location.href = c.url;
+          else setBlocked({ kind, url: c.url });
+        } catch (e) {
+          w?.close();
+          throw e;
+        }
+      },
+      { key: kind },
+    );
 
   return (
     <>
