@@ -1,19 +1,9 @@
 // Accounts in the running server: one's own password, the admin list, sign-out everywhere.
 
-import { get, request } from "./api";
+import { get, request, type Schemas } from "./api";
 
-export interface AccountView {
-  username: string;
-  must_change_password: boolean;
-  created_at?: string | null;
-  password_changed_at?: string | null;
-}
-
-export interface AdminSummary {
-  username: string;
-  created_at: string;
-  password_changed_at: string;
-}
+export type AccountView = Schemas["AccountView"];
+export type AdminSummary = Schemas["AccountSummary"];
 
 export const MIN_PASSWORD = 12;
 
@@ -25,7 +15,7 @@ export const changePassword = (current_password: string, new_password: string) =
 
 export const signOutEverywhere = () => request<void>("POST", "/api/v1/account/sign-out-everywhere");
 
-export const listAdmins = (signal?: AbortSignal) => get<{ data: AdminSummary[] }>("/api/v1/admins", signal).then((r) => r.data);
+export const listAdmins = (signal?: AbortSignal) => get<Schemas["AdminList"]>("/api/v1/admins", signal).then((r) => r.data);
 
 export const addAdmin = (username: string, password: string) =>
   request<AdminSummary>("POST", "/api/v1/admins", { body: { username, password } });

@@ -1,6 +1,14 @@
 // The console's one way to reach the server: same-origin fetch with the session cookie, JSON in and
 // out, and every failure turned into an ApiError carrying the server's {"error":{code,message,details}}.
 
+import type { components } from "./api/schema";
+
+/**
+ * The server's types, generated from its OpenAPI document (`src/api/openapi.json`, a snapshot the
+ * Rust tests hold to the served one) into `src/api/schema.d.ts`; `npm run api:update` renews both.
+ */
+export type Schemas = components["schemas"];
+
 export class ApiError extends Error {
   constructor(
     public status: number,
@@ -77,9 +85,8 @@ export async function request<T>(method: string, path: string, opts: RequestOpti
     }
   }
   if (!res.ok) {
-    const err = (
-      json as { error?: { code?: string; message?: string; details?: Record<string, unknown>; request_id?: string } } | undefined
-    )?.error;
+    // The server's envelope (`ErrorBody`); anything else (a proxy's page) gets the status as its code.
+    const err = (json as { error?: Partial<Schemas["ErrorDetail"]> } | undefined)?.error;
     if (res.status === 401 && !opts.quiet401) onUnauthenticated();
     throw new ApiError(
       res.status,

@@ -37,7 +37,7 @@ export function App() {
     try {
       mustChange = (await known).must_change_password;
     } catch {
-      // An older server without the account API: nothing to ask.
+      // Not known (the account could not be read): the console does not insist.
     }
     setAuth({ state: "in", account, mustChange });
   };
@@ -45,7 +45,7 @@ export function App() {
     // Both at once: a page load waits for one round trip, not two.
     const known = getAccount();
     known.catch(() => {});
-    return currentAccount().then(
+    void currentAccount().then(
       (account) => (account ? signedIn(account, known) : setAuth({ state: "out" })),
       (error) => setAuth({ state: "error", error }),
     );
@@ -53,6 +53,7 @@ export function App() {
   useEffect(() => {
     setUnauthenticatedHandler(() => setAuth({ state: "out" }));
     check();
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- once, when the console opens
   }, []);
 
   // The first page after sign-in: the overview once a cluster exists, else the clusters page
@@ -81,7 +82,7 @@ export function App() {
         </div>
       </main>
     );
-  if (auth.state === "out") return <LoginPage onSignedIn={(a) => signedIn(a)} />;
+  if (auth.state === "out") return <LoginPage onSignedIn={(a) => void signedIn(a)} />;
   if (auth.mustChange)
     return (
       <main class="login">
@@ -124,14 +125,10 @@ export function App() {
         </a>
         <button
           type="button"
-          onClick={async () => {
-            try {
-              await logout();
-            } finally {
-              setAuth({ state: "out" });
-              navigate("/login", true);
-            }
-          }}
+          onClick={() =>
+            // Signed out here either way: a session the server could not end expires by itself.
+            void logout().then(signOut, signOut)
+          }
         >
           Sign out
         </button>

@@ -4,5969 +4,5969 @@
  */
 
 export interface paths {
-  "/.well-known/gshare-internal-jwks.json": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/.well-known/gshare-internal-jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The keys that verify operator tokens: the signing key and every older key not yet pruned. */
+        get: operations["jwks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** The keys that verify operator tokens: the signing key and every older key not yet pruned. */
-    get: operations["jwks"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/account": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The signed-in admin's account, and whether its password must be replaced first. */
+        get: operations["account"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** The signed-in admin's account, and whether its password must be replaced first. */
-    get: operations["account"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/account/password": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/account/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change one's own password. Every session signed in before (this one included) ends; the
+         *     console signs in again with the new password. The initial password cannot be reused.
+         */
+        post: operations["change_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Change one's own password. Every session signed in before (this one included) ends; the
-     *     console signs in again with the new password. The initial password cannot be reused.
-     */
-    post: operations["change_password"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/account/sign-out-everywhere": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/account/sign-out-everywhere": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End every session of the signed-in admin, this one included. */
+        post: operations["sign_out_everywhere"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** End every session of the signed-in admin, this one included. */
-    post: operations["sign_out_everywhere"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/admins": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/admins": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The admin accounts. */
+        get: operations["list_admins"];
+        put?: never;
+        /** Add an admin with a first password (at least 12 characters). */
+        post: operations["add_admin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** The admin accounts. */
-    get: operations["list_admins"];
-    put?: never;
-    /** Add an admin with a first password (at least 12 characters). */
-    post: operations["add_admin"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/admins/{username}": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/admins/{username}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove an admin: its sessions end. Never the last one, and not oneself (sign in as another). */
+        delete: operations["remove_admin"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    post?: never;
-    /** Remove an admin: its sessions end. Never the last one, and not oneself (sign in as another). */
-    delete: operations["remove_admin"];
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/audit": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The audit log: logins (with result, username, client address and user agent) and admin
+         *     changes, each with its actor and request id. Newest first.
+         */
+        get: operations["list_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * The audit log: logins (with result, username, client address and user agent) and admin
-     *     changes, each with its actor and request id. Newest first.
-     */
-    get: operations["list_audit"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/auth/login": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/auth/login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in with a username and password.
+         * @description Returns an admin access token and sets it as an `HttpOnly; SameSite=Strict` cookie for the
+         *     console. Wrong credentials take as long for an unknown user as for a wrong password. After
+         *     `login_max_failures` failures from one client address within `login_failure_window`
+         *     (`scope=client_addr`), or 20 times that many for one username from all addresses together
+         *     (`scope=username`), the answer is 429 with `Retry-After`.
+         */
+        post: operations["login"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Sign in with a username and password.
-     * @description Returns an admin access token and sets it as an `HttpOnly; SameSite=Strict` cookie for the
-     *     console. Wrong credentials take as long for an unknown user as for a wrong password. After
-     *     `login_max_failures` failures from one client address within `login_failure_window`
-     *     (`scope=client_addr`), or 20 times that many for one username from all addresses together
-     *     (`scope=username`), the answer is 429 with `Retry-After`.
-     */
-    post: operations["login"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/auth/logout": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign out: the token (cookie or bearer) stops working at once and the cookies are cleared.
+         *     Always 204, also without a valid session.
+         */
+        post: operations["logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Sign out: the token (cookie or bearer) stops working at once and the cookies are cleared.
-     *     Always 204, also without a valid session.
-     */
-    post: operations["logout"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/auth/me": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/auth/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who am I: the signed-in admin, how the request was authenticated, and (for cookie sessions)
+         *     the CSRF token to echo.
+         */
+        get: operations["me"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Who am I: the signed-in admin, how the request was authenticated, and (for cookie sessions)
-     *     the CSRF token to echo.
-     */
-    get: operations["me"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List live clusters with their state, counters and heartbeat. */
+        get: operations["list"];
+        put?: never;
+        /** Register a GPU cluster: probe it through its kubeconfig, then store the kubeconfig as a file. */
+        post: operations["register"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** List live clusters with their state, counters and heartbeat. */
-    get: operations["list"];
-    put?: never;
-    /** Register a GPU cluster: probe it through its kubeconfig, then store the kubeconfig as a file. */
-    post: operations["register"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/unclaimed": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/unclaimed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Directories in the kubeconfig directory that no registered cluster claims. */
+        get: operations["unclaimed"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** Directories in the kubeconfig directory that no registered cluster claims. */
-    get: operations["unclaimed"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One cluster with its checks, node and GPU totals. */
+        get: operations["show"];
+        put?: never;
+        post?: never;
+        /** Unregister: refused while sessions or allocations are live; keeps session history. */
+        delete: operations["unregister"];
+        options?: never;
+        head?: never;
+        /** Edit name, role, API address or session domain; new credentials only for the same cluster. */
+        patch: operations["patch"];
+        trace?: never;
     };
-    /** One cluster with its checks, node and GPU totals. */
-    get: operations["show"];
-    put?: never;
-    post?: never;
-    /** Unregister: refused while sessions or allocations are live; keeps session history. */
-    delete: operations["unregister"];
-    options?: never;
-    head?: never;
-    /** Edit name, role, API address or session domain; new credentials only for the same cluster. */
-    patch: operations["patch"];
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/attach": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/attach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Attach the operator: server-side apply (field manager `gshare`) of its CRDs, namespaces, RBAC,
+         *     token Secret and Deployment through the cluster's kubeconfig. Re-running converges.
+         */
+        post: operations["attach"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Attach the operator: server-side apply (field manager `gshare`) of its CRDs, namespaces, RBAC,
-     *     token Secret and Deployment through the cluster's kubeconfig. Re-running converges.
-     */
-    post: operations["attach"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/connection-test": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/connection-test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Probe the cluster now and record the result. */
+        post: operations["connection_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Probe the cluster now and record the result. */
-    post: operations["connection_test"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/detach": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/detach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Detach the operator: custom resources first (waiting for their finalizers), then what attach
+         *     created, newest first; CRDs only when no custom resource remains. Refused while sessions live.
+         */
+        post: operations["detach"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Detach the operator: custom resources first (waiting for their finalizers), then what attach
-     *     created, newest first; CRDs only when no custom resource remains. Refused while sessions live.
-     */
-    post: operations["detach"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/nodes": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Nodes of a cluster with their GPUs. */
+        get: operations["nodes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** Nodes of a cluster with their GPUs. */
-    get: operations["nodes"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/nodes/{node}/cordon": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/nodes/{node}/cordon": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cordon a node: the operator mirrors it (unschedulable + `gshare.io/cordoned`). */
+        post: operations["cordon"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Cordon a node: the operator mirrors it (unschedulable + `gshare.io/cordoned`). */
-    post: operations["cordon"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/nodes/{node}/decommission": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/nodes/{node}/decommission": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decommission a node: its GPUs leave the inventory, its reports are ignored, and the operator
+         *     deletes the Node (unless it is Ready or control-plane), then confirms.
+         */
+        post: operations["decommission"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Decommission a node: its GPUs leave the inventory, its reports are ignored, and the operator
-     *     deletes the Node (unless it is Ready or control-plane), then confirms.
-     */
-    post: operations["decommission"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/nodes/{node}/uncordon": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/nodes/{node}/uncordon": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Uncordon a node cordoned through gShare. */
+        post: operations["uncordon"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Uncordon a node cordoned through gShare. */
-    post: operations["uncordon"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/operator-manifests": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/operator-manifests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The objects attach would apply (no token Secret), as JSON: for admins who deploy by hand. */
+        get: operations["operator_manifests"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** The objects attach would apply (no token Secret), as JSON: for admins who deploy by hand. */
-    get: operations["operator_manifests"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/clusters/{id}/operator-token": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clusters/{id}/operator-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Mint an operator token for a registered cluster (audited; the token itself is not logged). */
+        post: operations["operator_token"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Mint an operator token for a registered cluster (audited; the token itself is not logged). */
-    post: operations["operator_token"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/events": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Live updates for the console: `hello`, then one event per changed topic (at most a burst
+         *     every 500 ms).
+         */
+        get: operations["events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Live updates for the console: `hello`, then one event per changed topic (at most a burst
-     *     every 500 ms).
-     */
-    get: operations["events"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/offerings": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/offerings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The offerings catalogue, by name. */
+        get: operations["list_offerings"];
+        put?: never;
+        /** Add an offering. */
+        post: operations["create_offering"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** The offerings catalogue, by name. */
-    get: operations["list_offerings"];
-    put?: never;
-    /** Add an offering. */
-    post: operations["create_offering"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/offerings/{id}": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/offerings/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One offering. */
+        get: operations["show_offering"];
+        put?: never;
+        post?: never;
+        /** Delete an offering no session was created from (otherwise 409 `offering_in_use`). */
+        delete: operations["delete_offering"];
+        options?: never;
+        head?: never;
+        /** Edit an offering or (de)activate it; sessions keep the shape they were created with. */
+        patch: operations["patch_offering"];
+        trace?: never;
     };
-    /** One offering. */
-    get: operations["show_offering"];
-    put?: never;
-    post?: never;
-    /** Delete an offering no session was created from (otherwise 409 `offering_in_use`). */
-    delete: operations["delete_offering"];
-    options?: never;
-    head?: never;
-    /** Edit an offering or (de)activate it; sessions keep the shape they were created with. */
-    patch: operations["patch_offering"];
-    trace?: never;
-  };
-  "/api/v1/overview": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The fleet picture: every card of every live cluster (compact), totals, and the last hour of
+         *     samples.
+         */
+        get: operations["overview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * The fleet picture: every card of every live cluster (compact), totals, and the last hour of
-     *     samples.
-     */
-    get: operations["overview"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/overview/nodes/{cluster_id}/{node}": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/overview/nodes/{cluster_id}/{node}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One node's cards in full: uuid, model, booking, and the live sessions on each with the slice
+         *     they booked.
+         */
+        get: operations["overview_node"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * One node's cards in full: uuid, model, booking, and the live sessions on each with the slice
-     *     they booked.
-     */
-    get: operations["overview_node"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/sessions": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sessions, newest first, with their total; by `page`, or by the cursor `after` (each answer's
+         *     `next`), which keeps its place while new sessions are created.
+         */
+        get: operations["list_sessions"];
+        put?: never;
+        /** Start a session from an offering: the record is written, then its GShareSession is applied. */
+        post: operations["create_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Sessions, newest first, with their total; by `page`, or by the cursor `after` (each answer's
-     *     `next`), which keeps its place while new sessions are created.
-     */
-    get: operations["list_sessions"];
-    put?: never;
-    /** Start a session from an offering: the record is written, then its GShareSession is applied. */
-    post: operations["create_session"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/sessions/{id}": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One session. */
+        get: operations["show_session"];
+        put?: never;
+        post?: never;
+        /** End a session: its GShareSession is deleted; the operator's finalizer reports Terminated. */
+        delete: operations["delete_session"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** One session. */
-    get: operations["show_session"];
-    put?: never;
-    post?: never;
-    /** End a session: its GShareSession is deleted; the operator's finalizer reports Terminated. */
-    delete: operations["delete_session"];
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/sessions/{id}/connect": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/sessions/{id}/connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A one-time URL (300 s) that opens a running session's app through the session domain. */
+        post: operations["connect_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** A one-time URL (300 s) that opens a running session's app through the session domain. */
-    post: operations["connect_session"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/sessions/{id}/pause": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/sessions/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pause (cold): the pod goes, the CR and its volumes stay. */
+        post: operations["pause_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Pause (cold): the pod goes, the CR and its volumes stay. */
-    post: operations["pause_session"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/sessions/{id}/resume": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/sessions/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Resume a paused session. */
+        post: operations["resume_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Resume a paused session. */
-    post: operations["resume_session"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/snapshots": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The snapshots in `snapshot_dir`, oldest first, with the last scheduled result. */
+        get: operations["list_snapshots"];
+        put?: never;
+        /**
+         * Take a snapshot of the state now (one read transaction, written atomically, 0600). Secrets
+         *     (key rings, kubeconfigs) are never in API snapshots; `gshare snapshot save --include-secrets`
+         *     adds them on the head node.
+         */
+        post: operations["create_snapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** The snapshots in `snapshot_dir`, oldest first, with the last scheduled result. */
-    get: operations["list_snapshots"];
-    put?: never;
-    /**
-     * Take a snapshot of the state now (one read transaction, written atomically, 0600). Secrets
-     *     (key rings, kubeconfigs) are never in API snapshots; `gshare snapshot save --include-secrets`
-     *     adds them on the head node.
-     */
-    post: operations["create_snapshot"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/api/v1/snapshots/status": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/snapshots/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The snapshot schedule and the last result: time, file, size, error, failures. */
+        get: operations["snapshot_status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** The snapshot schedule and the last result: time, file, size, error, failures. */
-    get: operations["snapshot_status"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/healthz": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Liveness: the process is up and answering. */
+        get: operations["healthz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** Liveness: the process is up and answering. */
-    get: operations["healthz"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/audit/operator": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/audit/operator": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An operator's privileged action, written to the audit log. */
+        post: operations["audit_operator"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** An operator's privileged action, written to the audit log. */
-    post: operations["audit_operator"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/connect/verify": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/connect/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Forward-auth for session ingresses (no JWT). The session is the one `X-Original-URL` (or
+         *     `X-Original-URI`; both must agree when both are sent) routes to; an ambiguous target (dot-segments,
+         *     escaped slashes, control characters, repeated headers, none at all…) is refused. Credentials for
+         *     that session only: its `gshare_session` cookie, else a one-time token from `?token=`,
+         *     `gshare_cnx` in the original URI, or `X-Gshare-Cnx`. A token is checked before it is spent
+         *     and stays good for the client that first redeemed it (`X-Real-IP` and `User-Agent`) until its
+         *     cookie comes back or 120 s pass; a HEAD (`X-Original-Method`) redeems nothing; an accepted cookie
+         *     older than 5 minutes is renewed (Set-Cookie). Every refusal is a 401 (an nginx `auth_request`
+         *     turns any other status into a 500) naming the reason.
+         */
+        get: operations["connect_verify"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Forward-auth for session ingresses (no JWT). The session is the one `X-Original-URL` (or
-     *     `X-Original-URI`; both must agree when both are sent) routes to; an ambiguous target (dot-segments,
-     *     escaped slashes, control characters, repeated headers, none at all…) is refused. Credentials for
-     *     that session only: its `gshare_session` cookie, else a one-time token from `?token=`,
-     *     `gshare_cnx` in the original URI, or `X-Gshare-Cnx`. A token is checked before it is spent
-     *     and stays good for the client that first redeemed it (`X-Real-IP` and `User-Agent`) until its
-     *     cookie comes back or 120 s pass; a HEAD (`X-Original-Method`) redeems nothing; an accepted cookie
-     *     older than 5 minutes is renewed (Set-Cookie). Every refusal is a 401 (an nginx `auth_request`
-     *     turns any other status into a 500) naming the reason.
-     */
-    get: operations["connect_verify"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/image-builds/{buildId}/status": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/image-builds/{buildId}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An image build's progress (upstream's `GShareImageBuild` reconciler). */
+        post: operations["image_build_status"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** An image build's progress (upstream's `GShareImageBuild` reconciler). */
-    post: operations["image_build_status"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/inventory/drift": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/inventory/drift": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Used memory above total on a card: recorded and logged. */
+        post: operations["inventory_drift"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Used memory above total on a card: recorded and logged. */
-    post: operations["inventory_drift"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/inventory/gpu-devices": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/inventory/gpu-devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Report one GPU (upsert by cluster and uuid; `used_*` are never overwritten). */
+        post: operations["inventory_gpu_devices"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Report one GPU (upsert by cluster and uuid; `used_*` are never overwritten). */
-    post: operations["inventory_gpu_devices"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/inventory/nodes": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/inventory/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Report one node's capacity and readiness (every 15 s per node). */
+        post: operations["inventory_nodes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** Report one node's capacity and readiness (every 15 s per node). */
-    post: operations["inventory_nodes"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/metrics/session-samples": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/metrics/session-samples": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The node agent's session samples; the latest per session is kept. */
+        post: operations["session_samples"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** The node agent's session samples; the latest per session is kept. */
-    post: operations["session_samples"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/nodes/cordoned": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/nodes/cordoned": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Nodes to cordon (the cluster is the token's), sorted. */
+        get: operations["nodes_cordoned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** Nodes to cordon (the cluster is the token's), sorted. */
-    get: operations["nodes_cordoned"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/nodes/decommissioned": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/nodes/decommissioned": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The operator deleted a decommissioned Node: its row goes (audited as `node.delete`). */
+        post: operations["nodes_decommissioned"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** The operator deleted a decommissioned Node: its row goes (audited as `node.delete`). */
-    post: operations["nodes_decommissioned"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/nodes/decommissioning": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/nodes/decommissioning": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Nodes to delete from the cluster (the cluster is the token's), sorted. */
+        get: operations["nodes_decommissioning"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /** Nodes to delete from the cluster (the cluster is the token's), sorted. */
-    get: operations["nodes_decommissioning"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/nodes/health-events": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/nodes/health-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A node health transition; `action: cordon` marks the node cordoned. */
+        post: operations["health_events"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** A node health transition; `action: cordon` marks the node cordoned. */
-    post: operations["health_events"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/sessions/{id}/status": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/sessions/{id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A session's phase report; `{id}` is the CR name (or the session id). */
+        post: operations["session_status"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** A session's phase report; `{id}` is the CR name (or the session id). */
-    post: operations["session_status"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/internal/volumes/sync": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/internal/volumes/sync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The operator's view of session volumes, pools and scratch disks; a directive per PVC. */
+        post: operations["volumes_sync"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /** The operator's view of session volumes, pools and scratch disks; a directive per PVC. */
-    post: operations["volumes_sync"];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/metrics": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics: callbacks by route and status (and by cluster), token-cache hits, store
+         *     commit latency, batch sizes and writer queue depth, the state file's filesystem, clusters by
+         *     status and their operators' last reports and tokens, sessions by phase, GPU allocations,
+         *     snapshots. Counts only. With `metrics_token` set it needs that token (or an admin token) as
+         *     `Authorization: Bearer`; without, it is open and names no cluster.
+         */
+        get: operations["metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Prometheus metrics: callbacks by route and status (and by cluster), token-cache hits, store
-     *     commit latency, batch sizes and writer queue depth, the state file's filesystem, clusters by
-     *     status and their operators' last reports and tokens, sessions by phase, GPU allocations,
-     *     snapshots. Counts only. With `metrics_token` set it needs that token (or an admin token) as
-     *     `Authorization: Bearer`; without, it is open and names no cluster.
-     */
-    get: operations["metrics"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  "/readyz": {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness: the state file is open and the signing keys are loaded. Admins (bearer token or
+         *     console cookie) also see the snapshot's file and last error.
+         */
+        get: operations["readyz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Readiness: the state file is open and the signing keys are loaded. Admins (bearer token or
-     *     console cookie) also see the snapshot's file and last error.
-     */
-    get: operations["readyz"];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
-  schemas: {
-    /** @description `{"accepted":true}` (202), upstream's answer to most callbacks. */
-    Accepted: {
-      accepted: boolean;
-    };
-    /** @description What listings show: never the hash. */
-    AccountSummary: {
-      created_at: string;
-      password_changed_at: string;
-      username: string;
-    };
-    /** @description The signed-in admin's account. */
-    AccountView: {
-      created_at?: string | null;
-      /**
-       * @description True while `admin` still has the password the first start wrote to
-       *     `<data_dir>/initial-admin-password`: the console asks for a new one first.
-       */
-      must_change_password: boolean;
-      password_changed_at?: string | null;
-      username: string;
-    };
-    AdminList: {
-      data: components["schemas"]["AccountSummary"][];
-    };
-    /** @description `POST /internal/metrics/session-samples`. */
-    AgentReport: {
-      node: string;
-      samples?: components["schemas"]["AgentSample"][];
-    };
-    /** @description One agent sample (§2.10). */
-    AgentSample: {
-      /**
-       * Format: double
-       * @description Unix seconds, fractional.
-       */
-      at: number;
-      /** Format: double */
-      cpu_cores: number;
-      /** Format: int64 */
-      mem_bytes: number;
-      /** @description The session's CR name. */
-      session: string;
-    };
-    /** @description One audit entry as a caller describes it; the log adds `id` and `at`. */
-    AuditEntry: {
-      /**
-       * @description Dotted verb, e.g. `auth.login`, `auth.logout`, `admin.add`, `keys.rotate`, `token.mint`,
-       *     `cluster.register`, `cluster.patch`, `cluster.delete`.
-       */
-      action: string;
-      /** @description `admin:<username>`, `cli`, `system`, or for failed logins `anonymous`. */
-      actor: string;
-      client_addr?: string | null;
-      /** @description Action-specific context (never secrets); `{}` when none. */
-      details?: Record<string, never>;
-      request_id?: string | null;
-      result: components["schemas"]["AuditResult"];
-      /** @description What was acted on (a username, a cluster id, a key id…). */
-      target?: string | null;
-      user_agent?: string | null;
-    };
-    AuditPage: {
-      data: components["schemas"]["AuditRecord"][];
-      pagination: components["schemas"]["Pagination"];
-    };
-    /** @description A stored entry: what the API and `gshare audit tail` show. */
-    AuditRecord: components["schemas"]["AuditEntry"] & {
-      /** @description RFC 3339, UTC, milliseconds. */
-      at: string;
-      /** @description Time-ordered id (ULID). */
-      id: string;
-    };
-    /**
-     * @description How an attempted action ended.
-     * @enum {string}
-     */
-    AuditResult: "success" | "failure" | "denied";
-    /**
-     * @description `POST /internal/image-builds/{buildId}/status`: `phase` is `queued|running|succeeded|failed`;
-     *     any length of `error` or `log_tail` is read (upstream caps `log_tail` at 32768).
-     */
-    BuildStatus: {
-      error?: string | null;
-      image_ref?: string | null;
-      log_tail?: string | null;
-      phase: string;
-    };
-    CardDetail: {
-      /** Format: int64 */
-      booked_cores: number;
-      /** Format: int64 */
-      booked_mem_mb: number;
-      /** Format: int64 */
-      memory_mb: number;
-      mode: string;
-      model: string;
-      sessions: components["schemas"]["CardSession"][];
-      status: string;
-      /** Format: int64 */
-      total_cores: number;
-      uuid: string;
-    };
-    /** @description A live session bound to a card, with the slice it booked there (if any). */
-    CardSession: {
-      /** @description The open allocation on this card: memory and cores booked, and since when. */
-      allocation_id?: string | null;
-      booked_at?: string | null;
-      /** Format: int64 */
-      booked_cores: number;
-      /** Format: int64 */
-      booked_mem_mb: number;
-      id: string;
-      name?: string | null;
-      owner: string;
-      phase: string;
-    };
-    /** @description One probe check, as shown in the API and the console. */
-    Check: {
-      detail: string;
-      name: string;
-      ok: boolean;
-    };
-    /** @description One cluster's cards, node by node. */
-    ClusterCells: {
-      id: string;
-      name: string;
-      nodes: components["schemas"]["NodeCells"][];
-      /** @description The cluster's status (`connected`, `degraded`, `unreachable`, `pending`). */
-      status: string;
-    };
-    /** @description `GET /api/v1/clusters/{id}` and the 201 of a registration. */
-    ClusterDetail: components["schemas"]["ClusterView"] & {
-      checks: components["schemas"]["Check"][];
-      gpu: components["schemas"]["GpuSummary"];
-      kubernetes_version?: string | null;
-      last_checked_at?: string | null;
-      nodes: components["schemas"]["NodeSummary"];
-      prerequisites?: components["schemas"]["Prerequisites"] | null;
-    };
-    ClusterPage: {
-      data: components["schemas"]["ClusterView"][];
-      pagination: components["schemas"]["Pagination"];
-    };
-    /** @enum {string} */
-    ClusterStatus: "pending" | "connected" | "degraded" | "unreachable" | "deleted";
-    /** @description A cluster as `GET /api/v1/clusters` lists it. */
-    ClusterView: {
-      api_server: string;
-      /** @description What session URLs use: the cluster's domain, else the server-wide default. */
-      effective_session_domain?: string | null;
-      /** @description Where `/proxy/` is relayed for this cluster: its ingress, else the server-wide one. */
-      effective_session_ingress?: string | null;
-      /** Format: int64 */
-      gpu_count: number;
-      /** Format: int64 */
-      heartbeat_age_s?: number | null;
-      heartbeat_at?: string | null;
-      id: string;
-      last_error?: components["schemas"]["ProbeError"] | null;
-      name: string;
-      /** Format: int64 */
-      node_count: number;
-      /**
-       * @description The operator on this cluster: attached, connected or silent (and why). Filled in by the
-       *     operator domain (`operator::status::OperatorConnection`), which sits above this one.
-       */
-      operator?: Record<string, never> | null;
-      registered_at: string;
-      role: components["schemas"]["Role"];
-      /** Format: int64 */
-      running_sessions: number;
-      /** @description The cluster's own session domain, if set. */
-      session_domain?: string | null;
-      /** @description The cluster's own session ingress (`host:port`) for the `/proxy/` relay, if set. */
-      session_ingress?: string | null;
-      status: components["schemas"]["ClusterStatus"];
-    };
-    ConnectRequest: {
-      /** @description `code`, `lab` or `terminal` (default `lab`). */
-      kind?: string | null;
-    };
-    /** @description `POST /api/v1/sessions/{id}/connect`. */
-    Connection: {
-      expires_at: string;
-      kind: string;
-      /** @description `cnx_<ULID>.<secret>`. */
-      token: string;
-      /** @description Opens the app; the token in it works once, for 300 s. */
-      url: string;
-    };
-    /** @description `POST /api/v1/clusters/{id}/connection-test`. */
-    ConnectionTest: {
-      checked_at: string;
-      checks: components["schemas"]["Check"][];
-      cluster_id: string;
-      last_error?: components["schemas"]["ProbeError"] | null;
-      /** Format: int64 */
-      latency_ms: number;
-      /**
-       * @description The operator's state, its pods read fresh from the cluster when attached (filled in
-       *     through `App`, as on cluster views).
-       */
-      operator?: unknown;
-      status: components["schemas"]["ClusterStatus"];
-    };
-    /** @description `POST /api/v1/sessions`. Unknown fields are refused. */
-    CreateSession: {
-      /** @description Omitted: a connected cluster is picked (primary clusters first). */
-      cluster_id?: string | null;
-      /** @description Overrides the offering's image. */
-      image?: string | null;
-      /** @description Display name, up to 80 characters; no control, bidi-override or zero-width characters. */
-      name?: string | null;
-      offering_id: string;
-      /** @description Who the session is for (default: the signed-in admin). 1–64 of `A-Za-z0-9._@-`. */
-      owner?: string | null;
-    };
-    /** @description `POST /internal/nodes/decommissioned` (§2.6). Upstream takes any object; no hostname = not accepted. */
-    Decommissioned: {
-      hostname?: string | null;
-    };
-    /** @description `POST /internal/inventory/drift` (§2.5): sent when used > total. Upstream takes any object. */
-    DriftReport: {
-      cluster_id?: string | null;
-      /** Format: int64 */
-      total_mem_mb?: number | null;
-      /** Format: int64 */
-      used_mem_mb?: number | null;
-      uuid?: string | null;
-    };
-    /** @description The JSON body of every error answer. */
-    ErrorBody: {
-      error: components["schemas"]["ErrorDetail"];
-    };
-    ErrorDetail: {
-      /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
-      code: string;
-      /** @description Structured context (field errors, probe checks, conflicting names…); `{}` when none. */
-      details: Record<string, never>;
-      /** @description What went wrong, for people. */
-      message: string;
-      /** @description Echoed in the `X-Request-Id` response header and in the server log. */
-      request_id: string;
-    };
-    /** @description One field-level validation problem: `loc` is the path (`["body","role"]`), `type` a short kind. */
-    FieldError: {
-      loc: string[];
-      msg: string;
-      type: string;
-    };
-    /**
-     * @description The GPU shape of a GPU offering.
-     * @enum {string}
-     */
-    GpuMode: "fractional" | "exclusive";
-    /** @description `POST /internal/inventory/gpu-devices`: one card (§2.4). */
-    GpuReport: {
-      cluster_id?: string | null;
-      /** @description `fractional`, `exclusive` or `mig`; only `mig` overrides what is stored. */
-      mode?: string | null;
-      model?: string | null;
-      /** Format: int64 */
-      node_cpu?: number | null;
-      /** Format: int64 */
-      node_disk_gb?: number | null;
-      node_id: string;
-      /** Format: int64 */
-      node_mem_gb?: number | null;
-      node_ready?: boolean | null;
-      /** @description `ready` or `notready`. */
-      status?: string;
-      /** Format: int64 */
-      total_cores?: number;
-      /** Format: int64 */
-      total_mem_mb?: number;
-      /** Format: int64 */
-      used_cores?: number;
-      /**
-       * Format: int64
-       * @description Advisory only: our allocation bookkeeping owns occupancy.
-       */
-      used_mem_mb?: number;
-      /** @description From HAMi (`GPU-…`, `MIG-…`) or `<node>-gpu-<i>`. */
-      uuid: string;
-    };
-    GpuSummary: {
-      /** Format: int64 */
-      device_total: number;
-      /** Format: int64 */
-      vram_total_mb: number;
-    };
-    GpuView: {
-      /** Format: int64 */
-      memory_mb: number;
-      mode: string;
-      model: string;
-      status: string;
-      /** Format: int64 */
-      used_cores: number;
-      /**
-       * Format: int64
-       * @description Booked by running sessions' allocations (the control plane's count).
-       */
-      used_mem_mb: number;
-      uuid: string;
-    };
-    Health: {
-      /** @description `ok` */
-      status: string;
-      version: string;
-    };
-    /** @description `POST /internal/nodes/health-events` (§2.7). */
-    HealthEvent: {
-      /** @description `cordon` or `alert`. */
-      action?: string | null;
-      cluster_id?: string | null;
-      gpu_uuid?: string | null;
-      id?: string | null;
-      /** @description `xid`, `ecc`, `temp` or `down`. */
-      kind: string;
-      message?: string | null;
-      /** @description The node name (hostname). */
-      node_id: string;
-      /** @description `critical` or `warn`. */
-      severity?: string;
-    };
-    /** @description `{"hostnames":[…]}`, sorted. */
-    Hostnames: {
-      hostnames: string[];
-    };
-    /** @description One RSA public key (RFC 7517); never any private member. */
-    Jwk: {
-      alg: string;
-      e: string;
-      kid: string;
-      kty: string;
-      n: string;
-      use: string;
-    };
-    Jwks: {
-      keys: components["schemas"]["Jwk"][];
-    };
-    LoginRequest: {
-      /** @description 1-1024 bytes. */
-      password: string;
-      /** @description 1-64 characters. */
-      username: string;
-    };
-    LoginResponse: {
-      /** @description Admin JWT (`aud=gshare-api`), also set as the `gshare_console` cookie. */
-      access_token: string;
-      /** @description Echo it in `X-CSRF-Token` on cookie-authenticated POST/PUT/PATCH/DELETE. */
-      csrf_token: string;
-      expires_at: string;
-      /**
-       * Format: int64
-       * @description Seconds until the token expires.
-       */
-      expires_in: number;
-      /** @description `Bearer` */
-      token_type: string;
-      username: string;
-    };
-    Me: {
-      /** @description Whether an account with this name exists (CLI-minted tokens may name any admin). */
-      account: boolean;
-      /** @description `cookie` or `bearer`. */
-      auth: string;
-      /** @description For cookie sessions: the value to send in `X-CSRF-Token`. */
-      csrf_token?: string | null;
-      expires_at: string;
-      username: string;
-    };
-    NewAdmin: {
-      password: string;
-      username: string;
-    };
-    /** @description One node's cards, compact: four numbers per card in `cards`. */
-    NodeCells: {
-      /**
-       * @description Per card, in uuid order: memory MiB, booked MiB, flags (bit 0: not ready; bits 1..:
-       *     model index), live sessions on the card.
-       */
-      cards: number[];
-      /**
-       * Format: int32
-       * @description Bits: 1 cordoned, 2 offline, 4 not ready, 8 decommissioning.
-       */
-      flags: number;
-      /** @description The distinct card models on the node (cards refer to them by index). */
-      models: string[];
-      name: string;
-    };
-    /** @description `GET /api/v1/overview/nodes/{cluster_id}/{node}`: one node's cards in full. */
-    NodeDetail: {
-      cards: components["schemas"]["CardDetail"][];
-      cluster_id: string;
-      cluster_name: string;
-      /** Format: int32 */
-      flags: number;
-      node: string;
-    };
-    /** @description What `label_nodes` did to one node. */
-    NodeLabeling: {
-      /** @description `key=value` applied. */
-      applied: string[];
-      /** @description Labels already set to another value, left as they are (`key=value (upstream sets v)`). */
-      kept: string[];
-      node: string;
-    };
-    /** @description `POST /internal/inventory/nodes`: one node's capacity, GPU or not (§2.3). */
-    NodeReport: {
-      /** @description The reporting operator's cluster; absent or null = the token's. */
-      cluster_id?: string | null;
-      lossless_capable?: boolean;
-      /** Format: int64 */
-      node_cpu?: number | null;
-      /**
-       * Format: int64
-       * @description GiB of ephemeral storage.
-       */
-      node_disk_gb?: number | null;
-      /** @description The Kubernetes node name. */
-      node_id: string;
-      /**
-       * Format: int64
-       * @description GiB.
-       */
-      node_mem_gb?: number | null;
-      /** @description The node's Ready condition; absent = ready (older operators). False = offline at once. */
-      node_ready?: boolean | null;
-      /** @description `master`, `gpu`, `cpu` or `storage`. */
-      role?: string | null;
-    };
-    NodeSummary: {
-      /** Format: int64 */
-      cordoned: number;
-      /** Format: int64 */
-      offline: number;
-      /** Format: int64 */
-      ready: number;
-      /** Format: int64 */
-      total: number;
-    };
-    /** @description A row of `GET /api/v1/clusters/{id}/nodes`. */
-    NodeView: {
-      cordoned: boolean;
-      decommissioning: boolean;
-      gpus: components["schemas"]["GpuView"][];
-      last_seen?: string | null;
-      name: string;
-      offline: boolean;
-      ready: boolean;
-      role?: string | null;
-      schedulable: boolean;
-    };
-    /** @description What happened to one object. */
-    ObjectResult: {
-      message?: string | null;
-      /** @description `Kind/name` or `Kind/namespace/name`. */
-      object: string;
-      reason?: string | null;
-      /**
-       * @description `created`, `updated`, `unchanged`, `deleted`, `absent`, `kept` (detach: not made by
-       *     attach), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
-       */
-      result: string;
-      /**
-       * Format: int32
-       * @description The API server's HTTP status on failure.
-       */
-      status?: number | null;
-    };
-    /** @description `POST /api/v1/offerings`. Unknown fields are refused. */
-    OfferingCreate: {
-      /**
-       * Format: int64
-       * @description CPU cores (default 1).
-       */
-      cpu?: number | null;
-      /**
-       * Format: int64
-       * @description GiB of scratch disk (default 10).
-       */
-      disk_gb?: number | null;
-      /**
-       * Format: int64
-       * @description GPU only: 0–100 % of the card's cores (default 100 for exclusive, else required).
-       */
-      gpu_cores?: number | null;
-      /**
-       * Format: int64
-       * @description GPU only, required: MiB of GPU memory (HAMi `gpumem`).
-       */
-      gpu_mem_mb?: number | null;
-      gpu_model?: string | null;
-      /**
-       * Format: int64
-       * @description Default 1800; 0 = never reap idle sessions.
-       */
-      idle_timeout_sec?: number | null;
-      /** @description Container image reference, pulled verbatim by the cluster (no spaces). */
-      image: string;
-      /**
-       * Format: int64
-       * @description Default 0 = no cap.
-       */
-      max_runtime_sec?: number | null;
-      /**
-       * Format: int64
-       * @description GiB of memory (default 4).
-       */
-      mem_gb?: number | null;
-      mode?: components["schemas"]["GpuMode"] | null;
-      /** @description 1–80 characters, unique; no control, bidi-override or zero-width characters. */
-      name: string;
-      resource_class: components["schemas"]["ResourceClass"];
-    };
-    /** @description `GET /api/v1/offerings`. */
-    OfferingList: {
-      data: components["schemas"]["OfferingView"][];
-    };
-    /** @description `PATCH /api/v1/offerings/{id}`: any subset; running sessions keep the shape they started with. */
-    OfferingPatch: {
-      /** Format: int64 */
-      cpu?: number | null;
-      /** Format: int64 */
-      disk_gb?: number | null;
-      /** Format: int64 */
-      gpu_cores?: number | null;
-      /** Format: int64 */
-      gpu_mem_mb?: number | null;
-      gpu_model?: string | null;
-      /** Format: int64 */
-      idle_timeout_sec?: number | null;
-      image?: string | null;
-      /** Format: int64 */
-      max_runtime_sec?: number | null;
-      /** Format: int64 */
-      mem_gb?: number | null;
-      mode?: components["schemas"]["GpuMode"] | null;
-      name?: string | null;
-      status?: components["schemas"]["OfferingStatus"] | null;
-    };
-    /** @enum {string} */
-    OfferingStatus: "active" | "inactive";
-    /** @description An offering as the API shows it. */
-    OfferingView: components["schemas"]["Shape"] & {
-      created_at: string;
-      id: string;
-      name: string;
-      /**
-       * Format: int64
-       * @description Live sessions created from it.
-       */
-      sessions: number;
-      status: components["schemas"]["OfferingStatus"];
-    };
-    /** @description `POST /internal/audit/operator` (§2.2). */
-    OperatorAudit: {
-      /** @description `session.pause`, `pod.delete` or `node.cordon` (the three the operator records). */
-      action: string;
-      /** @description `operator:<cluster_id>`; must be the token's cluster. */
-      actor: string;
-      detail?: Record<string, never> | null;
-      /** @description `ok` (or `failed`). */
-      result: string;
-      target: string;
-      trace_id?: string | null;
-      /** @description RFC 3339. */
-      ts: string;
-    };
-    /** @description `GET /api/v1/overview`. */
-    OverviewAnswer: {
-      clusters: components["schemas"]["ClusterCells"][];
-      generated_at: string;
-      series: components["schemas"]["Series"];
-      totals: components["schemas"]["Totals"];
-    };
-    Pagination: {
-      /**
-       * @description Pass as `cursor` for the next (older) page; absent on the last page. In page mode, the id
-       *     of this page's oldest entry when more follow.
-       */
-      next_cursor?: string | null;
-      /** Format: int64 */
-      page: number;
-      /** Format: int64 */
-      size: number;
-      /** Format: int64 */
-      total: number;
-      /** Format: int64 */
-      total_pages: number;
-    };
-    PasswordChange: {
-      current_password: string;
-      new_password: string;
-    };
-    /** @description `PATCH /api/v1/clusters/{id}`: only the fields sent change; unknown fields are refused. */
-    PatchRequest: {
-      /**
-       * @description A new API server address (`""` = the kubeconfig's own). Without `kubeconfig_b64` the stored
-       *     credentials go there only over `https://` verified by the kubeconfig's own CA; else 422.
-       */
-      api_server?: string | null;
-      /** @description New credentials for the same cluster (same kube-system UID, probe passes). */
-      kubeconfig_b64?: string | null;
-      name?: string | null;
-      role?: components["schemas"]["Role"] | null;
-      /** @description `""` clears the cluster's own domain. */
-      session_domain?: string | null;
-      /** @description `host:port` of the cluster's session ingress for the `/proxy/` relay; `""` clears it. */
-      session_ingress?: string | null;
-    };
-    /**
-     * @description A session's phase. `terminated` and `error` are final.
-     * @enum {string}
-     */
-    Phase: "pending" | "preparing" | "running" | "paused" | "terminating" | "terminated" | "error";
-    PoolCapacity: {
-      /** Format: int64 */
-      capacity_bytes?: number;
-      storage_class: string;
-    };
-    /**
-     * @description A prerequisite check; the wire names are pinned by tests.
-     * @enum {string}
-     */
-    PrereqStage: "node_labels" | "ingress" | "hami_scheduler" | "hami_monitor" | "dcgm";
-    Prerequisite: {
-      cause: string;
-      hint: string;
-      ok: boolean;
-      /** @description `error`: sessions will not run (or not be reachable); `warning`: a feature is off. */
-      severity: string;
-      stage: components["schemas"]["PrereqStage"];
-    };
-    Prerequisites: {
-      checks: components["schemas"]["Prerequisite"][];
-      /** @description The HAMi device-plugin monitor Service found, as the operator's `--hami-monitor-url`. */
-      hami_monitor_url?: string | null;
-      /** @description The ingress-nginx controller's HTTP NodePort on a node address: a `session_ingress` to set. */
-      suggested_session_ingress?: string | null;
-      unlabeled_cpu_node_count: number;
-      /** @description Worker nodes without GPUs lacking `gshare.io/node-type=cpu`. */
-      unlabeled_cpu_nodes: string[];
-      unlabeled_gpu_node_count: number;
-      /**
-       * @description GPU nodes (HAMi or `nvidia.com/gpu`) lacking one of `gpu=on`, `gshare.io/gpu=true`,
-       *     `gshare.io/gpu-mode` (at most 50 named; `unlabeled_gpu_node_count` counts all).
-       */
-      unlabeled_gpu_nodes: string[];
-    };
-    /** @description The failing stage and cause of the last probe. */
-    ProbeError: {
-      cause: string;
-      hint?: string;
-      stage: components["schemas"]["Stage"];
-    };
-    /**
-     * @description Which RBAC the operator gets.
-     * @enum {string}
-     */
-    Profile: "compatible" | "least_privilege";
-    /** @description The profile chosen and why, as attach and `gshare operator manifests` report it. */
-    ProfileChoice: {
-      /** @description The declared build (`operator_build`), if any. */
-      build?: string | null;
-      profile: components["schemas"]["Profile"];
-      pull_policy: string;
-      reason: string;
-    };
-    Readiness: {
-      keys: boolean;
-      /**
-       * @description The last snapshot's result (a failing snapshot does not make the server unready). To
-       *     callers without an admin token it names no path and no error: `last_file` and `restore`
-       *     are left out and `last_error` only says that the last attempt failed.
-       */
-      snapshot: components["schemas"]["SnapshotStatus"];
-      /** @description `ready` */
-      status: string;
-      store: boolean;
-    };
-    /** @description `POST /api/v1/clusters`. Unknown fields are ignored, as upstream does. */
-    RegisterRequest: {
-      /** @description API server URL to use instead of the kubeconfig's `server`. */
-      api_server?: string | null;
-      /** @description The kubeconfig file, base64-encoded (`base64 -w0 kubeconfig`); credentials must be embedded. */
-      kubeconfig_b64: string;
-      /**
-       * @description Display name, 1–80 characters, unique among live clusters; no control, bidi-override or
-       *     zero-width characters.
-       */
-      name: string;
-      role: components["schemas"]["Role"];
-      /** @description Host for this cluster's session URLs; empty = the server-wide default. */
-      session_domain?: string | null;
-    };
-    /** @description The answer of attach and detach. */
-    Report: {
-      /** @description Objects created or changed by this call. */
-      changed: number;
-      cluster_id: string;
-      /** @description With `?label_nodes=true`: the labels applied per node, and those kept at other values. */
-      labeled_nodes?: components["schemas"]["NodeLabeling"][];
-      /** @description Every object in order with what happened to it. */
-      objects: components["schemas"]["ObjectResult"][];
-      prerequisites?: components["schemas"]["Prerequisites"] | null;
-      profile?: components["schemas"]["ProfileChoice"] | null;
-      token?: components["schemas"]["TokenView"] | null;
-    };
-    /** @enum {string} */
-    ResourceClass: "gpu" | "cpu";
-    /** @description What the first start after a restore found in the clusters. */
-    RestoreReport: {
-      clusters_probed: number;
-      finished: boolean;
-      snapshot_created_at: string;
-      /**
-       * @description `<cluster_id>/<cr name>`: GShareSessions running in a cluster that the restored state
-       *     does not know. Listed, never deleted.
-       */
-      unknown_crs: string[];
-      /** @description Clusters whose CRs could not be listed. */
-      unreachable: string[];
-    };
-    /** @enum {string} */
-    Role: "primary" | "standby";
-    /** @description `{"accepted":n,"unknown":m}`: samples kept and samples for sessions not known here. */
-    SamplesAccepted: {
-      /** Format: int64 */
-      accepted: number;
-      /** Format: int64 */
-      unknown?: number | null;
-    };
-    /** @description Time series, oldest first, one value per sample (columns of equal length). */
-    Series: {
-      /** @description Operator callbacks answered per second since the previous sample. */
-      callbacks_per_s: number[];
-      /** @description GPU memory (MiB) booked by the open allocations of live sessions. */
-      gpu_mem_booked_mb: number[];
-      /** Format: int64 */
-      interval_s: number;
-      sessions_running: number[];
-      /** @description Unix milliseconds of each sample. */
-      t: number[];
-    };
-    SessionDisk: {
-      /** Format: int64 */
-      ephemeral_limit_bytes: number;
-      /** Format: int64 */
-      ephemeral_used_bytes: number;
-      /** @description The GShareSession CR name. */
-      name: string;
-    };
-    /** @description `GET /api/v1/sessions`. */
-    SessionPage: {
-      data: components["schemas"]["SessionView"][];
-      /**
-       * @description Pass as `after` for the next page (the last id of this one); null on the last page.
-       *     Paging by `after` costs the same at any depth, and new sessions never shift it.
-       */
-      next?: string | null;
-      /** @description `page` is 0 when the page was asked with `after` (its position is not counted). */
-      pagination: components["schemas"]["Pagination"];
-    };
-    /** @description A session as the API shows it. */
-    SessionView: components["schemas"]["Shape"] & {
-      /** @description Allowed now: `pause`, `resume`, `connect`, `delete`. */
-      actions: string[];
-      bound_gpu_uuid?: string | null;
-      cluster_id: string;
-      cluster_name: string;
-      /** @description The GShareSession's name on the cluster. */
-      cr_name: string;
-      created_at: string;
-      ended_at?: string | null;
-      id: string;
-      last_report_at?: string | null;
-      live: boolean;
-      message?: string | null;
-      name?: string | null;
-      node_name?: string | null;
-      offering_id: string;
-      offering_name: string;
-      owner: string;
-      phase: components["schemas"]["Phase"];
-      phase_changed_at: string;
-      reason?: string | null;
-      started_at?: string | null;
-    };
-    /**
-     * @description What a session runs and with how much: copied from the offering when the session is created,
-     *     so later edits of the offering never change a running session.
-     */
-    Shape: {
-      /** Format: int64 */
-      cpu: number;
-      /** Format: int64 */
-      disk_gb: number;
-      /**
-       * Format: int64
-       * @description 0–100 (% of the card's cores).
-       */
-      gpu_cores?: number | null;
-      /** Format: int64 */
-      gpu_mem_mb?: number | null;
-      gpu_model?: string | null;
-      /**
-       * Format: int64
-       * @description Idle reaping after this many seconds; 0 = never.
-       */
-      idle_timeout_sec: number;
-      /** @description Container image, pulled verbatim. */
-      image: string;
-      /**
-       * Format: int64
-       * @description Hard cap on one run; 0 = none.
-       */
-      max_runtime_sec: number;
-      /** Format: int64 */
-      mem_gb: number;
-      mode?: components["schemas"]["GpuMode"] | null;
-      resource_class: components["schemas"]["ResourceClass"];
-    };
-    /** @description Information about one snapshot file (`ls`, API answers). */
-    SnapshotInfo: {
-      binary_version: string;
-      created_at: string;
-      name: string;
-      path: string;
-      reason: string;
-      /** Format: int64 */
-      schema_version: number;
-      secrets_included: boolean;
-      sha256: string;
-      /** Format: int64 */
-      size_bytes: number;
-    };
-    SnapshotRequest: {
-      /** @description `true`: answer with the snapshot file itself (application/octet-stream) and write nothing. */
-      download?: boolean;
-      /** @description A short word recorded in the header and the file name (default `manual`). */
-      reason?: string | null;
-    };
-    /** @description `GET /api/v1/snapshots/status`: the schedule and the last result (for the console). */
-    SnapshotSchedule: {
-      dir: string;
-      /**
-       * Format: int64
-       * @description Seconds between scheduled snapshots; 0 when the schedule is off.
-       */
-      interval_s: number;
-      /** @description Snapshots kept in `dir` (older ones are pruned after each new one). */
-      keep: number;
-      /**
-       * @description When the next scheduled snapshot is due (RFC 3339), if the schedule is on and one has
-       *     succeeded (the first is taken within five minutes of start).
-       */
-      next_at?: string | null;
-      status: components["schemas"]["SnapshotStatus"];
-    };
-    /** @description Last results, for `/readyz`, `/metrics` and the console. */
-    SnapshotStatus: {
-      /** Format: int64 */
-      failures: number;
-      /** @description The last attempt's error, cleared by the next success. */
-      last_error?: string | null;
-      last_file?: string | null;
-      /** Format: int64 */
-      last_size_bytes?: number | null;
-      /** @description RFC 3339 time of the last successful snapshot (this run or found on disk at start). */
-      last_success_at?: string | null;
-      restore?: components["schemas"]["RestoreReport"] | null;
-    };
-    /**
-     * @description A stage of the cluster probe (and `heartbeat`, the operator's silence); the wire names are
-     *     upstream's and do not change.
-     * @enum {string}
-     */
-    Stage: "kubeconfig" | "connect" | "auth" | "version" | "runtime_class" | "hami" | "heartbeat" | "unknown";
-    /** @description `POST /internal/sessions/{id}/status` (§2.1). */
-    StatusReport: {
-      /** @description Any string (`GPU-…`, `MIG-…`, old `MIG-GPU-…/1/0`); empty = none. */
-      bound_gpu_uuid?: string | null;
-      cluster_id?: string | null;
-      /** @description `Running`, `Waiting:<reason>` or `Terminated:<reason>`. */
-      container_state?: string | null;
-      /**
-       * Format: int64
-       * @description The CR generation the report describes (0 or absent: unknown; huge ones saturate).
-       */
-      generation?: number | null;
-      message?: string | null;
-      node_name?: string | null;
-      /**
-       * @description `Pending|Preparing|Running|Paused|Terminated|Error|Heartbeat|IdleWarning|Terminating`
-       *     (any case; unknown phases are accepted and ignored).
-       */
-      phase: string;
-      /** @description `namespace/name`. */
-      pod_ref?: string | null;
-      /** Format: int64 */
-      restart_count?: number | null;
-      trace_id?: string | null;
-      /** @description RFC 3339 UTC event time (also an ISO date-time without offset, or Unix seconds). */
-      ts: string;
-      /**
-       * Format: int64
-       * @description Reported, unused.
-       */
-      used_mem_mb?: number | null;
-      /** @description `Yielded` after an in-place yield. */
-      yield_state?: string | null;
-    };
-    TokenAnswer: components["schemas"]["TokenView"] & {
-      cluster_id: string;
-      /** @description The JWT for Secret `gshare-operator-internal-jwt`, key `internal-jwt`. */
-      token: string;
-    };
-    TokenRequest: {
-      /** @description Lifetime, e.g. `24h` or `7d`; at most 30 days (default: `operator_token_ttl`). */
-      ttl?: string | null;
-    };
-    TokenView: {
-      expires_at: string;
-      issued_at: string;
-      kid: string;
-    };
-    Totals: {
-      /** Format: int64 */
-      clusters: number;
-      /** Format: int64 */
-      gpu_mem_booked_mb: number;
-      /** Format: int64 */
-      gpu_mem_total_mb: number;
-      /** Format: int64 */
-      gpus: number;
-      /**
-       * Format: int64
-       * @description Cards with anything booked.
-       */
-      gpus_busy: number;
-      /** Format: int64 */
-      gpus_error: number;
-      /** Format: int64 */
-      nodes: number;
-      /** Format: int64 */
-      nodes_cordoned: number;
-      /** Format: int64 */
-      nodes_offline: number;
-      /** Format: int64 */
-      sessions_live: number;
-      /** Format: int64 */
-      sessions_running: number;
-    };
-    /** @description A directory in the kubeconfig dir that no registered cluster claims. */
-    UnclaimedDir: {
-      first_seen_at: string;
-      name: string;
-      reason: string;
-    };
-    /** @description What the operator should do with one PVC. */
-    VolumeDirective: {
-      name: string;
-      /**
-       * Format: int64
-       * @description Grow the claim to this many GiB; null = leave it.
-       */
-      quota_gb?: number | null;
-      /** @description Delete the claim (only for a volume known deleted). */
-      reclaim: boolean;
-      volume_id?: string | null;
-    };
-    /** @description One PVC the operator sees (§2.8). */
-    VolumeObserved: {
-      /** Format: int64 */
-      capacity_gb?: number;
-      mounted?: boolean;
-      /** @description The PVC name. */
-      name: string;
-      storage_class?: string | null;
-      /** Format: int64 */
-      used_bytes?: number | null;
-      volume_id?: string | null;
-    };
-    /** @description `POST /internal/volumes/sync`. */
-    VolumeSync: {
-      cluster_id?: string | null;
-      pools?: components["schemas"]["PoolCapacity"][];
-      sessions?: components["schemas"]["SessionDisk"][];
-      volumes: components["schemas"]["VolumeObserved"][];
-    };
-    VolumeSyncAnswer: {
-      /**
-       * Format: int64
-       * @description PVCs no record explains (no volume id); kept, for an admin to look at.
-       */
-      orphans: number;
-      volumes: components["schemas"]["VolumeDirective"][];
-    };
-  };
-  responses: never;
-  parameters: never;
-  requestBodies: never;
-  headers: never;
-  pathItems: never;
+    schemas: {
+        /** @description `{"accepted":true}` (202), upstream's answer to most callbacks. */
+        Accepted: {
+            accepted: boolean;
+        };
+        /** @description What listings show: never the hash. */
+        AccountSummary: {
+            created_at: string;
+            password_changed_at: string;
+            username: string;
+        };
+        /** @description The signed-in admin's account. */
+        AccountView: {
+            created_at?: string | null;
+            /**
+             * @description True while `admin` still has the password the first start wrote to
+             *     `<data_dir>/initial-admin-password`: the console asks for a new one first.
+             */
+            must_change_password: boolean;
+            password_changed_at?: string | null;
+            username: string;
+        };
+        AdminList: {
+            data: components["schemas"]["AccountSummary"][];
+        };
+        /** @description `POST /internal/metrics/session-samples`. */
+        AgentReport: {
+            node: string;
+            samples?: components["schemas"]["AgentSample"][];
+        };
+        /** @description One agent sample (§2.10). */
+        AgentSample: {
+            /**
+             * Format: double
+             * @description Unix seconds, fractional.
+             */
+            at: number;
+            /** Format: double */
+            cpu_cores: number;
+            /** Format: int64 */
+            mem_bytes: number;
+            /** @description The session's CR name. */
+            session: string;
+        };
+        /** @description One audit entry as a caller describes it; the log adds `id` and `at`. */
+        AuditEntry: {
+            /**
+             * @description Dotted verb, e.g. `auth.login`, `auth.logout`, `admin.add`, `keys.rotate`, `token.mint`,
+             *     `cluster.register`, `cluster.patch`, `cluster.delete`.
+             */
+            action: string;
+            /** @description `admin:<username>`, `cli`, `system`, or for failed logins `anonymous`. */
+            actor: string;
+            client_addr?: string | null;
+            /** @description Action-specific context (never secrets); `{}` when none. */
+            details?: Record<string, unknown>;
+            request_id?: string | null;
+            result: components["schemas"]["AuditResult"];
+            /** @description What was acted on (a username, a cluster id, a key id…). */
+            target?: string | null;
+            user_agent?: string | null;
+        };
+        AuditPage: {
+            data: components["schemas"]["AuditRecord"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        /** @description A stored entry: what the API and `gshare audit tail` show. */
+        AuditRecord: components["schemas"]["AuditEntry"] & {
+            /** @description RFC 3339, UTC, milliseconds. */
+            at: string;
+            /** @description Time-ordered id (ULID). */
+            id: string;
+        };
+        /**
+         * @description How an attempted action ended.
+         * @enum {string}
+         */
+        AuditResult: "success" | "failure" | "denied";
+        /**
+         * @description `POST /internal/image-builds/{buildId}/status`: `phase` is `queued|running|succeeded|failed`;
+         *     any length of `error` or `log_tail` is read (upstream caps `log_tail` at 32768).
+         */
+        BuildStatus: {
+            error?: string | null;
+            image_ref?: string | null;
+            log_tail?: string | null;
+            phase: string;
+        };
+        CardDetail: {
+            /** Format: int64 */
+            booked_cores: number;
+            /** Format: int64 */
+            booked_mem_mb: number;
+            /** Format: int64 */
+            memory_mb: number;
+            mode: string;
+            model: string;
+            sessions: components["schemas"]["CardSession"][];
+            status: string;
+            /** Format: int64 */
+            total_cores: number;
+            uuid: string;
+        };
+        /** @description A live session bound to a card, with the slice it booked there (if any). */
+        CardSession: {
+            /** @description The open allocation on this card: memory and cores booked, and since when. */
+            allocation_id?: string | null;
+            booked_at?: string | null;
+            /** Format: int64 */
+            booked_cores: number;
+            /** Format: int64 */
+            booked_mem_mb: number;
+            id: string;
+            name?: string | null;
+            owner: string;
+            phase: string;
+        };
+        /** @description One probe check, as shown in the API and the console. */
+        Check: {
+            detail: string;
+            name: string;
+            ok: boolean;
+        };
+        /** @description One cluster's cards, node by node. */
+        ClusterCells: {
+            id: string;
+            name: string;
+            nodes: components["schemas"]["NodeCells"][];
+            /** @description The cluster's status (`connected`, `degraded`, `unreachable`, `pending`). */
+            status: string;
+        };
+        /** @description `GET /api/v1/clusters/{id}` and the 201 of a registration. */
+        ClusterDetail: components["schemas"]["ClusterView"] & {
+            checks: components["schemas"]["Check"][];
+            gpu: components["schemas"]["GpuSummary"];
+            kubernetes_version?: string | null;
+            last_checked_at?: string | null;
+            nodes: components["schemas"]["NodeSummary"];
+            prerequisites?: components["schemas"]["Prerequisites"] | null;
+        };
+        ClusterPage: {
+            data: components["schemas"]["ClusterView"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        /** @enum {string} */
+        ClusterStatus: "pending" | "connected" | "degraded" | "unreachable" | "deleted";
+        /** @description A cluster as `GET /api/v1/clusters` lists it. */
+        ClusterView: {
+            api_server: string;
+            /** @description What session URLs use: the cluster's domain, else the server-wide default. */
+            effective_session_domain?: string | null;
+            /** @description Where `/proxy/` is relayed for this cluster: its ingress, else the server-wide one. */
+            effective_session_ingress?: string | null;
+            /** Format: int64 */
+            gpu_count: number;
+            /** Format: int64 */
+            heartbeat_age_s?: number | null;
+            heartbeat_at?: string | null;
+            id: string;
+            last_error?: components["schemas"]["ProbeError"] | null;
+            name: string;
+            /** Format: int64 */
+            node_count: number;
+            /**
+             * @description The operator on this cluster: attached, connected or silent (and why). Filled in by the
+             *     operator domain (`operator::status::OperatorConnection`), which sits above this one.
+             */
+            operator?: Record<string, unknown> | null;
+            registered_at: string;
+            role: components["schemas"]["Role"];
+            /** Format: int64 */
+            running_sessions: number;
+            /** @description The cluster's own session domain, if set. */
+            session_domain?: string | null;
+            /** @description The cluster's own session ingress (`host:port`) for the `/proxy/` relay, if set. */
+            session_ingress?: string | null;
+            status: components["schemas"]["ClusterStatus"];
+        };
+        ConnectRequest: {
+            /** @description `code`, `lab` or `terminal` (default `lab`). */
+            kind?: string | null;
+        };
+        /** @description `POST /api/v1/sessions/{id}/connect`. */
+        Connection: {
+            expires_at: string;
+            kind: string;
+            /** @description `cnx_<ULID>.<secret>`. */
+            token: string;
+            /** @description Opens the app; the token in it works once, for 300 s. */
+            url: string;
+        };
+        /** @description `POST /api/v1/clusters/{id}/connection-test`. */
+        ConnectionTest: {
+            checked_at: string;
+            checks: components["schemas"]["Check"][];
+            cluster_id: string;
+            last_error?: components["schemas"]["ProbeError"] | null;
+            /** Format: int64 */
+            latency_ms: number;
+            /**
+             * @description The operator's state, its pods read fresh from the cluster when attached (filled in
+             *     through `App`, as on cluster views).
+             */
+            operator?: unknown;
+            status: components["schemas"]["ClusterStatus"];
+        };
+        /** @description `POST /api/v1/sessions`. Unknown fields are refused. */
+        CreateSession: {
+            /** @description Omitted: a connected cluster is picked (primary clusters first). */
+            cluster_id?: string | null;
+            /** @description Overrides the offering's image. */
+            image?: string | null;
+            /** @description Display name, up to 80 characters; no control, bidi-override or zero-width characters. */
+            name?: string | null;
+            offering_id: string;
+            /** @description Who the session is for (default: the signed-in admin). 1–64 of `A-Za-z0-9._@-`. */
+            owner?: string | null;
+        };
+        /** @description `POST /internal/nodes/decommissioned` (§2.6). Upstream takes any object; no hostname = not accepted. */
+        Decommissioned: {
+            hostname?: string | null;
+        };
+        /** @description `POST /internal/inventory/drift` (§2.5): sent when used > total. Upstream takes any object. */
+        DriftReport: {
+            cluster_id?: string | null;
+            /** Format: int64 */
+            total_mem_mb?: number | null;
+            /** Format: int64 */
+            used_mem_mb?: number | null;
+            uuid?: string | null;
+        };
+        /** @description The JSON body of every error answer. */
+        ErrorBody: {
+            error: components["schemas"]["ErrorDetail"];
+        };
+        ErrorDetail: {
+            /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
+            code: string;
+            /** @description Structured context (field errors, probe checks, conflicting names…); `{}` when none. */
+            details: Record<string, unknown>;
+            /** @description What went wrong, for people. */
+            message: string;
+            /** @description Echoed in the `X-Request-Id` response header and in the server log. */
+            request_id: string;
+        };
+        /** @description One field-level validation problem: `loc` is the path (`["body","role"]`), `type` a short kind. */
+        FieldError: {
+            loc: string[];
+            msg: string;
+            type: string;
+        };
+        /**
+         * @description The GPU shape of a GPU offering.
+         * @enum {string}
+         */
+        GpuMode: "fractional" | "exclusive";
+        /** @description `POST /internal/inventory/gpu-devices`: one card (§2.4). */
+        GpuReport: {
+            cluster_id?: string | null;
+            /** @description `fractional`, `exclusive` or `mig`; only `mig` overrides what is stored. */
+            mode?: string | null;
+            model?: string | null;
+            /** Format: int64 */
+            node_cpu?: number | null;
+            /** Format: int64 */
+            node_disk_gb?: number | null;
+            node_id: string;
+            /** Format: int64 */
+            node_mem_gb?: number | null;
+            node_ready?: boolean | null;
+            /** @description `ready` or `notready`. */
+            status?: string;
+            /** Format: int64 */
+            total_cores?: number;
+            /** Format: int64 */
+            total_mem_mb?: number;
+            /** Format: int64 */
+            used_cores?: number;
+            /**
+             * Format: int64
+             * @description Advisory only: our allocation bookkeeping owns occupancy.
+             */
+            used_mem_mb?: number;
+            /** @description From HAMi (`GPU-…`, `MIG-…`) or `<node>-gpu-<i>`. */
+            uuid: string;
+        };
+        GpuSummary: {
+            /** Format: int64 */
+            device_total: number;
+            /** Format: int64 */
+            vram_total_mb: number;
+        };
+        GpuView: {
+            /** Format: int64 */
+            memory_mb: number;
+            mode: string;
+            model: string;
+            status: string;
+            /** Format: int64 */
+            used_cores: number;
+            /**
+             * Format: int64
+             * @description Booked by running sessions' allocations (the control plane's count).
+             */
+            used_mem_mb: number;
+            uuid: string;
+        };
+        Health: {
+            /** @description `ok` */
+            status: string;
+            version: string;
+        };
+        /** @description `POST /internal/nodes/health-events` (§2.7). */
+        HealthEvent: {
+            /** @description `cordon` or `alert`. */
+            action?: string | null;
+            cluster_id?: string | null;
+            gpu_uuid?: string | null;
+            id?: string | null;
+            /** @description `xid`, `ecc`, `temp` or `down`. */
+            kind: string;
+            message?: string | null;
+            /** @description The node name (hostname). */
+            node_id: string;
+            /** @description `critical` or `warn`. */
+            severity?: string;
+        };
+        /** @description `{"hostnames":[…]}`, sorted. */
+        Hostnames: {
+            hostnames: string[];
+        };
+        /** @description One RSA public key (RFC 7517); never any private member. */
+        Jwk: {
+            alg: string;
+            e: string;
+            kid: string;
+            kty: string;
+            n: string;
+            use: string;
+        };
+        Jwks: {
+            keys: components["schemas"]["Jwk"][];
+        };
+        LoginRequest: {
+            /** @description 1-1024 bytes. */
+            password: string;
+            /** @description 1-64 characters. */
+            username: string;
+        };
+        LoginResponse: {
+            /** @description Admin JWT (`aud=gshare-api`), also set as the `gshare_console` cookie. */
+            access_token: string;
+            /** @description Echo it in `X-CSRF-Token` on cookie-authenticated POST/PUT/PATCH/DELETE. */
+            csrf_token: string;
+            expires_at: string;
+            /**
+             * Format: int64
+             * @description Seconds until the token expires.
+             */
+            expires_in: number;
+            /** @description `Bearer` */
+            token_type: string;
+            username: string;
+        };
+        Me: {
+            /** @description Whether an account with this name exists (CLI-minted tokens may name any admin). */
+            account: boolean;
+            /** @description `cookie` or `bearer`. */
+            auth: string;
+            /** @description For cookie sessions: the value to send in `X-CSRF-Token`. */
+            csrf_token?: string | null;
+            expires_at: string;
+            username: string;
+        };
+        NewAdmin: {
+            password: string;
+            username: string;
+        };
+        /** @description One node's cards, compact: four numbers per card in `cards`. */
+        NodeCells: {
+            /**
+             * @description Per card, in uuid order: memory MiB, booked MiB, flags (bit 0: not ready; bits 1..:
+             *     model index), live sessions on the card.
+             */
+            cards: number[];
+            /**
+             * Format: int32
+             * @description Bits: 1 cordoned, 2 offline, 4 not ready, 8 decommissioning.
+             */
+            flags: number;
+            /** @description The distinct card models on the node (cards refer to them by index). */
+            models: string[];
+            name: string;
+        };
+        /** @description `GET /api/v1/overview/nodes/{cluster_id}/{node}`: one node's cards in full. */
+        NodeDetail: {
+            cards: components["schemas"]["CardDetail"][];
+            cluster_id: string;
+            cluster_name: string;
+            /** Format: int32 */
+            flags: number;
+            node: string;
+        };
+        /** @description What `label_nodes` did to one node. */
+        NodeLabeling: {
+            /** @description `key=value` applied. */
+            applied: string[];
+            /** @description Labels already set to another value, left as they are (`key=value (upstream sets v)`). */
+            kept: string[];
+            node: string;
+        };
+        /** @description `POST /internal/inventory/nodes`: one node's capacity, GPU or not (§2.3). */
+        NodeReport: {
+            /** @description The reporting operator's cluster; absent or null = the token's. */
+            cluster_id?: string | null;
+            lossless_capable?: boolean;
+            /** Format: int64 */
+            node_cpu?: number | null;
+            /**
+             * Format: int64
+             * @description GiB of ephemeral storage.
+             */
+            node_disk_gb?: number | null;
+            /** @description The Kubernetes node name. */
+            node_id: string;
+            /**
+             * Format: int64
+             * @description GiB.
+             */
+            node_mem_gb?: number | null;
+            /** @description The node's Ready condition; absent = ready (older operators). False = offline at once. */
+            node_ready?: boolean | null;
+            /** @description `master`, `gpu`, `cpu` or `storage`. */
+            role?: string | null;
+        };
+        NodeSummary: {
+            /** Format: int64 */
+            cordoned: number;
+            /** Format: int64 */
+            offline: number;
+            /** Format: int64 */
+            ready: number;
+            /** Format: int64 */
+            total: number;
+        };
+        /** @description A row of `GET /api/v1/clusters/{id}/nodes`. */
+        NodeView: {
+            cordoned: boolean;
+            decommissioning: boolean;
+            gpus: components["schemas"]["GpuView"][];
+            last_seen?: string | null;
+            name: string;
+            offline: boolean;
+            ready: boolean;
+            role?: string | null;
+            schedulable: boolean;
+        };
+        /** @description What happened to one object. */
+        ObjectResult: {
+            message?: string | null;
+            /** @description `Kind/name` or `Kind/namespace/name`. */
+            object: string;
+            reason?: string | null;
+            /**
+             * @description `created`, `updated`, `unchanged`, `deleted`, `absent`, `kept` (detach: not made by
+             *     attach), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
+             */
+            result: string;
+            /**
+             * Format: int32
+             * @description The API server's HTTP status on failure.
+             */
+            status?: number | null;
+        };
+        /** @description `POST /api/v1/offerings`. Unknown fields are refused. */
+        OfferingCreate: {
+            /**
+             * Format: int64
+             * @description CPU cores (default 1).
+             */
+            cpu?: number | null;
+            /**
+             * Format: int64
+             * @description GiB of scratch disk (default 10).
+             */
+            disk_gb?: number | null;
+            /**
+             * Format: int64
+             * @description GPU only: 0–100 % of the card's cores (default 100 for exclusive, else required).
+             */
+            gpu_cores?: number | null;
+            /**
+             * Format: int64
+             * @description GPU only, required: MiB of GPU memory (HAMi `gpumem`).
+             */
+            gpu_mem_mb?: number | null;
+            gpu_model?: string | null;
+            /**
+             * Format: int64
+             * @description Default 1800; 0 = never reap idle sessions.
+             */
+            idle_timeout_sec?: number | null;
+            /** @description Container image reference, pulled verbatim by the cluster (no spaces). */
+            image: string;
+            /**
+             * Format: int64
+             * @description Default 0 = no cap.
+             */
+            max_runtime_sec?: number | null;
+            /**
+             * Format: int64
+             * @description GiB of memory (default 4).
+             */
+            mem_gb?: number | null;
+            mode?: components["schemas"]["GpuMode"] | null;
+            /** @description 1–80 characters, unique; no control, bidi-override or zero-width characters. */
+            name: string;
+            resource_class: components["schemas"]["ResourceClass"];
+        };
+        /** @description `GET /api/v1/offerings`. */
+        OfferingList: {
+            data: components["schemas"]["OfferingView"][];
+        };
+        /** @description `PATCH /api/v1/offerings/{id}`: any subset; running sessions keep the shape they started with. */
+        OfferingPatch: {
+            /** Format: int64 */
+            cpu?: number | null;
+            /** Format: int64 */
+            disk_gb?: number | null;
+            /** Format: int64 */
+            gpu_cores?: number | null;
+            /** Format: int64 */
+            gpu_mem_mb?: number | null;
+            gpu_model?: string | null;
+            /** Format: int64 */
+            idle_timeout_sec?: number | null;
+            image?: string | null;
+            /** Format: int64 */
+            max_runtime_sec?: number | null;
+            /** Format: int64 */
+            mem_gb?: number | null;
+            mode?: components["schemas"]["GpuMode"] | null;
+            name?: string | null;
+            status?: components["schemas"]["OfferingStatus"] | null;
+        };
+        /** @enum {string} */
+        OfferingStatus: "active" | "inactive";
+        /** @description An offering as the API shows it. */
+        OfferingView: components["schemas"]["Shape"] & {
+            created_at: string;
+            id: string;
+            name: string;
+            /**
+             * Format: int64
+             * @description Live sessions created from it.
+             */
+            sessions: number;
+            status: components["schemas"]["OfferingStatus"];
+        };
+        /** @description `POST /internal/audit/operator` (§2.2). */
+        OperatorAudit: {
+            /** @description `session.pause`, `pod.delete` or `node.cordon` (the three the operator records). */
+            action: string;
+            /** @description `operator:<cluster_id>`; must be the token's cluster. */
+            actor: string;
+            detail?: Record<string, unknown> | null;
+            /** @description `ok` (or `failed`). */
+            result: string;
+            target: string;
+            trace_id?: string | null;
+            /** @description RFC 3339. */
+            ts: string;
+        };
+        /** @description `GET /api/v1/overview`. */
+        OverviewAnswer: {
+            clusters: components["schemas"]["ClusterCells"][];
+            generated_at: string;
+            series: components["schemas"]["Series"];
+            totals: components["schemas"]["Totals"];
+        };
+        Pagination: {
+            /**
+             * @description Pass as `cursor` for the next (older) page; absent on the last page. In page mode, the id
+             *     of this page's oldest entry when more follow.
+             */
+            next_cursor?: string | null;
+            /** Format: int64 */
+            page: number;
+            /** Format: int64 */
+            size: number;
+            /** Format: int64 */
+            total: number;
+            /** Format: int64 */
+            total_pages: number;
+        };
+        PasswordChange: {
+            current_password: string;
+            new_password: string;
+        };
+        /** @description `PATCH /api/v1/clusters/{id}`: only the fields sent change; unknown fields are refused. */
+        PatchRequest: {
+            /**
+             * @description A new API server address (`""` = the kubeconfig's own). Without `kubeconfig_b64` the stored
+             *     credentials go there only over `https://` verified by the kubeconfig's own CA; else 422.
+             */
+            api_server?: string | null;
+            /** @description New credentials for the same cluster (same kube-system UID, probe passes). */
+            kubeconfig_b64?: string | null;
+            name?: string | null;
+            role?: components["schemas"]["Role"] | null;
+            /** @description `""` clears the cluster's own domain. */
+            session_domain?: string | null;
+            /** @description `host:port` of the cluster's session ingress for the `/proxy/` relay; `""` clears it. */
+            session_ingress?: string | null;
+        };
+        /**
+         * @description A session's phase. `terminated` and `error` are final.
+         * @enum {string}
+         */
+        Phase: "pending" | "preparing" | "running" | "paused" | "terminating" | "terminated" | "error";
+        PoolCapacity: {
+            /** Format: int64 */
+            capacity_bytes?: number;
+            storage_class: string;
+        };
+        /**
+         * @description A prerequisite check; the wire names are pinned by tests.
+         * @enum {string}
+         */
+        PrereqStage: "node_labels" | "ingress" | "hami_scheduler" | "hami_monitor" | "dcgm";
+        Prerequisite: {
+            cause: string;
+            hint: string;
+            ok: boolean;
+            /** @description `error`: sessions will not run (or not be reachable); `warning`: a feature is off. */
+            severity: string;
+            stage: components["schemas"]["PrereqStage"];
+        };
+        Prerequisites: {
+            checks: components["schemas"]["Prerequisite"][];
+            /** @description The HAMi device-plugin monitor Service found, as the operator's `--hami-monitor-url`. */
+            hami_monitor_url?: string | null;
+            /** @description The ingress-nginx controller's HTTP NodePort on a node address: a `session_ingress` to set. */
+            suggested_session_ingress?: string | null;
+            unlabeled_cpu_node_count: number;
+            /** @description Worker nodes without GPUs lacking `gshare.io/node-type=cpu`. */
+            unlabeled_cpu_nodes: string[];
+            unlabeled_gpu_node_count: number;
+            /**
+             * @description GPU nodes (HAMi or `nvidia.com/gpu`) lacking one of `gpu=on`, `gshare.io/gpu=true`,
+             *     `gshare.io/gpu-mode` (at most 50 named; `unlabeled_gpu_node_count` counts all).
+             */
+            unlabeled_gpu_nodes: string[];
+        };
+        /** @description The failing stage and cause of the last probe. */
+        ProbeError: {
+            cause: string;
+            hint?: string;
+            stage: components["schemas"]["Stage"];
+        };
+        /**
+         * @description Which RBAC the operator gets.
+         * @enum {string}
+         */
+        Profile: "compatible" | "least_privilege";
+        /** @description The profile chosen and why, as attach and `gshare operator manifests` report it. */
+        ProfileChoice: {
+            /** @description The declared build (`operator_build`), if any. */
+            build?: string | null;
+            profile: components["schemas"]["Profile"];
+            pull_policy: string;
+            reason: string;
+        };
+        Readiness: {
+            keys: boolean;
+            /**
+             * @description The last snapshot's result (a failing snapshot does not make the server unready). To
+             *     callers without an admin token it names no path and no error: `last_file` and `restore`
+             *     are left out and `last_error` only says that the last attempt failed.
+             */
+            snapshot: components["schemas"]["SnapshotStatus"];
+            /** @description `ready` */
+            status: string;
+            store: boolean;
+        };
+        /** @description `POST /api/v1/clusters`. Unknown fields are ignored, as upstream does. */
+        RegisterRequest: {
+            /** @description API server URL to use instead of the kubeconfig's `server`. */
+            api_server?: string | null;
+            /** @description The kubeconfig file, base64-encoded (`base64 -w0 kubeconfig`); credentials must be embedded. */
+            kubeconfig_b64: string;
+            /**
+             * @description Display name, 1–80 characters, unique among live clusters; no control, bidi-override or
+             *     zero-width characters.
+             */
+            name: string;
+            role: components["schemas"]["Role"];
+            /** @description Host for this cluster's session URLs; empty = the server-wide default. */
+            session_domain?: string | null;
+        };
+        /** @description The answer of attach and detach. */
+        Report: {
+            /** @description Objects created or changed by this call. */
+            changed: number;
+            cluster_id: string;
+            /** @description With `?label_nodes=true`: the labels applied per node, and those kept at other values. */
+            labeled_nodes?: components["schemas"]["NodeLabeling"][];
+            /** @description Every object in order with what happened to it. */
+            objects: components["schemas"]["ObjectResult"][];
+            prerequisites?: components["schemas"]["Prerequisites"] | null;
+            profile?: components["schemas"]["ProfileChoice"] | null;
+            token?: components["schemas"]["TokenView"] | null;
+        };
+        /** @enum {string} */
+        ResourceClass: "gpu" | "cpu";
+        /** @description What the first start after a restore found in the clusters. */
+        RestoreReport: {
+            clusters_probed: number;
+            finished: boolean;
+            snapshot_created_at: string;
+            /**
+             * @description `<cluster_id>/<cr name>`: GShareSessions running in a cluster that the restored state
+             *     does not know. Listed, never deleted.
+             */
+            unknown_crs: string[];
+            /** @description Clusters whose CRs could not be listed. */
+            unreachable: string[];
+        };
+        /** @enum {string} */
+        Role: "primary" | "standby";
+        /** @description `{"accepted":n,"unknown":m}`: samples kept and samples for sessions not known here. */
+        SamplesAccepted: {
+            /** Format: int64 */
+            accepted: number;
+            /** Format: int64 */
+            unknown?: number | null;
+        };
+        /** @description Time series, oldest first, one value per sample (columns of equal length). */
+        Series: {
+            /** @description Operator callbacks answered per second since the previous sample. */
+            callbacks_per_s: number[];
+            /** @description GPU memory (MiB) booked by the open allocations of live sessions. */
+            gpu_mem_booked_mb: number[];
+            /** Format: int64 */
+            interval_s: number;
+            sessions_running: number[];
+            /** @description Unix milliseconds of each sample. */
+            t: number[];
+        };
+        SessionDisk: {
+            /** Format: int64 */
+            ephemeral_limit_bytes: number;
+            /** Format: int64 */
+            ephemeral_used_bytes: number;
+            /** @description The GShareSession CR name. */
+            name: string;
+        };
+        /** @description `GET /api/v1/sessions`. */
+        SessionPage: {
+            data: components["schemas"]["SessionView"][];
+            /**
+             * @description Pass as `after` for the next page (the last id of this one); null on the last page.
+             *     Paging by `after` costs the same at any depth, and new sessions never shift it.
+             */
+            next?: string | null;
+            /** @description `page` is 0 when the page was asked with `after` (its position is not counted). */
+            pagination: components["schemas"]["Pagination"];
+        };
+        /** @description A session as the API shows it. */
+        SessionView: components["schemas"]["Shape"] & {
+            /** @description Allowed now: `pause`, `resume`, `connect`, `delete`. */
+            actions: string[];
+            bound_gpu_uuid?: string | null;
+            cluster_id: string;
+            cluster_name: string;
+            /** @description The GShareSession's name on the cluster. */
+            cr_name: string;
+            created_at: string;
+            ended_at?: string | null;
+            id: string;
+            last_report_at?: string | null;
+            live: boolean;
+            message?: string | null;
+            name?: string | null;
+            node_name?: string | null;
+            offering_id: string;
+            offering_name: string;
+            owner: string;
+            phase: components["schemas"]["Phase"];
+            phase_changed_at: string;
+            reason?: string | null;
+            started_at?: string | null;
+        };
+        /**
+         * @description What a session runs and with how much: copied from the offering when the session is created,
+         *     so later edits of the offering never change a running session.
+         */
+        Shape: {
+            /** Format: int64 */
+            cpu: number;
+            /** Format: int64 */
+            disk_gb: number;
+            /**
+             * Format: int64
+             * @description 0–100 (% of the card's cores).
+             */
+            gpu_cores?: number | null;
+            /** Format: int64 */
+            gpu_mem_mb?: number | null;
+            gpu_model?: string | null;
+            /**
+             * Format: int64
+             * @description Idle reaping after this many seconds; 0 = never.
+             */
+            idle_timeout_sec: number;
+            /** @description Container image, pulled verbatim. */
+            image: string;
+            /**
+             * Format: int64
+             * @description Hard cap on one run; 0 = none.
+             */
+            max_runtime_sec: number;
+            /** Format: int64 */
+            mem_gb: number;
+            mode?: components["schemas"]["GpuMode"] | null;
+            resource_class: components["schemas"]["ResourceClass"];
+        };
+        /** @description Information about one snapshot file (`ls`, API answers). */
+        SnapshotInfo: {
+            binary_version: string;
+            created_at: string;
+            name: string;
+            path: string;
+            reason: string;
+            /** Format: int64 */
+            schema_version: number;
+            secrets_included: boolean;
+            sha256: string;
+            /** Format: int64 */
+            size_bytes: number;
+        };
+        SnapshotRequest: {
+            /** @description `true`: answer with the snapshot file itself (application/octet-stream) and write nothing. */
+            download?: boolean;
+            /** @description A short word recorded in the header and the file name (default `manual`). */
+            reason?: string | null;
+        };
+        /** @description `GET /api/v1/snapshots/status`: the schedule and the last result (for the console). */
+        SnapshotSchedule: {
+            dir: string;
+            /**
+             * Format: int64
+             * @description Seconds between scheduled snapshots; 0 when the schedule is off.
+             */
+            interval_s: number;
+            /** @description Snapshots kept in `dir` (older ones are pruned after each new one). */
+            keep: number;
+            /**
+             * @description When the next scheduled snapshot is due (RFC 3339), if the schedule is on and one has
+             *     succeeded (the first is taken within five minutes of start).
+             */
+            next_at?: string | null;
+            status: components["schemas"]["SnapshotStatus"];
+        };
+        /** @description Last results, for `/readyz`, `/metrics` and the console. */
+        SnapshotStatus: {
+            /** Format: int64 */
+            failures: number;
+            /** @description The last attempt's error, cleared by the next success. */
+            last_error?: string | null;
+            last_file?: string | null;
+            /** Format: int64 */
+            last_size_bytes?: number | null;
+            /** @description RFC 3339 time of the last successful snapshot (this run or found on disk at start). */
+            last_success_at?: string | null;
+            restore?: components["schemas"]["RestoreReport"] | null;
+        };
+        /**
+         * @description A stage of the cluster probe (and `heartbeat`, the operator's silence); the wire names are
+         *     upstream's and do not change.
+         * @enum {string}
+         */
+        Stage: "kubeconfig" | "connect" | "auth" | "version" | "runtime_class" | "hami" | "heartbeat" | "unknown";
+        /** @description `POST /internal/sessions/{id}/status` (§2.1). */
+        StatusReport: {
+            /** @description Any string (`GPU-…`, `MIG-…`, old `MIG-GPU-…/1/0`); empty = none. */
+            bound_gpu_uuid?: string | null;
+            cluster_id?: string | null;
+            /** @description `Running`, `Waiting:<reason>` or `Terminated:<reason>`. */
+            container_state?: string | null;
+            /**
+             * Format: int64
+             * @description The CR generation the report describes (0 or absent: unknown; huge ones saturate).
+             */
+            generation?: number | null;
+            message?: string | null;
+            node_name?: string | null;
+            /**
+             * @description `Pending|Preparing|Running|Paused|Terminated|Error|Heartbeat|IdleWarning|Terminating`
+             *     (any case; unknown phases are accepted and ignored).
+             */
+            phase: string;
+            /** @description `namespace/name`. */
+            pod_ref?: string | null;
+            /** Format: int64 */
+            restart_count?: number | null;
+            trace_id?: string | null;
+            /** @description RFC 3339 UTC event time (also an ISO date-time without offset, or Unix seconds). */
+            ts: string;
+            /**
+             * Format: int64
+             * @description Reported, unused.
+             */
+            used_mem_mb?: number | null;
+            /** @description `Yielded` after an in-place yield. */
+            yield_state?: string | null;
+        };
+        TokenAnswer: components["schemas"]["TokenView"] & {
+            cluster_id: string;
+            /** @description The JWT for Secret `gshare-operator-internal-jwt`, key `internal-jwt`. */
+            token: string;
+        };
+        TokenRequest: {
+            /** @description Lifetime, e.g. `24h` or `7d`; at most 30 days (default: `operator_token_ttl`). */
+            ttl?: string | null;
+        };
+        TokenView: {
+            expires_at: string;
+            issued_at: string;
+            kid: string;
+        };
+        Totals: {
+            /** Format: int64 */
+            clusters: number;
+            /** Format: int64 */
+            gpu_mem_booked_mb: number;
+            /** Format: int64 */
+            gpu_mem_total_mb: number;
+            /** Format: int64 */
+            gpus: number;
+            /**
+             * Format: int64
+             * @description Cards with anything booked.
+             */
+            gpus_busy: number;
+            /** Format: int64 */
+            gpus_error: number;
+            /** Format: int64 */
+            nodes: number;
+            /** Format: int64 */
+            nodes_cordoned: number;
+            /** Format: int64 */
+            nodes_offline: number;
+            /** Format: int64 */
+            sessions_live: number;
+            /** Format: int64 */
+            sessions_running: number;
+        };
+        /** @description A directory in the kubeconfig dir that no registered cluster claims. */
+        UnclaimedDir: {
+            first_seen_at: string;
+            name: string;
+            reason: string;
+        };
+        /** @description What the operator should do with one PVC. */
+        VolumeDirective: {
+            name: string;
+            /**
+             * Format: int64
+             * @description Grow the claim to this many GiB; null = leave it.
+             */
+            quota_gb?: number | null;
+            /** @description Delete the claim (only for a volume known deleted). */
+            reclaim: boolean;
+            volume_id?: string | null;
+        };
+        /** @description One PVC the operator sees (§2.8). */
+        VolumeObserved: {
+            /** Format: int64 */
+            capacity_gb?: number;
+            mounted?: boolean;
+            /** @description The PVC name. */
+            name: string;
+            storage_class?: string | null;
+            /** Format: int64 */
+            used_bytes?: number | null;
+            volume_id?: string | null;
+        };
+        /** @description `POST /internal/volumes/sync`. */
+        VolumeSync: {
+            cluster_id?: string | null;
+            pools?: components["schemas"]["PoolCapacity"][];
+            sessions?: components["schemas"]["SessionDisk"][];
+            volumes: components["schemas"]["VolumeObserved"][];
+        };
+        VolumeSyncAnswer: {
+            /**
+             * Format: int64
+             * @description PVCs no record explains (no volume id); kept, for an admin to look at.
+             */
+            orphans: number;
+            volumes: components["schemas"]["VolumeDirective"][];
+        };
+    };
+    responses: never;
+    parameters: never;
+    requestBodies: never;
+    headers: never;
+    pathItems: never;
 }
 export type $defs = Record<string, never>;
 export interface operations {
-  jwks: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description cached by clients for 300 s */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Jwks"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  account: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["AccountView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  change_password: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["PasswordChange"];
-      };
-    };
-    responses: {
-      /** @description changed; older sessions ended */
-      204: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description the token names an admin without an account */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description a field error per problem: wrong current password, too short, the same as before, the initial password */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description too many wrong current passwords, with Retry-After */
-      429: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  sign_out_everywhere: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description every token issued before now is refused */
-      204: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  list_admins: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["AdminList"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  add_admin: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["NewAdmin"];
-      };
-    };
-    responses: {
-      201: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["AccountSummary"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description the username is taken */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description a field error per problem */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  remove_admin: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        username: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description removed; its sessions ended */
-      204: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description the last admin, or the caller itself */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  list_audit: {
-    parameters: {
-      query?: {
-        /** @description 1-based page number (default 1). */
-        page?: number;
-        /** @description Entries per page, 1-500 (default 50). */
-        size?: number;
-        /** @description Exact action (`auth.login`), or a prefix ending in `*` (`cluster.*`). */
-        action?: string;
-        /** @description Exact actor (`admin:alice`, `anonymous`, `cli`, `system`). */
-        actor?: string;
-        /**
-         * @description Key paging: entries older than this id (a `next_cursor`), newest first; `page` is then
-         *     ignored and nothing beyond the page is read (no `total`: it is 0).
-         */
-        cursor?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["AuditPage"];
-        };
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description no or invalid admin credentials */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description an operator token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description page or size out of range, or a cursor that is no entry id */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  login: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["LoginRequest"];
-      };
-    };
-    responses: {
-      /** @description signed in; `Set-Cookie: gshare_console=…; HttpOnly; SameSite=Strict` and `gshare_csrf` */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["LoginResponse"];
-        };
-      };
-      /** @description body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description `invalid_credentials` */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description `cross_origin`: sent from another site's page */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description body over 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description `unsupported_media_type`: not `application/json` */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description empty or over-long username or password */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description `rate_limited`, with `Retry-After` */
-      429: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  logout: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description signed out; cookies cleared */
-      204: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description unauthenticated: no admin token or console session, or an invalid or ended one */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cookie session without a valid `X-CSRF-Token`, or `cross_origin` */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  me: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Me"];
-        };
-      };
-      /** @description no, expired, forged or revoked credentials */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description an operator token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  list: {
-    parameters: {
-      query?: {
-        /** @description 1-based page (default 1). */
-        page?: number;
-        /** @description Page size 1–100 (default 20). */
-        size?: number;
-        /** @description `primary` or `standby`. */
-        role?: "primary" | "standby";
-        /** @description `pending`, `connected`, `degraded` or `unreachable`. */
-        status?: "pending" | "connected" | "degraded" | "unreachable" | "deleted";
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ClusterPage"];
-        };
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  register: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description replays the first answer for 24 h */
-        "Idempotency-Key"?: string | null;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["RegisterRequest"];
-      };
-    };
-    responses: {
-      201: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ClusterDetail"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description name, kube-system UID or api_server taken; or the key is in use */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description validation_failed, probe_failed (details: stage, cause, hint, checks, missing) or idempotency_key_reused */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  unclaimed: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["UnclaimedDir"][];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  show: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ClusterDetail"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  unregister: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description unregistered; nodes, GPUs, pools and the kubeconfig directory are gone */
-      204: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_in_use: details.sessions, details.allocations */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  patch: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["PatchRequest"];
-      };
-    };
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ClusterDetail"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description name or api_server taken */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description validation_failed, probe_failed or kubeconfig_other_cluster */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  attach: {
-    parameters: {
-      query?: {
-        /** @description `true` replaces CRDs on the cluster that differ from the shipped ones. */
-        force?: boolean;
-        /**
-         * @description `true` deletes an operator Deployment another tool installed (Helm, deploy-operator.sh)
-         *     and creates gShare's.
-         */
-        replace?: boolean;
-        /**
-         * @description `true` applies upstream's node labels where missing (never over another value) and
-         *     lists the nodes in the answer.
-         */
-        label_nodes?: boolean;
-      };
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description every object with created, updated or unchanged */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Report"];
-        };
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description crd_conflict: a CRD at another version (details.crds); operator_exists: another tool's operator Deployment (details.existing: manager, differences) */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description setting_required (public_url, session_domain) or cluster_forbidden (details.denied: verb, resource, objects) */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_unreachable (details.done: objects applied so far) or cluster_refused */
-      502: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description attach_deadline: operator_attach_timeout ran out (details.done, details.objects) */
-      504: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  connection_test: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ConnectionTest"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  detach: {
-    parameters: {
-      query?: {
-        /** @description `true` removes the finalizers of custom resources an operator will not clear. */
-        force?: boolean;
-      };
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description every object with deleted, absent or kept (not made by attach) */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Report"];
-        };
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_in_use (details.sessions), not_attached, or finalizers_pending (details.held) */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      502: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  nodes: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["NodeView"][];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  cordon: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-        /** @description node name */
-        node: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["NodeView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  decommission: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-        /** @description node name */
-        node: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["NodeView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description node_in_use: open GPU allocations (details.allocations) */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  uncordon: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-        /** @description node name */
-        node: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["NodeView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description node_decommissioning */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  operator_manifests: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description {items: [...]}, a kubectl-appliable List */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": Record<string, never>;
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  operator_token: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_<ULID> or clu_local */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: {
-      content: {
-        "application/json": components["schemas"]["TokenRequest"] | null;
-      };
-    };
-    responses: {
-      201: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["TokenAnswer"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  events: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "text/event-stream": unknown;
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  list_offerings: {
-    parameters: {
-      query?: {
-        /** @description `active` or `inactive`. */
-        status?: "active" | "inactive";
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["OfferingList"];
-        };
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  create_offering: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["OfferingCreate"];
-      };
-    };
-    responses: {
-      201: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["OfferingView"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description the name is taken */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  show_offering: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description off_<ULID> */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["OfferingView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  delete_offering: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description off_<ULID> */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      204: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description offering_in_use: details.sessions */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  patch_offering: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description off_<ULID> */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["OfferingPatch"];
-      };
-    };
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["OfferingView"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  overview: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description gzip-encoded when the request accepts it; `clusters[].nodes[].cards` holds four numbers per card: memory MiB, booked MiB, flags (bit 0 not ready, bits 1.. the index into `models`), live sessions */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["OverviewAnswer"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  overview_node: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description clu_… */
-        cluster_id: string;
-        /** @description node name */
-        node: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["NodeDetail"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description no such node in the fleet */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  list_sessions: {
-    parameters: {
-      query?: {
-        cluster_id?: string;
-        /** @description pending, preparing, running, paused, terminating, terminated or error. */
-        phase?: "pending" | "preparing" | "running" | "paused" | "terminating" | "terminated" | "error";
-        owner?: string;
-        /** @description `true`: live only; `false`: ended only. */
-        live?: boolean;
-        /**
-         * @description 1-based page (default 1). Its cost grows with its distance from the nearer end of the list
-         *     (the rows between are walked, keys only; the middle page costs most): to read through the
-         *     history, page with `after`. Not with `after`.
-         */
-        page?: number;
-        /** @description Page size 1–100 (default 20). */
-        size?: number;
-        /**
-         * @description Cursor: the `next` of the previous answer (a session id, `ses_<ULID>`). Answers the rows
-         *     after it, newest first, at the cost of one page at any depth; an id that is not (or no
-         *     longer) listed answers from where it would sort. Not with `page`.
-         */
-        after?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SessionPage"];
-        };
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description a bad filter, page, size or cursor (`after`), or `page` with `after` */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  create_session: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description replays the first answer for 24 h */
-        "Idempotency-Key"?: string | null;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["CreateSession"];
-      };
-    };
-    responses: {
-      201: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SessionView"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description no such offering or cluster */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description offering_inactive, cluster_unavailable, no_cluster, or operator_not_connected (details.operator_state: the cluster's operator has not called back recently) */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_apply_failed: recorded with phase error; details.session_id, details.cause */
-      502: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  show_session: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description ses_<ULID> */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SessionView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  delete_session: {
-    parameters: {
-      query?: {
-        /** @description `true`: mark it terminated without asking the cluster (for a cluster that is gone). */
-        force?: string;
-      };
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description terminating (or terminated when nothing holds the CR) */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SessionView"];
-        };
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description session_conflict: already ended */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_unreachable or cluster_apply_failed */
-      502: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  connect_session: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["ConnectRequest"];
-      };
-    };
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Connection"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description session_not_running or no_session_domain */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  pause_session: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SessionView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description session_conflict */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      502: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  resume_session: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SessionView"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description session_conflict */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      502: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  list_snapshots: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SnapshotInfo"][];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  create_snapshot: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["SnapshotRequest"];
-      };
-    };
-    responses: {
-      /** @description download: the snapshot file */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/octet-stream": unknown;
-        };
-      };
-      /** @description written into snapshot_dir */
-      201: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SnapshotInfo"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description bad reason (also `pre-upgrade`, which only the unit's pre-start step gives) */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description snapshot_failed: the directory is not writable or full; older snapshots are kept */
-      507: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  snapshot_status: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SnapshotSchedule"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  healthz: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Health"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  audit_operator: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["OperatorAudit"];
-      };
-    };
-    responses: {
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description actor operator:<another cluster>, or a target that is not the token's cluster's session, session pod or node */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description action other than session.pause, pod.delete, node.cordon; ts not a date-time */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  connect_verify: {
-    parameters: {
-      query?: {
-        /** @description A connection token (`cnx_…`), when the ingress passes it here. */
-        token?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description allowed: X-GShare-Session (and X-GShare-User + Set-Cookie when a token was redeemed; Set-Cookie alone when the cookie was renewed) */
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description unauthenticated: details.reason */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  image_build_status: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description the GShareImageBuild's build id */
-        buildId: string;
-      };
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["BuildStatus"];
-      };
-    };
-    responses: {
-      /** @description `accepted:false`: gShare Edge runs no image builds, so every build is unknown here (upstream's answer for an unknown build; the operator stops requeueing) */
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an admin token, or another cluster's data */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description phase missing or not a string */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  inventory_drift: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["DriftReport"];
-      };
-    };
-    responses: {
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  inventory_gpu_devices: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["GpuReport"];
-      };
-    };
-    responses: {
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_id of another cluster */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  inventory_nodes: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["NodeReport"];
-      };
-    };
-    responses: {
-      /** @description stored (or a no-op: unknown/unregistered cluster, node being decommissioned) */
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_id of another cluster: details {token_cluster, cluster_id} */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description details.errors[{loc,msg,type}] */
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  session_samples: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["AgentReport"];
-      };
-    };
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["SamplesAccepted"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an admin token, or another cluster's data */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  nodes_cordoned: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Hostnames"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an admin token, or another cluster's data */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  nodes_decommissioned: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["Decommissioned"];
-      };
-    };
-    responses: {
-      /** @description `accepted:false` when no hostname was sent */
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an admin token, or another cluster's data */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  nodes_decommissioning: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Hostnames"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description forbidden: an admin token, or another cluster's data */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  health_events: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["HealthEvent"];
-      };
-    };
-    responses: {
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  session_status: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        /** @description the GShareSession CR name, e.g. ses-01j… */
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["StatusReport"];
-      };
-    };
-    responses: {
-      /** @description recorded; an unknown session is a no-op */
-      202: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Accepted"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description cluster_id or the session belongs to another cluster */
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  volumes_sync: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        "application/json": components["schemas"]["VolumeSync"];
-      };
-    };
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["VolumeSyncAnswer"];
-        };
-      };
-      /** @description invalid_json: the body is not JSON */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description payload_too_large: the body exceeds 1 MiB */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      422: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  metrics: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "text/plain; version=0.0.4": string;
-        };
-      };
-      /** @description metrics_token is set and was not sent */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-    };
-  };
-  readyz: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      200: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["Readiness"];
-        };
-      };
-      /** @description headers_too_large: the request's headers exceed 64 KiB */
-      431: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
-      /** @description store or keys not usable */
-      503: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/json": components["schemas"]["ErrorBody"];
-        };
-      };
+    jwks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description cached by clients for 300 s */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Jwks"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    account: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    change_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordChange"];
+            };
+        };
+        responses: {
+            /** @description changed; older sessions ended */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the token names an admin without an account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field error per problem: wrong current password, too short, the same as before, the initial password */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too many wrong current passwords, with Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    sign_out_everywhere: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description every token issued before now is refused */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_admins: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminList"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    add_admin: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewAdmin"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountSummary"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the username is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field error per problem */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_admin: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed; its sessions ended */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the last admin, or the caller itself */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_audit: {
+        parameters: {
+            query?: {
+                /** @description 1-based page number (default 1). */
+                page?: number;
+                /** @description Entries per page, 1-500 (default 50). */
+                size?: number;
+                /** @description Exact action (`auth.login`), or a prefix ending in `*` (`cluster.*`). */
+                action?: string;
+                /** @description Exact actor (`admin:alice`, `anonymous`, `cli`, `system`). */
+                actor?: string;
+                /**
+                 * @description Key paging: entries older than this id (a `next_cursor`), newest first; `page` is then
+                 *     ignored and nothing beyond the page is read (no `total`: it is 0).
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no or invalid admin credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description an operator token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description page or size out of range, or a cursor that is no entry id */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    login: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LoginRequest"];
+            };
+        };
+        responses: {
+            /** @description signed in; `Set-Cookie: gshare_console=…; HttpOnly; SameSite=Strict` and `gshare_csrf` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginResponse"];
+                };
+            };
+            /** @description body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_credentials` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `cross_origin`: sent from another site's page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description body over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: not `application/json` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description empty or over-long username or password */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`, with `Retry-After` */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    logout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description signed out; cookies cleared */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unauthenticated: no admin token or console session, or an invalid or ended one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cookie session without a valid `X-CSRF-Token`, or `cross_origin` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    me: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            /** @description no, expired, forged or revoked credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description an operator token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list: {
+        parameters: {
+            query?: {
+                /** @description 1-based page (default 1). */
+                page?: number;
+                /** @description Page size 1–100 (default 20). */
+                size?: number;
+                /** @description `primary` or `standby`. */
+                role?: "primary" | "standby";
+                /** @description `pending`, `connected`, `degraded` or `unreachable`. */
+                status?: "pending" | "connected" | "degraded" | "unreachable" | "deleted";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterPage"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    register: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description replays the first answer for 24 h */
+                "Idempotency-Key"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RegisterRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterDetail"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description name, kube-system UID or api_server taken; or the key is in use */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed, probe_failed (details: stage, cause, hint, checks, missing) or idempotency_key_reused */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    unclaimed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnclaimedDir"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    show: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterDetail"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    unregister: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description unregistered; nodes, GPUs, pools and the kubeconfig directory are gone */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_in_use: details.sessions, details.allocations */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PatchRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterDetail"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description name or api_server taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed, probe_failed or kubeconfig_other_cluster */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    attach: {
+        parameters: {
+            query?: {
+                /** @description `true` replaces CRDs on the cluster that differ from the shipped ones. */
+                force?: boolean;
+                /**
+                 * @description `true` deletes an operator Deployment another tool installed (Helm, deploy-operator.sh)
+                 *     and creates gShare's.
+                 */
+                replace?: boolean;
+                /**
+                 * @description `true` applies upstream's node labels where missing (never over another value) and
+                 *     lists the nodes in the answer.
+                 */
+                label_nodes?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description every object with created, updated or unchanged */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description crd_conflict: a CRD at another version (details.crds); operator_exists: another tool's operator Deployment (details.existing: manager, differences) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description setting_required (public_url, session_domain) or cluster_forbidden (details.denied: verb, resource, objects) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_unreachable (details.done: objects applied so far) or cluster_refused */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description attach_deadline: operator_attach_timeout ran out (details.done, details.objects) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    connection_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionTest"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    detach: {
+        parameters: {
+            query?: {
+                /** @description `true` removes the finalizers of custom resources an operator will not clear. */
+                force?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description every object with deleted, absent or kept (not made by attach) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_in_use (details.sessions), not_attached, or finalizers_pending (details.held) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    nodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeView"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cordon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+                /** @description node name */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    decommission: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+                /** @description node name */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description node_in_use: open GPU allocations (details.allocations) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    uncordon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+                /** @description node name */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description node_decommissioning */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    operator_manifests: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {items: [...]}, a kubectl-appliable List */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, unknown>;
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    operator_token: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["TokenRequest"] | null;
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenAnswer"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    events: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_offerings: {
+        parameters: {
+            query?: {
+                /** @description `active` or `inactive`. */
+                status?: "active" | "inactive";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OfferingList"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_offering: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OfferingCreate"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OfferingView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    show_offering: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description off_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OfferingView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_offering: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description off_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description offering_in_use: details.sessions */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    patch_offering: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description off_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OfferingPatch"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OfferingView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    overview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description gzip-encoded when the request accepts it; `clusters[].nodes[].cards` holds four numbers per card: memory MiB, booked MiB, flags (bit 0 not ready, bits 1.. the index into `models`), live sessions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OverviewAnswer"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    overview_node: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_… */
+                cluster_id: string;
+                /** @description node name */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeDetail"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such node in the fleet */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_sessions: {
+        parameters: {
+            query?: {
+                cluster_id?: string;
+                /** @description pending, preparing, running, paused, terminating, terminated or error. */
+                phase?: "pending" | "preparing" | "running" | "paused" | "terminating" | "terminated" | "error";
+                owner?: string;
+                /** @description `true`: live only; `false`: ended only. */
+                live?: boolean;
+                /**
+                 * @description 1-based page (default 1). Its cost grows with its distance from the nearer end of the list
+                 *     (the rows between are walked, keys only; the middle page costs most): to read through the
+                 *     history, page with `after`. Not with `after`.
+                 */
+                page?: number;
+                /** @description Page size 1–100 (default 20). */
+                size?: number;
+                /**
+                 * @description Cursor: the `next` of the previous answer (a session id, `ses_<ULID>`). Answers the rows
+                 *     after it, newest first, at the cost of one page at any depth; an id that is not (or no
+                 *     longer) listed answers from where it would sort. Not with `page`.
+                 */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionPage"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bad filter, page, size or cursor (`after`), or `page` with `after` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_session: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description replays the first answer for 24 h */
+                "Idempotency-Key"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSession"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such offering or cluster */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description offering_inactive, cluster_unavailable, no_cluster, or operator_not_connected (details.operator_state: the cluster's operator has not called back recently) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_apply_failed: recorded with phase error; details.session_id, details.cause */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    show_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ses_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_session: {
+        parameters: {
+            query?: {
+                /** @description `true`: mark it terminated without asking the cluster (for a cluster that is gone). */
+                force?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description terminating (or terminated when nothing holds the CR) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionView"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description session_conflict: already ended */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_unreachable or cluster_apply_failed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    connect_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Connection"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description session_not_running or no_session_domain */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    pause_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description session_conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    resume_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description session_conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_snapshots: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotInfo"][];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_snapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description download: the snapshot file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description written into snapshot_dir */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotInfo"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description bad reason (also `pre-upgrade`, which only the unit's pre-start step gives) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description snapshot_failed: the directory is not writable or full; older snapshots are kept */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    snapshot_status: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotSchedule"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    healthz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    audit_operator: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OperatorAudit"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description actor operator:<another cluster>, or a target that is not the token's cluster's session, session pod or node */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description action other than session.pause, pod.delete, node.cordon; ts not a date-time */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    connect_verify: {
+        parameters: {
+            query?: {
+                /** @description A connection token (`cnx_…`), when the ingress passes it here. */
+                token?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description allowed: X-GShare-Session (and X-GShare-User + Set-Cookie when a token was redeemed; Set-Cookie alone when the cookie was renewed) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthenticated: details.reason */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    image_build_status: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the GShareImageBuild's build id */
+                buildId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BuildStatus"];
+            };
+        };
+        responses: {
+            /** @description `accepted:false`: gShare Edge runs no image builds, so every build is unknown here (upstream's answer for an unknown build; the operator stops requeueing) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an admin token, or another cluster's data */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description phase missing or not a string */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    inventory_drift: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DriftReport"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    inventory_gpu_devices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GpuReport"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_id of another cluster */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    inventory_nodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeReport"];
+            };
+        };
+        responses: {
+            /** @description stored (or a no-op: unknown/unregistered cluster, node being decommissioned) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_id of another cluster: details {token_cluster, cluster_id} */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description details.errors[{loc,msg,type}] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    session_samples: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentReport"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SamplesAccepted"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an admin token, or another cluster's data */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    nodes_cordoned: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Hostnames"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an admin token, or another cluster's data */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    nodes_decommissioned: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Decommissioned"];
+            };
+        };
+        responses: {
+            /** @description `accepted:false` when no hostname was sent */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an admin token, or another cluster's data */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    nodes_decommissioning: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Hostnames"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an admin token, or another cluster's data */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    health_events: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HealthEvent"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    session_status: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the GShareSession CR name, e.g. ses-01j… */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StatusReport"];
+            };
+        };
+        responses: {
+            /** @description recorded; an unknown session is a no-op */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description cluster_id or the session belongs to another cluster */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    volumes_sync: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VolumeSync"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeSyncAnswer"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain; version=0.0.4": string;
+                };
+            };
+            /** @description metrics_token is set and was not sent */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    readyz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store or keys not usable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
     };
-  };
 }

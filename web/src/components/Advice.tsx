@@ -7,7 +7,7 @@ import { plural } from "../format";
 export function Advice(props: { error: unknown }) {
   const e = props.error;
   if (!(e instanceof ApiError)) return null;
-  const d = e.details as Record<string, unknown>;
+  const d = e.details;
   const str = (k: string) => (typeof d[k] === "string" || typeof d[k] === "number" ? String(d[k]) : "");
   switch (e.code) {
     case "no_session_domain":

@@ -4,7 +4,15 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { useAction } from "../hooks";
 import { ApiError } from "../api";
-import { patchCluster, testConnection, unregisterCluster, type Cluster, type ClusterPatch, type ConnectionTest } from "../clusters";
+import {
+  patchCluster,
+  testConnection,
+  unregisterCluster,
+  type Cluster,
+  type ClusterPatch,
+  type ConnectionTest,
+  type Role,
+} from "../clusters";
 import { formatMib, formatTime, plural } from "../format";
 import { apiServerProblem, hostnameProblem, onlyFieldErrors, serverFieldMessages } from "../form";
 import { FieldError, invalidProps } from "./Field";
@@ -171,7 +179,7 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         </div>
         <label>
           Role
-          <select name="role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value)}>
+          <select name="role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value as Role)}>
             <option value="primary">primary</option>
             <option value="standby">standby</option>
           </select>
@@ -291,8 +299,8 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
             {refused ? (
               <div class="error" role="alert">
                 <strong>Refused: the cluster is still in use.</strong>
-                <p>{(deleteError as ApiError).message}</p>
-                <Blockers details={(deleteError as ApiError).details} />
+                <p>{deleteError.message}</p>
+                <Blockers details={deleteError.details} />
               </div>
             ) : (
               <ErrorBox error={deleteError} />

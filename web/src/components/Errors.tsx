@@ -1,7 +1,7 @@
 // How failures look: the server's message, and for probe failures the stage, cause, hint and checks.
 
 import type { ComponentChildren } from "preact";
-import { ApiError } from "../api";
+import { ApiError, type Schemas } from "../api";
 import type { Check } from "../clusters";
 
 /** A stage the probe never reached (an earlier one failed): neither passed nor failed. */
@@ -54,7 +54,7 @@ function ProbeFailure(props: { error: ApiError }) {
 }
 
 function fieldErrors(e: ApiError): string[] {
-  const errs = (e.details as { errors?: { loc?: unknown[]; msg?: string }[] }).errors;
+  const errs = (e.details as { errors?: Partial<Schemas["FieldError"]>[] }).errors;
   if (!Array.isArray(errs)) return [];
   return errs.map((x) => `${(x.loc ?? []).filter((l) => l !== "body").join(".")}: ${x.msg ?? ""}`);
 }
@@ -64,7 +64,7 @@ export function ErrorBox(props: { error: unknown; title?: string; children?: Com
   const e = props.error;
   if (!e) return null;
   if (e instanceof ApiError && e.code === "probe_failed") return <ProbeFailure error={e} />;
-  const message = e instanceof Error ? e.message : String(e);
+  const message = e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e);
   const fields = e instanceof ApiError ? fieldErrors(e) : [];
   return (
     <div class="error" role="alert">

@@ -1,7 +1,7 @@
 // A cluster's nodes, shown beneath its row: readiness, cordon state, GPUs; cordon/uncordon.
 
 import { useEffect } from "preact/hooks";
-import { gpuMemMb, isCordoned, listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
+import { listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
 import { formatMib, formatTime } from "../format";
 import { useAction } from "../hooks";
 import { useLivePoll } from "../live";
@@ -11,7 +11,7 @@ function gpuSummary(gpus: Gpu[]): string {
   if (!gpus.length) return "none";
   const groups = new Map<string, number>();
   for (const g of gpus) {
-    const key = `${g.model ?? "GPU"} · ${formatMib(gpuMemMb(g))}`;
+    const key = `${g.model ?? "GPU"} · ${formatMib(g.memory_mb)}`;
     groups.set(key, (groups.get(key) ?? 0) + 1);
   }
   const used = gpus.reduce((sum, g) => sum + (g.used_mem_mb ?? 0), 0);
@@ -22,7 +22,7 @@ function gpuSummary(gpus: Gpu[]): string {
 
 function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () => void }) {
   const n = props.node;
-  const cordoned = isCordoned(n);
+  const cordoned = n.cordoned;
   const { busy, error, run } = useAction();
   const gpus = n.gpus ?? [];
   return (
@@ -39,7 +39,7 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
         {n.decommissioning && <span class="badge status-degraded">decommissioning</span>}
       </td>
       <td title={gpus.map((g) => g.uuid).join("\n")}>{gpuSummary(gpus)}</td>
-      <td>{formatTime(n.last_seen ?? n.last_seen_at)}</td>
+      <td>{formatTime(n.last_seen)}</td>
       <td class="actions">
         <button
           type="button"

@@ -71,7 +71,7 @@ export function offeringBody(f: Form, original?: Offering): OfferingBody {
   const body: Record<string, unknown> = {};
   if (!original) {
     for (const [k, v] of Object.entries(full)) if (v !== null && v !== "") body[k] = v;
-    return body as OfferingBody;
+    return body;
   }
   // The class is fixed once created, and a PATCH's null means "unchanged": neither is sent.
   for (const [k, v] of Object.entries(full)) {
@@ -79,7 +79,7 @@ export function offeringBody(f: Form, original?: Offering): OfferingBody {
     if (k !== "resource_class" && v !== null && v !== was) body[k] = v;
   }
   if (f.status !== original.status) body.status = f.status;
-  return body as OfferingBody;
+  return body;
 }
 
 const intIn = (v: string, lo: number, hi: number, what: string): string => {

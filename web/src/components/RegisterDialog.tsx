@@ -5,7 +5,7 @@
 import { useRef, useState } from "preact/hooks";
 import { useAction } from "../hooks";
 import { ApiError, base64Utf8, newIdempotencyKey } from "../api";
-import { registerCluster, type Cluster, type RegisterBody, type Role } from "../clusters";
+import { registerCluster, type ClusterDetail, type RegisterBody, type Role } from "../clusters";
 import { AttachPanel } from "./AttachPanel";
 import { CopyButton } from "./Copy";
 import { Dialog } from "./Dialog";
@@ -24,12 +24,14 @@ export async function readKubeconfigFile(f: File): Promise<{ text: string } | { 
     };
   if (f.size === 0) return { problem: `${f.name} is empty.` };
   const bytes = new Uint8Array(await f.arrayBuffer());
-  let text = "";
+  let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
     return { problem: `${f.name} is not a text file; a kubeconfig is YAML text.` };
   }
+  // Control characters YAML never holds: a binary file.
+  // eslint-disable-next-line no-control-regex -- those characters are what is looked for
   if (/[\u0000-\u0008\u000e-\u001f]/.test(text)) return { problem: `${f.name} is not a text file; a kubeconfig is YAML text.` };
   if (!/\bclusters\s*:/.test(text) || !/\bserver\s*:/.test(text))
     return { problem: `${f.name} does not look like a kubeconfig (no clusters: with a server:).` };
@@ -45,7 +47,11 @@ export function duplicateOf(e: unknown): { id: string; name: string } | null {
     : null;
 }
 
-export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: Cluster) => void; onOpenCluster?: (id: string) => void }) {
+export function RegisterDialog(props: {
+  onClose: () => void;
+  onRegistered: (c: ClusterDetail) => void;
+  onOpenCluster?: (id: string) => void;
+}) {
   const [name, setName] = useState("");
   const [role, setRole] = useState<Role>("primary");
   const [kubeconfig, setKubeconfig] = useState("");
@@ -56,7 +62,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
   const [local, setLocal] = useState<Record<string, string>>({});
   const { busy: running, error, setError, run } = useAction();
   const busy = running !== "";
-  const [created, setCreated] = useState<Cluster | null>(null);
+  const [created, setCreated] = useState<ClusterDetail | null>(null);
   // One key per distinct body: a retry of the same request replays, an edited form is a new request.
   const attempt = useRef<{ body: string; key: string } | null>(null);
 
@@ -165,7 +171,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
                 type="file"
                 name="kubeconfig-file"
                 accept=".yaml,.yml,.conf,.kubeconfig,text/*,application/x-yaml"
-                onChange={onFile}
+                onChange={(e) => void onFile(e)}
                 {...invalidProps("reg-file", fileProblem)}
               />
             </label>

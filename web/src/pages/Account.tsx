@@ -2,7 +2,7 @@
 // in use), the other admins (add, remove), recent sign-ins, and sign out everywhere.
 
 import { useState } from "preact/hooks";
-import { ApiError, get } from "../api";
+import { ApiError, get, type Schemas } from "../api";
 import { login } from "../auth";
 import { addAdmin, changePassword, listAdmins, MIN_PASSWORD, newPasswordProblem, removeAdmin, signOutEverywhere } from "../account";
 import { ErrorBox } from "../components/Errors";
@@ -238,16 +238,10 @@ function Admins(props: { me: string }) {
   );
 }
 
-interface SignInEntry {
-  at: string;
-  client_addr?: string | null;
-  user_agent?: string | null;
-}
-
 function SignIns(props: { me: string; onSignedOut: () => void }) {
   const q = new URLSearchParams({ action: "auth.login", actor: `admin:${props.me}`, size: "10", page: "1" }).toString();
   // A sign-in elsewhere is an audit entry: the list follows the audit topic.
-  const recent = useLivePoll((signal) => get<{ data: SignInEntry[] }>(`/api/v1/audit?${q}`, signal), ["audit"], { pollMs: 0, deps: [q] });
+  const recent = useLivePoll((signal) => get<Schemas["AuditPage"]>(`/api/v1/audit?${q}`, signal), ["audit"], { pollMs: 0, deps: [q] });
   const { error, run } = useAction();
   return (
     <section aria-labelledby="signins-title">

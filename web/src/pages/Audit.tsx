@@ -3,27 +3,17 @@
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { ID_RE, nameOf, type Named } from "../names";
-import { get } from "../api";
+import { get, type Schemas } from "../api";
 import { ListPage } from "../components/ListPage";
 import { Pager } from "../components/Pager";
 import { formatTime } from "../format";
 import { useLivePoll } from "../live";
 
-interface AuditEntry {
-  at: string;
-  actor: string;
-  action: string;
-  target?: string | null;
-  result?: string;
-  client_addr?: string | null;
-  request_id?: string | null;
-  user_agent?: string | null;
-  details?: unknown;
-}
+type AuditEntry = Schemas["AuditRecord"];
 
 /** Details as short `key: value` text (tests and the title attribute). */
 export function detailText(d: unknown): string {
-  if (d == null || (typeof d === "object" && !Array.isArray(d) && Object.keys(d as object).length === 0)) return "";
+  if (d == null || (typeof d === "object" && !Array.isArray(d) && Object.keys(d).length === 0)) return "";
   if (typeof d !== "object" || Array.isArray(d)) return JSON.stringify(d);
   return Object.entries(d as Record<string, unknown>)
     .map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
@@ -93,12 +83,12 @@ function useNames(entries: AuditEntry[] | undefined): Record<string, Named | nul
       const t = a.target?.split("/")[0];
       if (t && ID_RE.test(t)) ids.add(t);
       if (a.details && typeof a.details === "object")
-        for (const v of Object.values(a.details as Record<string, unknown>)) if (typeof v === "string" && ID_RE.test(v)) ids.add(v);
+        for (const v of Object.values(a.details)) if (typeof v === "string" && ID_RE.test(v)) ids.add(v);
     }
     let live = true;
     for (const id of ids)
       if (!(id in names))
-        nameOf(id).then((n) => {
+        void nameOf(id).then((n) => {
           if (live) setNames((m) => (id in m ? m : { ...m, [id]: n }));
         });
     return () => {
@@ -107,11 +97,6 @@ function useNames(entries: AuditEntry[] | undefined): Record<string, Named | nul
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [entries]);
   return names;
-}
-
-interface AuditPage {
-  data: AuditEntry[];
-  pagination?: { page: number; size: number; total: number; total_pages: number };
 }
 
 const SIZE = 50;
@@ -125,7 +110,10 @@ export function AuditPage() {
   if (applied.action) query.set("action", applied.action);
   if (applied.actor) query.set("actor", applied.actor);
   const qs = query.toString();
-  const polled = useLivePoll((signal) => get<AuditPage>(`/api/v1/audit?${qs}`, signal), ["audit"], { pollMs: 10000, deps: [qs] });
+  const polled = useLivePoll((signal) => get<Schemas["AuditPage"]>(`/api/v1/audit?${qs}`, signal), ["audit"], {
+    pollMs: 10000,
+    deps: [qs],
+  });
   const p = polled.data?.pagination;
   const names = useNames(polled.data?.data);
   const recorded = recordedNames(polled.data?.data);
@@ -185,7 +173,7 @@ export function AuditPage() {
                 <code>{a.action}</code>
               </td>
               <td class="target">{a.target ? <IdRef id={a.target} names={names} recorded={recorded} /> : "—"}</td>
-              <td class={a.result && a.result !== "ok" && a.result !== "success" ? "bad" : undefined}>{a.result ?? "—"}</td>
+              <td class={a.result !== "success" ? "bad" : undefined}>{a.result}</td>
               <td class="details">
                 <Details details={a.details} names={names} />
               </td>

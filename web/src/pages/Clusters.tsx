@@ -10,7 +10,7 @@ import { EditDialog } from "../components/EditDialog";
 import { ListPage } from "../components/ListPage";
 import { NodesPanel } from "../components/NodesPanel";
 import { RegisterDialog } from "../components/RegisterDialog";
-import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
+import { effectiveDomain, listClusters, type Cluster } from "../clusters";
 import { formatAge, formatTime, plural } from "../format";
 import { useLivePoll } from "../live";
 import { useTick } from "../tick";
@@ -43,7 +43,7 @@ export function HeartbeatCell(props: { ageS: number | null | undefined; loadedAt
 
 export function StateCell(props: { cluster: Cluster }) {
   const c = props.cluster;
-  const err = probeError(c);
+  const err = c.last_error;
   return (
     <div class="state">
       <span class={`badge status-${c.status}`}>{c.status}</span>
@@ -285,7 +285,7 @@ export function ClustersPage() {
     setTarget("");
   }, [target, polled.data]);
 
-  const clusters = polled.data ?? [];
+  const clusters = useMemo(() => polled.data ?? [], [polled.data]);
   const shown = useMemo(() => {
     const f = filter.trim().toLowerCase();
     if (!f) return clusters;

@@ -41,7 +41,7 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
       }
     }, 1000);
     return () => clearInterval(t);
-  }, [until]);
+  }, [until, setError]);
   const waiting = until > now ? (until - now) / 1000 : 0;
   const submit = (e: Event) => {
     e.preventDefault();
@@ -50,7 +50,7 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
       try {
         props.onSignedIn(await login(username, password));
       } catch (err) {
-        if (err instanceof ApiError && err.status === 401) throw new Error("Wrong username or password.");
+        if (err instanceof ApiError && err.status === 401) throw new Error("Wrong username or password.", { cause: err });
         const wait = retryAfterS(err);
         if (err instanceof ApiError && wait) {
           // Said by the countdown below, not as an error.
@@ -61,7 +61,7 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
           return;
         }
         if (err instanceof ApiError && err.status === 429)
-          throw new Error("Too many failed sign-ins. Wait a few minutes before trying again.");
+          throw new Error("Too many failed sign-ins. Wait a few minutes before trying again.", { cause: err });
         throw err;
       }
     });

@@ -27,6 +27,7 @@ import {
   sessionLabel,
   sessionsQuery,
   type ConnectKind,
+  type SessionAction,
   type Session,
 } from "../sessions";
 import { useTick } from "../tick";
@@ -120,7 +121,7 @@ export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDe
   const { busy, error, setError, run } = useAction();
   const [blocked, setBlocked] = useState<{ kind: ConnectKind; url: string } | null>(null);
   const label = sessionLabel(s);
-  const can = (a: string) => s.actions?.includes(a) ?? false;
+  const can = (a: SessionAction) => s.actions.includes(a);
 
   // Refused or not, the list then shows what the session is now.
   const act = (what: "pause" | "resume") =>
