@@ -32,20 +32,15 @@ interface OpenAllocation {
   gpu_mem_mb?: number;
 }
 
-/** What still runs on the cluster, by name with links (the server's `session_list` and
- *  `allocation_list`; bare ids from an older server are still shown). */
+/**
+ * What still runs on the cluster, by name with links: the 409 `cluster_in_use` details'
+ * `session_list` and `allocation_list` (src/clusters/in_use.rs; error details are free-form in
+ * the OpenAPI document, hence the hand types above).
+ */
 export function Blockers(props: { details: Record<string, unknown> }) {
   const d = props.details;
-  const sessions: UsingSession[] = Array.isArray(d.session_list)
-    ? (d.session_list as UsingSession[])
-    : Array.isArray(d.sessions)
-      ? (d.sessions as unknown[]).map((id) => ({ id: String(id) }))
-      : [];
-  const allocations: OpenAllocation[] = Array.isArray(d.allocation_list)
-    ? (d.allocation_list as OpenAllocation[])
-    : Array.isArray(d.allocations)
-      ? (d.allocations as unknown[]).map((id) => ({ id: String(id), session_id: "" }))
-      : [];
+  const sessions = Array.isArray(d.session_list) ? (d.session_list as UsingSession[]) : [];
+  const allocations = Array.isArray(d.allocation_list) ? (d.allocation_list as OpenAllocation[]) : [];
   return (
     <div class="blockers">
       {sessions.length > 0 && (

@@ -34,9 +34,9 @@ const str = (n: number | null | undefined) => (n == null ? "" : String(n));
 function formOf(o?: Offering): Form {
   return {
     name: o?.name ?? "",
-    resource_class: (o?.resource_class as ResourceClass) ?? "gpu",
+    resource_class: o?.resource_class ?? "gpu",
     image: o?.image ?? "",
-    mode: (o?.mode as GpuMode) ?? "fractional",
+    mode: o?.mode ?? "fractional",
     gpu_model: o?.gpu_model ?? "",
     gpu_mem_mb: str(o?.gpu_mem_mb),
     gpu_cores: str(o?.gpu_cores),
