@@ -21,7 +21,7 @@ function loseFocus(el: HTMLElement) {
   b.disabled = true;
 }
 
-function Row(props: { call: () => Promise<void>; disableAfter?: boolean }) {
+function Row(props: { call: () => Promise<void>; disableAfter?: boolean; pauseAllowed?: boolean }) {
   const a = useAction();
   const [done, setDone] = useState(false);
   return (
@@ -29,7 +29,7 @@ function Row(props: { call: () => Promise<void>; disableAfter?: boolean }) {
       <li>
         <button
           type="button"
-          disabled={a.busy !== "" || (props.disableAfter && done)}
+          disabled={a.busy !== "" || (props.disableAfter && done) || props.pauseAllowed === false}
           onClick={() => a.run(props.call, { key: "pause", onSuccess: () => setDone(true) })}
         >
           {a.busy === "pause" ? "Pausing…" : "Pause"}
@@ -93,6 +93,24 @@ describe("useAction", () => {
       await d.promise;
     });
     expect((pause as HTMLButtonElement).disabled).toBe(true);
+    expect(document.activeElement).toBe(screen.getByRole("button", { name: "Resume" }));
+  });
+
+  it("when the list reloads and disables that button later, focus moves on within its row", async () => {
+    const d = deferred();
+    const { rerender } = render(<Row call={() => d.promise} pauseAllowed />);
+    const pause = screen.getByRole("button", { name: "Pause" });
+    pause.focus();
+    fireEvent.click(pause);
+    loseFocus(pause);
+    await act(async () => {
+      d.resolve();
+      await d.promise;
+    });
+    expect(document.activeElement).toBe(pause);
+    // The reload: the session is paused now, Pause is no longer allowed.
+    rerender(<Row call={() => d.promise} pauseAllowed={false} />);
+    await act(async () => {});
     expect(document.activeElement).toBe(screen.getByRole("button", { name: "Resume" }));
   });
 

@@ -82,9 +82,9 @@ const FOCUSABLE = "button:not([disabled]), input:not([disabled]), select:not([di
 
 /**
  * Where focus goes back after a run: the control that started it, once it is enabled again; if it
- * stays disabled (the row now allows other actions) or is gone, the first enabled control of its
- * row, list item, form or dialog. Only when focus was lost (on the body), never taken from where
- * the user or the page (a dialog closing, a confirmation opening) has put it since.
+ * stays disabled (the row now allows other actions), the first enabled control of its row, list
+ * item, form or dialog. Only when focus was lost (on the body), never taken from where the user
+ * or the page (a dialog closing, a confirmation opening) has put it since.
  */
 function giveFocusBack(el: HTMLElement | null) {
   const active = document.activeElement;
@@ -93,8 +93,34 @@ function giveFocusBack(el: HTMLElement | null) {
     if (active !== el) el.focus();
     return;
   }
-  const scope = el.isConnected ? el.closest<HTMLElement>("tr, li, form, [role=dialog]") : null;
-  scope?.querySelector<HTMLElement>(FOCUSABLE)?.focus();
+  focusInScope(el);
+}
+
+const SCOPE = "tr, li, form, [role=dialog]";
+const focusInScope = (el: HTMLElement) =>
+  (el.isConnected ? el.closest<HTMLElement>(SCOPE) : null)?.querySelector<HTMLElement>(FOCUSABLE)?.focus();
+
+/**
+ * A run's outcome often disables its own button a moment later (the list reloads and the session
+ * no longer allows Pause): while the control keeps focus, its being disabled moves focus on to the
+ * first enabled control of its row, not to the body. Ends when the control loses focus; returns a
+ * stop function.
+ */
+function keepFocusNear(el: HTMLElement): () => void {
+  const watch = new MutationObserver(() => {
+    // Before the browser's own focus fix-up (at the next rendering), the control still has focus.
+    if (el.matches(":disabled") && document.activeElement === el) {
+      stop();
+      focusInScope(el);
+    }
+  });
+  const stop = () => {
+    watch.disconnect();
+    el.removeEventListener("blur", stop);
+  };
+  watch.observe(el, { attributes: true, attributeFilter: ["disabled"] });
+  el.addEventListener("blur", stop);
+  return stop;
 }
 
 /** One change at a time with its busy state and error: what each button's try/catch used to be. */
@@ -104,9 +130,11 @@ export function useAction(): Action {
   const running = useRef(false);
   const mounted = useRef(true);
   const started = useRef<HTMLElement | null>(null);
+  const stopKeeping = useRef(() => {});
   useEffect(
     () => () => {
       mounted.current = false;
+      stopKeeping.current();
     },
     [],
   );
@@ -116,10 +144,12 @@ export function useAction(): Action {
     const el = started.current;
     started.current = null;
     giveFocusBack(el);
+    if (el && document.activeElement === el) stopKeeping.current = keepFocusNear(el);
   }, [busy]);
   const run = useCallback(<T>(call: () => Promise<T>, { key = "busy", onSuccess }: RunOptions<T> = {}) => {
     if (running.current) return;
     running.current = true;
+    stopKeeping.current();
     started.current =
       document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null;
     setBusy(key);
