@@ -2,6 +2,7 @@
 //! and the limits it enforces; bodies the operator must send are required; names and image
 //! references refuse characters that make text display other than it reads.
 
+use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine;
@@ -74,6 +75,27 @@ async fn every_operation_documents_the_answers_its_extractors_give() {
     }
     assert!(checked >= 40, "only {checked} operations");
     s.stop().await;
+}
+
+/// The console's types come from `web/src/api/openapi.json` (openapi-typescript writes
+/// `schema.d.ts` from it; `npm test` checks that one): it must be the document the server serves.
+/// `GSHARE_UPDATE_OPENAPI=1 cargo test --test it openapi_snapshot` rewrites it, and
+/// `npm run api:update` in web/ does that and regenerates the types.
+#[tokio::test]
+async fn the_consoles_openapi_snapshot_is_the_served_document() {
+    let s = TestServer::start().await;
+    let doc: Value = s.get("/api/openapi.json").await.json().await.unwrap();
+    s.stop().await;
+    let served = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/src/api/openapi.json");
+    if std::env::var_os("GSHARE_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&committed, &served).unwrap();
+    }
+    assert!(
+        std::fs::read_to_string(&committed).is_ok_and(|c| c == served),
+        "web/src/api/openapi.json is not the document the server serves; run `npm run api:update` in web/ \
+         (GSHARE_UPDATE_OPENAPI=1 cargo test --test it openapi_snapshot, then openapi-typescript)"
+    );
 }
 
 #[tokio::test]

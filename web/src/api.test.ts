@@ -1,4 +1,4 @@
-import { ApiError, base64Utf8, csrfHeaders, isMissingRoute, newIdempotencyKey, request, setCsrfToken } from "./api";
+import { ApiError, base64Utf8, csrfHeaders, newIdempotencyKey, request, setCsrfToken } from "./api";
 import { formatAge } from "./format";
 import { stubFetch } from "./test/fetch";
 
@@ -22,16 +22,19 @@ describe("csrfHeaders", () => {
 describe("request", () => {
   it("turns the error envelope into an ApiError", async () => {
     stubFetch({
-      "GET /api/v1/x": () => ({ status: 409, body: { error: { code: "conflict", message: "name taken", details: { name: "a" }, request_id: "r1" } } }),
+      "GET /api/v1/x": () => ({
+        status: 409,
+        body: { error: { code: "conflict", message: "name taken", details: { name: "a" }, request_id: "r1" } },
+      }),
     });
     const e = await request("GET", "/api/v1/x").catch((e) => e);
     expect(e).toBeInstanceOf(ApiError);
     expect(e).toMatchObject({ status: 409, code: "conflict", message: "name taken", details: { name: "a" }, requestId: "r1" });
   });
-  it("recognises a route the server does not have", async () => {
+  it("turns a route the server does not have into a 404 ApiError", async () => {
     stubFetch({});
     const e = await request("GET", "/api/v1/sessions").catch((e) => e);
-    expect(isMissingRoute(e)).toBe(true);
+    expect(e).toMatchObject({ status: 404, code: "not_found", message: "no such route" });
   });
   it("reports an unreachable server plainly", async () => {
     vi.stubGlobal("fetch", () => Promise.reject(new TypeError("Failed to fetch")));

@@ -1,6 +1,14 @@
 // The console's one way to reach the server: same-origin fetch with the session cookie, JSON in and
 // out, and every failure turned into an ApiError carrying the server's {"error":{code,message,details}}.
 
+import type { components } from "./api/schema";
+
+/**
+ * The server's types, generated from its OpenAPI document (`src/api/openapi.json`, a snapshot the
+ * Rust tests hold to the served one) into `src/api/schema.d.ts`; `npm run api:update` renews both.
+ */
+export type Schemas = components["schemas"];
+
 export class ApiError extends Error {
   constructor(
     public status: number,
@@ -77,7 +85,8 @@ export async function request<T>(method: string, path: string, opts: RequestOpti
     }
   }
   if (!res.ok) {
-    const err = (json as { error?: { code?: string; message?: string; details?: Record<string, unknown>; request_id?: string } } | undefined)?.error;
+    // The server's envelope (`ErrorBody`); anything else (a proxy's page) gets the status as its code.
+    const err = (json as { error?: Partial<Schemas["ErrorDetail"]> } | undefined)?.error;
     if (res.status === 401 && !opts.quiet401) onUnauthenticated();
     throw new ApiError(
       res.status,
@@ -91,11 +100,6 @@ export async function request<T>(method: string, path: string, opts: RequestOpti
 }
 
 export const get = <T>(path: string, signal?: AbortSignal) => request<T>("GET", path, { signal });
-
-/** True when the server answered that the route itself does not exist (an API not built yet). */
-export function isMissingRoute(e: unknown): boolean {
-  return e instanceof ApiError && e.status === 404 && e.code === "not_found" && /no such route/i.test(e.message);
-}
 
 /** A random key for Idempotency-Key; crypto.randomUUID needs a secure context, this does not. */
 export function newIdempotencyKey(): string {

@@ -25,10 +25,7 @@ const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
 ];
 
 type SignIn =
-  | { state: "checking" }
-  | { state: "out" }
-  | { state: "in"; account: Account; mustChange?: boolean }
-  | { state: "error"; error: unknown };
+  { state: "checking" } | { state: "out" } | { state: "in"; account: Account; mustChange?: boolean } | { state: "error"; error: unknown };
 
 export function App() {
   const path = usePath();
@@ -40,7 +37,7 @@ export function App() {
     try {
       mustChange = (await known).must_change_password;
     } catch {
-      // An older server without the account API: nothing to ask.
+      // Not known (the account could not be read): the console does not insist.
     }
     setAuth({ state: "in", account, mustChange });
   };
@@ -48,7 +45,7 @@ export function App() {
     // Both at once: a page load waits for one round trip, not two.
     const known = getAccount();
     known.catch(() => {});
-    return currentAccount().then(
+    void currentAccount().then(
       (account) => (account ? signedIn(account, known) : setAuth({ state: "out" })),
       (error) => setAuth({ state: "error", error }),
     );
@@ -56,6 +53,7 @@ export function App() {
   useEffect(() => {
     setUnauthenticatedHandler(() => setAuth({ state: "out" }));
     check();
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- once, when the console opens
   }, []);
 
   // The first page after sign-in: the overview once a cluster exists, else the clusters page
@@ -84,7 +82,7 @@ export function App() {
         </div>
       </main>
     );
-  if (auth.state === "out") return <LoginPage onSignedIn={(a) => signedIn(a)} />;
+  if (auth.state === "out") return <LoginPage onSignedIn={(a) => void signedIn(a)} />;
   if (auth.mustChange)
     return (
       <main class="login">
@@ -117,19 +115,20 @@ export function App() {
           ))}
         </nav>
         <span class="grow" />
-        <a class="account" href="/account" aria-current={path === "/account" ? "page" : undefined} title="Your account: password, admins, sign-ins">
+        <a
+          class="account"
+          href="/account"
+          aria-current={path === "/account" ? "page" : undefined}
+          title="Your account: password, admins, sign-ins"
+        >
           {auth.account.username}
         </a>
         <button
           type="button"
-          onClick={async () => {
-            try {
-              await logout();
-            } finally {
-              setAuth({ state: "out" });
-              navigate("/login", true);
-            }
-          }}
+          onClick={() =>
+            // Signed out here either way: a session the server could not end expires by itself.
+            void logout().then(signOut, signOut)
+          }
         >
           Sign out
         </button>

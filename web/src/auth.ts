@@ -1,19 +1,14 @@
 // Sign-in (issue 6): the server sets an HttpOnly session cookie; the console never holds the
 // access token, only the session's CSRF token to echo on changes.
 
-import { ApiError, request, setCsrfToken } from "./api";
+import { ApiError, request, setCsrfToken, type Schemas } from "./api";
 
-export interface Account {
-  username: string;
-  /** "cookie" or "bearer" */
-  auth?: string;
-  expires_at?: string;
-  csrf_token?: string;
-}
+/** Who is signed in: `/auth/me`'s answer, or what sign-in says of it. */
+export type Account = Pick<Schemas["Me"], "username" | "auth" | "expires_at">;
 
 export async function currentAccount(): Promise<Account | null> {
   try {
-    const me = await request<Account>("GET", "/api/v1/auth/me", { quiet401: true });
+    const me = await request<Schemas["Me"]>("GET", "/api/v1/auth/me", { quiet401: true });
     setCsrfToken(me.csrf_token);
     return me;
   } catch (e) {
@@ -23,9 +18,10 @@ export async function currentAccount(): Promise<Account | null> {
 }
 
 export async function login(username: string, password: string): Promise<Account> {
-  const res = await request<Account>("POST", "/api/v1/auth/login", { body: { username, password }, quiet401: true });
+  const body: Schemas["LoginRequest"] = { username, password };
+  const res = await request<Schemas["LoginResponse"]>("POST", "/api/v1/auth/login", { body, quiet401: true });
   setCsrfToken(res.csrf_token);
-  return { username: res.username ?? username, expires_at: res.expires_at, auth: "cookie" };
+  return { username: res.username, expires_at: res.expires_at, auth: "cookie" };
 }
 
 export async function logout() {

@@ -1,7 +1,7 @@
 // Field-level validation shared by the dialogs: what the console checks before sending, and the
 // server's 422 `details.errors[{loc,msg,type}]` turned into one message per field, in words.
 
-import { ApiError } from "./api";
+import { ApiError, type Schemas } from "./api";
 
 export type FieldMessages = Record<string, string>;
 
@@ -44,10 +44,11 @@ const HUMAN: Record<string, string> = {
 export function serverFieldMessages(e: unknown): FieldMessages {
   const out: FieldMessages = {};
   if (!(e instanceof ApiError)) return out;
-  const errs = (e.details as { errors?: { loc?: unknown[]; msg?: string; type?: string }[] }).errors;
+  // `validation_failed`'s details (`FieldError`s); other codes have none.
+  const errs = (e.details as { errors?: Partial<Schemas["FieldError"]>[] }).errors;
   if (!Array.isArray(errs)) return out;
   for (const x of errs) {
-    const field = String((x.loc ?? []).filter((l) => l !== "body" && l !== "query")[0] ?? "");
+    const field = (x.loc ?? []).filter((l) => l !== "body" && l !== "query")[0] ?? "";
     if (!field || out[field]) continue;
     const msg = HUMAN[x.type ?? ""] ?? sentence(x.msg ?? "");
     out[field] = msg;

@@ -41,7 +41,12 @@ export function formatDuration(seconds: number | null | undefined, zero = "0s"):
   if (seconds <= 0) return zero;
   const parts: string[] = [];
   let s = Math.floor(seconds);
-  for (const [unit, n] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]] as const) {
+  for (const [unit, n] of [
+    ["d", 86400],
+    ["h", 3600],
+    ["m", 60],
+    ["s", 1],
+  ] as const) {
     if (s >= n) {
       parts.push(`${Math.floor(s / n)}${unit}`);
       s %= n;

@@ -3,6 +3,7 @@
 // reloads only on its own topics, and polls only slowly as a fallback while the stream is up.
 
 import { useEffect, useRef, useState } from "preact/hooks";
+import { usePoll, type Polled } from "./hooks";
 
 /** How often pages still reload while the event stream is up (a missed event heals by then). */
 export const LIVE_FALLBACK_MS = 60_000;
@@ -66,4 +67,32 @@ export function useLive(reload: () => void, topics: readonly Topic[]): boolean {
     };
   }, [key]);
   return connected;
+}
+
+/** How often a page reloads without the event stream (the stream down, or never up). */
+export const POLL_MS = 5000;
+
+export interface LivePollOptions {
+  /** Reload interval while the stream is down; 0 loads once (and on events). */
+  pollMs?: number;
+  /** Reload interval while it is up: a missed event heals by then. */
+  liveMs?: number;
+  /** What `load` reads besides the topics (a query string, an id): a change reloads. */
+  deps?: unknown[];
+}
+
+/**
+ * `usePoll` on the server's live-update topics: reloads when one of `topics` changed, and polls
+ * only slowly while the stream is connected (at `pollMs` while it is not).
+ */
+export function useLivePoll<T>(
+  load: (signal: AbortSignal) => Promise<T>,
+  topics: readonly Topic[],
+  { pollMs = POLL_MS, liveMs = LIVE_FALLBACK_MS, deps = [] }: LivePollOptions = {},
+): Polled<T> & { live: boolean } {
+  const reloadRef = useRef(() => {});
+  const live = useLive(() => reloadRef.current(), topics);
+  const polled = usePoll(load, pollMs > 0 && live ? liveMs : pollMs, deps);
+  reloadRef.current = polled.reload;
+  return { ...polled, live };
 }

@@ -1,50 +1,17 @@
-// The offerings API (sessions issue) as the console uses it: what a session can be started as.
+// The offerings API as the console uses it: what a session can be started as.
 
-import { get, request } from "./api";
+import { get, request, type Schemas } from "./api";
 import { formatDuration, formatMib } from "./format";
 
-export type ResourceClass = "gpu" | "cpu";
-export type GpuMode = "fractional" | "exclusive";
-
-export interface Offering {
-  id: string;
-  name: string;
-  resource_class: ResourceClass | string;
-  image: string;
-  mode: GpuMode | string | null;
-  gpu_model: string | null;
-  gpu_mem_mb: number | null;
-  gpu_cores: number | null;
-  cpu: number;
-  mem_gb: number;
-  disk_gb: number;
-  idle_timeout_sec: number;
-  max_runtime_sec: number;
-  status: "active" | "inactive" | string;
-  created_at: string;
-  /** Live sessions using it. */
-  sessions: number;
-}
-
-export interface OfferingBody {
-  name?: string;
-  resource_class?: ResourceClass;
-  image?: string;
-  mode?: GpuMode | null;
-  gpu_model?: string | null;
-  gpu_mem_mb?: number | null;
-  gpu_cores?: number | null;
-  cpu?: number | null;
-  mem_gb?: number | null;
-  disk_gb?: number | null;
-  idle_timeout_sec?: number | null;
-  max_runtime_sec?: number | null;
-  status?: "active" | "inactive";
-}
+export type ResourceClass = Schemas["ResourceClass"];
+export type GpuMode = Schemas["GpuMode"];
+export type Offering = Schemas["OfferingView"];
+/** A create or a patch: what OfferingDialog sends (the class only on create, the status only on patch). */
+export type OfferingBody = Partial<Schemas["OfferingCreate"]> & Schemas["OfferingPatch"];
 
 export async function listOfferings(opts: { activeOnly?: boolean } = {}, signal?: AbortSignal): Promise<Offering[]> {
-  const res = await get<{ data: Offering[] } | Offering[]>(`/api/v1/offerings${opts.activeOnly ? "?status=active" : ""}`, signal);
-  return Array.isArray(res) ? res : res.data;
+  const res = await get<Schemas["OfferingList"]>(`/api/v1/offerings${opts.activeOnly ? "?status=active" : ""}`, signal);
+  return res.data;
 }
 
 export const createOffering = (body: OfferingBody) => request<Offering>("POST", "/api/v1/offerings", { body });

@@ -2,83 +2,20 @@
 // card a cell, nodes side by side with one empty cell between them, each cluster under a
 // heading band. The layout is typed arrays so that 40,000 cards lay out, draw and hit-test cheaply.
 
-import { get } from "./api";
+import { get, type Schemas } from "./api";
 
-export interface Totals {
-  clusters: number;
-  nodes: number;
-  gpus: number;
-  gpu_mem_total_mb: number;
-  gpu_mem_booked_mb: number;
-  gpus_busy: number;
-  gpus_error: number;
-  nodes_cordoned: number;
-  nodes_offline: number;
-  sessions_live: number;
-  sessions_running: number;
-}
-
-export interface NodeCells {
-  name: string;
-  /** 1 cordoned, 2 offline, 4 not ready, 8 decommissioning. */
-  flags: number;
-  models: string[];
-  /** Four numbers per card: memory MiB, booked MiB, flags (bit 0 not ready, bits 1.. model index), live sessions. */
-  cards: number[];
-}
-
-export interface ClusterCells {
-  id: string;
-  name: string;
-  status: string;
-  nodes: NodeCells[];
-}
-
-export interface Series {
-  interval_s: number;
-  t: number[];
-  sessions_running: number[];
-  gpu_mem_booked_mb: number[];
-  callbacks_per_s: number[];
-}
-
-export interface Overview {
-  generated_at: string;
-  totals: Totals;
-  clusters: ClusterCells[];
-  series: Series;
-}
-
-export interface CardSession {
-  id: string;
-  name?: string | null;
-  owner: string;
-  phase: string;
-  allocation_id?: string | null;
-  booked_mem_mb: number;
-  booked_cores: number;
-  booked_at?: string | null;
-}
-
-export interface CardDetail {
-  uuid: string;
-  model: string;
-  mode: string;
-  memory_mb: number;
-  booked_mem_mb: number;
-  total_cores: number;
-  booked_cores: number;
-  status: string;
-  sessions: CardSession[];
-}
-
-export interface NodeDetail {
-  cluster_id: string;
-  cluster_name: string;
-  node: string;
-  flags: number;
-  cards: CardDetail[];
-}
+export type Totals = Schemas["Totals"];
+/**
+ * A node on the grid. `flags`: 1 cordoned, 2 offline, 4 not ready, 8 decommissioning. `cards`:
+ * four numbers per card: memory MiB, booked MiB, flags (bit 0 not ready, bits 1.. model index), live sessions.
+ */
+export type NodeCells = Schemas["NodeCells"];
+export type ClusterCells = Schemas["ClusterCells"];
+export type Series = Schemas["Series"];
+export type Overview = Schemas["OverviewAnswer"];
+export type CardSession = Schemas["CardSession"];
+export type CardDetail = Schemas["CardDetail"];
+export type NodeDetail = Schemas["NodeDetail"];
 
 export const NODE_CORDONED = 1;
 export const NODE_OFFLINE = 2;

@@ -1,42 +1,17 @@
-// The sessions API (sessions issue) as the console uses it: types and calls.
+// The sessions API as the console uses it: the server's types (src/api/schema.d.ts) and calls.
 
-import { get, request } from "./api";
-import type { Page } from "./clusters";
+import { get, request, type Schemas } from "./api";
 
-export type Phase = "pending" | "preparing" | "running" | "paused" | "terminating" | "terminated" | "error";
-export const PHASES: Phase[] = ["pending", "preparing", "running", "paused", "terminating", "terminated", "error"];
+export type Phase = Schemas["Phase"];
+/** Every phase, in life order (the filter's choices); the compiler says when the server has another. */
+const PHASE_ORDER: Record<Phase, number> = { pending: 0, preparing: 1, running: 2, paused: 3, terminating: 4, terminated: 5, error: 6 };
+export const PHASES = (Object.keys(PHASE_ORDER) as Phase[]).sort((a, b) => PHASE_ORDER[a] - PHASE_ORDER[b]);
+/** What `actions` lists (the document says `string[]`: see `SessionView.actions`). */
 export type SessionAction = "pause" | "resume" | "delete" | "connect";
 export type ConnectKind = "code" | "lab" | "terminal";
 export const CONNECT_KINDS: ConnectKind[] = ["code", "lab", "terminal"];
 
-export interface Session {
-  id: string;
-  cr_name: string;
-  name: string | null;
-  cluster_id: string;
-  cluster_name: string;
-  offering_id: string;
-  offering_name: string;
-  owner: string;
-  resource_class: "gpu" | "cpu" | string;
-  image: string;
-  mode: string | null;
-  gpu_mem_mb: number | null;
-  gpu_cores: number | null;
-  phase: Phase | string;
-  reason: string | null;
-  message: string | null;
-  bound_gpu_uuid: string | null;
-  node_name: string | null;
-  created_at: string;
-  started_at: string | null;
-  phase_changed_at: string;
-  ended_at: string | null;
-  last_report_at: string | null;
-  live: boolean;
-  /** What the server allows right now; buttons follow this, not the phase. */
-  actions: (SessionAction | string)[];
-}
+export type Session = Schemas["SessionView"];
 
 export interface SessionFilter {
   cluster_id?: string;
@@ -56,15 +31,9 @@ export function sessionsQuery(f: SessionFilter): string {
   return q.toString();
 }
 
-export const listSessions = (qs: string, signal?: AbortSignal) => get<Page<Session>>(`/api/v1/sessions?${qs}`, signal);
+export const listSessions = (qs: string, signal?: AbortSignal) => get<Schemas["SessionPage"]>(`/api/v1/sessions?${qs}`, signal);
 
-export interface NewSessionBody {
-  offering_id: string;
-  cluster_id?: string;
-  name?: string;
-  owner?: string;
-  image?: string;
-}
+export type NewSessionBody = Schemas["CreateSession"];
 
 const path = (id: string) => `/api/v1/sessions/${encodeURIComponent(id)}`;
 
@@ -75,11 +44,7 @@ export const pauseSession = (id: string) => request<Session>("POST", `${path(id)
 export const resumeSession = (id: string) => request<Session>("POST", `${path(id)}/resume`);
 export const deleteSession = (id: string, force = false) => request<Session>("DELETE", force ? `${path(id)}?force=true` : path(id));
 
-export interface Connection {
-  url: string;
-  token: string;
-  expires_at: string;
-}
+export type Connection = Schemas["Connection"];
 
 export const connectSession = (id: string, kind: ConnectKind) => request<Connection>("POST", `${path(id)}/connect`, { body: { kind } });
 

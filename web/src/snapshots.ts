@@ -1,35 +1,11 @@
 // State snapshots (issue 17): the schedule and last result, the files in snapshot_dir, and
 // "snapshot now".
 
-import { get, request } from "./api";
+import { get, request, type Schemas } from "./api";
 
-export interface SnapshotInfo {
-  name: string;
-  path: string;
-  size_bytes: number;
-  created_at: string;
-  reason: string;
-  schema_version: number;
-  binary_version: string;
-  sha256: string;
-  secrets_included: boolean;
-}
-
-export interface SnapshotStatus {
-  last_success_at?: string | null;
-  last_file?: string | null;
-  last_size_bytes?: number | null;
-  last_error?: string | null;
-  failures: number;
-}
-
-export interface SnapshotSchedule {
-  interval_s: number;
-  keep: number;
-  dir: string;
-  next_at?: string | null;
-  status: SnapshotStatus;
-}
+export type SnapshotInfo = Schemas["SnapshotInfo"];
+export type SnapshotStatus = Schemas["SnapshotStatus"];
+export type SnapshotSchedule = Schemas["SnapshotSchedule"];
 
 export const getSnapshotSchedule = (signal?: AbortSignal) => get<SnapshotSchedule>("/api/v1/snapshots/status", signal);
 export const listSnapshots = (signal?: AbortSignal) => get<SnapshotInfo[]>("/api/v1/snapshots", signal);

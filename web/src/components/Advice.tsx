@@ -7,7 +7,7 @@ import { plural } from "../format";
 export function Advice(props: { error: unknown }) {
   const e = props.error;
   if (!(e instanceof ApiError)) return null;
-  const d = e.details as Record<string, unknown>;
+  const d = e.details;
   const str = (k: string) => (typeof d[k] === "string" || typeof d[k] === "number" ? String(d[k]) : "");
   switch (e.code) {
     case "no_session_domain":
@@ -22,7 +22,8 @@ export function Advice(props: { error: unknown }) {
       return (
         <p class="hint">
           The session is {str("phase") || "in another phase"} now
-          {Array.isArray(d.allowed) ? `; allowed: ${d.allowed.length ? d.allowed.join(", ") : "nothing"}` : ""}. The list has been refreshed.
+          {Array.isArray(d.allowed) ? `; allowed: ${d.allowed.length ? d.allowed.join(", ") : "nothing"}` : ""}. The list has been
+          refreshed.
         </p>
       );
     case "cluster_apply_failed":
@@ -46,8 +47,9 @@ export function Advice(props: { error: unknown }) {
     case "operator_not_connected":
       return (
         <p class="hint">
-          The operator of cluster {str("cluster_id") && <code>{str("cluster_id")}</code>} is {(str("operator_state") || "not connected").replace(/_/g, " ")}, so
-          nothing would run the session: attach it or see why it is silent on the <a href="/clusters">Clusters page</a>, or pick another cluster.
+          The operator of cluster {str("cluster_id") && <code>{str("cluster_id")}</code>} is{" "}
+          {(str("operator_state") || "not connected").replace(/_/g, " ")}, so nothing would run the session: attach it or see why it is
+          silent on the <a href="/clusters">Clusters page</a>, or pick another cluster.
         </p>
       );
     case "no_cluster":
@@ -65,7 +67,9 @@ export function Advice(props: { error: unknown }) {
     case "offering_in_use":
       return (
         <p class="hint">
-          {str("sessions") ? `${plural(Number(str("sessions")), "session was", "sessions were")} created from it (ended ones count: their history names it). ` : ""}
+          {str("sessions")
+            ? `${plural(Number(str("sessions")), "session was", "sessions were")} created from it (ended ones count: their history names it). `
+            : ""}
           Deactivate it instead: its sessions keep it, and no new session can pick it.
         </p>
       );
@@ -73,7 +77,11 @@ export function Advice(props: { error: unknown }) {
       // A cluster call that failed (502s) says why and, sometimes, what to do.
       return str("cause") || str("hint") ? (
         <p class="hint">
-          {str("cause") && <>Cause: <span class="cause">{str("cause")}</span>. </>}
+          {str("cause") && (
+            <>
+              Cause: <span class="cause">{str("cause")}</span>.{" "}
+            </>
+          )}
           {str("hint") && <>Hint: {str("hint")}</>}
         </p>
       ) : null;

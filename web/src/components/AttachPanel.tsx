@@ -3,6 +3,7 @@
 // by hand. A CRD at another version is reported by the server; replacing it takes a second click.
 
 import { useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError } from "../api";
 import { attachOperator, manualCommands, type ObjectResult } from "../clusters";
 import { CommandBlock } from "./Copy";
@@ -31,51 +32,48 @@ export function ObjectResults(props: { objects: ObjectResult[] }) {
 }
 
 export function AttachPanel(props: { clusterId: string; onAttached?: () => void }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, run: start } = useAction();
+  const busy = running !== "";
   const [objects, setObjects] = useState<ObjectResult[]>([]);
   const [done, setDone] = useState<string | null>(null);
   const [labelNodes, setLabelNodes] = useState(false);
   const conflict = error instanceof ApiError && error.code === "crd_conflict";
 
-  const run = async (force: boolean) => {
-    if (busy) return;
-    setBusy(true);
-    setError(null);
-    setDone(null);
-    setObjects([]);
-    try {
-      const r = await attachOperator(props.clusterId, force, labelNodes);
-      setObjects(r.objects);
-      const labeled = (r.labeled_nodes ?? [])
-        .map((n) => `${n.node}: ${n.applied.join(" ") || "nothing"}${n.kept.length ? ` (kept ${n.kept.join(", ")})` : ""}`)
-        .join("; ");
-      setDone(
-        `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
-          (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : ".") +
-          (r.profile ? ` RBAC profile ${r.profile.profile}: ${r.profile.reason}.` : "") +
-          (labeled ? ` Node labels: ${labeled}.` : ""),
-      );
-      props.onAttached?.();
-    } catch (e) {
-      setError(e);
-      const d = e instanceof ApiError ? (e.details as { objects?: ObjectResult[] }) : {};
-      setObjects(Array.isArray(d.objects) ? d.objects : []);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const run = (force: boolean) =>
+    start(async () => {
+      setDone(null);
+      setObjects([]);
+      try {
+        const r = await attachOperator(props.clusterId, force, labelNodes);
+        setObjects(r.objects);
+        const labeled = (r.labeled_nodes ?? [])
+          .map((n) => `${n.node}: ${n.applied.join(" ") || "nothing"}${n.kept.length ? ` (kept ${n.kept.join(", ")})` : ""}`)
+          .join("; ");
+        setDone(
+          `Operator attached: ${r.changed} of ${r.objects.length} objects changed` +
+            (r.token?.expires_at ? `; its token expires ${formatTime(r.token.expires_at)} and is renewed automatically.` : ".") +
+            (r.profile ? ` RBAC profile ${r.profile.profile}: ${r.profile.reason}.` : "") +
+            (labeled ? ` Node labels: ${labeled}.` : ""),
+        );
+        props.onAttached?.();
+      } catch (e) {
+        // A cluster lost part-way: the objects applied so far.
+        const d = e instanceof ApiError ? (e.details as { objects?: ObjectResult[] }) : {};
+        setObjects(Array.isArray(d.objects) ? d.objects : []);
+        throw e;
+      }
+    });
 
   return (
     <div class="attach-panel">
       <p>
-        Attach the operator: the server applies its CRDs, namespaces, RBAC, token Secret and Deployment through this
-        cluster's kubeconfig, and keeps the token renewed.
+        Attach the operator: the server applies its CRDs, namespaces, RBAC, token Secret and Deployment through this cluster's kubeconfig,
+        and keeps the token renewed.
       </p>
       <label class="small">
-        <input type="checkbox" checked={labelNodes} onChange={(e) => setLabelNodes(e.currentTarget.checked)} /> Label
-        nodes as upstream does where the labels are missing (GPU nodes gpu=on, gshare.io/gpu=true,
-        gshare.io/gpu-mode=fractional; CPU nodes gshare.io/node-type=cpu); labels set to other values are kept
+        <input type="checkbox" checked={labelNodes} onChange={(e) => setLabelNodes(e.currentTarget.checked)} /> Label nodes as upstream does
+        where the labels are missing (GPU nodes gpu=on, gshare.io/gpu=true, gshare.io/gpu-mode=fractional; CPU nodes
+        gshare.io/node-type=cpu); labels set to other values are kept
       </label>
       <div class="attach-actions">
         <button type="button" class="primary" disabled={busy} onClick={() => run(false)}>
@@ -95,8 +93,7 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
       <details class="attach-manual">
         <summary>Deploy by hand instead</summary>
         <p class="small muted">
-          On a host with <code>gshare</code> (its configuration names the public URL the operator calls back) and
-          the cluster's kubeconfig:
+          On a host with <code>gshare</code> (its configuration names the public URL the operator calls back) and the cluster's kubeconfig:
         </p>
         <CommandBlock label="Apply the operator's objects" command={manualCommands(props.clusterId)} />
       </details>

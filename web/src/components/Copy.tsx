@@ -27,10 +27,12 @@ export function CopyButton(props: { text: string; label?: string }) {
       class="copy"
       aria-label={`${props.label ?? "Copy"}: ${props.text}`}
       title="Copy to clipboard"
-      onClick={async (e) => {
+      onClick={(e) => {
         e.stopPropagation();
-        setState((await writeClipboard(props.text)) ? "ok" : "fail");
-        setTimeout(() => setState(""), 1500);
+        void writeClipboard(props.text).then((ok) => {
+          setState(ok ? "ok" : "fail");
+          setTimeout(() => setState(""), 1500);
+        });
       }}
     >
       {state === "ok" ? "Copied" : state === "fail" ? "Select & copy" : (props.label ?? "Copy")}

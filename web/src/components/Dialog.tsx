@@ -26,7 +26,9 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
         onClose.current();
       } else if (e.key === "Tab" && el) {
         const items = Array.from(
-          el.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea, [tabindex='0']"),
+          el.querySelectorAll<HTMLElement>(
+            "a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea, [tabindex='0']",
+          ),
         );
         if (!items.length) return;
         const [a, z] = [items[0], items[items.length - 1]];

@@ -56,12 +56,32 @@ describe("RegisterDialog", () => {
     const id = "clu_01JAAAAAAAAAAAAAAAAAAAAAAA";
     let attaches = 0;
     const calls = stubFetch({
-      "POST /api/v1/clusters": (c) => ({ status: 201, body: { ...cluster({ name: "gpu-a" }), checks: [{ name: "hami", ok: true, detail: "" }], session_domain: (c.body as { session_domain?: string }).session_domain } }),
+      "POST /api/v1/clusters": (c) => ({
+        status: 201,
+        body: {
+          ...cluster({ name: "gpu-a" }),
+          checks: [{ name: "hami", ok: true, detail: "" }],
+          session_domain: (c.body as { session_domain?: string }).session_domain,
+        },
+      }),
       [`POST /api/v1/clusters/${id}/attach`]: () => {
         attaches += 1;
         return attaches === 1
-          ? { status: 409, body: { error: { code: "crd_conflict", message: "gsharesessions.gshare.io on the cluster differs", details: { crds: [] } } } }
-          : { body: { cluster_id: id, changed: 2, objects: [{ object: "CustomResourceDefinition/gsharesessions.gshare.io", result: "updated" }, { object: "Deployment/gshare-system/gshare-operator", result: "created" }], token: { kid: "k", expires_at: "2026-12-08T00:00:00.000Z" } } };
+          ? {
+              status: 409,
+              body: { error: { code: "crd_conflict", message: "gsharesessions.gshare.io on the cluster differs", details: { crds: [] } } },
+            }
+          : {
+              body: {
+                cluster_id: id,
+                changed: 2,
+                objects: [
+                  { object: "CustomResourceDefinition/gsharesessions.gshare.io", result: "updated" },
+                  { object: "Deployment/gshare-system/gshare-operator", result: "created" },
+                ],
+                token: { kid: "k", expires_at: "2026-12-08T00:00:00.000Z" },
+              },
+            };
       },
     });
     const onRegistered = vi.fn();
@@ -129,7 +149,13 @@ describe("EditDialog", () => {
   it("tests the connection", async () => {
     stubFetch({
       "POST /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA/connection-test": () => ({
-        body: { cluster_id: "clu_01J", status: "degraded", checks: [{ name: "hami", ok: false, detail: "no HAMi annotations" }], latency_ms: 7, checked_at: new Date().toISOString() },
+        body: {
+          cluster_id: "clu_01J",
+          status: "degraded",
+          checks: [{ name: "hami", ok: false, detail: "no HAMi annotations" }],
+          latency_ms: 7,
+          checked_at: new Date().toISOString(),
+        },
       }),
     });
     render(<EditDialog cluster={cluster() as never} onClose={() => {}} onChanged={() => {}} />);
@@ -262,7 +288,9 @@ describe("RegisterDialog: what a new admin stumbles on", () => {
     fireEvent.input(screen.getByLabelText(/API address/), { target: { value: "https://10.0.0.5 :6443" } });
     fireEvent.click(screen.getByRole("button", { name: "Register" }));
     await waitFor(() => expect(domain.getAttribute("aria-invalid")).toBe("true"));
-    expect(document.getElementById("reg-domain-error")?.textContent).toBe("Just the host name, without https:// — e.g. sessions.example.com.");
+    expect(document.getElementById("reg-domain-error")?.textContent).toBe(
+      "Just the host name, without https:// — e.g. sessions.example.com.",
+    );
     expect(domain.getAttribute("aria-describedby")).toContain("reg-domain-error");
     expect(document.getElementById("reg-api-error")?.textContent).toContain("no spaces");
     fireEvent.input(domain, { target: { value: "sessions.example.com/lab" } });
@@ -291,10 +319,14 @@ describe("RegisterDialog: what a new admin stumbles on", () => {
       fireEvent.change(picker);
     };
     pick(new File([new Uint8Array(10 * 1024 * 1024)], "huge.yaml"));
-    await waitFor(() => expect(document.getElementById("reg-file-error")?.textContent).toContain("huge.yaml is 10.0 MiB; a kubeconfig is a few KiB"));
+    await waitFor(() =>
+      expect(document.getElementById("reg-file-error")?.textContent).toContain("huge.yaml is 10.0 MiB; a kubeconfig is a few KiB"),
+    );
     expect(picker.getAttribute("aria-invalid")).toBe("true");
     pick(new File([new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 0, 1, 2, 0xff, 0xfe])], "gshare"));
-    await waitFor(() => expect(document.getElementById("reg-file-error")?.textContent).toBe("gshare is not a text file; a kubeconfig is YAML text."));
+    await waitFor(() =>
+      expect(document.getElementById("reg-file-error")?.textContent).toBe("gshare is not a text file; a kubeconfig is YAML text."),
+    );
     expect((screen.getByLabelText("or pasted") as HTMLTextAreaElement).value).toBe("");
     fireEvent.input(screen.getByLabelText("Name"), { target: { value: "gpu-a" } });
     fireEvent.click(screen.getByRole("button", { name: "Register" }));

@@ -2,6 +2,7 @@
 // confirmation that names what goes away, and when refused, what still runs there.
 
 import { useEffect, useRef, useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError } from "../api";
 import {
   patchCluster,
@@ -10,6 +11,7 @@ import {
   type Cluster,
   type ClusterPatch,
   type ConnectionTest,
+  type Role,
 } from "../clusters";
 import { formatMib, formatTime, plural } from "../format";
 import { apiServerProblem, hostnameProblem, onlyFieldErrors, serverFieldMessages } from "../form";
@@ -30,20 +32,15 @@ interface OpenAllocation {
   gpu_mem_mb?: number;
 }
 
-/** What still runs on the cluster, by name with links (the server's `session_list` and
- *  `allocation_list`; bare ids from an older server are still shown). */
+/**
+ * What still runs on the cluster, by name with links: the 409 `cluster_in_use` details'
+ * `session_list` and `allocation_list` (src/clusters/in_use.rs; error details are free-form in
+ * the OpenAPI document, hence the hand types above).
+ */
 export function Blockers(props: { details: Record<string, unknown> }) {
   const d = props.details;
-  const sessions: UsingSession[] = Array.isArray(d.session_list)
-    ? (d.session_list as UsingSession[])
-    : Array.isArray(d.sessions)
-      ? (d.sessions as unknown[]).map((id) => ({ id: String(id) }))
-      : [];
-  const allocations: OpenAllocation[] = Array.isArray(d.allocation_list)
-    ? (d.allocation_list as OpenAllocation[])
-    : Array.isArray(d.allocations)
-      ? (d.allocations as unknown[]).map((id) => ({ id: String(id), session_id: "" }))
-      : [];
+  const sessions = Array.isArray(d.session_list) ? (d.session_list as UsingSession[]) : [];
+  const allocations = Array.isArray(d.allocation_list) ? (d.allocation_list as OpenAllocation[]) : [];
   return (
     <div class="blockers">
       {sessions.length > 0 && (
@@ -91,13 +88,17 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   const [apiServer, setApiServer] = useState(c.api_server);
   const [domain, setDomain] = useState(c.session_domain ?? "");
   const [ingress, setIngress] = useState(c.session_ingress ?? "");
-  const [busy, setBusy] = useState<"" | "save" | "test" | "delete">("");
-  const [error, setError] = useState<unknown>(null);
+  const saving = useAction();
+  const testing = useAction();
+  const deleting = useAction();
+  // One thing at a time: while one runs, the others' buttons wait.
+  const busy = saving.busy ? "save" : testing.busy ? "test" : deleting.busy ? "delete" : "";
+  const error = saving.error;
+  const testError = testing.error;
+  const deleteError = deleting.error;
   const [saved, setSaved] = useState(false);
   const [test, setTest] = useState<ConnectionTest | null>(null);
-  const [testError, setTestError] = useState<unknown>(null);
   const [confirming, setConfirming] = useState(false);
-  const [deleteError, setDeleteError] = useState<unknown>(null);
 
   const patch: ClusterPatch = {};
   if (name.trim() !== c.name) patch.name = name.trim();
@@ -116,53 +117,33 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   const server = serverFieldMessages(error);
   const msg = (k: string) => (showLocal && local[k]) || server[k] || "";
 
-  const save = async (e: Event) => {
+  const save = (e: Event) => {
     e.preventDefault();
     if (!dirty || busy) return;
     setShowLocal(true);
     if (Object.values(local).some(Boolean)) return;
-    setBusy("save");
-    setError(null);
-    setSaved(false);
-    try {
+    saving.run(async () => {
+      setSaved(false);
       await patchCluster(c.id, patch);
       setSaved(true);
       props.onChanged();
       props.onClose();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy("");
-    }
+    });
   };
 
-  const runTest = async () => {
-    setBusy("test");
-    setTest(null);
-    setTestError(null);
-    try {
+  const runTest = () =>
+    testing.run(async () => {
+      setTest(null);
       setTest(await testConnection(c.id));
       props.onChanged();
-    } catch (err) {
-      setTestError(err);
-    } finally {
-      setBusy("");
-    }
-  };
+    });
 
-  const unregister = async () => {
-    setBusy("delete");
-    setDeleteError(null);
-    try {
+  const unregister = () =>
+    deleting.run(async () => {
       await unregisterCluster(c.id);
       props.onChanged();
       props.onClose();
-    } catch (err) {
-      setDeleteError(err);
-    } finally {
-      setBusy("");
-    }
-  };
+    });
 
   // The confirmation replaces the button that had focus; keep the keyboard user there.
   const keepRef = useRef<HTMLButtonElement>(null);
@@ -180,13 +161,20 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         <div class="field">
           <label>
             Name
-            <input name="name" required maxLength={80} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} {...invalidProps("edit-name", msg("name"))} />
+            <input
+              name="name"
+              required
+              maxLength={80}
+              value={name}
+              onInput={(e) => setName((e.target as HTMLInputElement).value)}
+              {...invalidProps("edit-name", msg("name"))}
+            />
           </label>
           <FieldError id="edit-name-error" message={msg("name")} />
         </div>
         <label>
           Role
-          <select name="role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value)}>
+          <select name="role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value as Role)}>
             <option value="primary">primary</option>
             <option value="standby">standby</option>
           </select>
@@ -194,7 +182,13 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         <div class="field">
           <label>
             API address
-            <input name="api_server" value={apiServer} spellcheck={false} onInput={(e) => setApiServer((e.target as HTMLInputElement).value)} {...invalidProps("edit-api", msg("api_server"))} />
+            <input
+              name="api_server"
+              value={apiServer}
+              spellcheck={false}
+              onInput={(e) => setApiServer((e.target as HTMLInputElement).value)}
+              {...invalidProps("edit-api", msg("api_server"))}
+            />
           </label>
           <FieldError id="edit-api-error" message={msg("api_server")} />
         </div>
@@ -232,15 +226,19 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
           Session ingress
           <input
             name="session_ingress"
-            placeholder={c.effective_session_ingress && !c.session_ingress ? `empty: the server's ${c.effective_session_ingress}` : "host:port, e.g. gpu-node-1:30080"}
+            placeholder={
+              c.effective_session_ingress && !c.session_ingress
+                ? `empty: the server's ${c.effective_session_ingress}`
+                : "host:port, e.g. gpu-node-1:30080"
+            }
             value={ingress}
             onInput={(e) => setIngress((e.target as HTMLInputElement).value)}
             aria-describedby="ingress-help"
           />
         </label>
         <p id="ingress-help" class="muted small">
-          Where this server relays <code>/proxy/</code> requests for the cluster's sessions (its ingress controller's
-          address), for when the session domain points here. Empty: not relayed.
+          Where this server relays <code>/proxy/</code> requests for the cluster's sessions (its ingress controller's address), for when the
+          session domain points here. Empty: not relayed.
         </p>
         {!onlyFieldErrors(error, ["name", "api_server", "session_domain"]) && <ErrorBox error={error} />}
         {saved && <p class="ok">Saved.</p>}
@@ -289,21 +287,21 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
         ) : (
           <div class="confirm" role="group" aria-label="Confirm unregister">
             <p>
-              Unregister <strong>{c.name}</strong>? Its nodes, GPU devices, storage pools and kubeconfig file are removed
-              from this control plane, and its operator's callbacks are refused from then on. Session history and ledger
-              rows are kept. Registering it again gives it a new id.
+              Unregister <strong>{c.name}</strong>? Its nodes, GPU devices, storage pools and kubeconfig file are removed from this control
+              plane, and its operator's callbacks are refused from then on. Session history and ledger rows are kept. Registering it again
+              gives it a new id.
             </p>
             {refused ? (
               <div class="error" role="alert">
                 <strong>Refused: the cluster is still in use.</strong>
-                <p>{(deleteError as ApiError).message}</p>
-                <Blockers details={(deleteError as ApiError).details} />
+                <p>{deleteError.message}</p>
+                <Blockers details={deleteError.details} />
               </div>
             ) : (
               <ErrorBox error={deleteError} />
             )}
             <div class="row">
-              <button type="button" ref={keepRef} onClick={() => (setConfirming(false), setDeleteError(null))}>
+              <button type="button" ref={keepRef} onClick={() => (setConfirming(false), deleting.setError(null))}>
                 Keep it
               </button>
               <button type="button" class="danger" onClick={unregister} disabled={busy !== ""}>

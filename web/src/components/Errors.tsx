@@ -1,7 +1,7 @@
 // How failures look: the server's message, and for probe failures the stage, cause, hint and checks.
 
 import type { ComponentChildren } from "preact";
-import { ApiError } from "../api";
+import { ApiError, type Schemas } from "../api";
 import type { Check } from "../clusters";
 
 /** A stage the probe never reached (an earlier one failed): neither passed nor failed. */
@@ -37,7 +37,15 @@ function ProbeFailure(props: { error: ApiError }) {
   const d = props.error.details as { stage?: string; cause?: string; hint?: string; checks?: Check[] };
   return (
     <div class="error probe" role="alert">
-      <strong>Probe failed{d.stage ? <> at stage <code class="stage">{d.stage}</code></> : null}</strong>
+      <strong>
+        Probe failed
+        {d.stage ? (
+          <>
+            {" "}
+            at stage <code class="stage">{d.stage}</code>
+          </>
+        ) : null}
+      </strong>
       <p class="cause">{d.cause ?? props.error.message}</p>
       {d.hint && <p class="hint">Hint: {d.hint}</p>}
       {d.checks && <Checks checks={d.checks} />}
@@ -46,7 +54,7 @@ function ProbeFailure(props: { error: ApiError }) {
 }
 
 function fieldErrors(e: ApiError): string[] {
-  const errs = (e.details as { errors?: { loc?: unknown[]; msg?: string }[] }).errors;
+  const errs = (e.details as { errors?: Partial<Schemas["FieldError"]>[] }).errors;
   if (!Array.isArray(errs)) return [];
   return errs.map((x) => `${(x.loc ?? []).filter((l) => l !== "body").join(".")}: ${x.msg ?? ""}`);
 }
@@ -56,7 +64,7 @@ export function ErrorBox(props: { error: unknown; title?: string; children?: Com
   const e = props.error;
   if (!e) return null;
   if (e instanceof ApiError && e.code === "probe_failed") return <ProbeFailure error={e} />;
-  const message = e instanceof Error ? e.message : String(e);
+  const message = e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e);
   const fields = e instanceof ApiError ? fieldErrors(e) : [];
   return (
     <div class="error" role="alert">

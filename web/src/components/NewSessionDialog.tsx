@@ -6,7 +6,8 @@
 import { useRef, useState } from "preact/hooks";
 import { ApiError, newIdempotencyKey } from "../api";
 import { listClusters, type Cluster } from "../clusters";
-import { usePoll } from "../hooks";
+import { useAction } from "../hooks";
+import { useLivePoll } from "../live";
 import { gpuShape, idleText, listOfferings, maxRuntimeText, resourcesShape } from "../offerings";
 import { createSession, type NewSessionBody, type Session } from "../sessions";
 import { Advice } from "./Advice";
@@ -22,15 +23,16 @@ export function clusterUnfit(c: Cluster): string | null {
 }
 
 export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Session) => void; onChanged: () => void }) {
-  const offerings = usePoll((signal) => listOfferings({ activeOnly: true }, signal), 0);
-  const clusters = usePoll((signal) => listClusters(signal), 0);
+  // Loaded once, again when offerings or clusters change while the dialog is open.
+  const offerings = useLivePoll((signal) => listOfferings({ activeOnly: true }, signal), ["offerings"], { pollMs: 0 });
+  const clusters = useLivePoll((signal) => listClusters(signal), ["clusters"], { pollMs: 0 });
   const [offeringId, setOfferingId] = useState("");
   const [clusterId, setClusterId] = useState("");
   const [name, setName] = useState("");
   const [owner, setOwner] = useState("");
   const [image, setImage] = useState("");
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, setError, run } = useAction();
+  const busy = running !== "";
   // One key per distinct body: a retry of the same request replays, an edited form is a new request.
   const attempt = useRef<{ body: string; key: string } | null>(null);
 
@@ -39,9 +41,10 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
   const chosen = offeringId || (active.length === 1 ? active[0].id : "");
   const offering = active.find((o) => o.id === chosen);
   const picked = (clusters.data ?? []).find((c) => c.id === clusterId);
-  const pickedOperator = picked?.status === "connected" && picked.operator && picked.operator.state !== "connected" ? picked.operator : null;
+  const pickedOperator =
+    picked?.status === "connected" && picked.operator && picked.operator.state !== "connected" ? picked.operator : null;
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (busy) return;
     if (!chosen) {
@@ -55,19 +58,18 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
     if (image.trim()) body.image = image.trim();
     const json = JSON.stringify(body);
     if (attempt.current?.body !== json) attempt.current = { body: json, key: newIdempotencyKey() };
-    setBusy(true);
-    setError(null);
-    try {
-      const s = await createSession(body, attempt.current.key);
-      props.onCreated(s);
-      props.onClose();
-    } catch (err) {
-      setError(err);
-      // A failed apply is still recorded (phase error): show it in the list behind the dialog.
-      if (err instanceof ApiError && err.code === "cluster_apply_failed") props.onChanged();
-    } finally {
-      setBusy(false);
-    }
+    const key = attempt.current.key;
+    run(async () => {
+      try {
+        const s = await createSession(body, key);
+        props.onCreated(s);
+        props.onClose();
+      } catch (err) {
+        // A failed apply is still recorded (phase error): show it in the list behind the dialog.
+        if (err instanceof ApiError && err.code === "cluster_apply_failed") props.onChanged();
+        throw err;
+      }
+    });
   };
 
   return (
@@ -75,7 +77,14 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
       <form class="dialog-body form" onSubmit={submit}>
         <label>
           Offering
-          <select name="offering_id" aria-label="Offering" value={chosen} required autoFocus onChange={(e) => setOfferingId((e.target as HTMLSelectElement).value)}>
+          <select
+            name="offering_id"
+            aria-label="Offering"
+            value={chosen}
+            required
+            autoFocus
+            onChange={(e) => setOfferingId((e.target as HTMLSelectElement).value)}
+          >
             {active.length !== 1 && (
               <option value="" disabled>
                 {offerings.loading && !offerings.data ? "Loading offerings…" : "Choose an offering"}
@@ -112,7 +121,12 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
         )}
         <label>
           Cluster <span class="muted">(optional)</span>
-          <select name="cluster_id" aria-label="Cluster" value={clusterId} onChange={(e) => setClusterId((e.target as HTMLSelectElement).value)}>
+          <select
+            name="cluster_id"
+            aria-label="Cluster"
+            value={clusterId}
+            onChange={(e) => setClusterId((e.target as HTMLSelectElement).value)}
+          >
             <option value="">Any connected cluster</option>
             {(clusters.data ?? []).map((c) => {
               const unfit = clusterUnfit(c);
@@ -135,11 +149,23 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
         {clusters.error != null && <p class="small muted">Cannot list clusters; the server will pick a connected one.</p>}
         <label>
           Name <span class="muted">(optional)</span>
-          <input name="name" maxLength={80} autocomplete="off" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+          <input
+            name="name"
+            maxLength={80}
+            autocomplete="off"
+            value={name}
+            onInput={(e) => setName((e.target as HTMLInputElement).value)}
+          />
         </label>
         <label>
           Owner <span class="muted">(optional)</span>
-          <input name="owner" autocomplete="off" placeholder="you, the signed-in admin" value={owner} onInput={(e) => setOwner((e.target as HTMLInputElement).value)} />
+          <input
+            name="owner"
+            autocomplete="off"
+            placeholder="you, the signed-in admin"
+            value={owner}
+            onInput={(e) => setOwner((e.target as HTMLInputElement).value)}
+          />
         </label>
         <label>
           Image override <span class="muted">(optional)</span>

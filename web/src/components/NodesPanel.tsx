@@ -1,16 +1,17 @@
 // A cluster's nodes, shown beneath its row: readiness, cordon state, GPUs; cordon/uncordon.
 
-import { useEffect, useState } from "preact/hooks";
-import { gpuMemMb, isCordoned, listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
+import { useEffect } from "preact/hooks";
+import { listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
 import { formatMib, formatTime } from "../format";
-import { usePoll } from "../hooks";
+import { useAction } from "../hooks";
+import { useLivePoll } from "../live";
 import { ErrorBox } from "./Errors";
 
 function gpuSummary(gpus: Gpu[]): string {
   if (!gpus.length) return "none";
   const groups = new Map<string, number>();
   for (const g of gpus) {
-    const key = `${g.model ?? "GPU"} · ${formatMib(gpuMemMb(g))}`;
+    const key = `${g.model ?? "GPU"} · ${formatMib(g.memory_mb)}`;
     groups.set(key, (groups.get(key) ?? 0) + 1);
   }
   const used = gpus.reduce((sum, g) => sum + (g.used_mem_mb ?? 0), 0);
@@ -21,9 +22,8 @@ function gpuSummary(gpus: Gpu[]): string {
 
 function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () => void }) {
   const n = props.node;
-  const cordoned = isCordoned(n);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const cordoned = n.cordoned;
+  const { busy, error, run } = useAction();
   const gpus = n.gpus ?? [];
   return (
     <tr data-node={n.name}>
@@ -39,26 +39,20 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
         {n.decommissioning && <span class="badge status-degraded">decommissioning</span>}
       </td>
       <td title={gpus.map((g) => g.uuid).join("\n")}>{gpuSummary(gpus)}</td>
-      <td>{formatTime(n.last_seen ?? n.last_seen_at)}</td>
+      <td>{formatTime(n.last_seen)}</td>
       <td class="actions">
         <button
           type="button"
-          disabled={busy}
+          disabled={busy !== ""}
           aria-label={`${cordoned ? "Uncordon" : "Cordon"} ${n.name}`}
-          onClick={async () => {
-            setBusy(true);
-            setError(null);
-            try {
+          onClick={() =>
+            run(async () => {
               await setCordon(props.clusterId, n.name, !cordoned);
               props.onChanged();
-            } catch (e) {
-              setError(e);
-            } finally {
-              setBusy(false);
-            }
-          }}
+            })
+          }
         >
-          {busy ? "…" : cordoned ? "Uncordon" : "Cordon"}
+          {busy !== "" ? "…" : cordoned ? "Uncordon" : "Cordon"}
         </button>
         <ErrorBox error={error} />
       </td>
@@ -66,8 +60,14 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
   );
 }
 
-export function NodesPanel(props: { clusterId: string; /** A node to bring into view and mark (a link from the overview). */ highlight?: string }) {
-  const polled = usePoll((signal) => listNodes(props.clusterId, signal), 10000, [props.clusterId]);
+export function NodesPanel(props: {
+  clusterId: string;
+  /** A node to bring into view and mark (a link from the overview). */ highlight?: string;
+}) {
+  const polled = useLivePoll((signal) => listNodes(props.clusterId, signal), ["inventory", "sessions"], {
+    pollMs: 10000,
+    deps: [props.clusterId],
+  });
   const loaded = !!polled.data;
   useEffect(() => {
     if (!props.highlight || !loaded) return;
@@ -83,26 +83,26 @@ export function NodesPanel(props: { clusterId: string; /** A node to bring into 
       {polled.data && polled.data.length === 0 && <p class="muted">No nodes reported yet.</p>}
       {polled.data && polled.data.length > 0 && (
         <div class="table-wrap" role="region" aria-label={`Nodes of ${props.clusterId}`} tabIndex={0}>
-        <table class="nodes-table">
-          <caption class="sr-only">Nodes</caption>
-          <thead>
-            <tr>
-              <th scope="col">Node</th>
-              <th scope="col">Ready</th>
-              <th scope="col">Scheduling</th>
-              <th scope="col">GPUs</th>
-              <th scope="col">Last seen</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {polled.data.map((n) => (
-              <NodeRow key={n.name} clusterId={props.clusterId} node={n} onChanged={polled.reload} />
-            ))}
-          </tbody>
-        </table>
+          <table class="nodes-table">
+            <caption class="sr-only">Nodes</caption>
+            <thead>
+              <tr>
+                <th scope="col">Node</th>
+                <th scope="col">Ready</th>
+                <th scope="col">Scheduling</th>
+                <th scope="col">GPUs</th>
+                <th scope="col">Last seen</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {polled.data.map((n) => (
+                <NodeRow key={n.name} clusterId={props.clusterId} node={n} onChanged={polled.reload} />
+              ))}
+            </tbody>
+          </table>
         </div>
       )}
     </div>

@@ -3,6 +3,7 @@
 // marked; its message says why.
 
 import { useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError } from "../api";
 import { imageProblem, onlyFieldErrors, sentence, serverFieldMessages } from "../form";
 import { FieldError, invalidProps } from "./Field";
@@ -33,9 +34,9 @@ const str = (n: number | null | undefined) => (n == null ? "" : String(n));
 function formOf(o?: Offering): Form {
   return {
     name: o?.name ?? "",
-    resource_class: (o?.resource_class as ResourceClass) ?? "gpu",
+    resource_class: o?.resource_class ?? "gpu",
     image: o?.image ?? "",
-    mode: (o?.mode as GpuMode) ?? "fractional",
+    mode: o?.mode ?? "fractional",
     gpu_model: o?.gpu_model ?? "",
     gpu_mem_mb: str(o?.gpu_mem_mb),
     gpu_cores: str(o?.gpu_cores),
@@ -70,7 +71,7 @@ export function offeringBody(f: Form, original?: Offering): OfferingBody {
   const body: Record<string, unknown> = {};
   if (!original) {
     for (const [k, v] of Object.entries(full)) if (v !== null && v !== "") body[k] = v;
-    return body as OfferingBody;
+    return body;
   }
   // The class is fixed once created, and a PATCH's null means "unchanged": neither is sent.
   for (const [k, v] of Object.entries(full)) {
@@ -78,7 +79,7 @@ export function offeringBody(f: Form, original?: Offering): OfferingBody {
     if (k !== "resource_class" && v !== null && v !== was) body[k] = v;
   }
   if (f.status !== original.status) body.status = f.status;
-  return body as OfferingBody;
+  return body;
 }
 
 const intIn = (v: string, lo: number, hi: number, what: string): string => {
@@ -94,7 +95,11 @@ const intIn = (v: string, lo: number, hi: number, what: string): string => {
 export function formProblems(f: Form, editing: boolean): Record<string, string> {
   const gpu = f.resource_class === "gpu";
   const out: Record<string, string> = {
-    name: !f.name.trim() ? "Required: a name people pick sessions by, e.g. a100-20g." : f.name.trim().length > 80 ? "At most 80 characters." : "",
+    name: !f.name.trim()
+      ? "Required: a name people pick sessions by, e.g. a100-20g."
+      : f.name.trim().length > 80
+        ? "At most 80 characters."
+        : "",
     image: imageProblem(f.image),
     gpu_mem_mb: !gpu
       ? ""
@@ -120,13 +125,25 @@ export function formProblems(f: Form, editing: boolean): Record<string, string> 
   return out;
 }
 
-const SHOWN = ["name", "image", "gpu_model", "gpu_mem_mb", "gpu_cores", "cpu", "mem_gb", "disk_gb", "idle_timeout_sec", "max_runtime_sec", "mode"];
+const SHOWN = [
+  "name",
+  "image",
+  "gpu_model",
+  "gpu_mem_mb",
+  "gpu_cores",
+  "cpu",
+  "mem_gb",
+  "disk_gb",
+  "idle_timeout_sec",
+  "max_runtime_sec",
+  "mode",
+];
 
 export function OfferingDialog(props: { offering?: Offering; onClose: () => void; onSaved: (o: Offering) => void }) {
   const original = props.offering;
   const [f, setF] = useState<Form>(() => formOf(original));
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, setError, run } = useAction();
+  const busy = running !== "";
   const body = offeringBody(f, original);
   const dirty = !original || Object.keys(body).length > 0;
   const [checked, setChecked] = useState(false);
@@ -149,7 +166,7 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
   const number = (k: NumField, label: string, extra: Record<string, unknown> = {}) =>
     field(k, label, { type: "number", inputMode: "numeric", step: 1, min: 0, ...extra });
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (busy || !dirty) return;
     setChecked(true);
@@ -160,17 +177,11 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
       (e.target as HTMLFormElement).querySelector<HTMLElement>(`[name="${Object.keys(problems)[0]}"]`)?.focus();
       return;
     }
-    setBusy(true);
-    setError(null);
-    try {
+    run(async () => {
       const o = original ? await patchOffering(original.id, body) : await createOffering(body);
       props.onSaved(o);
       props.onClose();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return (
@@ -197,7 +208,12 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
           </select>
           {original && <span class="small muted">fixed once created; create another offering for the other class</span>}
         </label>
-        {field("image", "Image", { required: true, placeholder: "registry.example.com/team/notebook:tag", spellcheck: false, autocomplete: "off" })}
+        {field("image", "Image", {
+          required: true,
+          placeholder: "registry.example.com/team/notebook:tag",
+          spellcheck: false,
+          autocomplete: "off",
+        })}
         {f.resource_class === "gpu" && (
           <fieldset>
             <legend>GPU</legend>
@@ -229,7 +245,8 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
         )}
         {Object.keys(local).length > 0 && (
           <p class="field-error" role="alert">
-            {Object.keys(local).length === 1 ? "One field needs attention" : `${Object.keys(local).length} fields need attention`}; nothing was sent.
+            {Object.keys(local).length === 1 ? "One field needs attention" : `${Object.keys(local).length} fields need attention`}; nothing
+            was sent.
           </p>
         )}
         {onlyFieldErrors(error, SHOWN) || (error instanceof ApiError && error.code === "conflict") ? (

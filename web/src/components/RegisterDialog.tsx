@@ -3,8 +3,9 @@
 // shows the new id and the attach button (or the commands for deploying by hand).
 
 import { useRef, useState } from "preact/hooks";
+import { useAction } from "../hooks";
 import { ApiError, base64Utf8, newIdempotencyKey } from "../api";
-import { registerCluster, type Cluster, type RegisterBody, type Role } from "../clusters";
+import { registerCluster, type ClusterDetail, type RegisterBody, type Role } from "../clusters";
 import { AttachPanel } from "./AttachPanel";
 import { CopyButton } from "./Copy";
 import { Dialog } from "./Dialog";
@@ -18,15 +19,19 @@ export const MAX_KUBECONFIG_BYTES = 512 * 1024;
 /** The picked file as kubeconfig text, or why it is not one. */
 export async function readKubeconfigFile(f: File): Promise<{ text: string } | { problem: string }> {
   if (f.size > MAX_KUBECONFIG_BYTES)
-    return { problem: `${f.name} is ${f.size >= 1 << 20 ? `${(f.size / (1 << 20)).toFixed(1)} MiB` : `${Math.round(f.size / 1024)} KiB`}; a kubeconfig is a few KiB. Choose the cluster's kubeconfig (e.g. admin.conf).` };
+    return {
+      problem: `${f.name} is ${f.size >= 1 << 20 ? `${(f.size / (1 << 20)).toFixed(1)} MiB` : `${Math.round(f.size / 1024)} KiB`}; a kubeconfig is a few KiB. Choose the cluster's kubeconfig (e.g. admin.conf).`,
+    };
   if (f.size === 0) return { problem: `${f.name} is empty.` };
   const bytes = new Uint8Array(await f.arrayBuffer());
-  let text = "";
+  let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
     return { problem: `${f.name} is not a text file; a kubeconfig is YAML text.` };
   }
+  // Control characters YAML never holds: a binary file.
+  // eslint-disable-next-line no-control-regex -- those characters are what is looked for
   if (/[\u0000-\u0008\u000e-\u001f]/.test(text)) return { problem: `${f.name} is not a text file; a kubeconfig is YAML text.` };
   if (!/\bclusters\s*:/.test(text) || !/\bserver\s*:/.test(text))
     return { problem: `${f.name} does not look like a kubeconfig (no clusters: with a server:).` };
@@ -37,10 +42,16 @@ export async function readKubeconfigFile(f: File): Promise<{ text: string } | { 
 export function duplicateOf(e: unknown): { id: string; name: string } | null {
   if (!(e instanceof ApiError) || e.status !== 409) return null;
   const d = e.details as { cluster_id?: unknown; cluster_name?: unknown };
-  return typeof d.cluster_id === "string" ? { id: d.cluster_id, name: typeof d.cluster_name === "string" ? d.cluster_name : d.cluster_id } : null;
+  return typeof d.cluster_id === "string"
+    ? { id: d.cluster_id, name: typeof d.cluster_name === "string" ? d.cluster_name : d.cluster_id }
+    : null;
 }
 
-export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: Cluster) => void; onOpenCluster?: (id: string) => void }) {
+export function RegisterDialog(props: {
+  onClose: () => void;
+  onRegistered: (c: ClusterDetail) => void;
+  onOpenCluster?: (id: string) => void;
+}) {
   const [name, setName] = useState("");
   const [role, setRole] = useState<Role>("primary");
   const [kubeconfig, setKubeconfig] = useState("");
@@ -49,9 +60,9 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
   const [apiServer, setApiServer] = useState("");
   const [fileProblem, setFileProblem] = useState("");
   const [local, setLocal] = useState<Record<string, string>>({});
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const [created, setCreated] = useState<Cluster | null>(null);
+  const { busy: running, error, setError, run } = useAction();
+  const busy = running !== "";
+  const [created, setCreated] = useState<ClusterDetail | null>(null);
   // One key per distinct body: a retry of the same request replays, an edited form is a new request.
   const attempt = useRef<{ body: string; key: string } | null>(null);
 
@@ -76,7 +87,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
   const server = serverFieldMessages(error);
   const msg = (k: string) => local[k] || server[k] || "";
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (busy) return;
     const problems: Record<string, string> = {
@@ -95,17 +106,13 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
     if (apiServer.trim()) body.api_server = apiServer.trim();
     const json = JSON.stringify(body);
     if (attempt.current?.body !== json) attempt.current = { body: json, key: newIdempotencyKey() };
-    setBusy(true);
-    setError(null);
-    try {
-      const c = await registerCluster(body, attempt.current.key);
-      setCreated(c);
-      props.onRegistered(c);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    const key = attempt.current.key;
+    run(() => registerCluster(body, key), {
+      onSuccess: (c) => {
+        setCreated(c);
+        props.onRegistered(c);
+      },
+    });
   };
 
   const dup = duplicateOf(error);
@@ -114,8 +121,8 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
       <Dialog key="registered" title="Cluster registered" onClose={props.onClose} wide>
         <div class="dialog-body registered">
           <p>
-            <strong>{created.name}</strong> is registered as{" "}
-            <code class="new-cluster-id">{created.id}</code> <CopyButton text={created.id} label="Copy id" />
+            <strong>{created.name}</strong> is registered as <code class="new-cluster-id">{created.id}</code>{" "}
+            <CopyButton text={created.id} label="Copy id" />
           </p>
           {created.checks && <Checks checks={created.checks} />}
           <AttachPanel clusterId={created.id} onAttached={() => props.onRegistered(created)} />
@@ -164,7 +171,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
                 type="file"
                 name="kubeconfig-file"
                 accept=".yaml,.yml,.conf,.kubeconfig,text/*,application/x-yaml"
-                onChange={onFile}
+                onChange={(e) => void onFile(e)}
                 {...invalidProps("reg-file", fileProblem)}
               />
             </label>
@@ -190,8 +197,8 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
             <FieldError id="reg-kc-error" message={msg("kubeconfig") || msg("kubeconfig_b64")} />
           </div>
           <p class="small muted" id="reg-kc-help">
-            Its <code>server:</code> must be reachable from this control plane — <code>127.0.0.1</code> in a kubeadm
-            admin.conf usually is not; fill in the API address below then. The file is kept only on the server, never shown again.
+            Its <code>server:</code> must be reachable from this control plane — <code>127.0.0.1</code> in a kubeadm admin.conf usually is
+            not; fill in the API address below then. The file is kept only on the server, never shown again.
           </p>
         </fieldset>
         <div class="field">
@@ -224,7 +231,7 @@ export function RegisterDialog(props: { onClose: () => void; onRegistered: (c: C
           </label>
           <FieldError id="reg-domain-error" message={msg("session_domain")} />
           <p class="small muted help" id="reg-domain-help">
-          The host sessions on this cluster are opened under; sessions cannot be opened until it is set (Edit can set it later).
+            The host sessions on this cluster are opened under; sessions cannot be opened until it is set (Edit can set it later).
           </p>
         </div>
         {dup ? (

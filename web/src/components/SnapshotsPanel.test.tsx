@@ -22,7 +22,13 @@ describe("SnapshotsPanel", () => {
       keep: 7,
       dir: "/var/lib/gshare/snapshots",
       next_at: "2026-12-02T00:00:00.000Z",
-      status: { last_success_at: "2026-12-01T00:00:00.000Z", last_file: files[0].path, last_size_bytes: 49152, last_error: null, failures: 0 },
+      status: {
+        last_success_at: "2026-12-01T00:00:00.000Z",
+        last_file: files[0].path,
+        last_size_bytes: 49152,
+        last_error: null,
+        failures: 0,
+      },
     };
     const calls = stubFetch({
       "GET /api/v1/snapshots/status": () => ({ body: status }),
@@ -52,10 +58,19 @@ describe("SnapshotsPanel", () => {
   it("shows a failed snapshot as such, and a refused one next to the button", async () => {
     stubFetch({
       "GET /api/v1/snapshots/status": () => ({
-        body: { interval_s: 0, keep: 7, dir: "/full", next_at: null, status: { last_success_at: null, last_error: "no space left on device", failures: 2 } },
+        body: {
+          interval_s: 0,
+          keep: 7,
+          dir: "/full",
+          next_at: null,
+          status: { last_success_at: null, last_error: "no space left on device", failures: 2 },
+        },
       }),
       "GET /api/v1/snapshots": () => ({ body: [] }),
-      "POST /api/v1/snapshots": () => ({ status: 507, body: { error: { code: "snapshot_failed", message: "cannot write /full: no space left on device", details: {} } } }),
+      "POST /api/v1/snapshots": () => ({
+        status: 507,
+        body: { error: { code: "snapshot_failed", message: "cannot write /full: no space left on device", details: {} } },
+      }),
     });
     const { container } = render(<SnapshotsPanel />);
     await screen.findByText("none yet");

@@ -3,15 +3,14 @@
 
 import { useState } from "preact/hooks";
 import { formatDuration, formatTime } from "../format";
-import { usePoll } from "../hooks";
+import { useAction, usePoll } from "../hooks";
 import { formatBytes, getSnapshotSchedule, listSnapshots, takeSnapshot, type SnapshotInfo } from "../snapshots";
 import { ErrorBox } from "./Errors";
 
 export function SnapshotsPanel() {
   const schedule = usePoll((signal) => getSnapshotSchedule(signal), 60_000);
   const files = usePoll((signal) => listSnapshots(signal), 60_000);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy, error, run } = useAction();
   const [taken, setTaken] = useState<SnapshotInfo | null>(null);
   const s = schedule.data;
   const st = s?.status;
@@ -67,24 +66,21 @@ export function SnapshotsPanel() {
         <button
           type="button"
           class="primary"
-          disabled={busy}
-          onClick={async () => {
-            setBusy(true);
-            setError(null);
-            setTaken(null);
-            try {
-              setTaken(await takeSnapshot());
-              schedule.reload();
-              files.reload();
-            } catch (e) {
-              setError(e);
-              schedule.reload();
-            } finally {
-              setBusy(false);
-            }
-          }}
+          disabled={busy !== ""}
+          onClick={() =>
+            run(async () => {
+              setTaken(null);
+              try {
+                setTaken(await takeSnapshot());
+                files.reload();
+              } finally {
+                // Its last result shows either way.
+                schedule.reload();
+              }
+            })
+          }
         >
-          {busy ? "Taking a snapshot…" : "Snapshot now"}
+          {busy !== "" ? "Taking a snapshot…" : "Snapshot now"}
         </button>
         {taken && (
           <span role="status" class="ok">

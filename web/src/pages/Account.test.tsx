@@ -3,8 +3,12 @@ import { App } from "../app";
 import { AccountPage } from "./Account";
 import { stubFetch } from "../test/fetch";
 
-const err = (status: number, code: string, message: string, details: Record<string, unknown> = {}) => ({ status, body: { error: { code, message, details } } });
-const said = (input: HTMLElement) => document.getElementById((input.getAttribute("aria-describedby") ?? "").split(" ")[0])?.textContent ?? "";
+const err = (status: number, code: string, message: string, details: Record<string, unknown> = {}) => ({
+  status,
+  body: { error: { code, message, details } },
+});
+const said = (input: HTMLElement) =>
+  document.getElementById((input.getAttribute("aria-describedby") ?? "").split(" ")[0])?.textContent ?? "";
 
 describe("first sign-in with the initial password", () => {
   beforeEach(() => history.replaceState(null, "", "/"));
@@ -18,7 +22,9 @@ describe("first sign-in with the initial password", () => {
         const b = c.body as { current_password: string; new_password: string };
         if (b.new_password === "the-initial-password")
           return err(422, "validation_failed", "new_password: must not be the initial password", {
-            errors: [{ loc: ["body", "new_password"], msg: "must not be the initial password from initial-admin-password", type: "value_error" }],
+            errors: [
+              { loc: ["body", "new_password"], msg: "must not be the initial password from initial-admin-password", type: "value_error" },
+            ],
           });
         changed = true;
         return { status: 204 };

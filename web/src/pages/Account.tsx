@@ -2,23 +2,16 @@
 // in use), the other admins (add, remove), recent sign-ins, and sign out everywhere.
 
 import { useState } from "preact/hooks";
-import { ApiError, get } from "../api";
+import { ApiError, get, type Schemas } from "../api";
 import { login } from "../auth";
-import {
-  addAdmin,
-  changePassword,
-  listAdmins,
-  MIN_PASSWORD,
-  newPasswordProblem,
-  removeAdmin,
-  signOutEverywhere,
-} from "../account";
+import { addAdmin, changePassword, listAdmins, MIN_PASSWORD, newPasswordProblem, removeAdmin, signOutEverywhere } from "../account";
 import { ErrorBox } from "../components/Errors";
 import { SnapshotsPanel } from "../components/SnapshotsPanel";
 import { FieldError, invalidProps } from "../components/Field";
 import { formatTime } from "../format";
 import { onlyFieldErrors, serverFieldMessages } from "../form";
-import { usePoll } from "../hooks";
+import { useAction, usePoll } from "../hooks";
+import { useLivePoll } from "../live";
 
 /** Change one's password; on success the console signs in again with it (older sessions end). */
 export function PasswordForm(props: { username: string; initial?: boolean; onChanged: () => void }) {
@@ -26,8 +19,8 @@ export function PasswordForm(props: { username: string; initial?: boolean; onCha
   const [next, setNext] = useState("");
   const [repeat, setRepeat] = useState("");
   const [checked, setChecked] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, run } = useAction();
+  const busy = running !== "";
   const [done, setDone] = useState(false);
   const local: Record<string, string> = checked
     ? {
@@ -39,16 +32,14 @@ export function PasswordForm(props: { username: string; initial?: boolean; onCha
   const server = serverFieldMessages(error);
   const msg = (k: string) => local[k] || server[k] || "";
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (busy) return;
     setChecked(true);
     setDone(false);
     const problems = [current ? "" : "x", newPasswordProblem(next, current), next && repeat !== next ? "x" : ""];
     if (problems.some(Boolean)) return;
-    setBusy(true);
-    setError(null);
-    try {
+    run(async () => {
       await changePassword(current, next);
       // The change ended every older session, this one too: sign in again with the new password.
       await login(props.username, next);
@@ -58,11 +49,7 @@ export function PasswordForm(props: { username: string; initial?: boolean; onCha
       setChecked(false);
       setDone(true);
       props.onChanged();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return (
@@ -70,8 +57,8 @@ export function PasswordForm(props: { username: string; initial?: boolean; onCha
       <h2 id="password-title">{props.initial ? "Choose your own password" : "Change your password"}</h2>
       {props.initial && (
         <p>
-          You signed in with the initial password from <code>initial-admin-password</code>. Choose a password of your own
-          (at least {MIN_PASSWORD} characters); the file is deleted once you have.
+          You signed in with the initial password from <code>initial-admin-password</code>. Choose a password of your own (at least{" "}
+          {MIN_PASSWORD} characters); the file is deleted once you have.
         </p>
       )}
       <div class="field">
@@ -140,12 +127,19 @@ function Admins(props: { me: string }) {
   const [name, setName] = useState("");
   const [password, setPassword] = useState("");
   const [checked, setChecked] = useState(false);
-  const [busy, setBusy] = useState("");
-  const [error, setError] = useState<unknown>(null);
-  const [removeError, setRemoveError] = useState<unknown>(null);
+  const adding = useAction();
+  const removing = useAction();
+  // The button of the admin being removed says so; every other change waits.
+  const busy = adding.busy ? "add" : removing.busy;
+  const error = adding.error;
+  const removeError = removing.error;
   const local: Record<string, string> = checked
     ? {
-        username: !name.trim() ? "Required." : /^[A-Za-z0-9._@-]{1,64}$/.test(name.trim()) ? "" : "1–64 characters: letters, digits and - _ . @ only.",
+        username: !name.trim()
+          ? "Required."
+          : /^[A-Za-z0-9._@-]{1,64}$/.test(name.trim())
+            ? ""
+            : "1–64 characters: letters, digits and - _ . @ only.",
         password: newPasswordProblem(password, ""),
       }
     : {};
@@ -153,38 +147,28 @@ function Admins(props: { me: string }) {
   if (error instanceof ApiError && error.status === 409) server.username = `${error.message[0].toUpperCase()}${error.message.slice(1)}.`;
   const msg = (k: string) => local[k] || server[k] || "";
 
-  const add = async (e: Event) => {
+  const add = (e: Event) => {
     e.preventDefault();
     if (busy) return;
     setChecked(true);
     const bad = !/^[A-Za-z0-9._@-]{1,64}$/.test(name.trim()) || newPasswordProblem(password, "");
     if (bad) return;
-    setBusy("add");
-    setError(null);
-    try {
+    adding.run(async () => {
       await addAdmin(name.trim(), password);
       setName("");
       setPassword("");
       setChecked(false);
       admins.reload();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy("");
-    }
+    });
   };
-  const remove = async (u: string) => {
-    setBusy(u);
-    setRemoveError(null);
-    try {
-      await removeAdmin(u);
-      admins.reload();
-    } catch (err) {
-      setRemoveError(err);
-    } finally {
-      setBusy("");
-    }
-  };
+  const remove = (u: string) =>
+    removing.run(
+      async () => {
+        await removeAdmin(u);
+        admins.reload();
+      },
+      { key: u },
+    );
 
   return (
     <section aria-labelledby="admins-title">
@@ -199,7 +183,13 @@ function Admins(props: { me: string }) {
               {a.username === props.me && <span class="muted"> (you)</span>}
               <span class="small muted"> · password set {formatTime(a.password_changed_at)}</span>
               {a.username !== props.me && (
-                <button type="button" class="danger" disabled={busy !== ""} onClick={() => remove(a.username)} aria-label={`Remove ${a.username}`}>
+                <button
+                  type="button"
+                  class="danger"
+                  disabled={busy !== ""}
+                  onClick={() => remove(a.username)}
+                  aria-label={`Remove ${a.username}`}
+                >
                   {busy === a.username ? "Removing…" : "Remove"}
                 </button>
               )}
@@ -211,7 +201,13 @@ function Admins(props: { me: string }) {
         <div class="field">
           <label>
             New admin's username
-            <input name="username" autocomplete="off" value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} {...invalidProps("adm-name", msg("username"))} />
+            <input
+              name="username"
+              autocomplete="off"
+              value={name}
+              onInput={(e) => setName((e.target as HTMLInputElement).value)}
+              {...invalidProps("adm-name", msg("username"))}
+            />
           </label>
           <FieldError id="adm-name-error" message={msg("username")} />
         </div>
@@ -229,7 +225,9 @@ function Admins(props: { me: string }) {
           </label>
           <FieldError id="adm-pw-error" message={msg("password")} />
         </div>
-        {!onlyFieldErrors(error, ["username", "password"]) && !(error instanceof ApiError && error.status === 409) && <ErrorBox error={error} title="Not added" />}
+        {!onlyFieldErrors(error, ["username", "password"]) && !(error instanceof ApiError && error.status === 409) && (
+          <ErrorBox error={error} title="Not added" />
+        )}
         <div class="dialog-foot">
           <button type="submit" disabled={busy !== ""}>
             {busy === "add" ? "Adding…" : "Add admin"}
@@ -240,16 +238,11 @@ function Admins(props: { me: string }) {
   );
 }
 
-interface SignInEntry {
-  at: string;
-  client_addr?: string | null;
-  user_agent?: string | null;
-}
-
 function SignIns(props: { me: string; onSignedOut: () => void }) {
   const q = new URLSearchParams({ action: "auth.login", actor: `admin:${props.me}`, size: "10", page: "1" }).toString();
-  const recent = usePoll((signal) => get<{ data: SignInEntry[] }>(`/api/v1/audit?${q}`, signal), 0, [q]);
-  const [error, setError] = useState<unknown>(null);
+  // A sign-in elsewhere is an audit entry: the list follows the audit topic.
+  const recent = useLivePoll((signal) => get<Schemas["AuditPage"]>(`/api/v1/audit?${q}`, signal), ["audit"], { pollMs: 0, deps: [q] });
+  const { error, run } = useAction();
   return (
     <section aria-labelledby="signins-title">
       <h2 id="signins-title">Recent sign-ins</h2>
@@ -267,14 +260,12 @@ function SignIns(props: { me: string; onSignedOut: () => void }) {
       <button
         type="button"
         class="danger"
-        onClick={async () => {
-          try {
+        onClick={() =>
+          run(async () => {
             await signOutEverywhere();
             props.onSignedOut();
-          } catch (e) {
-            setError(e);
-          }
-        }}
+          })
+        }
       >
         Sign out everywhere
       </button>

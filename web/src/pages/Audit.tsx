@@ -3,28 +3,17 @@
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { ID_RE, nameOf, type Named } from "../names";
-import { get, isMissingRoute } from "../api";
-import { ErrorBox } from "../components/Errors";
-import { NotYet } from "../components/NotYet";
-import { formatTime } from "../format";
-import { usePoll } from "../hooks";
+import { get, type Schemas } from "../api";
+import { ListPage } from "../components/ListPage";
 import { Pager } from "../components/Pager";
+import { formatTime } from "../format";
+import { useLivePoll } from "../live";
 
-interface AuditEntry {
-  at: string;
-  actor: string;
-  action: string;
-  target?: string | null;
-  result?: string;
-  client_addr?: string | null;
-  request_id?: string | null;
-  user_agent?: string | null;
-  details?: unknown;
-}
+type AuditEntry = Schemas["AuditRecord"];
 
 /** Details as short `key: value` text (tests and the title attribute). */
 export function detailText(d: unknown): string {
-  if (d == null || (typeof d === "object" && !Array.isArray(d) && Object.keys(d as object).length === 0)) return "";
+  if (d == null || (typeof d === "object" && !Array.isArray(d) && Object.keys(d).length === 0)) return "";
   if (typeof d !== "object" || Array.isArray(d)) return JSON.stringify(d);
   return Object.entries(d as Record<string, unknown>)
     .map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
@@ -94,12 +83,12 @@ function useNames(entries: AuditEntry[] | undefined): Record<string, Named | nul
       const t = a.target?.split("/")[0];
       if (t && ID_RE.test(t)) ids.add(t);
       if (a.details && typeof a.details === "object")
-        for (const v of Object.values(a.details as Record<string, unknown>)) if (typeof v === "string" && ID_RE.test(v)) ids.add(v);
+        for (const v of Object.values(a.details)) if (typeof v === "string" && ID_RE.test(v)) ids.add(v);
     }
     let live = true;
     for (const id of ids)
       if (!(id in names))
-        nameOf(id).then((n) => {
+        void nameOf(id).then((n) => {
           if (live) setNames((m) => (id in m ? m : { ...m, [id]: n }));
         });
     return () => {
@@ -108,11 +97,6 @@ function useNames(entries: AuditEntry[] | undefined): Record<string, Named | nul
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [entries]);
   return names;
-}
-
-interface AuditPage {
-  data: AuditEntry[];
-  pagination?: { page: number; size: number; total: number; total_pages: number };
 }
 
 const SIZE = 50;
@@ -126,25 +110,23 @@ export function AuditPage() {
   if (applied.action) query.set("action", applied.action);
   if (applied.actor) query.set("actor", applied.actor);
   const qs = query.toString();
-  const polled = usePoll((signal) => get<AuditPage>(`/api/v1/audit?${qs}`, signal), 10000, [qs]);
+  const polled = useLivePoll((signal) => get<Schemas["AuditPage"]>(`/api/v1/audit?${qs}`, signal), ["audit"], {
+    pollMs: 10000,
+    deps: [qs],
+  });
   const p = polled.data?.pagination;
   const names = useNames(polled.data?.data);
   const recorded = recordedNames(polled.data?.data);
+  const entries = polled.data?.data ?? [];
 
-  if (isMissingRoute(polled.error))
-    return (
-      <section>
-        <div class="toolbar">
-          <h1>Audit log</h1>
-        </div>
-        <NotYet what="The audit log" issue="sign-in" />
-      </section>
-    );
   return (
-    <section aria-labelledby="audit-title">
-      <div class="toolbar">
-        <h1 id="audit-title">Audit log</h1>
-        <span class="grow" />
+    <ListPage
+      id="audit"
+      title="Audit log"
+      noun="the audit log"
+      polled={polled}
+      refreshError="Cannot load the audit log"
+      tools={
         <form
           class="filters"
           onSubmit={(e) => {
@@ -153,53 +135,56 @@ export function AuditPage() {
             setApplied({ action: action.trim(), actor: actor.trim() });
           }}
         >
-          <input aria-label="Action" placeholder="action, e.g. cluster.register" value={action} onInput={(e) => setAction((e.target as HTMLInputElement).value)} />
+          <input
+            aria-label="Action"
+            placeholder="action, e.g. cluster.register"
+            value={action}
+            onInput={(e) => setAction((e.target as HTMLInputElement).value)}
+          />
           <input aria-label="Actor" placeholder="actor" value={actor} onInput={(e) => setActor((e.target as HTMLInputElement).value)} />
           <button type="submit">Filter</button>
         </form>
-      </div>
-      <ErrorBox error={polled.error} title="Cannot load the audit log" />
-      {polled.loading && !polled.data && <p class="loading">Loading the audit log…</p>}
-      {polled.data && polled.data.data.length === 0 && <p class="muted">No entries.</p>}
-      {polled.data && polled.data.data.length > 0 && (
-        <div class="table-wrap" role="region" aria-label="Audit entries" tabIndex={0}>
-        <table class="audit">
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Actor</th>
-              <th scope="col">Action</th>
-              <th scope="col">Target</th>
-              <th scope="col">Result</th>
-              <th scope="col">Details</th>
-              <th scope="col">Client</th>
-              <th scope="col">Request</th>
+      }
+      isEmpty={entries.length === 0}
+      empty={<p class="muted">No entries.</p>}
+      showTable={entries.length > 0}
+      regionLabel="Audit entries"
+      after={p && <Pager label="Audit pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
+    >
+      <table class="audit">
+        <thead>
+          <tr>
+            <th scope="col">When</th>
+            <th scope="col">Actor</th>
+            <th scope="col">Action</th>
+            <th scope="col">Target</th>
+            <th scope="col">Result</th>
+            <th scope="col">Details</th>
+            <th scope="col">Client</th>
+            <th scope="col">Request</th>
+          </tr>
+        </thead>
+        <tbody>
+          {entries.map((a, i) => (
+            <tr key={`${a.at}-${a.request_id ?? i}`}>
+              <td>{formatTime(a.at)}</td>
+              <td>{a.actor}</td>
+              <td>
+                <code>{a.action}</code>
+              </td>
+              <td class="target">{a.target ? <IdRef id={a.target} names={names} recorded={recorded} /> : "—"}</td>
+              <td class={a.result !== "success" ? "bad" : undefined}>{a.result}</td>
+              <td class="details">
+                <Details details={a.details} names={names} />
+              </td>
+              <td title={a.user_agent ?? undefined}>{a.client_addr ?? "—"}</td>
+              <td>
+                <code class="small">{a.request_id ?? ""}</code>
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {polled.data.data.map((a, i) => (
-              <tr key={`${a.at}-${a.request_id ?? i}`}>
-                <td>{formatTime(a.at)}</td>
-                <td>{a.actor}</td>
-                <td>
-                  <code>{a.action}</code>
-                </td>
-                <td class="target">{a.target ? <IdRef id={a.target} names={names} recorded={recorded} /> : "—"}</td>
-                <td class={a.result && a.result !== "ok" && a.result !== "success" ? "bad" : undefined}>{a.result ?? "—"}</td>
-                <td class="details">
-                  <Details details={a.details} names={names} />
-                </td>
-                <td title={a.user_agent ?? undefined}>{a.client_addr ?? "—"}</td>
-                <td>
-                  <code class="small">{a.request_id ?? ""}</code>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-        </div>
-      )}
-      {p && <Pager label="Audit pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
-    </section>
+          ))}
+        </tbody>
+      </table>
+    </ListPage>
   );
 }

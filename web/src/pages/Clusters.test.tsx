@@ -21,9 +21,19 @@ describe("ClustersPage", () => {
     const { container } = render(<ClustersPage />);
     await screen.findByText("gpu-b");
     const headers = Array.from(container.querySelectorAll("thead th")).map((th) => th.textContent);
-    expect(headers.slice(0, 7)).toEqual(["Cluster", "API address", "Session domain", "State", "Operator", "Nodes / GPUs / sessions", "Heartbeat"]);
+    expect(headers.slice(0, 7)).toEqual([
+      "Cluster",
+      "API address",
+      "Session domain",
+      "State",
+      "Operator",
+      "Nodes / GPUs / sessions",
+      "Heartbeat",
+    ]);
     const rowB = container.querySelector('[data-cluster-id="clu_01JBBBBBBBBBBBBBBBBBBBBBBB"]') as HTMLElement;
-    expect(within(rowB).getByRole("button", { name: /Session domain of gpu-b not set: sessions get the server's default domain/ })).toBeTruthy();
+    expect(
+      within(rowB).getByRole("button", { name: /Session domain of gpu-b not set: sessions get the server's default domain/ }),
+    ).toBeTruthy();
     expect(rowB.textContent).toContain("connect");
     expect(rowB.textContent).toContain("connection refused");
     expect(rowB.querySelector(".heartbeat.stale")).toBeTruthy();
@@ -37,7 +47,9 @@ describe("ClustersPage", () => {
   it("warns about a missing session domain with a single cluster too, and the warning opens Edit", async () => {
     stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ session_domain: null, effective_session_domain: null })]) }) });
     render(<ClustersPage />);
-    const warn = await screen.findByRole("button", { name: /Session domain of gpu-a not set: sessions cannot be opened\. Edit to set it\./ });
+    const warn = await screen.findByRole("button", {
+      name: /Session domain of gpu-a not set: sessions cannot be opened\. Edit to set it\./,
+    });
     expect(warn.getAttribute("title")).toContain("Set it with Edit");
     expect(warn.getAttribute("title")).not.toContain("PATCH");
     fireEvent.click(warn);
@@ -49,7 +61,9 @@ describe("ClustersPage", () => {
   });
 
   it("a single cluster on the server's default domain gets no warning", async () => {
-    stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ session_domain: null, effective_session_domain: "console.example" })]) }) });
+    stubFetch({
+      "GET /api/v1/clusters": () => ({ body: page([cluster({ session_domain: null, effective_session_domain: "console.example" })]) }),
+    });
     render(<ClustersPage />);
     await screen.findByText("gpu-a");
     expect(screen.queryByRole("button", { name: /not set/ })).toBeNull();
@@ -106,7 +120,9 @@ describe("ClustersPage", () => {
 
   it("opening the operator's likely causes does not expand the row", async () => {
     stubFetch({
-      "GET /api/v1/clusters": () => ({ body: page([cluster({ operator: { state: "silent", likely_causes: ["the image cannot be pulled"] } })]) }),
+      "GET /api/v1/clusters": () => ({
+        body: page([cluster({ operator: { state: "silent", likely_causes: ["the image cannot be pulled"] } })]),
+      }),
       "GET /api/v1/clusters/*": () => ({ body: [] }),
     });
     const { container } = render(<ClustersPage />);
@@ -119,12 +135,30 @@ describe("ClustersPage", () => {
   it("shows the operator pod's state, log tail and likely fix in the Operator cell", async () => {
     const pod = {
       read_at: "2026-12-01T20:00:00.000Z",
-      pods: [{ name: "gshare-operator-1", phase: "Running", containers: [
-        { name: "operator", image: "x", ready: false, restarts: 7, state: "waiting", reason: "CrashLoopBackOff",
-          last_termination: { exit_code: 2 } },
-      ] }],
+      pods: [
+        {
+          name: "gshare-operator-1",
+          phase: "Running",
+          containers: [
+            {
+              name: "operator",
+              image: "x",
+              ready: false,
+              restarts: 7,
+              state: "waiting",
+              reason: "CrashLoopBackOff",
+              last_termination: { exit_code: 2 },
+            },
+          ],
+        },
+      ],
       pods_matching: 1,
-      log: { pod: "gshare-operator-1", container: "operator", previous: true, lines: ["flag provided but not defined: -volume-sync-interval"] },
+      log: {
+        pod: "gshare-operator-1",
+        container: "operator",
+        previous: true,
+        lines: ["flag provided but not defined: -volume-sync-interval"],
+      },
       log_error: null,
       events: [],
       diagnosis: { cause: "its build does not define --volume-sync-interval", fix: "attach again with this gShare" },

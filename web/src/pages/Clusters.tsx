@@ -2,33 +2,39 @@
 // nodes; register, edit, test and unregister through dialogs.
 
 import { memo } from "preact/compat";
-import { useCallback, useEffect, useMemo, useState, useRef } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import { AttachPanel } from "../components/AttachPanel";
 import { CopyButton } from "../components/Copy";
 import { Dialog } from "../components/Dialog";
-import { ErrorBox } from "../components/Errors";
 import { EditDialog } from "../components/EditDialog";
+import { ListPage } from "../components/ListPage";
 import { NodesPanel } from "../components/NodesPanel";
 import { RegisterDialog } from "../components/RegisterDialog";
-import { effectiveDomain, listClusters, probeError, type Cluster } from "../clusters";
+import { effectiveDomain, listClusters, type Cluster } from "../clusters";
 import { formatAge, formatTime, plural } from "../format";
-import { usePoll } from "../hooks";
-import { LIVE_FALLBACK_MS, useLive } from "../live";
+import { useLivePoll } from "../live";
 import { useTick } from "../tick";
 
 /** An operator that has not reported for this long is shown in red (the operator contract's liveness). */
 export const HEARTBEAT_STALE_S = 300;
-export const POLL_MS = 5000;
 
 const COLUMNS = 8;
 
 export function HeartbeatCell(props: { ageS: number | null | undefined; loadedAt: number }) {
   const now = useTick();
-  if (props.ageS == null) return <span class="muted" title="no inventory report from the operator yet">never</span>;
+  if (props.ageS == null)
+    return (
+      <span class="muted" title="no inventory report from the operator yet">
+        never
+      </span>
+    );
   const age = props.ageS + Math.max(0, now - props.loadedAt) / 1000;
   const stale = age > HEARTBEAT_STALE_S;
   return (
-    <span class={stale ? "heartbeat stale" : "heartbeat"} title={stale ? `no report for over ${HEARTBEAT_STALE_S / 60} minutes` : undefined}>
+    <span
+      class={stale ? "heartbeat stale" : "heartbeat"}
+      title={stale ? `no report for over ${HEARTBEAT_STALE_S / 60} minutes` : undefined}
+    >
       {formatAge(age)}
       {stale && <span class="sr-only"> (stale)</span>}
     </span>
@@ -37,7 +43,7 @@ export function HeartbeatCell(props: { ageS: number | null | undefined; loadedAt
 
 export function StateCell(props: { cluster: Cluster }) {
   const c = props.cluster;
-  const err = probeError(c);
+  const err = c.last_error;
   return (
     <div class="state">
       <span class={`badge status-${c.status}`}>{c.status}</span>
@@ -80,7 +86,9 @@ function OperatorPodState(props: { pods: NonNullable<Cluster["operator"]>["pod"]
       {p.log_error && <div class="muted">{p.log_error}</div>}
       {p.log && p.log.lines.length > 0 && (
         <details>
-          <summary>last {p.log.lines.length} log lines{p.log.previous ? " (the run that crashed)" : ""}</summary>
+          <summary>
+            last {p.log.lines.length} log lines{p.log.previous ? " (the run that crashed)" : ""}
+          </summary>
           <pre class="operator-log">{p.log.lines.join("\n")}</pre>
         </details>
       )}
@@ -145,7 +153,16 @@ interface RowProps {
   highlightNode?: string;
 }
 
-export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multiCluster, loadedAt, onToggle, onEdit, onAttach, highlightNode }: RowProps) {
+export const ClusterRow = memo(function ClusterRow({
+  cluster: c,
+  expanded,
+  multiCluster,
+  loadedAt,
+  onToggle,
+  onEdit,
+  onAttach,
+  highlightNode,
+}: RowProps) {
   const domain = effectiveDomain(c);
   const domainUnset = !c.session_domain;
   return (
@@ -232,10 +249,7 @@ export const ClusterRow = memo(function ClusterRow({ cluster: c, expanded, multi
 
 export function ClustersPage() {
   // Server-sent events reload the list on change; polling is only the fallback.
-  const reloadRef = useRef(() => {});
-  const live = useLive(() => reloadRef.current(), ["clusters"]);
-  const polled = usePoll((signal) => listClusters(signal), live ? LIVE_FALLBACK_MS : POLL_MS);
-  reloadRef.current = polled.reload;
+  const polled = useLivePoll((signal) => listClusters(signal), ["clusters"]);
   const [expanded, setExpanded] = useState<Set<string>>(new Set());
   const [filter, setFilter] = useState("");
   const [dialog, setDialog] = useState<
@@ -271,7 +285,7 @@ export function ClustersPage() {
     setTarget("");
   }, [target, polled.data]);
 
-  const clusters = polled.data ?? [];
+  const clusters = useMemo(() => polled.data ?? [], [polled.data]);
   const shown = useMemo(() => {
     const f = filter.trim().toLowerCase();
     if (!f) return clusters;
@@ -281,108 +295,109 @@ export function ClustersPage() {
   const totals = useMemo(
     () =>
       clusters.reduce(
-        (t, c) => ({ nodes: t.nodes + (c.node_count ?? 0), gpus: t.gpus + (c.gpu_count ?? 0), sessions: t.sessions + (c.running_sessions ?? 0) }),
+        (t, c) => ({
+          nodes: t.nodes + (c.node_count ?? 0),
+          gpus: t.gpus + (c.gpu_count ?? 0),
+          sessions: t.sessions + (c.running_sessions ?? 0),
+        }),
         { nodes: 0, gpus: 0, sessions: 0 },
       ),
     [clusters],
   );
 
+  const reload = polled.reload;
   return (
-    <section aria-labelledby="clusters-title">
-      <div class="toolbar">
-        <h1 id="clusters-title">Clusters</h1>
-        {polled.data && (
-          <span class="muted summary">
-            {plural(clusters.length, "cluster")} · {plural(totals.nodes, "node")} · {plural(totals.gpus, "GPU")} ·{" "}
-            {plural(totals.sessions, "running session")}
-          </span>
-        )}
-        <span class="grow" />
-        <input
-          type="search"
-          placeholder="Filter by name, id, address, state"
-          aria-label="Filter clusters"
-          value={filter}
-          onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
-        />
-        <button type="button" class="primary" onClick={() => setDialog({ kind: "register" })}>
-          Register cluster
-        </button>
-      </div>
-      {polled.error != null && <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load clusters"} />}
-      {polled.loading && !polled.data && <p class="loading" aria-live="polite">Loading clusters…</p>}
-      {polled.data && clusters.length === 0 && (
+    <ListPage
+      id="clusters"
+      title="Clusters"
+      noun="clusters"
+      polled={polled}
+      summary={
+        <span class="muted summary">
+          {plural(clusters.length, "cluster")} · {plural(totals.nodes, "node")} · {plural(totals.gpus, "GPU")} ·{" "}
+          {plural(totals.sessions, "running session")}
+        </span>
+      }
+      tools={
+        <>
+          <input
+            type="search"
+            placeholder="Filter by name, id, address, state"
+            aria-label="Filter clusters"
+            value={filter}
+            onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
+          />
+          <button type="button" class="primary" onClick={() => setDialog({ kind: "register" })}>
+            Register cluster
+          </button>
+        </>
+      }
+      isEmpty={clusters.length === 0}
+      empty={
         <div class="empty">
           <p>No cluster is registered yet.</p>
           <button type="button" class="primary" onClick={() => setDialog({ kind: "register" })}>
             Register the first cluster
           </button>
         </div>
-      )}
-      {shown.length > 0 && (
-        <div class="table-wrap" role="region" aria-label="Cluster list" tabIndex={0}>
-        <table class="clusters">
-          <thead>
-            <tr>
-              <th scope="col">Cluster</th>
-              <th scope="col">API address</th>
-              <th scope="col">Session domain</th>
-              <th scope="col">State</th>
-              <th scope="col">Operator</th>
-              <th scope="col" class="num">
-                Nodes / GPUs / sessions
-              </th>
-              <th scope="col">Heartbeat</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {shown.map((c) => (
-              <ClusterRow
-                key={c.id}
-                cluster={c}
-                expanded={expanded.has(c.id)}
-                multiCluster={multiCluster}
-                loadedAt={polled.loadedAt}
-                onToggle={onToggle}
-                onEdit={onEdit}
-                onAttach={onAttach}
-                highlightNode={highlight?.id === c.id ? highlight.node : undefined}
-              />
-            ))}
-          </tbody>
-        </table>
-        </div>
-      )}
-      {polled.data && clusters.length > 0 && shown.length === 0 && <p class="muted">No cluster matches “{filter}”.</p>}
-      {dialog?.kind === "register" && (
-        <RegisterDialog
-          onClose={() => setDialog(null)}
-          onRegistered={() => polled.reload()}
-          onOpenCluster={openCluster}
-        />
-      )}
-      {dialog?.kind === "attach" && (
-        <Dialog title={`Attach the operator to ${dialog.cluster.name}`} onClose={() => setDialog(null)} wide>
-          <div class="dialog-body">
-            <AttachPanel clusterId={dialog.cluster.id} onAttached={() => polled.reload()} />
-          </div>
-          <footer class="dialog-foot">
-            <button type="button" onClick={() => setDialog(null)}>
-              Close
-            </button>
-          </footer>
-        </Dialog>
-      )}
-      {dialog?.kind === "edit" && (
-        <EditDialog
-          cluster={dialog.cluster}
-          onClose={() => setDialog(null)}
-          onChanged={() => polled.reload()}
-        />
-      )}
-    </section>
+      }
+      showTable={shown.length > 0}
+      regionLabel="Cluster list"
+      after={
+        <>
+          {polled.data && clusters.length > 0 && shown.length === 0 && <p class="muted">No cluster matches “{filter}”.</p>}
+          {dialog?.kind === "register" && (
+            <RegisterDialog onClose={() => setDialog(null)} onRegistered={reload} onOpenCluster={openCluster} />
+          )}
+          {dialog?.kind === "attach" && (
+            <Dialog title={`Attach the operator to ${dialog.cluster.name}`} onClose={() => setDialog(null)} wide>
+              <div class="dialog-body">
+                <AttachPanel clusterId={dialog.cluster.id} onAttached={reload} />
+              </div>
+              <footer class="dialog-foot">
+                <button type="button" onClick={() => setDialog(null)}>
+                  Close
+                </button>
+              </footer>
+            </Dialog>
+          )}
+          {dialog?.kind === "edit" && <EditDialog cluster={dialog.cluster} onClose={() => setDialog(null)} onChanged={reload} />}
+        </>
+      }
+    >
+      <table class="clusters">
+        <thead>
+          <tr>
+            <th scope="col">Cluster</th>
+            <th scope="col">API address</th>
+            <th scope="col">Session domain</th>
+            <th scope="col">State</th>
+            <th scope="col">Operator</th>
+            <th scope="col" class="num">
+              Nodes / GPUs / sessions
+            </th>
+            <th scope="col">Heartbeat</th>
+            <th scope="col">
+              <span class="sr-only">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {shown.map((c) => (
+            <ClusterRow
+              key={c.id}
+              cluster={c}
+              expanded={expanded.has(c.id)}
+              multiCluster={multiCluster}
+              loadedAt={polled.loadedAt}
+              onToggle={onToggle}
+              onEdit={onEdit}
+              onAttach={onAttach}
+              highlightNode={highlight?.id === c.id ? highlight.node : undefined}
+            />
+          ))}
+        </tbody>
+      </table>
+    </ListPage>
   );
 }

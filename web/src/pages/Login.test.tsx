@@ -7,7 +7,13 @@ describe("LoginPage", () => {
     stubFetch({
       "POST /api/v1/auth/login": () => ({
         status: 429,
-        body: { error: { code: "rate_limited", message: "too many failed sign-ins: wait 5 minutes before trying again", details: { retry_after_s: 299, scope: "username" } } },
+        body: {
+          error: {
+            code: "rate_limited",
+            message: "too many failed sign-ins: wait 5 minutes before trying again",
+            details: { retry_after_s: 299, scope: "username" },
+          },
+        },
       }),
     });
     render(<LoginPage onSignedIn={() => {}} />);
@@ -17,7 +23,9 @@ describe("LoginPage", () => {
     expect(alert.textContent).toContain("Wait 4 min 59 s before trying again");
     expect(alert.textContent).toContain("no password is checked, not even the right one");
     expect(alert.textContent?.match(/again/gi)?.length).toBe(1);
-    await waitFor(() => expect((screen.getByRole("button", { name: /Sign in \(in 4 min 5\d s\)/ }) as HTMLButtonElement).disabled).toBe(true));
+    await waitFor(() =>
+      expect((screen.getByRole("button", { name: /Sign in \(in 4 min 5\d s\)/ }) as HTMLButtonElement).disabled).toBe(true),
+    );
   });
 
   it("formats waits", () => {

@@ -2,6 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError } from "../api";
 import { login, type Account } from "../auth";
 import { ErrorBox } from "../components/Errors";
+import { useAction } from "../hooks";
 
 /** "45 s", "4 min 59 s". */
 export function waitText(s: number): string {
@@ -19,8 +20,8 @@ export function retryAfterS(e: unknown): number | null {
 export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
   const [username, setUsername] = useState("admin");
   const [password, setPassword] = useState("");
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, setError, run } = useAction();
+  const busy = running !== "";
   /** Browser time until which the server refuses sign-ins (throttled), or 0. */
   const [until, setUntil] = useState(0);
   const [asked, setAsked] = useState(0);
@@ -40,31 +41,30 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
       }
     }, 1000);
     return () => clearInterval(t);
-  }, [until]);
+  }, [until, setError]);
   const waiting = until > now ? (until - now) / 1000 : 0;
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     if (waiting > 0) return;
-    setBusy(true);
-    setError(null);
-    try {
-      props.onSignedIn(await login(username, password));
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 401) setError(new Error("Wrong username or password."));
-      else if (err instanceof ApiError && err.status === 429) {
+    run(async () => {
+      try {
+        props.onSignedIn(await login(username, password));
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 401) throw new Error("Wrong username or password.", { cause: err });
         const wait = retryAfterS(err);
-        if (wait) {
+        if (err instanceof ApiError && wait) {
+          // Said by the countdown below, not as an error.
           setNow(Date.now());
           setUntil(Date.now() + wait * 1000);
           setAsked(wait);
           setHeldFor((err.details as { scope?: unknown }).scope === "username" ? username : null);
-          setError(null);
-        } else setError(new Error("Too many failed sign-ins. Wait a few minutes before trying again."));
+          return;
+        }
+        if (err instanceof ApiError && err.status === 429)
+          throw new Error("Too many failed sign-ins. Wait a few minutes before trying again.", { cause: err });
+        throw err;
       }
-      else setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   return (
     <main class="login">
@@ -73,7 +73,13 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
         <p class="muted">Sign in to the console.</p>
         <label>
           Username
-          <input name="username" autocomplete="username" required value={username} onInput={(e) => setUsername((e.target as HTMLInputElement).value)} />
+          <input
+            name="username"
+            autocomplete="username"
+            required
+            value={username}
+            onInput={(e) => setUsername((e.target as HTMLInputElement).value)}
+          />
         </label>
         <label>
           Password
@@ -90,8 +96,8 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
         <ErrorBox error={error} />
         {waiting > 0 && (
           <div class="error throttled" role="alert">
-            Too many failed sign-ins. Wait <span class="retry-wait">{waitText(asked)}</span> before trying again — until then
-            no password is checked, not even the right one.
+            Too many failed sign-ins. Wait <span class="retry-wait">{waitText(asked)}</span> before trying again — until then no password is
+            checked, not even the right one.
           </div>
         )}
         <button type="submit" class="primary" disabled={busy || waiting > 0}>

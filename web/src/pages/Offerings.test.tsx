@@ -44,14 +44,11 @@ describe("OfferingsPage", () => {
       "2",
     ]);
     const c = container.querySelector('[data-offering-id="off_01JCCCCCCCCCCCCCCCCCCCCCCC"]') as HTMLElement;
-    expect(Array.from(c.querySelectorAll("td")).map((td) => td.textContent).slice(1, 7)).toEqual([
-      "cpu",
-      "2 CPU · 4 GB memory · 10 GB disk",
-      "registry.example/notebook:1.2",
-      "never / 1h 30m",
-      "inactive",
-      "0",
-    ]);
+    expect(
+      Array.from(c.querySelectorAll("td"))
+        .map((td) => td.textContent)
+        .slice(1, 7),
+    ).toEqual(["cpu", "2 CPU · 4 GB memory · 10 GB disk", "registry.example/notebook:1.2", "never / 1h 30m", "inactive", "0"]);
   });
 
   it("shows the empty state", async () => {
@@ -65,7 +62,10 @@ describe("OfferingsPage", () => {
     const calls = stubFetch({
       "GET /api/v1/offerings": () => ({ body: { data: valid ? [cpu()] : [] } }),
       "POST /api/v1/offerings": (c) => {
-        if (!valid) return err(422, "validation_failed", "image: not a valid image reference", { errors: [{ loc: ["body", "image"], msg: "not a valid image reference", type: "value_error" }] });
+        if (!valid)
+          return err(422, "validation_failed", "image: not a valid image reference", {
+            errors: [{ loc: ["body", "image"], msg: "not a valid image reference", type: "value_error" }],
+          });
         return { status: 201, body: { ...cpu(), ...(c.body as object) } };
       },
     });
@@ -185,7 +185,8 @@ describe("OfferingsPage", () => {
   it("refuses to delete an offering in use, advises deactivating, and deactivates", async () => {
     const calls = stubFetch({
       "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
-      "DELETE /api/v1/offerings/off_01JAAAAAAAAAAAAAAAAAAAAAAA": () => err(409, "offering_in_use", "2 sessions reference this offering", { sessions: 2 }),
+      "DELETE /api/v1/offerings/off_01JAAAAAAAAAAAAAAAAAAAAAAA": () =>
+        err(409, "offering_in_use", "2 sessions reference this offering", { sessions: 2 }),
       "PATCH /api/v1/offerings/off_01JAAAAAAAAAAAAAAAAAAAAAAA": () => ({ body: offering({ status: "inactive" }) }),
     });
     render(<OfferingsPage />);

@@ -1,47 +1,54 @@
 // Offerings: what sessions can be started as. List, create, edit (incl. activate / deactivate) and
 // delete; an offering that sessions still use cannot be deleted, only deactivated.
 
-import { plural } from "../format";
 import { useState } from "preact/hooks";
-import { ApiError, isMissingRoute } from "../api";
+import { ApiError } from "../api";
 import { Advice } from "../components/Advice";
 import { CopyButton } from "../components/Copy";
 import { Dialog } from "../components/Dialog";
 import { ErrorBox } from "../components/Errors";
-import { NotYet } from "../components/NotYet";
+import { ListPage } from "../components/ListPage";
 import { OfferingDialog } from "../components/OfferingDialog";
-import { usePoll } from "../hooks";
+import { plural } from "../format";
+import { useAction } from "../hooks";
+import { useLivePoll } from "../live";
 import { useHashTarget } from "../router";
-import { deleteOffering, gpuShape, idleText, listOfferings, maxRuntimeText, patchOffering, resourcesShape, type Offering } from "../offerings";
+import {
+  deleteOffering,
+  gpuShape,
+  idleText,
+  listOfferings,
+  maxRuntimeText,
+  patchOffering,
+  resourcesShape,
+  type Offering,
+} from "../offerings";
 
-export const POLL_MS = 10000;
+/** Without the event stream. */
+const POLL_MS = 10000;
 
 function DeleteOfferingDialog(props: { offering: Offering; onClose: () => void; onChanged: () => void }) {
   const o = props.offering;
-  const [busy, setBusy] = useState<"" | "delete" | "deactivate">("");
-  const [error, setError] = useState<unknown>(null);
+  const { busy, error, run: start } = useAction();
   const inUse = error instanceof ApiError && error.code === "offering_in_use";
 
-  const run = async (what: "delete" | "deactivate") => {
-    setBusy(what);
-    setError(null);
-    try {
-      if (what === "delete") await deleteOffering(o.id);
-      else await patchOffering(o.id, { status: "inactive" });
-      props.onChanged();
-      props.onClose();
-    } catch (e) {
-      setError(e);
-      setBusy("");
-    }
-  };
+  const run = (what: "delete" | "deactivate") =>
+    start(
+      async () => {
+        if (what === "delete") await deleteOffering(o.id);
+        else await patchOffering(o.id, { status: "inactive" });
+        props.onChanged();
+        props.onClose();
+      },
+      { key: what },
+    );
 
   return (
     <Dialog title="Delete offering" onClose={props.onClose}>
       <div class="dialog-body">
         <p>
-          Delete offering <strong>{o.name}</strong> <code>{o.id}</code>? No new session can be started from it. Deleting is refused
-          while sessions use it.
+          Delete offering <strong>{o.name}</strong> <code>{o.id}</code>? No new session can be started from it. Deleting is refused while
+          sessions use it.
         </p>
         <ErrorBox error={error} title={inUse ? "Refused: the offering is in use" : "Delete failed"}>
           <Advice error={error} />
@@ -65,110 +72,110 @@ function DeleteOfferingDialog(props: { offering: Offering; onClose: () => void; 
 }
 
 export function OfferingsPage() {
-  const polled = usePoll((signal) => listOfferings({}, signal), POLL_MS);
+  // An offering's live-session count moves with the sessions.
+  const polled = useLivePoll((signal) => listOfferings({}, signal), ["offerings", "sessions"], { pollMs: POLL_MS });
   useHashTarget("offering-id", polled.data);
   const [dialog, setDialog] = useState<{ kind: "new" } | { kind: "edit" | "delete"; offering: Offering } | null>(null);
-
-  if (isMissingRoute(polled.error))
-    return (
-      <section aria-labelledby="offerings-title">
-        <div class="toolbar">
-          <h1 id="offerings-title">Offerings</h1>
-        </div>
-        <NotYet what="Offerings" issue="sessions" />
-      </section>
-    );
 
   const offerings = polled.data ?? [];
   const active = offerings.filter((o) => o.status === "active").length;
   return (
-    <section aria-labelledby="offerings-title">
-      <div class="toolbar">
-        <h1 id="offerings-title">Offerings</h1>
-        {polled.data && (
-          <span class="muted summary">
-            {plural(offerings.length, "offering")} · {active} active
-          </span>
-        )}
-        <span class="grow" />
+    <ListPage
+      id="offerings"
+      title="Offerings"
+      noun="offerings"
+      polled={polled}
+      summary={
+        <span class="muted summary">
+          {plural(offerings.length, "offering")} · {active} active
+        </span>
+      }
+      tools={
         <button type="button" class="primary" onClick={() => setDialog({ kind: "new" })}>
           New offering
         </button>
-      </div>
-      {polled.error != null && <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load offerings"} />}
-      {polled.loading && !polled.data && (
-        <p class="loading" aria-live="polite">
-          Loading offerings…
-        </p>
-      )}
-      {polled.data && offerings.length === 0 && (
+      }
+      isEmpty={offerings.length === 0}
+      empty={
         <div class="empty">
           <p>No offering yet: sessions are started from one.</p>
           <button type="button" class="primary" onClick={() => setDialog({ kind: "new" })}>
             Create the first offering
           </button>
         </div>
-      )}
-      {offerings.length > 0 && (
-        <div class="table-wrap" role="region" aria-label="Offering list" tabIndex={0}>
-        <table class="offerings">
-          <thead>
-            <tr>
-              <th scope="col">Offering</th>
-              <th scope="col">Class</th>
-              <th scope="col">Shape</th>
-              <th scope="col">Image</th>
-              <th scope="col">Idle / max runtime</th>
-              <th scope="col">Status</th>
-              <th scope="col" class="num">
-                Live sessions
-              </th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
+      }
+      showTable={offerings.length > 0}
+      regionLabel="Offering list"
+      after={
+        <>
+          {dialog?.kind === "new" && <OfferingDialog onClose={() => setDialog(null)} onSaved={() => polled.reload()} />}
+          {dialog?.kind === "edit" && (
+            <OfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onSaved={() => polled.reload()} />
+          )}
+          {dialog?.kind === "delete" && (
+            <DeleteOfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />
+          )}
+        </>
+      }
+    >
+      <table class="offerings">
+        <thead>
+          <tr>
+            <th scope="col">Offering</th>
+            <th scope="col">Class</th>
+            <th scope="col">Shape</th>
+            <th scope="col">Image</th>
+            <th scope="col">Idle / max runtime</th>
+            <th scope="col">Status</th>
+            <th scope="col" class="num">
+              Live sessions
+            </th>
+            <th scope="col">
+              <span class="sr-only">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {offerings.map((o) => (
+            <tr key={o.id} class="offering-row" data-offering-id={o.id}>
+              <td>
+                <span class="offering-name">{o.name}</span>
+                <div class="idline flush">
+                  <code class="offering-id">{o.id}</code> <CopyButton text={o.id} label="Copy id" />
+                </div>
+              </td>
+              <td>{o.resource_class}</td>
+              <td>
+                {o.resource_class === "gpu" && <div>{gpuShape(o)}</div>}
+                <div class={o.resource_class === "gpu" ? "small muted" : undefined}>{resourcesShape(o)}</div>
+              </td>
+              <td>
+                <code class="image">{o.image}</code>
+              </td>
+              <td>
+                {idleText(o.idle_timeout_sec)} / {maxRuntimeText(o.max_runtime_sec)}
+              </td>
+              <td>
+                <span class={`badge offering-${o.status}`}>{o.status}</span>
+              </td>
+              <td class="num">{o.sessions}</td>
+              <td class="actions">
+                <button type="button" aria-label={`Edit ${o.name}`} onClick={() => setDialog({ kind: "edit", offering: o })}>
+                  Edit
+                </button>{" "}
+                <button
+                  type="button"
+                  class="danger"
+                  aria-label={`Delete ${o.name}`}
+                  onClick={() => setDialog({ kind: "delete", offering: o })}
+                >
+                  Delete
+                </button>
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {offerings.map((o) => (
-              <tr key={o.id} class="offering-row" data-offering-id={o.id}>
-                <td>
-                  <span class="offering-name">{o.name}</span>
-                  <div class="idline flush">
-                    <code class="offering-id">{o.id}</code> <CopyButton text={o.id} label="Copy id" />
-                  </div>
-                </td>
-                <td>{o.resource_class}</td>
-                <td>
-                  {o.resource_class === "gpu" && <div>{gpuShape(o)}</div>}
-                  <div class={o.resource_class === "gpu" ? "small muted" : undefined}>{resourcesShape(o)}</div>
-                </td>
-                <td>
-                  <code class="image">{o.image}</code>
-                </td>
-                <td>
-                  {idleText(o.idle_timeout_sec)} / {maxRuntimeText(o.max_runtime_sec)}
-                </td>
-                <td>
-                  <span class={`badge offering-${o.status}`}>{o.status}</span>
-                </td>
-                <td class="num">{o.sessions}</td>
-                <td class="actions">
-                  <button type="button" aria-label={`Edit ${o.name}`} onClick={() => setDialog({ kind: "edit", offering: o })}>
-                    Edit
-                  </button>{" "}
-                  <button type="button" class="danger" aria-label={`Delete ${o.name}`} onClick={() => setDialog({ kind: "delete", offering: o })}>
-                    Delete
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-        </div>
-      )}
-      {dialog?.kind === "new" && <OfferingDialog onClose={() => setDialog(null)} onSaved={() => polled.reload()} />}
-      {dialog?.kind === "edit" && <OfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onSaved={() => polled.reload()} />}
-      {dialog?.kind === "delete" && <DeleteOfferingDialog offering={dialog.offering} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />}
-    </section>
+          ))}
+        </tbody>
+      </table>
+    </ListPage>
   );
 }

@@ -18,7 +18,18 @@ const nodeDetail = {
       total_cores: 100,
       booked_cores: 30,
       status: "ready",
-      sessions: [{ id: "ses_01JAAAAAAAAAAAAAAAAAAAAAAA", name: "notebook-a", owner: "alice", phase: "running", allocation_id: "alc_1", booked_mem_mb: 20480, booked_cores: 30, booked_at: new Date().toISOString() }],
+      sessions: [
+        {
+          id: "ses_01JAAAAAAAAAAAAAAAAAAAAAAA",
+          name: "notebook-a",
+          owner: "alice",
+          phase: "running",
+          allocation_id: "alc_1",
+          booked_mem_mb: 20480,
+          booked_cores: 30,
+          booked_at: new Date().toISOString(),
+        },
+      ],
     },
   ],
 };
@@ -48,7 +59,12 @@ describe("overview layout", () => {
   });
 
   it("lays out 40,000 cards quickly enough to stay out of the way", () => {
-    const nodes = Array.from({ length: 5000 }, (_, i) => ({ name: `n-${i}`, flags: 0, models: ["A100"], cards: Array.from({ length: 32 }, (_, k) => (k % 4 === 0 ? 81920 : 0)) }));
+    const nodes = Array.from({ length: 5000 }, (_, i) => ({
+      name: `n-${i}`,
+      flags: 0,
+      models: ["A100"],
+      cards: Array.from({ length: 32 }, (_, k) => (k % 4 === 0 ? 81920 : 0)),
+    }));
     const l = layout([{ id: "clu_x", name: "big", status: "connected", nodes }], 140);
     expect(l.count).toBe(40000);
     expect(cardAt(l, l.col[39999], l.row[39999])).toBe(39999);
@@ -87,7 +103,11 @@ describe("OverviewPage", () => {
     await waitFor(() => expect(map.getAttribute("data-cards")).toBe("8"));
     act(() => map.focus());
     fireEvent.focus(map);
-    await waitFor(() => expect(document.getElementById("fleet-focus")!.textContent).toContain("gpu-a / gpu-node-0, card 1 of 4: NVIDIA A100, 20 GiB of 80 GiB booked (25%), 1 session"));
+    await waitFor(() =>
+      expect(document.getElementById("fleet-focus")!.textContent).toContain(
+        "gpu-a / gpu-node-0, card 1 of 4: NVIDIA A100, 20 GiB of 80 GiB booked (25%), 1 session",
+      ),
+    );
     // The tooltip gets the node's sessions and slices.
     const tip = await screen.findByRole("status");
     await within(tip).findByText(/notebook-a/);
@@ -98,7 +118,11 @@ describe("OverviewPage", () => {
     fireEvent.keyDown(map, { key: "ArrowRight" });
     fireEvent.keyDown(map, { key: "ArrowRight" });
     fireEvent.keyDown(map, { key: "ArrowRight" });
-    await waitFor(() => expect(document.getElementById("fleet-focus")!.textContent).toContain("gpu-node-1, card 2 of 4: NVIDIA A100, 0 MiB of 80 GiB booked (0%), 0 sessions; cordoned, card not ready"));
+    await waitFor(() =>
+      expect(document.getElementById("fleet-focus")!.textContent).toContain(
+        "gpu-node-1, card 2 of 4: NVIDIA A100, 0 MiB of 80 GiB booked (0%), 0 sessions; cordoned, card not ready",
+      ),
+    );
     fireEvent.keyDown(map, { key: "Enter" });
     expect(location.pathname).toBe("/clusters");
     expect(location.hash).toBe("#clu_01JAAAAAAAAAAAAAAAAAAAAAAA/gpu-node-1");

@@ -9,8 +9,7 @@ import type { JSX } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ErrorBox } from "../components/Errors";
 import { formatMib, plural } from "../format";
-import { usePoll } from "../hooks";
-import { LIVE_FALLBACK_MS, useLive } from "../live";
+import { useLivePoll } from "../live";
 import {
   CORDON_COLOUR,
   DOWN_COLOUR,
@@ -151,7 +150,9 @@ function Sparkline(props: { label: string; values: number[]; t: number[]; format
   const H = 36;
   const last = values.length ? values[values.length - 1] : null;
   const max = Math.max(1, ...values);
-  const points = values.map((v, i) => `${values.length > 1 ? ((i / (values.length - 1)) * W).toFixed(1) : W},${(H - 2 - (v / max) * (H - 4)).toFixed(1)}`).join(" ");
+  const points = values
+    .map((v, i) => `${values.length > 1 ? ((i / (values.length - 1)) * W).toFixed(1) : W},${(H - 2 - (v / max) * (H - 4)).toFixed(1)}`)
+    .join(" ");
   const minutes = props.t.length > 1 ? Math.round((props.t[props.t.length - 1] - props.t[0]) / 60000) : 0;
   const summary = `${props.label}: ${last == null ? "no samples yet" : `${props.format(last)} now`}${values.length > 1 ? `, peak ${props.format(Math.max(...values))} over the last ${plural(Math.max(1, minutes), "minute")}` : ""}`;
   return (
@@ -173,7 +174,10 @@ function Totals(props: { data: Overview }) {
   const pct = t.gpu_mem_total_mb ? Math.round((t.gpu_mem_booked_mb / t.gpu_mem_total_mb) * 100) : 0;
   const items: [string, string][] = [
     ["Clusters", String(t.clusters)],
-    ["Nodes", `${t.nodes}${t.nodes_cordoned ? ` · ${t.nodes_cordoned} cordoned` : ""}${t.nodes_offline ? ` · ${t.nodes_offline} offline` : ""}`],
+    [
+      "Nodes",
+      `${t.nodes}${t.nodes_cordoned ? ` · ${t.nodes_cordoned} cordoned` : ""}${t.nodes_offline ? ` · ${t.nodes_offline} offline` : ""}`,
+    ],
     ["GPU cards", `${t.gpus} · ${t.gpus_busy} in use${t.gpus_error ? ` · ${t.gpus_error} in error` : ""}`],
     ["GPU memory booked", `${formatMib(t.gpu_mem_booked_mb)} of ${formatMib(t.gpu_mem_total_mb)} (${pct}%)`],
     ["Sessions", `${t.sessions_running} running · ${t.sessions_live} live`],
@@ -202,15 +206,16 @@ function Trends(props: { series: Series }) {
 }
 
 function Legend() {
-  const swatch = (bg: string, extra: JSX.CSSProperties = {}) => <span class="swatch" aria-hidden="true" style={{ background: bg, ...extra }} />;
+  const swatch = (bg: string, extra: JSX.CSSProperties = {}) => (
+    <span class="swatch" aria-hidden="true" style={{ background: bg, ...extra }} />
+  );
   return (
     <ul class="legend" aria-label="Legend">
       <li>
-        {swatch(`linear-gradient(90deg, ${FILL_STEPS[0]}, ${FILL_STEPS[FILL_STEPS.length - 1]})`, { width: "48px" })} memory booked: none → all
+        {swatch(`linear-gradient(90deg, ${FILL_STEPS[0]}, ${FILL_STEPS[FILL_STEPS.length - 1]})`, { width: "48px" })} memory booked: none →
+        all
       </li>
-      <li>
-        {swatch(FILL_STEPS[6], { boxShadow: `inset 0 -3px 0 ${CORDON_COLOUR}` })} cordoned node
-      </li>
+      <li>{swatch(FILL_STEPS[6], { boxShadow: `inset 0 -3px 0 ${CORDON_COLOUR}` })} cordoned node</li>
       <li>{swatch(DOWN_COLOUR)} node offline or not ready</li>
       <li>{swatch(ERROR_COLOUR)} card in error</li>
       <li>{swatch("#d0d7de")} memory not reported</li>
@@ -219,7 +224,14 @@ function Legend() {
 }
 
 /** The card under the pointer or focus: what the page knows now, plus the node's detail once fetched. */
-function CardTip(props: { clusters: ClusterCells[]; l: Layout; i: number; pitch: number; detail?: NodeDetail | "loading" | "error"; pinned: boolean }) {
+function CardTip(props: {
+  clusters: ClusterCells[];
+  l: Layout;
+  i: number;
+  pitch: number;
+  detail?: NodeDetail | "loading" | "error";
+  pinned: boolean;
+}) {
   const d = describe(props.clusters, props.l, props.i);
   const card = typeof props.detail === "object" ? props.detail.cards[d.slot] : undefined;
   const left = Math.min(props.l.col[props.i] * props.pitch + 16, Math.max(0, props.l.cols * props.pitch - 300));
@@ -241,7 +253,10 @@ function CardTip(props: { clusters: ClusterCells[]; l: Layout; i: number; pitch:
         <ul class="tip-sessions">
           {card.sessions.map((s) => (
             <li key={s.id}>
-              {s.name ?? s.id} <span class="muted">({s.owner}, {s.phase})</span>
+              {s.name ?? s.id}{" "}
+              <span class="muted">
+                ({s.owner}, {s.phase})
+              </span>
               {s.allocation_id ? ` · slice ${formatMib(s.booked_mem_mb)}, ${s.booked_cores}% cores` : " · nothing booked"}
             </li>
           ))}
@@ -374,7 +389,12 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
         <div
           class="fleet-ring"
           aria-hidden="true"
-          style={{ left: `${l.col[ring] * pitch - 2}px`, top: `${l.row[ring] * pitch - 2}px`, width: `${pitch + 2}px`, height: `${pitch + 2}px` }}
+          style={{
+            left: `${l.col[ring] * pitch - 2}px`,
+            top: `${l.row[ring] * pitch - 2}px`,
+            width: `${pitch + 2}px`,
+            height: `${pitch + 2}px`,
+          }}
         />
       )}
       <p id="fleet-focus" class="sr-only" aria-live="polite">
@@ -439,7 +459,11 @@ function ClusterTable(props: { clusters: ClusterCells[] }) {
                 {formatMib(r.booked)} / {formatMib(r.mem)}
               </td>
               <td>
-                {[r.cordoned && `${r.cordoned} cordoned`, r.offline && `${r.offline} offline`, r.errors && plural(r.errors, "card") + " in error"]
+                {[
+                  r.cordoned && `${r.cordoned} cordoned`,
+                  r.offline && `${r.offline} offline`,
+                  r.errors && plural(r.errors, "card") + " in error",
+                ]
                   .filter(Boolean)
                   .join(" · ") || <span class="muted">none</span>}
               </td>
@@ -452,12 +476,9 @@ function ClusterTable(props: { clusters: ClusterCells[] }) {
 }
 
 export function OverviewPage() {
-  const reloadRef = useRef(() => {});
-  const live = useLive(() => reloadRef.current(), ["overview"]);
   // The series gain a sample every few seconds whatever happens: the page still refreshes
   // them now and then while events only say when the fleet changed.
-  const polled = usePoll((signal) => getOverview(signal), live ? Math.min(LIVE_FALLBACK_MS, 30_000) : POLL_MS);
-  reloadRef.current = polled.reload;
+  const polled = useLivePoll((signal) => getOverview(signal), ["overview"], { pollMs: POLL_MS, liveMs: 30_000 });
   const data = polled.data;
   return (
     <section aria-labelledby="overview-title" class="overview">
@@ -469,8 +490,14 @@ export function OverviewPage() {
           </span>
         )}
       </div>
-      {polled.error != null && <ErrorBox error={polled.error} title={data ? "Refresh failed; showing the last data" : "Cannot load the overview"} />}
-      {polled.loading && !data && <p class="loading" aria-live="polite">Loading the fleet…</p>}
+      {polled.error != null && (
+        <ErrorBox error={polled.error} title={data ? "Refresh failed; showing the last data" : "Cannot load the overview"} />
+      )}
+      {polled.loading && !data && (
+        <p class="loading" aria-live="polite">
+          Loading the fleet…
+        </p>
+      )}
       {data && (
         <>
           <div class="overview-head">

@@ -29,7 +29,9 @@ const failed = () =>
 
 const params = (c: Call) => Object.fromEntries(new URL(c.path, "http://x").searchParams);
 const listCalls = (calls: Call[]) => calls.filter((c) => c.method === "GET" && c.path.startsWith("/api/v1/sessions?"));
-const clusters = () => ({ body: page([cluster(), cluster({ id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB", name: "gpu-b", status: "unreachable" })]) });
+const clusters = () => ({
+  body: page([cluster(), cluster({ id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB", name: "gpu-b", status: "unreachable" })]),
+});
 const err = (status: number, code: string, message: string, details: Record<string, unknown> = {}) => ({
   status,
   body: { error: { code, message, details, request_id: "req_1" } },
@@ -81,11 +83,25 @@ describe("SessionsPage", () => {
 
     await screen.findByRole("option", { name: "gpu-b" });
     choose(screen.getByLabelText("Filter by cluster"), "clu_01JBBBBBBBBBBBBBBBBBBBBBBB");
-    await waitFor(() => expect(params(listCalls(calls).at(-1)!)).toEqual({ page: "1", size: "50", live: "true", cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB" }));
+    await waitFor(() =>
+      expect(params(listCalls(calls).at(-1)!)).toEqual({
+        page: "1",
+        size: "50",
+        live: "true",
+        cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+      }),
+    );
     choose(screen.getByLabelText("Filter by phase"), "error");
     await waitFor(() => expect(params(listCalls(calls).at(-1)!).phase).toBe("error"));
     fireEvent.click(screen.getByLabelText("Live only"));
-    await waitFor(() => expect(params(listCalls(calls).at(-1)!)).toEqual({ page: "1", size: "50", cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB", phase: "error" }));
+    await waitFor(() =>
+      expect(params(listCalls(calls).at(-1)!)).toEqual({
+        page: "1",
+        size: "50",
+        cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+        phase: "error",
+      }),
+    );
   });
 
   it("shows loading, then the empty state", async () => {
@@ -132,7 +148,8 @@ describe("SessionsPage", () => {
         phase = "paused";
         return { body: session({ phase }) };
       },
-      "POST /api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA/resume": () => err(409, "session_conflict", "session is terminating", { phase: "terminating", allowed: ["delete"] }),
+      "POST /api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA/resume": () =>
+        err(409, "session_conflict", "session is terminating", { phase: "terminating", allowed: ["delete"] }),
     });
     const { container } = render(<SessionsPage />);
     fireEvent.click(await screen.findByRole("button", { name: "Pause notebook-a" }));
@@ -222,7 +239,8 @@ describe("SessionsPage", () => {
     stubFetch({
       "GET /api/v1/sessions": () => ({ body: page([session()]) }),
       "GET /api/v1/clusters": clusters,
-      "POST /api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA/connect": () => err(409, "no_session_domain", "cluster gpu-a has no session domain"),
+      "POST /api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA/connect": () =>
+        err(409, "no_session_domain", "cluster gpu-a has no session domain"),
     });
     const tab = { closed: false, opener: {}, location: { href: "" }, close: vi.fn(), document: { title: "", body: { textContent: "" } } };
     vi.spyOn(window, "open").mockReturnValue(tab as never);
@@ -254,13 +272,34 @@ describe("New session dialog", () => {
   afterEach(() => vi.restoreAllMocks());
 
   it("posts the chosen offering and cluster with an Idempotency-Key, shows 409 and 502 in the dialog, then closes on success", async () => {
-    let answer: () => { status?: number; body?: unknown } = () => err(409, "cluster_unavailable", "cluster gpu-b is unreachable", { cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB", status: "unreachable" });
+    let answer: () => { status?: number; body?: unknown } = () =>
+      err(409, "cluster_unavailable", "cluster gpu-b is unreachable", {
+        cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+        status: "unreachable",
+      });
     let created = false;
     const calls = stubFetch({
       "GET /api/v1/sessions": () => ({ body: page(created ? [session({ name: "mine" })] : []) }),
       "GET /api/v1/clusters": clusters,
       "GET /api/v1/offerings": () => ({
-        body: { data: [offering(), offering({ id: "off_01JCPU", name: "CPU small", resource_class: "cpu", mode: null, gpu_model: null, gpu_mem_mb: null, gpu_cores: null, cpu: 2, mem_gb: 4, disk_gb: 10, image: "registry.example/cpu:1" })] },
+        body: {
+          data: [
+            offering(),
+            offering({
+              id: "off_01JCPU",
+              name: "CPU small",
+              resource_class: "cpu",
+              mode: null,
+              gpu_model: null,
+              gpu_mem_mb: null,
+              gpu_cores: null,
+              cpu: 2,
+              mem_gb: 4,
+              disk_gb: 10,
+              image: "registry.example/cpu:1",
+            }),
+          ],
+        },
       }),
       "POST /api/v1/sessions": () => answer(),
     });
@@ -287,7 +326,11 @@ describe("New session dialog", () => {
     expect(alert.textContent).toContain("cluster gpu-b is unreachable");
     expect(alert.textContent).toContain("pick another cluster");
     const posts = () => calls.filter((c) => c.method === "POST");
-    expect(posts()[0].body).toEqual({ offering_id: "off_01JAAAAAAAAAAAAAAAAAAAAAAA", cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB", name: "mine" });
+    expect(posts()[0].body).toEqual({
+      offering_id: "off_01JAAAAAAAAAAAAAAAAAAAAAAA",
+      cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+      name: "mine",
+    });
     const key = posts()[0].headers["Idempotency-Key"];
     expect(key).toMatch(/^[0-9a-f-]{36}$/);
 
@@ -344,7 +387,10 @@ describe("New session dialog", () => {
     const alert = await within(dialog).findByRole("alert");
     expect(alert.textContent).toContain("its last callback was 900 s ago");
     expect(alert.textContent).toContain("attach it or see why it is silent");
-    expect(calls.filter((c) => c.method === "POST")[0].body).toEqual({ offering_id: "off_01JAAAAAAAAAAAAAAAAAAAAAAA", cluster_id: "clu_01JDDDDDDDDDDDDDDDDDDDDDDD" });
+    expect(calls.filter((c) => c.method === "POST")[0].body).toEqual({
+      offering_id: "off_01JAAAAAAAAAAAAAAAAAAAAAAA",
+      cluster_id: "clu_01JDDDDDDDDDDDDDDDDDDDDDDD",
+    });
     // A connected one: no note.
     choose(within(dialog).getByLabelText("Cluster"), "clu_01JAAAAAAAAAAAAAAAAAAAAAAA");
     await waitFor(() => expect(within(dialog).queryByRole("note")).toBeNull());

@@ -2,18 +2,18 @@
 // terminal through connect; pause, resume and delete as the server's `actions` allow; start new ones.
 
 import { memo } from "preact/compat";
-import { useCallback, useState, useRef } from "preact/hooks";
-import { ApiError, isMissingRoute } from "../api";
+import { useCallback, useState } from "preact/hooks";
+import { ApiError } from "../api";
 import { Advice } from "../components/Advice";
 import { CopyButton } from "../components/Copy";
 import { Dialog } from "../components/Dialog";
 import { ErrorBox } from "../components/Errors";
+import { ListPage } from "../components/ListPage";
 import { NewSessionDialog } from "../components/NewSessionDialog";
-import { NotYet } from "../components/NotYet";
 import { listClusters } from "../clusters";
 import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
-import { usePoll } from "../hooks";
-import { LIVE_FALLBACK_MS, useLive } from "../live";
+import { useAction } from "../hooks";
+import { useLivePoll } from "../live";
 import { useHashTarget } from "../router";
 import {
   CONNECT_KINDS,
@@ -27,12 +27,12 @@ import {
   sessionLabel,
   sessionsQuery,
   type ConnectKind,
+  type SessionAction,
   type Session,
 } from "../sessions";
 import { useTick } from "../tick";
 import { Pager } from "../components/Pager";
 
-export const POLL_MS = 5000;
 export const PAGE_SIZE = 50;
 const COLUMNS = 9;
 /** Phases whose reason and message say why the session is not running. */
@@ -42,7 +42,11 @@ const EXPLAINED = new Set(["paused", "error", "terminated"]);
 export function AgeCell(props: { session: Session }) {
   const now = useTick();
   const s = props.session;
-  const title = [`created ${formatTime(s.created_at)}`, s.started_at && `started ${formatTime(s.started_at)}`, s.ended_at && `ended ${formatTime(s.ended_at)}`]
+  const title = [
+    `created ${formatTime(s.created_at)}`,
+    s.started_at && `started ${formatTime(s.started_at)}`,
+    s.ended_at && `ended ${formatTime(s.ended_at)}`,
+  ]
     .filter(Boolean)
     .join("\n");
   return (
@@ -73,7 +77,9 @@ function NodeCell(props: { session: Session }) {
   const s = props.session;
   const share =
     s.resource_class === "gpu"
-      ? [s.mode, s.gpu_mem_mb != null && formatMib(s.gpu_mem_mb), s.gpu_cores != null && `${s.gpu_cores}% cores`].filter(Boolean).join(" · ")
+      ? [s.mode, s.gpu_mem_mb != null && formatMib(s.gpu_mem_mb), s.gpu_cores != null && `${s.gpu_cores}% cores`]
+          .filter(Boolean)
+          .join(" · ")
       : "CPU";
   return (
     <>
@@ -112,41 +118,41 @@ function openTab(): Window | null {
 }
 
 export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDelete }: RowProps) {
-  const [busy, setBusy] = useState("");
-  const [error, setError] = useState<unknown>(null);
+  const { busy, error, setError, run } = useAction();
   const [blocked, setBlocked] = useState<{ kind: ConnectKind; url: string } | null>(null);
   const label = sessionLabel(s);
-  const can = (a: string) => s.actions?.includes(a) ?? false;
+  const can = (a: SessionAction) => s.actions.includes(a);
 
-  const act = async (what: "pause" | "resume") => {
-    setBusy(what);
-    setError(null);
-    try {
-      await (what === "pause" ? pauseSession(s.id) : resumeSession(s.id));
-    } catch (e) {
-      setError(e);
-    } finally {
-      setBusy("");
-      onChanged();
-    }
-  };
+  // Refused or not, the list then shows what the session is now.
+  const act = (what: "pause" | "resume") =>
+    run(
+      async () => {
+        try {
+          await (what === "pause" ? pauseSession(s.id) : resumeSession(s.id));
+        } finally {
+          onChanged();
+        }
+      },
+      { key: what },
+    );
 
-  const connect = async (kind: ConnectKind) => {
-    const w = openTab();
-    setBusy(kind);
-    setError(null);
-    setBlocked(null);
-    try {
-      const c = await connectSession(s.id, kind);
-      if (w && !w.closed) w.location.href = c.url;
-      else setBlocked({ kind, url: c.url });
-    } catch (e) {
-      w?.close();
-      setError(e);
-    } finally {
-      setBusy("");
-    }
-  };
+  const connect = (kind: ConnectKind) =>
+    run(
+      async () => {
+        // Before the first await: the tab opens as part of the click.
+        const w = openTab();
+        setBlocked(null);
+        try {
+          const c = await connectSession(s.id, kind);
+          if (w && !w.closed) w.location.href = c.url;
+          else setBlocked({ kind, url: c.url });
+        } catch (e) {
+          w?.close();
+          throw e;
+        }
+      },
+      { key: kind },
+    );
 
   return (
     <>
@@ -190,7 +196,13 @@ export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDe
           <button type="button" disabled={!can("resume") || busy !== ""} aria-label={`Resume ${label}`} onClick={() => act("resume")}>
             {busy === "resume" ? "Resuming…" : "Resume"}
           </button>{" "}
-          <button type="button" class="danger" disabled={!can("delete") || busy !== ""} aria-label={`Delete ${label}`} onClick={() => onDelete(s)}>
+          <button
+            type="button"
+            class="danger"
+            disabled={!can("delete") || busy !== ""}
+            aria-label={`Delete ${label}`}
+            onClick={() => onDelete(s)}
+          >
             Delete
           </button>
         </td>
@@ -224,30 +236,24 @@ export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDe
 function DeleteDialog(props: { session: Session; onClose: () => void; onChanged: () => void }) {
   const s = props.session;
   const label = sessionLabel(s);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const { busy: running, error, run: start } = useAction();
+  const busy = running !== "";
   const [forcing, setForcing] = useState(false);
   const unreachable = error instanceof ApiError && error.status === 502 && error.code === "cluster_unreachable";
 
-  const run = async (force: boolean) => {
-    setBusy(true);
-    setError(null);
-    try {
+  const run = (force: boolean) =>
+    start(async () => {
       await deleteSession(s.id, force);
       props.onChanged();
       props.onClose();
-    } catch (e) {
-      setError(e);
-      setBusy(false);
-    }
-  };
+    });
 
   return (
     <Dialog title="Delete session" onClose={props.onClose}>
       <div class="dialog-body">
         <p>
-          Delete session <strong>{label}</strong> <code>{s.id}</code> on {s.cluster_name || s.cluster_id}? Its workload is stopped
-          and unsaved work is lost; its record is kept (turn off Live only to see ended sessions).
+          Delete session <strong>{label}</strong> <code>{s.id}</code> on {s.cluster_name || s.cluster_id}? Its workload is stopped and
+          unsaved work is lost; its record is kept (turn off Live only to see ended sessions).
         </p>
         <ErrorBox error={error} title="Delete failed">
           <Advice error={error} />
@@ -255,8 +261,8 @@ function DeleteDialog(props: { session: Session; onClose: () => void; onChanged:
         {(unreachable || forcing) && (
           <div class="confirm" role="group" aria-label="Force delete">
             <p>
-              The cluster cannot be reached. A forced delete marks the session terminated here without asking the cluster;
-              anything still running there is left behind until the cluster comes back or is cleaned up by hand.
+              The cluster cannot be reached. A forced delete marks the session terminated here without asking the cluster; anything still
+              running there is left behind until the cluster comes back or is cleaned up by hand.
             </p>
             {!forcing ? (
               <button type="button" class="danger" onClick={() => setForcing(true)}>
@@ -295,78 +301,67 @@ export function SessionsPage() {
   const [page, setPage] = useState(1);
   const [dialog, setDialog] = useState<{ kind: "new" } | { kind: "delete"; session: Session } | null>(null);
   const qs = sessionsQuery({ cluster_id: clusterId, phase, live: liveOnly ? true : undefined, page, size: PAGE_SIZE });
-  // Server-sent events reload the list on change; polling is only the fallback.
-  const reloadRef = useRef(() => {});
-  const live = useLive(() => reloadRef.current(), ["sessions"]);
-  const polled = usePoll((signal) => listSessions(qs, signal), live ? LIVE_FALLBACK_MS : POLL_MS, [qs]);
-  reloadRef.current = polled.reload;
-  const clusters = usePoll((signal) => listClusters(signal), 0);
+  const polled = useLivePoll((signal) => listSessions(qs, signal), ["sessions"], { deps: [qs] });
+  // The cluster filter's choices: loaded once, again when clusters change.
+  const clusters = useLivePoll((signal) => listClusters(signal), ["clusters"], { pollMs: 0 });
   useHashTarget("session-id", polled.data);
 
-  // Any render's reload bumps the same state, so one stable callback keeps the memoized rows still.
   const reload = polled.reload;
-  const onChanged = useCallback(() => reload(), []); // eslint-disable-line react-hooks/exhaustive-deps
   const onDelete = useCallback((session: Session) => setDialog({ kind: "delete", session }), []);
-  const filter = <T,>(set: (v: T) => void) => (v: T) => {
-    set(v);
-    setPage(1);
-  };
-
-  if (isMissingRoute(polled.error))
-    return (
-      <section aria-labelledby="sessions-title">
-        <div class="toolbar">
-          <h1 id="sessions-title">Sessions</h1>
-        </div>
-        <NotYet what="The sessions list" issue="sessions" />
-      </section>
-    );
+  const filter =
+    <T,>(set: (v: T) => void) =>
+    (v: T) => {
+      set(v);
+      setPage(1);
+    };
 
   const sessions = polled.data?.data ?? [];
   const p = polled.data?.pagination;
   const filtered = clusterId !== "" || phase !== "";
   return (
-    <section aria-labelledby="sessions-title">
-      <div class="toolbar">
-        <h1 id="sessions-title">Sessions</h1>
-        {p && (
-          <span class="muted summary">
-            {liveOnly ? plural(p.total, "live session", "live sessions") : plural(p.total, "session")}
-          </span>
-        )}
-        <span class="grow" />
-        <div class="filters">
-          <select aria-label="Filter by cluster" value={clusterId} onChange={(e) => filter(setClusterId)((e.target as HTMLSelectElement).value)}>
-            <option value="">All clusters</option>
-            {(clusters.data ?? []).map((c) => (
-              <option key={c.id} value={c.id}>
-                {c.name}
-              </option>
-            ))}
-          </select>
-          <select aria-label="Filter by phase" value={phase} onChange={(e) => filter(setPhase)((e.target as HTMLSelectElement).value)}>
-            <option value="">All phases</option>
-            {PHASES.map((ph) => (
-              <option key={ph} value={ph}>
-                {ph}
-              </option>
-            ))}
-          </select>
-          <label class="check">
-            <input type="checkbox" checked={liveOnly} onChange={(e) => filter(setLiveOnly)((e.target as HTMLInputElement).checked)} /> Live only
-          </label>
-        </div>
-        <button type="button" class="primary" onClick={() => setDialog({ kind: "new" })}>
-          New session
-        </button>
-      </div>
-      {polled.error != null && <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load sessions"} />}
-      {polled.loading && !polled.data && (
-        <p class="loading" aria-live="polite">
-          Loading sessions…
-        </p>
-      )}
-      {polled.data && sessions.length === 0 && (
+    <ListPage
+      id="sessions"
+      title="Sessions"
+      noun="sessions"
+      polled={polled}
+      summary={
+        p && <span class="muted summary">{liveOnly ? plural(p.total, "live session", "live sessions") : plural(p.total, "session")}</span>
+      }
+      tools={
+        <>
+          <div class="filters">
+            <select
+              aria-label="Filter by cluster"
+              value={clusterId}
+              onChange={(e) => filter(setClusterId)((e.target as HTMLSelectElement).value)}
+            >
+              <option value="">All clusters</option>
+              {(clusters.data ?? []).map((c) => (
+                <option key={c.id} value={c.id}>
+                  {c.name}
+                </option>
+              ))}
+            </select>
+            <select aria-label="Filter by phase" value={phase} onChange={(e) => filter(setPhase)((e.target as HTMLSelectElement).value)}>
+              <option value="">All phases</option>
+              {PHASES.map((ph) => (
+                <option key={ph} value={ph}>
+                  {ph}
+                </option>
+              ))}
+            </select>
+            <label class="check">
+              <input type="checkbox" checked={liveOnly} onChange={(e) => filter(setLiveOnly)((e.target as HTMLInputElement).checked)} />{" "}
+              Live only
+            </label>
+          </div>
+          <button type="button" class="primary" onClick={() => setDialog({ kind: "new" })}>
+            New session
+          </button>
+        </>
+      }
+      isEmpty={sessions.length === 0}
+      empty={
         <div class="empty">
           {filtered ? (
             <p>No {liveOnly ? "live " : ""}session matches these filters.</p>
@@ -379,36 +374,39 @@ export function SessionsPage() {
             </>
           )}
         </div>
-      )}
-      {sessions.length > 0 && (
-        <div class="table-wrap" role="region" aria-label="Session list" tabIndex={0}>
-        <table class="sessions">
-          <thead>
-            <tr>
-              <th scope="col">Cluster</th>
-              <th scope="col">Session</th>
-              <th scope="col">Owner</th>
-              <th scope="col">Offering</th>
-              <th scope="col">Phase</th>
-              <th scope="col">Age</th>
-              <th scope="col">Node / GPU</th>
-              <th scope="col">Open</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {sessions.map((s) => (
-              <SessionRow key={s.id} session={s} onChanged={onChanged} onDelete={onDelete} />
-            ))}
-          </tbody>
-        </table>
-        </div>
-      )}
-      {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
-      {dialog?.kind === "new" && <NewSessionDialog onClose={() => setDialog(null)} onCreated={() => polled.reload()} onChanged={() => polled.reload()} />}
-      {dialog?.kind === "delete" && <DeleteDialog session={dialog.session} onClose={() => setDialog(null)} onChanged={() => polled.reload()} />}
-    </section>
+      }
+      showTable={sessions.length > 0}
+      regionLabel="Session list"
+      after={
+        <>
+          {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
+          {dialog?.kind === "new" && <NewSessionDialog onClose={() => setDialog(null)} onCreated={reload} onChanged={reload} />}
+          {dialog?.kind === "delete" && <DeleteDialog session={dialog.session} onClose={() => setDialog(null)} onChanged={reload} />}
+        </>
+      }
+    >
+      <table class="sessions">
+        <thead>
+          <tr>
+            <th scope="col">Cluster</th>
+            <th scope="col">Session</th>
+            <th scope="col">Owner</th>
+            <th scope="col">Offering</th>
+            <th scope="col">Phase</th>
+            <th scope="col">Age</th>
+            <th scope="col">Node / GPU</th>
+            <th scope="col">Open</th>
+            <th scope="col">
+              <span class="sr-only">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {sessions.map((s) => (
+            <SessionRow key={s.id} session={s} onChanged={reload} onDelete={onDelete} />
+          ))}
+        </tbody>
+      </table>
+    </ListPage>
   );
 }

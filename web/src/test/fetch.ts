@@ -26,7 +26,9 @@ export function stubFetch(routes: Record<string, Handler>) {
       const [m, p] = k.split(" ");
       return m === method && (p === url.pathname || (p.endsWith("*") && url.pathname.startsWith(p.slice(0, -1))));
     });
-    const res = key ? await routes[key](call) : { status: 404, body: { error: { code: "not_found", message: "no such route", details: {} } } };
+    const res = key
+      ? await routes[key](call)
+      : { status: 404, body: { error: { code: "not_found", message: "no such route", details: {} } } };
     const status = res.status ?? 200;
     return new Response(status === 204 || res.body === undefined ? null : JSON.stringify(res.body), {
       status,
@@ -128,11 +130,22 @@ export const overview = (over: Record<string, unknown> = {}) => ({
       name: "gpu-a",
       status: "connected",
       nodes: [
-        { name: "gpu-node-0", flags: 0, models: ["NVIDIA A100"], cards: [81920, 20480, 0, 1, 81920, 0, 0, 0, 81920, 0, 0, 0, 81920, 0, 0, 0] },
+        {
+          name: "gpu-node-0",
+          flags: 0,
+          models: ["NVIDIA A100"],
+          cards: [81920, 20480, 0, 1, 81920, 0, 0, 0, 81920, 0, 0, 0, 81920, 0, 0, 0],
+        },
         { name: "gpu-node-1", flags: 1, models: ["NVIDIA A100"], cards: [81920, 0, 0, 0, 81920, 0, 1, 0, 81920, 0, 0, 0, 81920, 0, 0, 0] },
       ],
     },
   ],
-  series: { interval_s: 5, t: [Date.now() - 10000, Date.now() - 5000, Date.now()], sessions_running: [0, 1, 1], gpu_mem_booked_mb: [0, 20480, 20480], callbacks_per_s: [0, 2.5, 1.2] },
+  series: {
+    interval_s: 5,
+    t: [Date.now() - 10000, Date.now() - 5000, Date.now()],
+    sessions_running: [0, 1, 1],
+    gpu_mem_booked_mb: [0, 20480, 20480],
+    callbacks_per_s: [0, 2.5, 1.2],
+  },
   ...over,
 });
