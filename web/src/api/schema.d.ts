@@ -110,6 +110,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admins/{username}/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set an admin's password (no current password: an admin may add and remove admins, so may also
+         *     reset one). The account's sessions end; `admin`'s initial-password file goes.
+         */
+        post: operations["set_admin_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/audit": {
         parameters: {
             query?: never;
@@ -424,6 +444,26 @@ export interface paths {
         get: operations["events"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a new internal signing key, in force at once; tokens signed by older keys keep verifying
+         *     until `gshare keys prune`.
+         */
+        post: operations["rotate_keys"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1165,9 +1205,14 @@ export interface components {
         ErrorBody: {
             error: components["schemas"]["ErrorDetail"];
         };
+        /**
+         * @description The stable, machine-readable reason of an error answer.
+         * @enum {string}
+         */
+        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "unauthenticated" | "forbidden" | "invalid_credentials" | "csrf_failed" | "cross_origin" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
         ErrorDetail: {
             /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
-            code: string;
+            code: components["schemas"]["ErrorCode"];
             /** @description Structured context (field errors, probe checks, conflicting names…); `{}` when none. */
             details: Record<string, unknown>;
             /** @description What went wrong, for people. */
@@ -1297,7 +1342,7 @@ export interface components {
         Me: {
             /** @description Whether an account with this name exists (CLI-minted tokens may name any admin). */
             account: boolean;
-            /** @description `cookie` or `bearer`. */
+            /** @description `cookie`, `bearer`, or `local` (the admin socket). */
             auth: string;
             /** @description For cookie sessions: the value to send in `X-CSRF-Token`. */
             csrf_token?: string | null;
@@ -1307,6 +1352,9 @@ export interface components {
         NewAdmin: {
             password: string;
             username: string;
+        };
+        NewPassword: {
+            password: string;
         };
         /** @description One node's cards, compact: four numbers per card in `cards`. */
         NodeCells: {
@@ -1660,6 +1708,10 @@ export interface components {
         };
         /** @enum {string} */
         Role: "primary" | "standby";
+        /** @description The internal signing key made by a rotation. */
+        Rotated: {
+            kid: string;
+        };
         /** @description `{"accepted":n,"unknown":m}`: samples kept and samples for sessions not known here. */
         SamplesAccepted: {
             /** Format: int64 */
@@ -1679,6 +1731,11 @@ export interface components {
             /** @description Unix milliseconds of each sample. */
             t: number[];
         };
+        /**
+         * @description What an admin may do to a session (`actions` on the wire).
+         * @enum {string}
+         */
+        SessionAction: "pause" | "resume" | "connect" | "delete";
         SessionDisk: {
             /** Format: int64 */
             ephemeral_limit_bytes: number;
@@ -1698,10 +1755,15 @@ export interface components {
             /** @description `page` is 0 when the page was asked with `after` (its position is not counted). */
             pagination: components["schemas"]["Pagination"];
         };
+        /**
+         * @description Why a session paused or ended (`reason` on the wire; stored as its string).
+         * @enum {string}
+         */
+        SessionReason: "disk_exceeded" | "max_runtime" | "idle" | "evicted" | "crash_loop" | "paused" | "error" | "user_stopped" | "deleted" | "apply_failed";
         /** @description A session as the API shows it. */
         SessionView: components["schemas"]["Shape"] & {
-            /** @description Allowed now: `pause`, `resume`, `connect`, `delete`. */
-            actions: string[];
+            /** @description Allowed now. */
+            actions: components["schemas"]["SessionAction"][];
             bound_gpu_uuid?: string | null;
             cluster_id: string;
             cluster_name: string;
@@ -1720,7 +1782,7 @@ export interface components {
             owner: string;
             phase: components["schemas"]["Phase"];
             phase_changed_at: string;
-            reason?: string | null;
+            reason?: components["schemas"]["SessionReason"] | null;
             started_at?: string | null;
         };
         /**
@@ -2328,6 +2390,91 @@ export interface operations {
             };
             /** @description the last admin, or the caller itself */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_admin_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewPassword"];
+            };
+        };
+        responses: {
+            /** @description set; the account's sessions ended */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field error per problem: too short, too easy to guess */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3721,6 +3868,60 @@ export interface operations {
             };
             /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotate_keys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rotated"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the signing key is set by configuration */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
