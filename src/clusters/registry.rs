@@ -105,6 +105,9 @@ pub struct ListQuery {
     pub status: Option<ClusterStatus>,
 }
 
+/// Live clusters with their counts, in list order.
+type LiveRows = Arc<Vec<(ClusterRecord, ClusterCounts)>>;
+
 pub struct Clusters {
     store: Store,
     config: Arc<Config>,
@@ -117,7 +120,7 @@ pub struct Clusters {
     events: broadcast::Sender<ClusterEvent>,
     /// Live clusters in list order, tagged with the store generation they were read at: the
     /// list endpoint decodes nothing while no write has committed since.
-    live_cache: Mutex<Option<(u64, Arc<Vec<(ClusterRecord, ClusterCounts)>>)>>,
+    live_cache: Mutex<Option<(u64, LiveRows)>>,
     /// What still holds a cluster (live sessions, open GPU allocations): supplied by the domains
     /// above (the composition root wires `sessions::cluster_in_use`), so clusters names none of them.
     in_use: InUseCheck,
@@ -477,7 +480,7 @@ impl Clusters {
 
     /// Live clusters with their counts, oldest registration first; cached until the next commit
     /// to the store.
-    async fn live_records(&self) -> Result<Arc<Vec<(ClusterRecord, ClusterCounts)>>, ClusterError> {
+    async fn live_records(&self) -> Result<LiveRows, ClusterError> {
         // Read the generation before the data: a commit in between only costs a reload later.
         let generation = self.store.generation();
         if let Some((g, rows)) = lock(&self.live_cache).as_ref()
