@@ -30,6 +30,7 @@ pub mod overview;
 pub mod sessions;
 pub mod snapshot;
 pub mod store;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

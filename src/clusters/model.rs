@@ -249,8 +249,10 @@ impl From<KubeconfigRef> for String {
     }
 }
 
-/// A cluster as `GET /api/v1/clusters` lists it.
+/// A cluster as the registry sees it: what `GET /api/v1/clusters` lists, without the operator's
+/// part (`crate::views::ClusterView` adds it).
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ClusterFields)]
 pub struct ClusterView {
     pub id: String,
     pub name: String,
@@ -272,11 +274,6 @@ pub struct ClusterView {
     pub heartbeat_at: Option<String>,
     pub heartbeat_age_s: Option<i64>,
     pub registered_at: String,
-    /// The operator on this cluster: attached, connected or silent (and why). Filled in by the
-    /// operator domain (`operator::status::OperatorConnection`), which sits above this one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub operator: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -293,8 +290,10 @@ pub struct GpuSummary {
     pub vram_total_mb: u64,
 }
 
-/// `GET /api/v1/clusters/{id}` and the 201 of a registration.
+/// The 201 of a registration and the answer of an edit; `GET /api/v1/clusters/{id}` adds the
+/// operator's part (`crate::views::ClusterDetail`).
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ClusterDetailFields)]
 pub struct ClusterDetail {
     #[serde(flatten)]
     pub cluster: ClusterView,
@@ -317,14 +316,17 @@ pub struct Pagination {
     pub total_pages: u64,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+/// A page of clusters (`crate::views::ClusterPage` is what the API answers).
+#[derive(Debug, Clone, Serialize)]
 pub struct ClusterPage {
     pub data: Vec<ClusterView>,
     pub pagination: Pagination,
 }
 
-/// `POST /api/v1/clusters/{id}/connection-test`.
+/// `POST /api/v1/clusters/{id}/connection-test`, without the operator's part
+/// (`crate::views::ConnectionTest` adds it).
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ConnectionTestFields)]
 pub struct ConnectionTest {
     pub cluster_id: String,
     pub status: ClusterStatus,
@@ -332,10 +334,6 @@ pub struct ConnectionTest {
     pub last_error: Option<ProbeError>,
     pub latency_ms: u64,
     pub checked_at: String,
-    /// The operator's state, its pods read fresh from the cluster when attached (filled in
-    /// through `App`, as on cluster views).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub operator: Option<serde_json::Value>,
 }
 
 /// A directory in the kubeconfig dir that no registered cluster claims.

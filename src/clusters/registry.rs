@@ -474,7 +474,6 @@ impl Clusters {
             heartbeat_at: counts.heartbeat_at.map(rfc3339_ms),
             heartbeat_age_s: counts.heartbeat_at.map(|h| ((now - h) / 1000).max(0)),
             registered_at: rfc3339_ms(r.registered_at),
-            operator: None,
         }
     }
 
@@ -743,7 +742,6 @@ impl Clusters {
             last_error: outcome.failure,
             latency_ms: outcome.latency_ms,
             checked_at: rfc3339_ms(self.clock.now_ms()),
-            operator: None,
         })
     }
 

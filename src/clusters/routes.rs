@@ -1,31 +1,27 @@
-//! `/api/v1/clusters`: register, list, show, nodes, edit, connection test, unregister.
+//! `/api/v1/clusters`: register, edit, unregister, unclaimed directories. (The list, one cluster
+//! and the connection test answer with the operator's part too: `crate::views`.)
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::ClusterId;
 use super::model::*;
-use super::registry::{ClusterError, ListQuery, PatchRequest, RegisterRequest};
+use super::registry::{ClusterError, PatchRequest, RegisterRequest};
 use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::AdminCaller;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode};
-use crate::http::extract::{parse_json, query_number};
+use crate::http::extract::parse_json;
 use crate::http::idempotency;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new()
-        .routes(routes!(register, list))
-        .routes(routes!(unclaimed))
-        .routes(routes!(show, patch, unregister))
-        .routes(routes!(connection_test))
+    OpenApiRouter::new().routes(routes!(register)).routes(routes!(unclaimed)).routes(routes!(patch, unregister))
 }
 
 impl From<ClusterError> for ApiError {
@@ -122,76 +118,11 @@ async fn register(
     .await
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-struct ListParams {
-    /// 1-based page (default 1).
-    #[param(value_type = Option<u64>, minimum = 1, maximum = 18446744073709551_u64)]
-    page: Option<String>,
-    /// Page size 1–100 (default 20).
-    #[param(value_type = Option<u64>, minimum = 1, maximum = 100)]
-    size: Option<String>,
-    /// `primary` or `standby`.
-    #[param(value_type = Option<crate::clusters::model::Role>, inline)]
-    role: Option<String>,
-    /// `pending`, `connected`, `degraded` or `unreachable`.
-    #[param(value_type = Option<crate::clusters::model::ClusterStatus>, inline)]
-    status: Option<String>,
-}
-
-/// List live clusters with their state, counters and heartbeat.
-#[utoipa::path(get, path = "/api/v1/clusters", tag = "clusters", params(ListParams),
-    responses((status = 200, body = ClusterPage), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
-async fn list(
-    State(app): State<Arc<App>>,
-    _admin: AdminCaller,
-    Query(p): Query<ListParams>,
-) -> Result<axum::Json<ClusterPage>, ApiError> {
-    let page = query_number("page", p.page, 1, u64::MAX / 1000)?;
-    let size = query_number("size", p.size, 20, 100)?;
-    let role = match p.role.as_deref() {
-        None | Some("") => None,
-        Some(r) => Some(
-            serde_json::from_value::<Role>(serde_json::Value::String(r.into()))
-                .map_err(|_| ApiError::field(&["query", "role"], "must be primary or standby", "enum"))?,
-        ),
-    };
-    let status = match p.status.as_deref() {
-        None | Some("") => None,
-        Some(s) => Some(
-            serde_json::from_value::<ClusterStatus>(serde_json::Value::String(s.into()))
-                .ok()
-                .filter(|s| *s != ClusterStatus::Deleted)
-                .ok_or_else(|| {
-                    ApiError::field(&["query", "status"], "must be pending, connected, degraded or unreachable", "enum")
-                })?,
-        ),
-    };
-    let mut page = app.clusters.list(ListQuery { page, size, role, status }).await?;
-    app.operator.decorate(&mut page.data).await;
-    Ok(axum::Json(page))
-}
-
 /// Directories in the kubeconfig directory that no registered cluster claims.
 #[utoipa::path(get, path = "/api/v1/clusters/unclaimed", tag = "clusters",
     responses((status = 200, body = Vec<UnclaimedDir>), (status = 401, body = ErrorBody)))]
 async fn unclaimed(State(app): State<Arc<App>>, _admin: AdminCaller) -> axum::Json<Vec<UnclaimedDir>> {
     axum::Json(app.clusters.unclaimed())
-}
-
-/// One cluster with its checks, node and GPU totals.
-#[utoipa::path(get, path = "/api/v1/clusters/{id}", tag = "clusters",
-    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
-    responses((status = 200, body = ClusterDetail), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn show(
-    State(app): State<Arc<App>>,
-    _admin: AdminCaller,
-    Path(id): Path<String>,
-) -> Result<axum::Json<ClusterDetail>, ApiError> {
-    let id = parse_id(&id)?;
-    let mut detail = app.clusters.get(&id).await?;
-    app.operator.decorate(std::slice::from_mut(&mut detail.cluster)).await;
-    Ok(axum::Json(detail))
 }
 
 /// Edit name, role, API address or session domain; new credentials only for the same cluster.
@@ -249,25 +180,4 @@ async fn unregister(
     audit(&app, &meta, &admin, "cluster.delete", id.as_str(), serde_json::json!({}), &outcome).await;
     outcome?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// Probe the cluster now and record the result.
-#[utoipa::path(post, path = "/api/v1/clusters/{id}/connection-test", tag = "clusters",
-    params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
-    responses((status = 200, body = ConnectionTest), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn connection_test(
-    State(app): State<Arc<App>>,
-    _admin: AdminCaller,
-    Path(id): Path<String>,
-) -> Result<axum::Json<ConnectionTest>, ApiError> {
-    let id = parse_id(&id)?;
-    let mut test = app.clusters.reprobe(&id).await?;
-    // An attached operator's own pods are read on every test (bounded in time).
-    if app.operator.attachment(id.as_str()).await.map_err(ApiError::internal)?.is_some() {
-        app.operator.refresh_pods(&id).await;
-    }
-    let mut detail = app.clusters.get(&id).await?;
-    app.operator.decorate(std::slice::from_mut(&mut detail.cluster)).await;
-    test.operator = detail.cluster.operator.take();
-    Ok(axum::Json(test))
 }

@@ -54,6 +54,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::overview::routes())
         .merge(crate::audit::routes::routes())
         .merge(crate::clusters::routes::routes())
+        .merge(crate::views::routes())
         .merge(crate::inventory::routes::routes())
         .merge(crate::callbacks::routes())
         .merge(crate::sessions::routes::routes())

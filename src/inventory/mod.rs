@@ -362,19 +362,14 @@ pub fn sweep_every(config: &Config) -> Duration {
 }
 
 /// Starts the background sweep; it ends with the server.
-pub fn spawn_sweeper(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(sweep_every(&app.config));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
+pub fn spawn_sweeper(app: Arc<App>, stop: watch::Receiver<bool>) {
+    let period = sweep_every(&app.config);
+    tokio::spawn(crate::background::every(period, stop, move || {
+        let app = app.clone();
+        async move {
             if let Err(e) = app.inventory.sweep().await {
                 tracing::error!(error = %e, "inventory sweep failed");
             }
         }
-    });
+    }));
 }

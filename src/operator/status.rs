@@ -100,12 +100,15 @@ impl Operator {
         }
     }
 
-    /// Fills in `operator` on cluster views.
-    pub async fn decorate(&self, views: &mut [ClusterView]) {
-        let all = self.store.read(|txn| super::model::ATTACHMENTS.list(txn)).await.unwrap_or_default();
-        for v in views {
-            let a = all.iter().find(|(k, _)| *k == v.id).map(|(_, a)| a);
-            v.operator = serde_json::to_value(self.connection(v, a)).ok();
-        }
+    /// The operator's state on each of these clusters, in their order. A store that cannot be
+    /// read is the caller's error to answer (a view without its operator part would read as
+    /// "not attached").
+    pub async fn connections(
+        &self,
+        views: &[ClusterView],
+    ) -> Result<Vec<OperatorConnection>, crate::store::StoreError> {
+        let all = self.store.read(|txn| super::model::ATTACHMENTS.list(txn)).await?;
+        let by_id: std::collections::HashMap<&str, &Attachment> = all.iter().map(|(k, a)| (k.as_str(), a)).collect();
+        Ok(views.iter().map(|v| self.connection(v, by_id.get(v.id.as_str()).copied())).collect())
     }
 }

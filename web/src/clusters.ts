@@ -1,17 +1,19 @@
 // The clusters API as the console uses it: the server's types (src/api/schema.d.ts) and calls.
 
 import { get, request, type Schemas } from "./api";
-import type { OperatorConnection } from "./operator";
 
 export type ClusterStatus = Schemas["ClusterStatus"];
 export type Role = Schemas["Role"];
 export type ProbeError = Schemas["ProbeError"];
 export type Check = Schemas["Check"];
 
-/** A cluster as listed, with its operator typed (see operator.ts: the document says `object`). */
-export type Cluster = Omit<Schemas["ClusterView"], "operator"> & { operator?: OperatorConnection | null };
-/** A cluster as registration, GET and PATCH answer it: the listing's fields, its checks and inventory. */
-export type ClusterDetail = Omit<Schemas["ClusterDetail"], "operator"> & { operator?: OperatorConnection | null };
+/** A cluster as listed: the registry's fields and its operator's state. */
+export type Cluster = Schemas["ClusterView"];
+/** A cluster as GET answers it: the listing's fields, its checks and inventory, its operator. Registration
+ *  and PATCH answer the same without `operator` (`ClusterDetailFields`). */
+export type ClusterDetail = Schemas["ClusterDetail"];
+/** The operator's state on a cluster (`operator` of the views above). */
+export type OperatorConnection = Schemas["OperatorConnection"];
 
 /** One object of an attach or detach answer. */
 export type ObjectResult = Schemas["ObjectResult"];
@@ -40,8 +42,7 @@ export async function listClusters(signal?: AbortSignal): Promise<Cluster[]> {
   const all: Cluster[] = [];
   for (let page = 1; page <= 100; page++) {
     const res = await get<Schemas["ClusterPage"]>(`/api/v1/clusters?page=${page}&size=${PAGE_SIZE}`, signal);
-    // The page's operator is the hand-typed one (operator.ts).
-    all.push(...(res.data as Cluster[]));
+    all.push(...res.data);
     if (page >= res.pagination.total_pages || res.data.length === 0) break;
   }
   return all;

@@ -1101,8 +1101,15 @@ export interface components {
             /** @description The cluster's status (`connected`, `degraded`, `unreachable`, `pending`). */
             status: string;
         };
-        /** @description `GET /api/v1/clusters/{id}` and the 201 of a registration. */
-        ClusterDetail: components["schemas"]["ClusterView"] & {
+        /** @description `GET /api/v1/clusters/{id}`: the registry's detail and its operator's state. */
+        ClusterDetail: components["schemas"]["ClusterDetailFields"] & {
+            operator?: components["schemas"]["OperatorConnection"] | null;
+        };
+        /**
+         * @description The 201 of a registration and the answer of an edit; `GET /api/v1/clusters/{id}` adds the
+         *     operator's part (`crate::views::ClusterDetail`).
+         */
+        ClusterDetailFields: components["schemas"]["ClusterFields"] & {
             checks: components["schemas"]["Check"][];
             gpu: components["schemas"]["GpuSummary"];
             kubernetes_version?: string | null;
@@ -1110,14 +1117,11 @@ export interface components {
             nodes: components["schemas"]["NodeSummary"];
             prerequisites?: components["schemas"]["Prerequisites"] | null;
         };
-        ClusterPage: {
-            data: components["schemas"]["ClusterView"][];
-            pagination: components["schemas"]["Pagination"];
-        };
-        /** @enum {string} */
-        ClusterStatus: "pending" | "connected" | "degraded" | "unreachable" | "deleted";
-        /** @description A cluster as `GET /api/v1/clusters` lists it. */
-        ClusterView: {
+        /**
+         * @description A cluster as the registry sees it: what `GET /api/v1/clusters` lists, without the operator's
+         *     part (`crate::views::ClusterView` adds it).
+         */
+        ClusterFields: {
             api_server: string;
             /** @description What session URLs use: the cluster's domain, else the server-wide default. */
             effective_session_domain?: string | null;
@@ -1133,11 +1137,6 @@ export interface components {
             name: string;
             /** Format: int64 */
             node_count: number;
-            /**
-             * @description The operator on this cluster: attached, connected or silent (and why). Filled in by the
-             *     operator domain (`operator::status::OperatorConnection`), which sits above this one.
-             */
-            operator?: Record<string, unknown> | null;
             registered_at: string;
             role: components["schemas"]["Role"];
             /** Format: int64 */
@@ -1147,6 +1146,16 @@ export interface components {
             /** @description The cluster's own session ingress (`host:port`) for the `/proxy/` relay, if set. */
             session_ingress?: string | null;
             status: components["schemas"]["ClusterStatus"];
+        };
+        ClusterPage: {
+            data: components["schemas"]["ClusterView"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        /** @enum {string} */
+        ClusterStatus: "pending" | "connected" | "degraded" | "unreachable" | "deleted";
+        /** @description A cluster as `GET /api/v1/clusters` lists it: the registry's view and its operator's state. */
+        ClusterView: components["schemas"]["ClusterFields"] & {
+            operator?: components["schemas"]["OperatorConnection"] | null;
         };
         ConnectRequest: {
             /** @description `code`, `lab` or `terminal` (default `lab`). */
@@ -1161,20 +1170,37 @@ export interface components {
             /** @description Opens the app; the token in it works once, for 300 s. */
             url: string;
         };
-        /** @description `POST /api/v1/clusters/{id}/connection-test`. */
-        ConnectionTest: {
+        /**
+         * @description `POST /api/v1/clusters/{id}/connection-test`: the probe's result and the operator's state,
+         *     its pods read fresh from the cluster when attached.
+         */
+        ConnectionTest: components["schemas"]["ConnectionTestFields"] & {
+            operator?: components["schemas"]["OperatorConnection"] | null;
+        };
+        /**
+         * @description `POST /api/v1/clusters/{id}/connection-test`, without the operator's part
+         *     (`crate::views::ConnectionTest` adds it).
+         */
+        ConnectionTestFields: {
             checked_at: string;
             checks: components["schemas"]["Check"][];
             cluster_id: string;
             last_error?: components["schemas"]["ProbeError"] | null;
             /** Format: int64 */
             latency_ms: number;
-            /**
-             * @description The operator's state, its pods read fresh from the cluster when attached (filled in
-             *     through `App`, as on cluster views).
-             */
-            operator?: unknown;
             status: components["schemas"]["ClusterStatus"];
+        };
+        ContainerState: {
+            image: string;
+            last_termination?: components["schemas"]["Termination"] | null;
+            message?: string | null;
+            name: string;
+            ready: boolean;
+            reason?: string | null;
+            /** Format: int32 */
+            restarts: number;
+            /** @description `waiting`, `running` or `terminated`. */
+            state: string;
         };
         /** @description `POST /api/v1/sessions`. Unknown fields are refused. */
         CreateSession: {
@@ -1191,6 +1217,21 @@ export interface components {
         /** @description `POST /internal/nodes/decommissioned` (§2.6). Upstream takes any object; no hostname = not accepted. */
         Decommissioned: {
             hostname?: string | null;
+        };
+        DeploymentState: {
+            /** Format: int32 */
+            available: number;
+            image?: string | null;
+            /** @description Conditions that are not True (`type: reason: message`). */
+            problems: string[];
+            /** Format: int32 */
+            ready: number;
+            /** Format: int32 */
+            replicas: number;
+        };
+        Diagnosis: {
+            cause: string;
+            fix: string;
         };
         /** @description `POST /internal/inventory/drift` (§2.5): sent when used > total. Upstream takes any object. */
         DriftReport: {
@@ -1219,6 +1260,15 @@ export interface components {
             message: string;
             /** @description Echoed in the `X-Request-Id` response header and in the server log. */
             request_id: string;
+        };
+        EventState: {
+            /** Format: int32 */
+            count: number;
+            last_seen?: string | null;
+            message: string;
+            object: string;
+            reason: string;
+            type: string;
         };
         /** @description One field-level validation problem: `loc` is the path (`["body","role"]`), `type` a short kind. */
         FieldError: {
@@ -1317,6 +1367,15 @@ export interface components {
         };
         Jwks: {
             keys: components["schemas"]["Jwk"][];
+        };
+        LogTail: {
+            container: string;
+            lines: string[];
+            pod: string;
+            /** @description The log of the run before the last restart (the one that crashed). */
+            previous: boolean;
+            /** @description More was there than was read. */
+            truncated: boolean;
         };
         LoginRequest: {
             /** @description 1-1024 bytes. */
@@ -1551,6 +1610,56 @@ export interface components {
             /** @description RFC 3339. */
             ts: string;
         };
+        OperatorConnection: {
+            attached_at?: string | null;
+            control_plane_url?: string | null;
+            /** @description The image and control-plane URL the operator was deployed with. */
+            image?: string | null;
+            /**
+             * Format: int64
+             * @description Age of the last operator callback, seconds.
+             */
+            last_callback_age_s?: number | null;
+            last_token_rejection?: components["schemas"]["Rejection"] | null;
+            /** @description Why a silent operator may be silent, most likely first. */
+            likely_causes: string[];
+            next_renewal_attempt_at?: string | null;
+            pod?: components["schemas"]["OperatorPods"] | null;
+            /** @description Last failed renewal of that token, and when the next attempt is due. */
+            renewal_error?: string | null;
+            renewal_error_at?: string | null;
+            state: components["schemas"]["OperatorState"];
+            token?: components["schemas"]["TokenView"] | null;
+        };
+        OperatorPods: {
+            deployment?: components["schemas"]["DeploymentState"] | null;
+            diagnosis?: components["schemas"]["Diagnosis"] | null;
+            /** @description Reading failed altogether (unreachable, forbidden). */
+            error?: string | null;
+            /** @description Recent Events about the Deployment, its ReplicaSets and pods, newest first. */
+            events: components["schemas"]["EventState"][];
+            events_error?: string | null;
+            log?: components["schemas"]["LogTail"] | null;
+            /** @description Why there is no log (e.g. `pods/log` forbidden): said, never an error of the view. */
+            log_error?: string | null;
+            /** @description Newest first, at most 3. */
+            pods: components["schemas"]["PodState"][];
+            /**
+             * Format: int64
+             * @description How many pods matching the selector were read (one page of 50).
+             */
+            pods_matching: number;
+            /** @description More match than one page holds (the server's continue token). */
+            pods_more: boolean;
+            /** @description When this was read (RFC 3339). */
+            read_at: string;
+        };
+        /**
+         * @description `not_attached`: registered only. `attach_incomplete`: the last attach stopped part-way.
+         *     `connected`: a callback within two heartbeat intervals. `silent`: attached, no recent callback.
+         * @enum {string}
+         */
+        OperatorState: "not_attached" | "attach_incomplete" | "connected" | "silent";
         /** @description `GET /api/v1/overview`. */
         OverviewAnswer: {
             clusters: components["schemas"]["ClusterCells"][];
@@ -1598,6 +1707,14 @@ export interface components {
          * @enum {string}
          */
         Phase: "pending" | "preparing" | "running" | "paused" | "terminating" | "terminated" | "error";
+        PodState: {
+            containers: components["schemas"]["ContainerState"][];
+            name: string;
+            node?: string | null;
+            phase: string;
+            /** @description PodScheduled False: the scheduler's reason and message. */
+            unschedulable?: string | null;
+        };
         PoolCapacity: {
             /** Format: int64 */
             capacity_bytes?: number;
@@ -1677,6 +1794,21 @@ export interface components {
             role: components["schemas"]["Role"];
             /** @description Host for this cluster's session URLs; empty = the server-wide default. */
             session_domain?: string | null;
+        };
+        /**
+         * @description Tokens presented on `/internal/*` and refused, by the cluster they claimed. The claim is not
+         *     verified (the token was refused), so only fixed reason codes and counts are kept: a forged
+         *     token can add to a count, never write text an admin reads, nor hide another cause.
+         */
+        Rejection: {
+            /** @description When the last one came. */
+            at: string;
+            /** @description Refusals by reason code since start. */
+            counts: {
+                [key: string]: number;
+            };
+            /** @description The last one's reason code (`expired`, `bad_signature`, `unknown_kid`, …). */
+            reason: string;
         };
         /** @description The answer of attach and detach. */
         Report: {
@@ -1908,6 +2040,13 @@ export interface components {
             used_mem_mb?: number | null;
             /** @description `Yielded` after an in-place yield. */
             yield_state?: string | null;
+        };
+        Termination: {
+            /** Format: int32 */
+            exit_code: number;
+            finished_at?: string | null;
+            message?: string | null;
+            reason?: string | null;
         };
         TokenAnswer: components["schemas"]["TokenView"] & {
             cluster_id: string;
@@ -2850,7 +2989,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ClusterDetail"];
+                    "application/json": components["schemas"]["ClusterDetailFields"];
                 };
             };
             /** @description invalid_json: the body is not JSON */
@@ -3101,7 +3240,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ClusterDetail"];
+                    "application/json": components["schemas"]["ClusterDetailFields"];
                 };
             };
             /** @description invalid_json: the body is not JSON */
