@@ -362,7 +362,7 @@ impl Clusters {
         let inventory = self.inventory.clone();
         let record = self
             .store
-            .write(move |txn| {
+            .write_with(move |txn| {
                 // Uniqueness is decided inside the write transaction: redb serialises writers,
                 // so two registrations of one cluster cannot both pass.
                 for (_, other) in CLUSTERS.list_in_write(txn)? {
@@ -373,14 +373,14 @@ impl Clusters {
                         Some(&record.api_server),
                         None,
                     ) {
-                        return Ok(Err(e));
+                        return Err(e);
                     }
                 }
                 inventory.seed(txn, &record.id, &nodes, now)?;
                 CLUSTERS.put(txn, &record.id, &record)?;
-                Ok(Ok(record))
+                Ok::<_, ClusterError>(record)
             })
-            .await??;
+            .await?;
         Ok(record)
     }
 
@@ -640,14 +640,14 @@ impl Clusters {
         let key = id.to_string();
         let record = self
             .store
-            .write(move |txn| {
+            .write_with(move |txn| {
                 let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
-                    return Ok(Err(ClusterError::NotFound(key)));
+                    return Err(ClusterError::NotFound(key));
                 };
                 if let Some(n) = name {
                     for (_, other) in CLUSTERS.list_in_write(txn)? {
                         if let Some(e) = conflict_with(&other, &n, None, None, Some(&r.id)) {
-                            return Ok(Err(e));
+                            return Err(e);
                         }
                     }
                     r.name = n;
@@ -667,9 +667,9 @@ impl Clusters {
                     r.api_server_kubeconfig_hash = paired_hash;
                 }
                 CLUSTERS.put(txn, &r.id, &r)?;
-                Ok(Ok(r))
+                Ok::<_, ClusterError>(r)
             })
-            .await??;
+            .await?;
         self.detail_of(record).await
     }
 
@@ -870,22 +870,22 @@ impl Clusters {
         let now = self.clock.now_ms();
         let (in_use, inventory) = (self.in_use.clone(), self.inventory.clone());
         self.store
-            .write(move |txn| {
+            .write_with(move |txn| {
                 let Some(mut r) = CLUSTERS.get_in_write(txn, &key)?.filter(ClusterRecord::is_live) else {
-                    return Ok(Err(ClusterError::NotFound(key)));
+                    return Err(ClusterError::NotFound(key));
                 };
                 let (sessions, allocations) = in_use(txn, &key)?;
                 if !sessions.is_empty() || !allocations.is_empty() {
                     let in_use = super::in_use::InUse::new(key, r.name.clone(), sessions, allocations);
-                    return Ok(Err(ClusterError::InUse(Box::new(in_use))));
+                    return Err(ClusterError::InUse(Box::new(in_use)));
                 }
                 inventory.forget(txn, &key)?;
                 r.status = ClusterStatus::Deleted;
                 r.deleted_at = Some(now);
                 CLUSTERS.put(txn, &key, &r)?;
-                Ok(Ok(()))
+                Ok::<_, ClusterError>(())
             })
-            .await??;
+            .await?;
         lock(&self.conns).remove(id.as_str());
         let (dir, id2) = (self.kubeconfig_dir(), id.clone());
         let removed = tokio::task::spawn_blocking(move || kubeconfig::remove_dir(&dir, &id2)).await;

@@ -1,9 +1,10 @@
-//! Inventory: what the clusters' operators report (nodes, GPUs, drift, health events, volumes,
-//! session status and samples) through upstream's `/internal` callbacks, liveness (heartbeats and
-//! the sweep that marks silence), the admin's node cordon/decommission, and `/metrics`.
+//! Inventory: the clusters' nodes, GPUs, storage pools and counts, as their operators report
+//! them (nodes, GPUs, drift, health events, volumes; the `/internal` handlers are
+//! `crate::callbacks`'), liveness (heartbeats and the sweep that marks silence), the admin's node
+//! cordon/decommission, and the clusters' part of `/metrics`.
 //!
 //! Reports arrive every 15 s per node and mostly repeat what is stored. A repeat costs no write:
-//! the first time, a read transaction runs the report's code without writing ([`apply::DryRun`]);
+//! the first time, a read transaction runs the report's code without writing ([`DryRun`]);
 //! if nothing durable would change, the report's digest is remembered, tagged with its cluster's
 //! inventory tag (moved by every inventory write of that cluster), and later repeats are answered
 //! from memory. Either way their liveness times go to memory and are written every
