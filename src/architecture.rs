@@ -56,21 +56,8 @@ fn target_layer(segments: &[&str]) -> Option<usize> {
 /// skipped), as its segments.
 fn crate_paths(text: &str) -> Vec<(usize, Vec<String>)> {
     let mut out = Vec::new();
-    let lines: Vec<&str> = text.lines().collect();
-    for (n, line) in lines.iter().enumerate() {
-        // A `#[cfg(test)] mod …` (the unit tests, at the end of a file by habit here) may reach
-        // anything; a test-only item elsewhere is still checked.
-        if line.trim_start().starts_with("#[cfg(test)]")
-            && lines[n + 1..]
-                .iter()
-                .map(|l| l.trim_start())
-                .find(|l| !l.starts_with("#["))
-                .is_some_and(|l| l.starts_with("mod "))
-        {
-            break;
-        }
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
+    for (n, code) in code_lines(text) {
+        let mut rest = code.as_str();
         while let Some(i) = rest.find("crate::") {
             let before = rest[..i].chars().last();
             rest = &rest[i + "crate::".len()..];
@@ -79,7 +66,7 @@ fn crate_paths(text: &str) -> Vec<(usize, Vec<String>)> {
             }
             let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
             let segs: Vec<String> = rest[..end].split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
-            out.push((n + 1, segs));
+            out.push((n, segs));
         }
     }
     out
@@ -155,7 +142,9 @@ fn room(rel: &str) -> &str {
     rel.split('/').next().unwrap_or(rel).trim_end_matches(".rs")
 }
 
-/// The code lines of a file: up to its unit tests (`#[cfg(test)] mod …`), comments dropped.
+/// The code lines of a file, numbered from 1: up to its unit tests (`#[cfg(test)] mod …`, at the
+/// end of a file by habit here, may reach anything; a test-only item elsewhere is still checked),
+/// comments dropped.
 fn code_lines(text: &str) -> Vec<(usize, String)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();

@@ -10,14 +10,34 @@ use tokio::sync::watch;
 /// A run that takes longer than `period` delays the next one (runs never overlap), and `stop`
 /// is noticed between runs, never inside one. Returns once stopped, so the caller can do the
 /// stop's own last piece of work after it.
-pub async fn every<F, Fut>(period: Duration, mut stop: watch::Receiver<bool>, mut f: F)
+pub async fn every<F, Fut>(period: Duration, stop: watch::Receiver<bool>, f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run(period, stop, f, false).await
+}
+
+/// Like [`every`], with the first run at once (work the server wants done as soon as it starts,
+/// then every `period`).
+pub async fn now_and_every<F, Fut>(period: Duration, stop: watch::Receiver<bool>, f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run(period, stop, f, true).await
+}
+
+async fn run<F, Fut>(period: Duration, mut stop: watch::Receiver<bool>, mut f: F, at_once: bool)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
+    if !at_once {
+        tick.tick().await;
+    }
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -51,5 +71,25 @@ mod tests {
         stop.send(true).unwrap();
         task.await.unwrap();
         while ran.recv().await.is_some() {}
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn now_and_every_runs_at_once_then_each_period() {
+        let (stop, rx) = watch::channel(false);
+        let (tx, mut ran) = tokio::sync::mpsc::unbounded_channel();
+        let period = Duration::from_secs(30);
+        let start = Instant::now();
+        let task = tokio::spawn(now_and_every(period, rx, move || {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(Instant::now());
+            }
+        }));
+        let first = ran.recv().await.unwrap();
+        assert!(first - start < period, "the first run waited {:?}", first - start);
+        let second = ran.recv().await.unwrap();
+        assert!(second - start >= period, "the second run came {:?} after the start", second - start);
+        stop.send(true).unwrap();
+        task.await.unwrap();
     }
 }

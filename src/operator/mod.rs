@@ -918,33 +918,23 @@ impl Operator {
 
 /// Reads silent operators' pods every `every` (each cluster at most every
 /// [`pod::REFRESH_EVERY`]) until `stop`.
-pub fn spawn_pod_watch(op: Arc<Operator>, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
+pub fn spawn_pod_watch(op: Arc<Operator>, every: Duration, stop: tokio::sync::watch::Receiver<bool>) {
+    tokio::spawn(crate::background::now_and_every(every, stop, move || {
+        let op = op.clone();
+        async move {
             op.refresh_silent().await;
         }
-    });
+    }));
 }
 
 /// Renews due tokens every `every` until `stop`.
-pub fn spawn_rotation(op: Arc<Operator>, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
+pub fn spawn_rotation(op: Arc<Operator>, every: Duration, stop: tokio::sync::watch::Receiver<bool>) {
+    tokio::spawn(crate::background::now_and_every(every, stop, move || {
+        let op = op.clone();
+        async move {
             if let Err(e) = op.renew_due().await {
                 tracing::error!(error = %e, "cannot read attached clusters for token renewal");
             }
         }
-    });
+    }));
 }
