@@ -594,8 +594,9 @@ async fn reconcile_after_restore(app: &crate::App, marker: &Path) {
         unknown = report.unknown_crs.len(),
         "after restore: reconcile done"
     );
-    app.snapshots.set_restore(report);
+    // The marker goes before the finished report is shown: whoever sees `finished` finds no marker.
     let _ = std::fs::remove_file(marker);
+    app.snapshots.set_restore(report);
 }
 
 /// Should `snapshot save --pre-upgrade` take one? Yes when a state file exists and the version
