@@ -70,7 +70,7 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
         Attach the operator: the server applies its CRDs, namespaces, RBAC, token Secret and Deployment through this cluster's kubeconfig,
         and keeps the token renewed.
       </p>
-      <label class="small">
+      <label class="small option">
         <input type="checkbox" checked={labelNodes} onChange={(e) => setLabelNodes(e.currentTarget.checked)} /> Label nodes as upstream does
         where the labels are missing (GPU nodes gpu=on, gshare.io/gpu=true, gshare.io/gpu-mode=fractional; CPU nodes
         gshare.io/node-type=cpu); labels set to other values are kept
