@@ -6,8 +6,9 @@ export type Phase = Schemas["Phase"];
 /** Every phase, in life order (the filter's choices); the compiler says when the server has another. */
 const PHASE_ORDER: Record<Phase, number> = { pending: 0, preparing: 1, running: 2, paused: 3, terminating: 4, terminated: 5, error: 6 };
 export const PHASES = (Object.keys(PHASE_ORDER) as Phase[]).sort((a, b) => PHASE_ORDER[a] - PHASE_ORDER[b]);
-/** What `actions` lists (the document says `string[]`: see `SessionView.actions`). */
-export type SessionAction = "pause" | "resume" | "delete" | "connect";
+/** What a session's `actions` lists. */
+export type SessionAction = Schemas["SessionAction"];
+/** The document says only `string` for `ConnectRequest.kind`: these are the kinds the server takes. */
 export type ConnectKind = "code" | "lab" | "terminal";
 export const CONNECT_KINDS: ConnectKind[] = ["code", "lab", "terminal"];
 
