@@ -52,6 +52,10 @@ fn target_layer(segments: &[&str]) -> Option<usize> {
     }
 }
 
+/// What [`crate_paths`] reports for a grouped `use crate::{…}`: a group hides the layers it
+/// names from this check, so layered files write one `use` per path.
+const GROUPED: &str = "{";
+
 /// Every `crate::` path in a file's code (comments, doc comments and the `#[cfg(test)]` part
 /// skipped), as its segments.
 fn crate_paths(text: &str) -> Vec<(usize, Vec<String>)> {
@@ -63,6 +67,11 @@ fn crate_paths(text: &str) -> Vec<(usize, Vec<String>)> {
             rest = &rest[i + "crate::".len()..];
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
                 continue; // `some_crate::`, not `crate::`
+            }
+            if rest.starts_with('{') {
+                // `crate::{a, b}`: reported as a group (see `GROUPED`), whatever it holds.
+                out.push((n, vec![GROUPED.to_string()]));
+                continue;
             }
             let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
             let segs: Vec<String> = rest[..end].split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
@@ -102,6 +111,14 @@ fn no_layer_names_a_higher_one() {
         let text = std::fs::read_to_string(f).unwrap_or_default();
         for (line, segs) in crate_paths(&text) {
             let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+            if segs == [GROUPED] {
+                if own != TOP {
+                    bad.push(format!(
+                        "src/{rel}:{line} groups crate imports (`use crate::{{…}}`): write one `use` per path"
+                    ));
+                }
+                continue;
+            }
             let Some(target) = target_layer(&segs) else { continue };
             if target <= own {
                 continue;
@@ -117,6 +134,13 @@ fn no_layer_names_a_higher_one() {
     for (file, _) in OWED {
         assert!(owed_seen.iter().any(|f| f == file), "{file} no longer names a higher layer: remove it from OWED");
     }
+}
+
+#[test]
+fn the_checker_sees_a_grouped_import() {
+    let paths = crate_paths("use crate::{clusters::X, sessions::Y};\nuse crate::store::Store;\n");
+    assert_eq!(paths[0], (1, vec![GROUPED.to_string()]));
+    assert_eq!(paths[1].1, vec!["store".to_string(), "Store".to_string()]);
 }
 
 #[test]
