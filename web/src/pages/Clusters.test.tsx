@@ -1,5 +1,6 @@
 import { fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
 import { ClustersPage } from "./Clusters";
+import { stubEventSource } from "../test/events";
 import { cluster, page, stubFetch } from "../test/fetch";
 
 const two = () => [
@@ -184,32 +185,13 @@ describe("ClustersPage", () => {
 });
 
 describe("live updates", () => {
-  class FakeEventSource {
-    static last: FakeEventSource | null = null;
-    listeners: Record<string, (() => void)[]> = {};
-    onerror: (() => void) | null = null;
-    closed = false;
-    constructor(public url: string) {
-      FakeEventSource.last = this;
-    }
-    addEventListener(kind: string, f: () => void) {
-      (this.listeners[kind] ??= []).push(f);
-    }
-    emit(kind: string) {
-      (this.listeners[kind] ?? []).forEach((f) => f());
-    }
-    close() {
-      this.closed = true;
-    }
-  }
-
   it("reloads the list when the server says clusters changed, and only then (no polling needed)", async () => {
-    vi.stubGlobal("EventSource", FakeEventSource);
+    const source = stubEventSource();
     let name = "gpu-a";
     const calls = stubFetch({ "GET /api/v1/clusters": () => ({ body: page([cluster({ name })]) }) });
     const { unmount } = render(<ClustersPage />);
     await screen.findByText("gpu-a");
-    const es = FakeEventSource.last!;
+    const es = source();
     expect(es.url).toBe("/api/v1/events");
     es.emit("hello");
     // The stream is up: the page settles on the slow fallback poll (one reload as it switches).
