@@ -1,5 +1,5 @@
 import { act, fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
-import { OverviewPage } from "./Overview";
+import { FleetMap, OverviewPage } from "./Overview";
 import { cardAt, layout, move } from "../overview";
 import { overview, stubFetch } from "../test/fetch";
 
@@ -126,6 +126,21 @@ describe("OverviewPage", () => {
     fireEvent.keyDown(map, { key: "Enter" });
     expect(location.pathname).toBe("/clusters");
     expect(location.hash).toBe("#clu_01JAAAAAAAAAAAAAAAAAAAAAAA/gpu-node-1");
+  });
+
+  it("keeps the shown card's sessions across a live update (the node's detail is fetched again)", async () => {
+    const calls = stubFetch({ "GET /api/v1/overview/nodes/*": () => ({ body: nodeDetail }) });
+    const detailCalls = () => calls.filter((c) => c.path.startsWith("/api/v1/overview/nodes/")).length;
+    const { rerender } = render(<FleetMap clusters={overview().clusters} />);
+    const map = await screen.findByRole("application");
+    act(() => map.focus());
+    fireEvent.focus(map);
+    await within(await screen.findByRole("status")).findByText(/notebook-a/);
+    expect(detailCalls()).toBe(1);
+    // New data (a heartbeat, a report): the old detail is dropped, the shown node's comes back.
+    rerender(<FleetMap clusters={overview().clusters} />);
+    await waitFor(() => expect(detailCalls()).toBe(2));
+    await within(await screen.findByRole("status")).findByText(/notebook-a/);
   });
 
   it("says so when no card is known yet", async () => {

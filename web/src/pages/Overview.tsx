@@ -277,6 +277,7 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
   const [focus, setFocus] = useState(-1);
   const [hover, setHover] = useState(-1);
   const [details, setDetails] = useState<Record<string, NodeDetail | "loading" | "error">>({});
+  const [epoch, setEpoch] = useState(0);
   useEffect(() => {
     const el = wrap.current;
     if (!el) return;
@@ -317,9 +318,14 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
       clearTimeout(t);
       ctl.abort();
     };
-  }, [key]); // eslint-disable-line react-hooks/exhaustive-deps
+    // `epoch` is a dependency: when new data clears the details, the shown node's is fetched again
+    // (with `key` alone, a tip open across a live update stayed without its sessions).
+  }, [key, epoch]); // eslint-disable-line react-hooks/exhaustive-deps
   // Data changed: details may be stale.
-  useEffect(() => setDetails({}), [clusters]);
+  useEffect(() => {
+    setDetails({});
+    setEpoch((e) => e + 1);
+  }, [clusters]);
 
   const cardFromEvent = (e: MouseEvent) => {
     const r = (e.currentTarget as HTMLElement).getBoundingClientRect();
