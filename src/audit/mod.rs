@@ -114,7 +114,7 @@ impl AuditEntry {
 pub async fn record_change<T>(
     app: &crate::App,
     meta: &RequestMeta,
-    admin: &crate::auth::guard::AdminCaller,
+    admin: &impl crate::auth::guard::Actor,
     action: &str,
     target: &str,
     details: serde_json::Value,

@@ -20,7 +20,7 @@ use super::accounts::{
     self, AccountError, AccountSummary, INITIAL_ADMIN, INITIAL_PASSWORD_FILE, MAX_PASSWORD_LEN, MIN_PASSWORD_LEN,
     Username,
 };
-use super::guard::AdminCaller;
+use super::guard::{AdminCaller, SignedIn};
 use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, FieldError};
@@ -87,7 +87,7 @@ fn still_initial(app: &App, account: &accounts::Account) -> bool {
 }
 
 /// The rules for a new password (length, not trivially weak), as a field error.
-fn password_rules(field: &str, password: &str) -> Option<FieldError> {
+pub(super) fn password_rules(field: &str, password: &str) -> Option<FieldError> {
     let n = password.chars().count();
     if n < MIN_PASSWORD_LEN {
         return Some(FieldError::new(
@@ -109,7 +109,7 @@ fn password_rules(field: &str, password: &str) -> Option<FieldError> {
     None
 }
 
-async fn hash(password: String) -> Result<String, ApiError> {
+pub(super) async fn hash(password: String) -> Result<String, ApiError> {
     tokio::task::spawn_blocking(move || accounts::hash_password(&password))
         .await
         .map_err(ApiError::internal)?
@@ -127,7 +127,7 @@ fn now_rfc(ms: i64) -> String {
 /// The signed-in admin's account, and whether its password must be replaced first.
 #[utoipa::path(get, path = "/api/v1/account", tag = "auth",
     responses((status = 200, body = AccountView), (status = 401, body = ErrorBody)))]
-async fn account(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axum::Json<AccountView>, ApiError> {
+async fn account(State(app): State<Arc<App>>, caller: SignedIn) -> Result<axum::Json<AccountView>, ApiError> {
     let name = caller.username.clone();
     let found = app.store.read(move |txn| accounts::get(txn, &name)).await?;
     Ok(axum::Json(match found {
@@ -158,7 +158,7 @@ async fn account(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axu
         (status = 429, body = ErrorBody, description = "too many wrong current passwords, with Retry-After")))]
 async fn change_password(
     State(app): State<Arc<App>>,
-    caller: AdminCaller,
+    caller: SignedIn,
     meta: RequestMeta,
     ApiJson(body): ApiJson<PasswordChange>,
 ) -> Result<Response, ApiError> {
@@ -228,7 +228,7 @@ async fn change_password(
     responses((status = 204, description = "every token issued before now is refused"), (status = 401, body = ErrorBody)))]
 async fn sign_out_everywhere(
     State(app): State<Arc<App>>,
-    caller: AdminCaller,
+    caller: SignedIn,
     meta: RequestMeta,
 ) -> Result<Response, ApiError> {
     // One second past now: tokens minted this very second end too.
@@ -248,14 +248,8 @@ async fn sign_out_everywhere(
     responses((status = 200, body = AdminList), (status = 401, body = ErrorBody)))]
 async fn list_admins(State(app): State<Arc<App>>, _caller: AdminCaller) -> Result<axum::Json<AdminList>, ApiError> {
     let all = app.store.read(accounts::list).await?;
-    let mut data: Vec<AccountSummary> = all
-        .into_iter()
-        .map(|a| AccountSummary {
-            username: a.username,
-            created_at: now_rfc(a.created_at_ms),
-            password_changed_at: now_rfc(a.password_changed_at_ms),
-        })
-        .collect();
+    let mut data: Vec<AccountSummary> =
+        all.iter().filter(|a| a.role == accounts::Role::Admin).map(AccountSummary::from).collect();
     data.sort_by(|a, b| a.username.cmp(&b.username));
     Ok(axum::Json(AdminList { data }))
 }
@@ -297,14 +291,16 @@ async fn add_admin(
     };
     let password_hash = hash(body.password).await?;
     let now_ms = app.clock.now_ms();
-    let added = accounts::store_new(&app.store, name.clone(), password_hash, now_ms).await;
+    let added =
+        accounts::store_account(&app.store, name.clone(), password_hash, accounts::Role::Admin, None, now_ms).await;
     crate::audit::record(
         &app,
         audit(if added.is_ok() { AuditResult::Success } else { AuditResult::Failure }, name.as_str()),
     )
     .await;
-    added.map_err(account_error)?;
-    let summary = AccountSummary { username: name, created_at: now_rfc(now_ms), password_changed_at: now_rfc(now_ms) };
+    let added = added.map_err(account_error)?;
+    app.signin.note_account(&added);
+    let summary = AccountSummary::from(&added);
     Ok((StatusCode::CREATED, axum::Json(summary)).into_response())
 }
 
@@ -337,6 +333,7 @@ async fn remove_admin(
     };
     let removed = accounts::store_removal(&app.store, name.clone()).await;
     if removed.is_ok() {
+        app.signin.forget_account(name.as_str());
         app.signin.revoke_all_before(&app.store, name.as_str(), app.clock.now_ms().div_euclid(1000) + 1).await?;
     }
     crate::audit::record(&app, audit(if removed.is_ok() { AuditResult::Success } else { AuditResult::Failure })).await;
@@ -385,14 +382,17 @@ async fn set_admin_password(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-fn account_error(e: AccountError) -> ApiError {
+pub(super) fn account_error(e: AccountError) -> ApiError {
     match e {
-        AccountError::NotFound(n) => ApiError::not_found(format!("no admin account {n}")),
-        AccountError::Exists(n) => ApiError::conflict(format!("an admin named {n} already exists"))
+        AccountError::NotFound(n) => ApiError::not_found(format!("no account {n}")),
+        AccountError::Exists(n) => ApiError::conflict(format!("an account named {n} already exists"))
             .with_details(serde_json::json!({ "username": n })),
-        AccountError::LastAccount(n) => {
-            ApiError::conflict(format!("{n} is the last admin account; add another before removing it"))
-                .with_details(serde_json::json!({ "username": n, "reason": "last" }))
+        AccountError::LastAccount(n) => ApiError::conflict(format!(
+            "{n} is the last enabled admin account; add another admin before removing, disabling or demoting it"
+        ))
+        .with_details(serde_json::json!({ "username": n, "reason": "last" })),
+        AccountError::BadGroup => {
+            ApiError::field(&["body", "group"], "must be 1–64 characters: letters, digits and - _ . @", "value_error")
         }
         AccountError::Store(e) => ApiError::from(e),
         other => ApiError::internal(other),

@@ -61,13 +61,54 @@ impl std::fmt::Display for Username {
     }
 }
 
-/// One stored account. The hash is a PHC string (`$argon2id$v=19$…`).
+/// What an account may do: an `admin` runs the lab (every route); a `member` signs in to use
+/// GPUs (their own sessions, the offerings, their own account) and gets 403 `forbidden_role`
+/// everywhere else.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = UserRole)]
+pub enum Role {
+    /// Accounts stored before roles existed were all admins: that is the default when reading.
+    #[default]
+    Admin,
+    Member,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Member => "member",
+        }
+    }
+}
+
+/// Longest group name (policies attach to groups).
+pub const MAX_GROUP_LEN: usize = 64;
+
+/// A group name: the username rule (1-64 of `A-Z a-z 0-9 - _ . @`).
+pub fn check_group(group: &str) -> Result<(), AccountError> {
+    let ok = !group.is_empty()
+        && group.len() <= MAX_GROUP_LEN
+        && group.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c));
+    if ok { Ok(()) } else { Err(AccountError::BadGroup) }
+}
+
+/// One stored account. The hash is a PHC string (`$argon2id$v=19$…`). Rows written before
+/// roles existed read as enabled admins without a group.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Account {
     pub username: Username,
     pub password_hash: String,
     pub created_at_ms: i64,
     pub password_changed_at_ms: i64,
+    #[serde(default)]
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// A disabled account cannot sign in, and its tokens and cookies stop at the next request.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
 }
 
 /// What listings show: never the hash.
@@ -75,6 +116,9 @@ pub struct Account {
 pub struct AccountSummary {
     #[schema(value_type = String)]
     pub username: Username,
+    pub role: Role,
+    pub group: Option<String>,
+    pub disabled: bool,
     pub created_at: String,
     pub password_changed_at: String,
 }
@@ -83,25 +127,52 @@ impl From<&Account> for AccountSummary {
     fn from(a: &Account) -> Self {
         Self {
             username: a.username.clone(),
+            role: a.role,
+            group: a.group.clone(),
+            disabled: a.disabled,
             created_at: crate::clock::rfc3339_ms(a.created_at_ms),
             password_changed_at: crate::clock::rfc3339_ms(a.password_changed_at_ms),
         }
     }
 }
 
+/// What the request guard needs of an account at every request, kept in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub role: Role,
+    pub disabled: bool,
+}
+
+impl From<&Account> for Standing {
+    fn from(a: &Account) -> Self {
+        Self { role: a.role, disabled: a.disabled }
+    }
+}
+
+/// A change to an account's role, group or enabled state (`PATCH /api/v1/users/{username}`).
+#[derive(Debug, Clone, Default)]
+pub struct AccountPatch {
+    pub role: Option<Role>,
+    /// `Some(None)` clears the group.
+    pub group: Option<Option<String>>,
+    pub disabled: Option<bool>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AccountError {
     #[error("a username is 1-64 characters from A-Z a-z 0-9 - _ . @")]
     BadUsername,
+    #[error("a group is 1-64 characters from A-Z a-z 0-9 - _ . @")]
+    BadGroup,
     #[error("a password has {MIN_PASSWORD_LEN}-{MAX_PASSWORD_LEN} characters")]
     BadPassword,
     #[error("this password is too easy to guess: {0}")]
     WeakPassword(&'static str),
-    #[error("no admin account named `{0}`")]
+    #[error("no account named `{0}`")]
     NotFound(String),
-    #[error("an admin account named `{0}` exists already")]
+    #[error("an account named `{0}` exists already")]
     Exists(String),
-    #[error("`{0}` is the last admin account; add another before removing it")]
+    #[error("`{0}` is the last enabled admin account; add another admin before removing, disabling or demoting it")]
     LastAccount(String),
     #[error("cannot hash the password: {0}")]
     Hash(String),
@@ -188,13 +259,76 @@ fn list_in_write(txn: &WriteTxn) -> Result<Vec<String>, StoreError> {
 /// Adds an account with an already-computed hash (hash outside the transaction: it is slow).
 /// Names are unique without regard to case: `Admin` is refused while `admin` exists.
 pub fn add(txn: &WriteTxn, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
+    add_account(txn, name, password_hash, Role::Admin, None, now_ms).map(|_| ())
+}
+
+/// Adds an account with a role and an optional group; returns it.
+pub fn add_account(
+    txn: &WriteTxn,
+    name: &Username,
+    password_hash: String,
+    role: Role,
+    group: Option<String>,
+    now_ms: i64,
+) -> Result<Account, AccountError> {
     if let Some(taken) = list_in_write(txn)?.into_iter().find(|n| n.eq_ignore_ascii_case(name.as_str())) {
         return Err(AccountError::Exists(taken));
     }
-    let account =
-        Account { username: name.clone(), password_hash, created_at_ms: now_ms, password_changed_at_ms: now_ms };
+    if let Some(g) = &group {
+        check_group(g)?;
+    }
+    let account = Account {
+        username: name.clone(),
+        password_hash,
+        created_at_ms: now_ms,
+        password_changed_at_ms: now_ms,
+        role,
+        group,
+        disabled: false,
+    };
     ACCOUNTS.put(txn, name.as_str(), &account)?;
-    Ok(())
+    Ok(account)
+}
+
+/// Enabled admin accounts other than `except`, inside a write.
+fn other_enabled_admins(txn: &WriteTxn, except: &str) -> Result<usize, StoreError> {
+    let mut n = 0;
+    for name in list_in_write(txn)? {
+        if name != except
+            && let Some(a) = ACCOUNTS.get_in_write(txn, &name)?
+            && a.role == Role::Admin
+            && !a.disabled
+        {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Changes an account's role, group or enabled state; never leaves the lab without an enabled
+/// admin. Returns the account as it is now.
+pub fn patch(txn: &WriteTxn, name: &Username, change: &AccountPatch) -> Result<Account, AccountError> {
+    let Some(mut account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
+        return Err(AccountError::NotFound(name.to_string()));
+    };
+    if let Some(Some(g)) = &change.group {
+        check_group(g)?;
+    }
+    if let Some(role) = change.role {
+        account.role = role;
+    }
+    if let Some(group) = &change.group {
+        account.group = group.clone();
+    }
+    if let Some(disabled) = change.disabled {
+        account.disabled = disabled;
+    }
+    let loses_admin = account.role != Role::Admin || account.disabled;
+    if loses_admin && other_enabled_admins(txn, name.as_str())? == 0 {
+        return Err(AccountError::LastAccount(name.to_string()));
+    }
+    ACCOUNTS.put(txn, name.as_str(), &account)?;
+    Ok(account)
 }
 
 /// Replaces an account's password hash.
@@ -208,13 +342,12 @@ pub fn set_password(txn: &WriteTxn, name: &Username, password_hash: String, now_
     Ok(())
 }
 
-/// Removes an account, never the last one.
+/// Removes an account, never the last enabled admin.
 pub fn remove(txn: &WriteTxn, name: &Username) -> Result<(), AccountError> {
-    let names = list_in_write(txn)?;
-    if !names.iter().any(|n| n == name.as_str()) {
+    let Some(account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
         return Err(AccountError::NotFound(name.to_string()));
-    }
-    if names.len() <= 1 {
+    };
+    if account.role == Role::Admin && !account.disabled && other_enabled_admins(txn, name.as_str())? == 0 {
         return Err(AccountError::LastAccount(name.to_string()));
     }
     ACCOUNTS.delete(txn, name.as_str())?;
@@ -233,6 +366,21 @@ pub async fn store_new(store: &Store, name: Username, hash: String, now_ms: i64)
 
 pub async fn store_removal(store: &Store, name: Username) -> Result<(), AccountError> {
     store.write_with(move |txn| remove(txn, &name)).await
+}
+
+pub async fn store_account(
+    store: &Store,
+    name: Username,
+    hash: String,
+    role: Role,
+    group: Option<String>,
+    now_ms: i64,
+) -> Result<Account, AccountError> {
+    store.write_with(move |txn| add_account(txn, &name, hash, role, group, now_ms)).await
+}
+
+pub async fn store_patch(store: &Store, name: Username, change: AccountPatch) -> Result<Account, AccountError> {
+    store.write_with(move |txn| patch(txn, &name, &change)).await
 }
 
 /// On a store with no account at all, creates `admin` with a random password and writes that

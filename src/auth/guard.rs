@@ -10,6 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use subtle::ConstantTimeEq;
 
+use super::accounts::Role;
 use super::cookies::{CSRF_HEADER, console_cookie_names, cookie, csrf_token_for};
 use super::tokens::VerifyError;
 use crate::App;
@@ -20,6 +21,8 @@ use crate::http::extract::bearer_token;
 
 /// Subject prefix of admin tokens: `admin:<username>`.
 pub const ADMIN_PREFIX: &str = "admin:";
+/// Subject prefix of members' tokens: `user:<username>`.
+pub const USER_PREFIX: &str = "user:";
 /// Subject prefix of operator tokens: `operator:<cluster_id>`.
 pub const OPERATOR_PREFIX: &str = "operator:";
 /// Actor prefix of callers on the local admin socket: `local:<uid>`.
@@ -37,6 +40,31 @@ pub enum AuthVia {
     Local,
 }
 
+/// Whoever signed in: an admin or a member, with the role their account has now (read at every
+/// request, so a demotion or a disabled account takes effect at the next one). Routes members may
+/// call take this; every other route takes [`AdminCaller`].
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub username: String,
+    /// The token's `jti`, for the audit log.
+    pub token_id: Option<String>,
+    pub via: AuthVia,
+    /// The token's `exp` (unix seconds).
+    pub expires_at: i64,
+    pub role: Role,
+}
+
+impl SignedIn {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+
+    /// May this caller see and act on what `owner` owns? Admins on everything, members on their own.
+    pub fn may_act_for(&self, owner: &str) -> bool {
+        self.is_admin() || self.username == owner
+    }
+}
+
 /// An authenticated administrator.
 #[derive(Debug, Clone)]
 pub struct AdminCaller {
@@ -48,13 +76,42 @@ pub struct AdminCaller {
     pub expires_at: i64,
 }
 
-impl AdminCaller {
-    /// `admin:<name>`, the actor recorded in audit entries.
-    pub fn actor(&self) -> String {
+/// Who did it, as audit entries name them.
+pub trait Actor {
+    fn actor(&self) -> String;
+}
+
+impl Actor for AdminCaller {
+    /// `admin:<name>` (`local:<uid>` on the admin socket).
+    fn actor(&self) -> String {
         match self.via {
             AuthVia::Local => self.username.clone(),
             _ => format!("{ADMIN_PREFIX}{}", self.username),
         }
+    }
+}
+
+impl Actor for SignedIn {
+    /// `admin:<name>` for admins, `user:<name>` for members (`local:<uid>` on the admin socket).
+    fn actor(&self) -> String {
+        match (self.via, self.role) {
+            (AuthVia::Local, _) => self.username.clone(),
+            (_, Role::Admin) => format!("{ADMIN_PREFIX}{}", self.username),
+            (_, Role::Member) => format!("{USER_PREFIX}{}", self.username),
+        }
+    }
+}
+
+impl AdminCaller {
+    /// `admin:<name>`, the actor recorded in audit entries.
+    pub fn actor(&self) -> String {
+        Actor::actor(self)
+    }
+}
+
+impl SignedIn {
+    pub fn actor(&self) -> String {
+        Actor::actor(self)
     }
 }
 
@@ -66,16 +123,39 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        let caller = SignedIn::from_request_parts(parts, app).await?;
+        if !caller.is_admin() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::ForbiddenRole,
+                format!("this needs an admin; {} is signed in as a member", caller.username),
+            )
+            .with_details(serde_json::json!({ "role": caller.role.as_str(), "needs": "admin" })));
+        }
+        Ok(AdminCaller {
+            username: caller.username,
+            token_id: caller.token_id,
+            via: caller.via,
+            expires_at: caller.expires_at,
+        })
+    }
+}
+
+impl FromRequestParts<Arc<App>> for SignedIn {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
         // Only the admin socket puts a `LocalPeer` on a request; its uid was checked there. The
         // name is no account's (`:` is not allowed in one), so it owns nothing and changes no
         // account's own password.
         if let Some(peer) = parts.extensions.get::<LocalPeer>() {
             crate::http::body::mark_authenticated(&parts.extensions);
-            return Ok(AdminCaller {
+            return Ok(SignedIn {
                 username: format!("{LOCAL_PREFIX}{}", peer.uid),
                 token_id: None,
                 via: AuthVia::Local,
                 expires_at: app.clock.now() + 300,
+                role: Role::Admin,
             });
         }
         let (token, via) = match bearer_token(&parts.headers) {
@@ -102,13 +182,30 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
                 });
             }
         };
-        let username = claims.sub.strip_prefix(ADMIN_PREFIX).unwrap_or_default();
+        let (username, member_token) =
+            match (claims.sub.strip_prefix(ADMIN_PREFIX), claims.sub.strip_prefix(USER_PREFIX)) {
+                (Some(name), _) => (name, false),
+                (None, Some(name)) => (name, true),
+                (None, None) => ("", false),
+            };
         if username.is_empty() {
-            return Err(ApiError::forbidden("this token is not an admin token"));
+            return Err(ApiError::forbidden("this token is not an admin or user token"));
         }
         if !app.signin.is_current(username, claims.jti.as_deref(), claims.iat) {
             return Err(ApiError::unauthenticated("this session has ended (signed out or password changed)"));
         }
+        // The account's role now, not the one it had when the token was minted. An `admin:` token
+        // without an account is one the command line minted with the key ring (root's): an admin.
+        let role = match app.signin.standing(username) {
+            Some(s) if s.disabled => {
+                return Err(ApiError::unauthenticated(format!("the account {username} is disabled")));
+            }
+            Some(s) => s.role,
+            None if member_token => {
+                return Err(ApiError::unauthenticated(format!("no account {username}: sign in again")));
+            }
+            None => Role::Admin,
+        };
         if via == AuthVia::Cookie && !is_safe_method(&parts.method) {
             let expected = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
             let sent = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -121,7 +218,7 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
             }
         }
         crate::http::body::mark_authenticated(&parts.extensions);
-        Ok(AdminCaller { username: username.to_string(), token_id: claims.jti.clone(), via, expires_at: claims.exp })
+        Ok(SignedIn { username: username.to_string(), token_id: claims.jti.clone(), via, expires_at: claims.exp, role })
     }
 }
 

@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 
 use super::accounts::{self, MAX_PASSWORD_LEN, MAX_USERNAME_LEN};
 use super::cookies::{console_cookie_names, csrf_token_for};
-use super::guard::{ADMIN_PREFIX, AdminCaller, AuthVia};
+use super::guard::{ADMIN_PREFIX, AuthVia, SignedIn, USER_PREFIX};
 use super::throttle::LoginThrottle;
 use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
@@ -44,6 +44,9 @@ pub struct SignIn {
     pub throttle: LoginThrottle,
     revoked: RwLock<HashMap<String, i64>>,
     not_before: RwLock<HashMap<String, i64>>,
+    /// Each account's role and enabled state, read at every request by the guard (kept current
+    /// by the running server's account writes; loaded at start).
+    standings: RwLock<HashMap<String, accounts::Standing>>,
     /// A hash of a random password, verified against for unknown usernames (same timing).
     dummy_hash: String,
     hashing: tokio::sync::Semaphore,
@@ -92,6 +95,14 @@ impl SignIn {
                 Ok((revoked, not_before))
             })
             .await?;
+        let standings = store
+            .read(|txn| {
+                Ok(accounts::list(txn)?
+                    .iter()
+                    .map(|a| (a.username.as_str().to_string(), accounts::Standing::from(a)))
+                    .collect::<HashMap<_, _>>())
+            })
+            .await?;
         let dummy_hash = tokio::task::spawn_blocking(|| {
             accounts::random_password().and_then(|p| accounts::hash_password(&p)).unwrap_or_default()
         })
@@ -101,6 +112,7 @@ impl SignIn {
             throttle: LoginThrottle::new(config.login_max_failures, config.login_failure_window),
             revoked: RwLock::new(revoked),
             not_before: RwLock::new(not_before),
+            standings: RwLock::new(standings),
             dummy_hash,
             hashing: tokio::sync::Semaphore::new(CONCURRENT_HASHES),
             secure_cookies: config.tls_enabled(),
@@ -141,6 +153,21 @@ impl SignIn {
         store.write(move |txn| set_not_before(txn, &name, now)).await
     }
 
+    /// An account's role and enabled state (`None`: no such account).
+    pub fn standing(&self, username: &str) -> Option<accounts::Standing> {
+        read(&self.standings).get(username).copied()
+    }
+
+    /// An account was added or changed: the guard sees it at the next request.
+    pub fn note_account(&self, account: &accounts::Account) {
+        write(&self.standings).insert(account.username.as_str().to_string(), accounts::Standing::from(account));
+    }
+
+    /// An account was removed.
+    pub fn forget_account(&self, username: &str) {
+        write(&self.standings).remove(username);
+    }
+
     pub fn secure_cookies(&self) -> bool {
         self.secure_cookies
     }
@@ -177,6 +204,8 @@ pub struct LoginResponse {
     pub expires_in: u64,
     pub expires_at: String,
     pub username: String,
+    /// `admin` (the whole console) or `member` (their own sessions).
+    pub role: accounts::Role,
     /// Echo it in `X-CSRF-Token` on cookie-authenticated POST/PUT/PATCH/DELETE.
     pub csrf_token: String,
 }
@@ -342,20 +371,32 @@ async fn login(
             return Err(too_many(limited.retry_after_s, limited.scope));
         }
     };
-    let ok = check_password(&app, &body.username, body.password).await?;
-    if !ok {
+    let Some(standing) = check_password(&app, &body.username, body.password).await? else {
         crate::audit::record(&app, audit(AuditResult::Failure, "invalid_credentials")).await;
         return Err(invalid_credentials());
-    }
+    };
     signin.throttle.succeeded(attempt);
+    if standing.disabled {
+        // The password was right, so saying why is no help to a guesser.
+        crate::audit::record(&app, audit(AuditResult::Denied, "account_disabled")).await;
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::AccountDisabled,
+            "this account is disabled; ask an admin of the lab to enable it",
+        ));
+    }
     let username = body.username;
-    let token = app.auth.api.mint(&format!("{ADMIN_PREFIX}{username}"), signin.ttl).map_err(ApiError::internal)?;
+    let subject = match standing.role {
+        accounts::Role::Admin => format!("{ADMIN_PREFIX}{username}"),
+        accounts::Role::Member => format!("{USER_PREFIX}{username}"),
+    };
+    let actor = subject.clone();
+    let token = app.auth.api.mint(&subject, signin.ttl).map_err(ApiError::internal)?;
     let claims = app.auth.api.verify(&token).map_err(ApiError::internal)?;
     let csrf = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
     crate::audit::record(
         &app,
-        AuditEntry::new(&meta, format!("{ADMIN_PREFIX}{username}"), "auth.login", AuditResult::Success)
-            .target(username.clone()),
+        AuditEntry::new(&meta, actor, "auth.login", AuditResult::Success).target(username.clone()),
     )
     .await;
     let ttl_s = signin.ttl.as_secs();
@@ -365,6 +406,7 @@ async fn login(
         expires_in: ttl_s,
         expires_at: crate::clock::rfc3339_ms(claims.exp * 1000),
         username,
+        role: standing.role,
         csrf_token: csrf.clone(),
     };
     let mut res = axum::Json(body).into_response();
@@ -379,19 +421,26 @@ async fn login(
 
 /// Verifies off the executor, at most [`CONCURRENT_HASHES`] at once; unknown users are checked
 /// against a decoy hash so they take the same time.
-async fn check_password(app: &Arc<App>, username: &str, password: String) -> Result<bool, ApiError> {
+async fn check_password(
+    app: &Arc<App>,
+    username: &str,
+    password: String,
+) -> Result<Option<accounts::Standing>, ApiError> {
     let _permit = app.signin.hashing.acquire().await.map_err(ApiError::internal)?;
     let name = username.to_string();
     let account = app.store.read(move |txn| accounts::get(txn, &name)).await?;
     let (hash, known) = match account {
-        Some(a) => (a.password_hash, true),
-        None => (app.signin.dummy_hash.clone(), false),
+        Some(a) => {
+            let standing = accounts::Standing::from(&a);
+            (a.password_hash, Some(standing))
+        }
+        None => (app.signin.dummy_hash.clone(), None),
     };
     let matched = tokio::task::spawn_blocking(move || accounts::verify_password(&hash, &password))
         .await
         .map_err(ApiError::internal)?;
     app.signin.password_checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(known && matched)
+    Ok(known.filter(|_| matched))
 }
 
 /// Sign out: the token (cookie or bearer) stops working at once and the cookies are cleared.
@@ -404,7 +453,7 @@ async fn logout(
     State(app): State<Arc<App>>,
     _: SameOrigin,
     meta: RequestMeta,
-    caller: Result<AdminCaller, ApiError>,
+    caller: Result<SignedIn, ApiError>,
 ) -> Result<Response, ApiError> {
     match caller {
         Ok(caller) => {
@@ -438,6 +487,8 @@ pub struct Me {
     pub expires_at: String,
     /// Whether an account with this name exists (CLI-minted tokens may name any admin).
     pub account: bool,
+    /// `admin` or `member`: what the console shows.
+    pub role: accounts::Role,
     /// For cookie sessions: the value to send in `X-CSRF-Token`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub csrf_token: Option<String>,
@@ -450,7 +501,7 @@ pub struct Me {
         (status = 200, body = Me),
         (status = 401, body = ErrorBody, description = "no, expired, forged or revoked credentials"),
         (status = 403, body = ErrorBody, description = "an operator token")))]
-async fn me(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axum::Json<Me>, ApiError> {
+async fn me(State(app): State<Arc<App>>, caller: SignedIn) -> Result<axum::Json<Me>, ApiError> {
     let name = caller.username.clone();
     let account = app.store.read(move |txn| accounts::get(txn, &name)).await?.is_some();
     Ok(axum::Json(Me {
@@ -462,6 +513,7 @@ async fn me(State(app): State<Arc<App>>, caller: AdminCaller) -> Result<axum::Js
         },
         expires_at: crate::clock::rfc3339_ms(caller.expires_at * 1000),
         account,
+        role: caller.role,
         csrf_token: match caller.via {
             AuthVia::Cookie => caller.token_id.as_deref().map(csrf_token_for),
             AuthVia::Bearer | AuthVia::Local => None,

@@ -11,6 +11,7 @@ pub mod offline;
 pub mod routes;
 pub mod throttle;
 pub mod tokens;
+pub mod user_routes;
 
 use std::sync::{Arc, OnceLock};
 

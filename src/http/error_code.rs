@@ -51,8 +51,12 @@ pub enum ErrorCode {
     Unauthenticated,
     /// 403: the caller may not do this.
     Forbidden,
+    /// 403: the caller's role may not call this route (a member on an admin route).
+    ForbiddenRole,
     /// 401: wrong username or password.
     InvalidCredentials,
+    /// 403: the right password for a disabled account.
+    AccountDisabled,
     /// 403: a console-cookie change without the session's `X-CSRF-Token`.
     CsrfFailed,
     /// 403: sign-in or sign-out sent from another site's page.
@@ -150,6 +154,8 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
+            Self::ForbiddenRole => "forbidden_role",
+            Self::AccountDisabled => "account_disabled",
             Self::InvalidCredentials => "invalid_credentials",
             Self::CsrfFailed => "csrf_failed",
             Self::CrossOrigin => "cross_origin",
@@ -218,6 +224,8 @@ mod tests {
         (ErrorCode::Internal, "internal"),
         (ErrorCode::Unauthenticated, "unauthenticated"),
         (ErrorCode::Forbidden, "forbidden"),
+        (ErrorCode::ForbiddenRole, "forbidden_role"),
+        (ErrorCode::AccountDisabled, "account_disabled"),
         (ErrorCode::InvalidCredentials, "invalid_credentials"),
         (ErrorCode::CsrfFailed, "csrf_failed"),
         (ErrorCode::CrossOrigin, "cross_origin"),

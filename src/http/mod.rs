@@ -50,6 +50,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::auth::routes::routes())
         .merge(crate::auth::login::routes())
         .merge(crate::auth::account_routes::routes())
+        .merge(crate::auth::user_routes::routes())
         .merge(crate::events::routes())
         .merge(crate::overview::routes())
         .merge(crate::audit::routes::routes())

@@ -16,7 +16,7 @@ use super::offerings::{OfferingCreate, OfferingPatch};
 use super::{CreateSession, SessionError, SessionQuery};
 use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
-use crate::auth::guard::AdminCaller;
+use crate::auth::guard::{AdminCaller, SignedIn};
 use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::{parse_json, query_number};
 use crate::http::idempotency;
@@ -73,7 +73,7 @@ struct OfferingParams {
     responses((status = 200, body = OfferingList), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list_offerings(
     State(app): State<Arc<App>>,
-    _admin: AdminCaller,
+    _caller: SignedIn,
     Query(p): Query<OfferingParams>,
 ) -> Result<axum::Json<OfferingList>, ApiError> {
     let status = match p.status.as_deref() {
@@ -109,7 +109,7 @@ async fn create_offering(
     responses((status = 200, body = OfferingView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show_offering(
     State(app): State<Arc<App>>,
-    _admin: AdminCaller,
+    _caller: SignedIn,
     Path(id): Path<String>,
 ) -> Result<axum::Json<OfferingView>, ApiError> {
     Ok(axum::Json(app.sessions.offering(&id).await?))
@@ -187,9 +187,24 @@ struct SessionParams {
         (status = 422, body = ErrorBody, description = "a bad filter, page, size or cursor (`after`), or `page` with `after`")))]
 async fn list_sessions(
     State(app): State<Arc<App>>,
-    _admin: AdminCaller,
+    caller: SignedIn,
     Query(p): Query<SessionParams>,
 ) -> Result<axum::Json<SessionPage>, ApiError> {
+    // A member lists their own: `owner` naming someone else is refused, not quietly widened.
+    let owner = p.owner.filter(|o| !o.is_empty());
+    let owner = match owner {
+        Some(o) if !caller.may_act_for(&o) => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::ForbiddenRole,
+                "a member lists only their own sessions; leave out owner or name yourself",
+            )
+            .with_details(serde_json::json!({ "owner": o })));
+        }
+        Some(o) => Some(o),
+        None if caller.is_admin() => None,
+        None => Some(caller.username.clone()),
+    };
     let phase = match p.phase.as_deref() {
         None | Some("") => None,
         Some(s) => Some(Phase::parse(s).ok_or_else(|| {
@@ -222,7 +237,7 @@ async fn list_sessions(
     let q = SessionQuery {
         cluster_id: p.cluster_id.filter(|c| !c.is_empty()),
         phase,
-        owner: p.owner.filter(|o| !o.is_empty()),
+        owner,
         live,
         page: query_number("page", p.page, 1, u64::MAX / 1000)?,
         size: query_number("size", p.size, 20, 100)?,
@@ -243,13 +258,23 @@ async fn list_sessions(
     ))]
 async fn create_session(
     State(app): State<Arc<App>>,
-    admin: AdminCaller,
+    admin: SignedIn,
     meta: RequestMeta,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let key = idempotency::key_from(&headers)?;
     let req: CreateSession = parse_json(&body)?;
+    if let Some(owner) = req.owner.as_deref()
+        && !admin.may_act_for(owner)
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::ForbiddenRole,
+            "only an admin may start a session for someone else; leave out owner",
+        )
+        .with_details(serde_json::json!({ "owner": owner })));
+    }
     let raw: serde_json::Value = parse_json(&body)?;
     let scope = admin.actor();
     idempotency::run(&app.store, &app.clock, &app.idempotency, &scope, key, &raw, || async {
@@ -276,10 +301,21 @@ async fn create_session(
     responses((status = 200, body = SessionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show_session(
     State(app): State<Arc<App>>,
-    _admin: AdminCaller,
+    caller: SignedIn,
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
-    Ok(axum::Json(SessionView::from(&app.sessions.get(&id).await?)))
+    Ok(axum::Json(SessionView::from(&owned(&app, &caller, &id).await?)))
+}
+
+/// The session, if the caller may see it: an admin any, a member their own. Another member's
+/// session answers exactly as a missing one (same read, same 404), so ids tell nothing.
+async fn owned(app: &App, caller: &SignedIn, id: &str) -> Result<SessionRecord, ApiError> {
+    let session = app.sessions.get(id).await;
+    match session {
+        Ok(s) if caller.may_act_for(&s.owner) => Ok(s),
+        Ok(_) => Err(SessionError::NotFound("no such session".into()).into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -297,7 +333,7 @@ struct DeleteParams {
         (status = 502, body = ErrorBody, description = "cluster_unreachable or cluster_apply_failed")))]
 async fn delete_session(
     State(app): State<Arc<App>>,
-    admin: AdminCaller,
+    admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
     Query(p): Query<DeleteParams>,
@@ -307,6 +343,7 @@ async fn delete_session(
         Some("true") => true,
         Some(_) => return Err(ApiError::field(&["query", "force"], "must be true or false", "bool_parsing")),
     };
+    owned(&app, &admin, &id).await?;
     let outcome = app.sessions.delete(&id, force).await.map_err(ApiError::from);
     audit(&app, &meta, &admin, "session.delete", &id, serde_json::json!({ "force": force }), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
@@ -318,10 +355,11 @@ async fn delete_session(
         (status = 409, body = ErrorBody, description = "session_conflict"), (status = 502, body = ErrorBody)))]
 async fn pause_session(
     State(app): State<Arc<App>>,
-    admin: AdminCaller,
+    admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
+    owned(&app, &admin, &id).await?;
     let outcome = app.sessions.pause(&id).await.map_err(ApiError::from);
     audit(&app, &meta, &admin, "session.pause", &id, serde_json::json!({}), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
@@ -333,10 +371,11 @@ async fn pause_session(
         (status = 409, body = ErrorBody, description = "session_conflict"), (status = 502, body = ErrorBody)))]
 async fn resume_session(
     State(app): State<Arc<App>>,
-    admin: AdminCaller,
+    admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
+    owned(&app, &admin, &id).await?;
     let outcome = app.sessions.resume(&id).await.map_err(ApiError::from);
     audit(&app, &meta, &admin, "session.resume", &id, serde_json::json!({}), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
@@ -358,13 +397,14 @@ pub struct ConnectRequest {
         (status = 422, body = ErrorBody)))]
 async fn connect_session(
     State(app): State<Arc<App>>,
-    admin: AdminCaller,
+    admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<axum::Json<Connection>, ApiError> {
     let req: ConnectRequest = if body.is_empty() { ConnectRequest { kind: None } } else { parse_json(&body)? };
     let kind = req.kind.unwrap_or_else(|| "lab".into());
+    owned(&app, &admin, &id).await?;
     let outcome = app.sessions.connect(&id, &kind).await.map_err(ApiError::from);
     audit(&app, &meta, &admin, "session.connect", &id, serde_json::json!({ "kind": kind }), &outcome).await;
     Ok(axum::Json(outcome?))

@@ -112,7 +112,7 @@ async fn account_commands_and_audit_tail_work_while_the_server_runs() {
     let out = run(&["admin", "add", "b b"], "another long password\n").await;
     assert!(!out.status.success() && stderr(&out).contains("username"), "{}", stderr(&out));
     let out = run(&["admin", "set-password", "carol"], "a long enough password\n").await;
-    assert!(!out.status.success() && stderr(&out).contains("no admin account carol"), "{}", stderr(&out));
+    assert!(!out.status.success() && stderr(&out).contains("no account carol"), "{}", stderr(&out));
 
     // bob signs in with the password the socket set.
     let out = run(&["admin", "set-password", "bob"], "bob's newer long password\n").await;

@@ -27,3 +27,4 @@ mod signin;
 mod snapshot;
 mod support;
 mod tls;
+mod users;

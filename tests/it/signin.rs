@@ -504,7 +504,7 @@ fn account_cli_works_offline_and_through_a_running_server() {
     let out = run(&["admin", "set-password", "bob"], Some("short\n"));
     assert!(!out.status.success() && stderr(&out).contains("12-1024"), "{}", stderr(&out));
     let out = run(&["admin", "set-password", "carol"], Some("a long enough password\n"));
-    assert!(!out.status.success() && stderr(&out).contains("no admin account named `carol`"));
+    assert!(!out.status.success() && stderr(&out).contains("no account named `carol`"));
     // set-password for admin removes the initial password file.
     let out = run(&["admin", "set-password"], Some("the admin's own password\n"));
     assert!(out.status.success(), "{}", stderr(&out));

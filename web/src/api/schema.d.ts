@@ -676,6 +676,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The lab's accounts, by username. */
+        get: operations["list_users"];
+        put?: never;
+        /**
+         * Add an account: a member (the default) or an admin, with an optional group. Without a
+         *     `password` one is generated and answered once.
+         */
+        post: operations["create_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{username}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change an account's role, group or enabled state. Disabling ends its sign-ins at their next
+         *     request (its sessions keep running); the last enabled admin cannot be disabled or demoted.
+         */
+        patch: operations["patch_user"];
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -978,7 +1019,10 @@ export interface components {
         /** @description What listings show: never the hash. */
         AccountSummary: {
             created_at: string;
+            disabled: boolean;
+            group?: string | null;
             password_changed_at: string;
+            role: components["schemas"]["UserRole"];
             username: string;
         };
         /** @description The signed-in admin's account. */
@@ -1214,6 +1258,11 @@ export interface components {
             /** @description Who the session is for (default: the signed-in admin). 1–64 of `A-Za-z0-9._@-`. */
             owner?: string | null;
         };
+        CreatedUser: {
+            /** @description The generated first password, shown this once (absent when the request gave one). */
+            password?: string | null;
+            user: components["schemas"]["AccountSummary"];
+        };
         /** @description `POST /internal/nodes/decommissioned` (§2.6). Upstream takes any object; no hostname = not accepted. */
         Decommissioned: {
             hostname?: string | null;
@@ -1250,7 +1299,7 @@ export interface components {
          * @description The stable, machine-readable reason of an error answer.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "unauthenticated" | "forbidden" | "invalid_credentials" | "csrf_failed" | "cross_origin" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
+        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
         ErrorDetail: {
             /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
             code: components["schemas"]["ErrorCode"];
@@ -1394,6 +1443,8 @@ export interface components {
              * @description Seconds until the token expires.
              */
             expires_in: number;
+            /** @description `admin` (the whole console) or `member` (their own sessions). */
+            role: components["schemas"]["UserRole"];
             /** @description `Bearer` */
             token_type: string;
             username: string;
@@ -1406,6 +1457,8 @@ export interface components {
             /** @description For cookie sessions: the value to send in `X-CSRF-Token`. */
             csrf_token?: string | null;
             expires_at: string;
+            /** @description `admin` or `member`: what the console shows. */
+            role: components["schemas"]["UserRole"];
             username: string;
         };
         NewAdmin: {
@@ -1414,6 +1467,13 @@ export interface components {
         };
         NewPassword: {
             password: string;
+        };
+        NewUser: {
+            group?: string | null;
+            /** @description A first password (the rules of any new password); omitted: one is generated and answered once. */
+            password?: string | null;
+            role?: components["schemas"]["UserRole"] | null;
+            username: string;
         };
         /** @description One node's cards, compact: four numbers per card in `cards`. */
         NodeCells: {
@@ -2095,6 +2155,23 @@ export interface components {
             name: string;
             reason: string;
         };
+        UserList: {
+            data: components["schemas"]["AccountSummary"][];
+            total: number;
+        };
+        UserPatch: {
+            disabled?: boolean | null;
+            /** @description A group, or `null` to clear it. */
+            group?: string | null;
+            role?: components["schemas"]["UserRole"] | null;
+        };
+        /**
+         * @description What an account may do: an `admin` runs the lab (every route); a `member` signs in to use
+         *     GPUs (their own sessions, the offerings, their own account) and gets 403 `forbidden_role`
+         *     everywhere else.
+         * @enum {string}
+         */
+        UserRole: "admin" | "member";
         /** @description What the operator should do with one PVC. */
         VolumeDirective: {
             name: string;
@@ -5286,6 +5363,255 @@ export interface operations {
                 };
             };
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_users: {
+        parameters: {
+            query?: {
+                /** @description `admin` or `member`. */
+                role?: "admin" | "member";
+                group?: string;
+                /** @description Part of the username, without regard to case. */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden_role`: not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a role that is not admin or member */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewUser"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedUser"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden_role`: not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the username is taken (without regard to case) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a field error per problem */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    patch_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserPatch"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountSummary"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden_role`: not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the last enabled admin */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bad group */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
