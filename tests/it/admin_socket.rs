@@ -128,7 +128,7 @@ async fn account_commands_and_audit_tail_work_while_the_server_runs() {
     let out = run(&["admin", "remove", "bob"], "").await;
     assert!(out.status.success(), "{}", stderr(&out));
     let out = run(&["admin", "remove", "admin"], "").await;
-    assert!(!out.status.success() && stderr(&out).contains("last admin account"), "{}", stderr(&out));
+    assert!(!out.status.success() && stderr(&out).contains("last enabled admin account"), "{}", stderr(&out));
 
     // Every change is audited as the local user; `audit tail` shows them, oldest first.
     let mine: Vec<(String, String)> = audit(&s)

@@ -513,7 +513,7 @@ fn account_cli_works_offline_and_through_a_running_server() {
     let out = run(&["admin", "remove", "bob"], None);
     assert!(out.status.success(), "{}", stderr(&out));
     let out = run(&["admin", "remove", "admin"], None);
-    assert!(!out.status.success() && stderr(&out).contains("last admin account"), "{}", stderr(&out));
+    assert!(!out.status.success() && stderr(&out).contains("last enabled admin account"), "{}", stderr(&out));
     // Every change is in the audit log, newest last.
     let out = run(&["audit", "tail", "-n", "10"], None);
     let tail = stdout(&out);
