@@ -267,41 +267,14 @@ async fn add_admin(
     meta: RequestMeta,
     ApiJson(body): ApiJson<NewAdmin>,
 ) -> Result<Response, ApiError> {
-    let mut errors = Vec::new();
-    let name = Username::parse(body.username.trim());
-    if name.is_err() {
-        errors.push(FieldError::new(
-            &["body", "username"],
-            "must be 1–64 characters: letters, digits and - _ . @",
-            "value_error",
-        ));
-    }
-    if let Some(e) = password_rules("password", &body.password) {
-        errors.push(e);
-    }
-    let audit = |result, target: &str| {
-        AuditEntry::new(&meta, caller.actor(), "admin.add", result).target(crate::audit::truncate(target.to_string()))
+    let new = super::user_routes::NewUser {
+        username: body.username,
+        role: Some(accounts::Role::Admin),
+        group: None,
+        password: Some(body.password),
     };
-    let name = match name {
-        Ok(n) if errors.is_empty() => n,
-        _ => {
-            crate::audit::record(&app, audit(AuditResult::Failure, body.username.trim())).await;
-            return Err(ApiError::validation(errors));
-        }
-    };
-    let password_hash = hash(body.password).await?;
-    let now_ms = app.clock.now_ms();
-    let added =
-        accounts::store_account(&app.store, name.clone(), password_hash, accounts::Role::Admin, None, now_ms).await;
-    crate::audit::record(
-        &app,
-        audit(if added.is_ok() { AuditResult::Success } else { AuditResult::Failure }, name.as_str()),
-    )
-    .await;
-    let added = added.map_err(account_error)?;
-    app.signin.note_account(&added);
-    let summary = AccountSummary::from(&added);
-    Ok((StatusCode::CREATED, axum::Json(summary)).into_response())
+    let (added, _) = super::user_routes::create_account(&app, &caller, &meta, "admin.add", new).await?;
+    Ok((StatusCode::CREATED, axum::Json(AccountSummary::from(&added))).into_response())
 }
 
 /// Remove an admin: its sessions end. Never the last one, and not oneself (sign in as another).

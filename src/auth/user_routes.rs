@@ -123,6 +123,22 @@ async fn create_user(
     meta: RequestMeta,
     ApiJson(body): ApiJson<NewUser>,
 ) -> Result<Response, ApiError> {
+    let (added, password) = create_account(&app, &admin, &meta, "user.create", body).await?;
+    let answer = CreatedUser { user: AccountSummary::from(&added), password };
+    let mut res = (StatusCode::CREATED, axum::Json(answer)).into_response();
+    res.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+    Ok(res)
+}
+
+/// Checks and stores a new account, audited under `action`; answers it and the first password
+/// when one was generated. Also behind `POST /api/v1/admins`.
+pub(super) async fn create_account(
+    app: &App,
+    admin: &AdminCaller,
+    meta: &RequestMeta,
+    action: &str,
+    body: NewUser,
+) -> Result<(accounts::Account, Option<String>), ApiError> {
     let mut errors = Vec::new();
     let name = Username::parse(body.username.trim());
     if name.is_err() {
@@ -149,14 +165,14 @@ async fn create_user(
     }
     let role = body.role.unwrap_or(Role::Member);
     let audit = |result, target: &str| {
-        AuditEntry::new(&meta, admin.actor(), "user.create", result)
+        AuditEntry::new(meta, admin.actor(), action, result)
             .target(crate::audit::truncate(target.to_string()))
             .details(serde_json::json!({ "role": role.as_str() }))
     };
     let name = match name {
         Ok(n) if errors.is_empty() => n,
         _ => {
-            crate::audit::record(&app, audit(AuditResult::Failure, body.username.trim())).await;
+            crate::audit::record(app, audit(AuditResult::Failure, body.username.trim())).await;
             return Err(ApiError::validation(errors));
         }
     };
@@ -168,16 +184,13 @@ async fn create_user(
     let now_ms = app.clock.now_ms();
     let added = accounts::store_account(&app.store, name.clone(), password_hash, role, group, now_ms).await;
     crate::audit::record(
-        &app,
+        app,
         audit(if added.is_ok() { AuditResult::Success } else { AuditResult::Failure }, name.as_str()),
     )
     .await;
     let added = added.map_err(account_error)?;
     app.signin.note_account(&added);
-    let answer = CreatedUser { user: AccountSummary::from(&added), password: generated.then_some(password) };
-    let mut res = (StatusCode::CREATED, axum::Json(answer)).into_response();
-    res.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
-    Ok(res)
+    Ok((added, generated.then_some(password)))
 }
 
 /// Change an account's role, group or enabled state. Disabling ends its sign-ins at their next
