@@ -109,6 +109,7 @@ async fn seed(data_dir: PathBuf, clusters: usize, sessions: usize, out: PathBuf)
                     shape: shape.clone(),
                     status: OfferingStatus::Active,
                     created_at: now,
+                    visible_to: None,
                 };
                 OFFERINGS.put(txn, &off.id, &off)?;
                 for (c, id) in ids.iter().enumerate() {

@@ -28,3 +28,4 @@ mod snapshot;
 mod support;
 mod tls;
 mod users;
+mod users_admin;
