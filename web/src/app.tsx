@@ -14,6 +14,7 @@ import { LoginPage } from "./pages/Login";
 import { OfferingsPage } from "./pages/Offerings";
 import { OverviewPage } from "./pages/Overview";
 import { SessionsPage } from "./pages/Sessions";
+import { UsersPage } from "./pages/Users";
 import { navigate, onLinkClick, usePath } from "./router";
 
 const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
@@ -22,6 +23,8 @@ const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
   { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
+  // Admins only: the lab's accounts.
+  { path: "/users", label: "Users", render: () => <UsersPage /> },
 ];
 
 type SignIn =
