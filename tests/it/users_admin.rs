@@ -478,3 +478,32 @@ async fn members_see_and_use_only_the_offerings_visible_to_them() {
     assert!(listed(nog.clone()).await.contains(&"vision-only".to_string()));
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_disabled_or_deleted_members_console_cookie_stops_at_the_next_request() {
+    let s = TestServer::start().await;
+    let mut cookies = Vec::new();
+    for name in ["cora", "dirk"] {
+        let body = json!({"username": name, "password": format!("{name}'s long passphrase")});
+        send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+        let res = login(&s, name, &format!("{name}'s long passphrase")).await;
+        let set: Vec<String> =
+            res.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect();
+        let console = set.iter().find(|c| c.starts_with("gshare_console=")).unwrap();
+        cookies.push(console.split(';').next().unwrap().to_string());
+    }
+    let account = |cookie: String| {
+        let s = &s;
+        async move { s.client.get(s.url("/api/v1/account")).header("cookie", cookie).send().await.unwrap() }
+    };
+    for c in &cookies {
+        assert_eq!(account(c.clone()).await.status(), 200);
+    }
+    s.clock.advance(Duration::from_secs(2));
+    send(&s, Method::PATCH, "/api/v1/users/cora", Some(json!({"disabled": true})), 200).await;
+    assert_eq!(call(&s, Method::DELETE, "/api/v1/users/dirk", None).await.status(), 204);
+    for c in &cookies {
+        expect_error(account(c.clone()).await, 401, "unauthenticated").await;
+    }
+    s.stop().await;
+}
