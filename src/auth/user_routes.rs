@@ -8,9 +8,7 @@
 //! cookies stop at its next request; its sessions keep running. A password an admin set (given,
 //! generated or reset) is replaced by its owner at first sign-in (`must_change_password`).
 
-use std::sync::Arc;
-
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -18,15 +16,23 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AuthState;
 use super::account_routes::{account_error, hash, password_rules};
 use super::accounts::{self, AccountPatch, AccountSummary, Role, Username};
 use super::guard::AdminCaller;
-use crate::App;
+use super::guard::Gate;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
 use crate::http::extract::ApiJson;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AuthState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list_users, create_user))
         .routes(routes!(patch_user, delete_user))
@@ -122,7 +128,7 @@ fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option
         (status = 403, body = ErrorBody, description = "`forbidden_role`: not an admin"),
         (status = 422, body = ErrorBody, description = "a bad role, state, page, size or format")))]
 async fn list_users(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     _admin: AdminCaller,
     Query(p): Query<UserParams>,
 ) -> Result<Response, ApiError> {
@@ -217,7 +223,7 @@ fn export_csv(accounts: &[&accounts::Account]) -> Result<Response, ApiError> {
         (status = 409, body = ErrorBody, description = "the username is taken (without regard to case)"),
         (status = 422, body = ErrorBody, description = "a field error per problem")))]
 async fn create_user(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     ApiJson(body): ApiJson<NewUser>,
@@ -232,7 +238,7 @@ async fn create_user(
 /// Checks and stores a new account, audited under `action`; answers it and the first password
 /// when one was generated. Also behind `POST /api/v1/admins`.
 pub(super) async fn create_account(
-    app: &App,
+    app: &AuthState,
     admin: &AdminCaller,
     meta: &RequestMeta,
     action: &str,
@@ -261,7 +267,7 @@ pub(super) async fn create_account(
     let name = match name {
         Ok(n) if errors.is_empty() => n,
         _ => {
-            crate::audit::record(app, audit(AuditResult::Failure, body.username.trim())).await;
+            crate::audit::record(&app.audit, audit(AuditResult::Failure, body.username.trim())).await;
             return Err(ApiError::validation(errors));
         }
     };
@@ -277,7 +283,7 @@ pub(super) async fn create_account(
     let new = accounts::NewAccount { role, group, must_change_password };
     let added = accounts::store_account(&app.store, name.clone(), password_hash, new, now_ms).await;
     crate::audit::record(
-        app,
+        &app.audit,
         audit(if added.is_ok() { AuditResult::Success } else { AuditResult::Failure }, name.as_str()),
     )
     .await;
@@ -298,7 +304,7 @@ pub(super) async fn create_account(
         (status = 409, body = ErrorBody, description = "the last enabled admin"),
         (status = 422, body = ErrorBody, description = "a bad group")))]
 async fn patch_user(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(username): Path<String>,
@@ -320,7 +326,7 @@ async fn patch_user(
     let patched = accounts::store_patch(&app.store, name.clone(), change).await;
     let result = if patched.is_ok() { AuditResult::Success } else { AuditResult::Failure };
     crate::audit::record(
-        &app,
+        &app.audit,
         AuditEntry::new(&meta, admin.actor(), "user.update", result)
             .target(crate::audit::truncate(username.clone()))
             .details(details),
@@ -391,7 +397,7 @@ fn invisible(c: char) -> bool {
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "the last enabled admin (`details.reason`: last), or oneself (self)")))]
 async fn delete_user(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(username): Path<String>,
@@ -400,7 +406,7 @@ async fn delete_user(
         AuditEntry::new(&meta, admin.actor(), "user.delete", result).target(crate::audit::truncate(username.clone()))
     };
     if username == admin.username {
-        crate::audit::record(&app, audit(AuditResult::Failure)).await;
+        crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
         return Err(ApiError::conflict("you cannot delete the account you are signed in with; ask another admin")
             .with_details(serde_json::json!({ "username": username, "reason": "self" })));
     }
@@ -415,7 +421,7 @@ async fn delete_user(
     }
     let result = if deleted.is_ok() { AuditResult::Success } else { AuditResult::Failure };
     let details = deleted.as_ref().map_or(serde_json::json!({}), |a| serde_json::json!({ "role": a.role.as_str() }));
-    crate::audit::record(&app, audit(result).details(details)).await;
+    crate::audit::record(&app.audit, audit(result).details(details)).await;
     deleted.map_err(account_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -438,7 +444,7 @@ pub struct ResetPassword {
         (status = 403, body = ErrorBody, description = "`forbidden_role`: not an admin"),
         (status = 404, body = ErrorBody)))]
 async fn reset_password(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(username): Path<String>,
@@ -452,7 +458,7 @@ async fn reset_password(
     };
     let lookup = name.clone();
     if app.store.read(move |txn| accounts::get(txn, lookup.as_str())).await?.is_none() {
-        crate::audit::record(&app, audit(AuditResult::Failure)).await;
+        crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
         return Err(ApiError::not_found(format!("no account {username}")));
     }
     let password = accounts::random_password().map_err(ApiError::internal)?;
@@ -469,7 +475,8 @@ async fn reset_password(
             accounts::forget_initial_password(&app.config.data_dir);
         }
     }
-    crate::audit::record(&app, audit(if set.is_ok() { AuditResult::Success } else { AuditResult::Failure })).await;
+    crate::audit::record(&app.audit, audit(if set.is_ok() { AuditResult::Success } else { AuditResult::Failure }))
+        .await;
     let account = set.map_err(account_error)?;
     no_store(
         StatusCode::OK,
@@ -660,7 +667,7 @@ fn check_rows(rows: &[BulkRow], taken: &std::collections::HashMap<String, bool>)
         (status = 415, body = ErrorBody, description = "neither JSON nor CSV"),
         (status = 422, body = ErrorBody, description = "no rows, a bad CSV header, or rows with problems: `details.results[]` per row; nothing was created")))]
 async fn bulk_create(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     headers: axum::http::HeaderMap,
@@ -698,7 +705,7 @@ async fn bulk_create(
             })
             .collect();
         crate::audit::record(
-            &app,
+            &app.audit,
             AuditEntry::new(&meta, admin.actor(), "user.bulk_create", AuditResult::Failure)
                 .details(serde_json::json!({ "rows": rows.len(), "bad_rows": bad })),
         )
@@ -737,7 +744,7 @@ async fn bulk_create(
         Ok(a) => a,
         Err(e) => {
             crate::audit::record(
-                &app,
+                &app.audit,
                 AuditEntry::new(&meta, admin.actor(), "user.bulk_create", AuditResult::Failure)
                     .details(serde_json::json!({ "rows": rows.len(), "cause": e.to_string() })),
             )
@@ -749,7 +756,7 @@ async fn bulk_create(
     for (i, (account, (_, _, _, password))) in added.iter().zip(plans).enumerate() {
         app.signin.note_account(account);
         crate::audit::record(
-            &app,
+            &app.audit,
             AuditEntry::new(&meta, admin.actor(), "user.create", AuditResult::Success)
                 .target(account.username.to_string())
                 .details(serde_json::json!({ "role": account.role.as_str(), "bulk": true })),
@@ -766,7 +773,7 @@ async fn bulk_create(
         });
     }
     crate::audit::record(
-        &app,
+        &app.audit,
         AuditEntry::new(&meta, admin.actor(), "user.bulk_create", AuditResult::Success)
             .details(serde_json::json!({ "rows": results.len() })),
     )
@@ -797,7 +804,7 @@ pub struct InviteLink {
         (status = 403, body = ErrorBody, description = "`forbidden_role`: not an admin"),
         (status = 404, body = ErrorBody)))]
 async fn invite_user(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(username): Path<String>,
@@ -826,7 +833,7 @@ async fn invite_user(
     let secret = token.clone();
     let made = app.store.write_with(move |txn| super::invites::create(txn, &secret, invite)).await;
     crate::audit::record(
-        &app,
+        &app.audit,
         AuditEntry::new(
             &meta,
             admin.actor(),
@@ -874,7 +881,7 @@ pub struct AcceptInvite {
         (status = 422, body = ErrorBody, description = "a password the rules refuse"),
         (status = 429, body = ErrorBody, description = "many sign-ins at once, with Retry-After")))]
 async fn accept_invite(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     _: super::login::SameOrigin,
     _: super::login::JsonOnly,
     meta: RequestMeta,
@@ -895,7 +902,7 @@ async fn accept_invite(
     let invite = match checked {
         Ok(i) => i,
         Err(e) => {
-            crate::audit::record(&app, audit(AuditResult::Denied, String::new(), invite_reason(&e))).await;
+            crate::audit::record(&app.audit, audit(AuditResult::Denied, String::new(), invite_reason(&e))).await;
             return Err(invite_error(e));
         }
     };
@@ -914,13 +921,14 @@ async fn accept_invite(
     let account = match accepted {
         Ok(a) => a,
         Err(e) => {
-            crate::audit::record(&app, audit(AuditResult::Denied, invite.username.clone(), invite_reason(&e))).await;
+            crate::audit::record(&app.audit, audit(AuditResult::Denied, invite.username.clone(), invite_reason(&e)))
+                .await;
             return Err(invite_error(e));
         }
     };
     app.signin.note_account(&account);
     app.signin.revoke_all_before(&app.store, account.username.as_str(), now_ms.div_euclid(1000)).await?;
-    crate::audit::record(&app, audit(AuditResult::Success, account.username.to_string(), "accepted")).await;
+    crate::audit::record(&app.audit, audit(AuditResult::Success, account.username.to_string(), "accepted")).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
