@@ -188,10 +188,7 @@ impl Seen {
     responses(
         (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {\"generation\": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears"),
         (status = 401, body = ErrorBody)))]
-async fn events(
-    State(app): State<Arc<App>>,
-    caller: SignedIn,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+async fn events(State(app): State<Arc<App>>, caller: SignedIn) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let seen = Seen::new(app.store.clone(), watches(&caller));
     let until = tokio::time::Instant::now() + MAX_STREAM;
     let topics = seen.topic_names();

@@ -1214,6 +1214,9 @@ try {
         body: JSON.stringify({ node_id: "gpu-node-0", node_ready: true, cluster_id: clusterId }),
       });
       if (cb.status !== 202) throw new Error(`callback: ${cb.status}`);
+      // From a fresh load of the page, nothing focused yet.
+      await page.goto(`${base}/my`);
+      await page.locator(`li.offer[data-offering-id="${offeringId}"]`).waitFor();
       await page.evaluate(() => (window.__e2eNoReload = true));
       const target = `Start a session from ${OFFERING}`;
       let tabs = 0;

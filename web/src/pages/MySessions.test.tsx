@@ -25,7 +25,10 @@ describe("MySessionsPage", () => {
     await screen.findByText("No live session, alice. Start one from the catalogue below.");
     const item = (await screen.findByRole("heading", { name: "A100 20 GB slice" })).closest("li") as HTMLElement;
     const facts = Object.fromEntries(
-      Array.from(item.querySelectorAll("dl.gives > div")).map((d) => [d.querySelector("dt")?.textContent, d.querySelector("dd")?.textContent]),
+      Array.from(item.querySelectorAll("dl.gives > div")).map((d) => [
+        d.querySelector("dt")?.textContent,
+        d.querySelector("dd")?.textContent,
+      ]),
     );
     expect(facts).toEqual({
       "GPU memory": "20 GiB",
@@ -69,7 +72,7 @@ describe("MySessionsPage", () => {
     expect(post?.headers["Idempotency-Key"]).toMatch(/^[0-9a-f-]{36}$/);
     // Back on the button that opened it; the new session shows, pending.
     expect(document.activeElement).toBe(start);
-    expect((await screen.findByRole("status")).textContent).toContain("thesis is starting");
+    await waitFor(() => expect(screen.getByRole("status").textContent).toContain("thesis is starting"));
     const card = (await screen.findByRole("heading", { name: "thesis" })).closest("li") as HTMLElement;
     expect(card.querySelector('[aria-current="step"]')?.textContent).toBe("pending");
     expect(within(card).getByRole("button", { name: "Open JupyterLab of thesis" })).toHaveProperty("disabled", true);

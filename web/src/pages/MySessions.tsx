@@ -172,7 +172,7 @@ function SessionCard(props: { session: Session; onChanged: () => void; onEnd: (s
   return (
     <li class={`my-session phase-card-${s.phase}`} data-session-id={s.id} aria-labelledby={titleId}>
       <div class="my-session-head">
-        <h3 id={titleId}>{name}</h3>
+        <h2 id={titleId}>{name}</h2>
         <span class="small muted">{s.offering_name}</span>
         <span class="grow" />
         <Since session={s} />
@@ -214,7 +214,7 @@ function SessionCard(props: { session: Session; onChanged: () => void; onEnd: (s
         </div>
       )}
       {s.live && !can("connect") && s.phase !== "paused" && (
-        <p class="small muted">Code, Lab and Terminal open once the session is running.</p>
+        <p class="small muted">VS Code, JupyterLab and Terminal open once the session is running.</p>
       )}
       {(error != null || blocked) && (
         <div class="my-session-note">
@@ -377,6 +377,8 @@ export function MySessionsPage(props: { username: string }) {
   const sessions = polled.data?.data ?? [];
   const p = polled.data?.pagination;
   const reload = polled.reload;
+  // Said while the session just started is still on its way to running (a live region, so it is read out).
+  const startingNow = started && sessions.find((s) => s.id === started.id && (s.phase === "pending" || s.phase === "preparing"));
 
   return (
     <section aria-labelledby="my-title" class="my-page">
@@ -396,11 +398,9 @@ export function MySessionsPage(props: { username: string }) {
           Show ended sessions
         </label>
       </div>
-      {started && (
-        <p class="ok" role="status">
-          {label(started)} is starting: it runs once a GPU is found and the image is pulled.
-        </p>
-      )}
+      <p class="ok" role="status">
+        {startingNow ? `${label(startingNow)} is starting: it runs once a GPU is found and the image is pulled.` : ""}
+      </p>
       {polled.error != null && (
         <ErrorBox error={polled.error} title={polled.data ? "Refresh failed; showing the last data" : "Cannot load your sessions"} />
       )}
