@@ -40,6 +40,9 @@ pub const MIN_GAP: Duration = Duration::from_millis(500);
 /// A stream ends after this long and the browser reconnects (EventSource does by itself): an
 /// open console tab then never holds a graceful shutdown for longer than this or the grace.
 pub const MAX_STREAM: Duration = Duration::from_secs(300);
+/// How often an idle stream looks at its caller's account: a disabled, removed or re-roled
+/// account's stream ends within this (its own commit usually wakes the stream sooner).
+pub const STANDING_CHECK: Duration = Duration::from_secs(5);
 
 /// What a console page watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,18 +199,39 @@ async fn events(State(app): State<Arc<App>>, caller: SignedIn) -> Sse<impl Strea
         .event("hello")
         .data(format!("{{\"generation\":{},\"topics\":[{topics}]}}", seen.generation))
         .retry(Duration::from_secs(1));
-    let changes = futures::stream::unfold(seen, move |mut seen| async move {
-        loop {
-            let now = tokio::time::timeout_at(until, seen.store.changed_since(seen.generation)).await.ok()?;
-            // Let a burst settle into one event per topic; what changed during the gap is in the
-            // next fetch.
-            tokio::time::sleep(MIN_GAP).await;
-            seen.generation = seen.store.generation().max(now);
-            let changed = seen.changed();
-            if !changed.is_empty() {
-                let events: Vec<Result<Event, Infallible>> =
-                    changed.into_iter().map(|(t, g)| Ok(event(t.as_str(), g))).collect();
-                return Some((futures::stream::iter(events), seen));
+    // The stream serves the caller as their account stood when it opened: once that changes
+    // (disabled, removed, another role) it ends, at the latest STANDING_CHECK later, and the
+    // browser's reconnect meets the guard, which answers for the account as it is now.
+    let standing = app.signin.standing(&caller.username);
+    let changes = futures::stream::unfold(seen, move |mut seen| {
+        let app = app.clone();
+        let username = caller.username.clone();
+        async move {
+            let stands = || app.signin.standing(&username) == standing;
+            loop {
+                let deadline = (tokio::time::Instant::now() + STANDING_CHECK).min(until);
+                let woke = tokio::time::timeout_at(deadline, seen.store.changed_since(seen.generation)).await;
+                if !stands() {
+                    return None;
+                }
+                let now = match woke {
+                    Ok(now) => now,
+                    Err(_) if deadline >= until => return None,
+                    Err(_) => continue,
+                };
+                // Let a burst settle into one event per topic; what changed during the gap is in
+                // the next fetch.
+                tokio::time::sleep(MIN_GAP).await;
+                if !stands() {
+                    return None;
+                }
+                seen.generation = seen.store.generation().max(now);
+                let changed = seen.changed();
+                if !changed.is_empty() {
+                    let events: Vec<Result<Event, Infallible>> =
+                        changed.into_iter().map(|(t, g)| Ok(event(t.as_str(), g))).collect();
+                    return Some((futures::stream::iter(events), seen));
+                }
             }
         }
     })

@@ -148,6 +148,15 @@ async fn a_members_stream_hears_of_their_own_sessions_and_not_of_others() {
     for other in ["clusters", "inventory", "overview", "audit"] {
         assert!(!text.contains(&format!("event: {other}\n")), "{other} in {text}");
     }
-    drop(stream);
+    // Disabled: her open stream ends, and the browser's reconnect is refused.
+    let body = json!({"disabled": true});
+    crate::sessions::send(&s, Method::PATCH, "/api/v1/users/alice", Some(body), 200).await;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while stream.chunk().await.expect("stream error").is_some() {}
+    })
+    .await
+    .expect("a disabled member's stream kept going");
+    let again = s.client.get(s.url("/api/v1/events")).bearer_auth(&alice).send().await.unwrap();
+    expect_error(again, 401, "unauthenticated").await;
     s.stop().await;
 }

@@ -1406,6 +1406,8 @@ try {
       const admin = memberApi.filter((r) => !/^\/api\/v1\/(auth|account|events|sessions|offerings)\b/.test(r.path));
       writeFileSync(join(ART, "member-api.json"), JSON.stringify(memberApi, null, 2));
       if (refused.length || admin.length) throw new Error(JSON.stringify({ refused, admin }));
+      // The live updates came over the member's own event stream (not the 5 s fallback poll).
+      if (!memberApi.some((r) => r.path === "/api/v1/events" && r.status === 200)) throw new Error("no event stream for the member");
       await page.context().close();
       return `${memberApi.length} API answers, none refused`;
     },
