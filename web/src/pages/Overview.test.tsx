@@ -248,7 +248,15 @@ describe("the map's colours (WCAG 1.4.11: non-text contrast ≥ 3:1 against the 
   it("has a legend that names each state, free and not reported included", () => {
     render(<Legend />);
     const legend = screen.getByRole("list", { name: "Legend" });
-    for (const text of ["free", "memory booked", "sessions on the card", "cordoned node", "node offline", "card in error", "memory not reported"])
+    for (const text of [
+      "free",
+      "memory booked",
+      "sessions on the card",
+      "cordoned node",
+      "node offline",
+      "card in error",
+      "memory not reported",
+    ])
       expect(legend.textContent).toContain(text);
   });
 });

@@ -98,9 +98,13 @@ const pixel = (hex: string) => {
   return (0xff << 24) | ((n & 0xff) << 16) | (n & 0xff00) | ((n >> 16) & 0xff);
 };
 const FILL_PX = FILL_STEPS.map(pixel);
-const [UNREPORTED_PX, DOWN_PX, ERROR_PX, CORDON_PX, WHITE_PX] = [NOT_REPORTED_COLOUR, DOWN_COLOUR, ERROR_COLOUR, CORDON_COLOUR, "#ffffff"].map(
-  pixel,
-);
+const [UNREPORTED_PX, DOWN_PX, ERROR_PX, CORDON_PX, WHITE_PX] = [
+  NOT_REPORTED_COLOUR,
+  DOWN_COLOUR,
+  ERROR_COLOUR,
+  CORDON_COLOUR,
+  "#ffffff",
+].map(pixel);
 
 /**
  * The cells, written straight into the canvas's pixels (one putImageData instead of 40,000
@@ -224,9 +228,7 @@ export function Legend() {
   );
   return (
     <ul class="legend" aria-label="Legend">
-      <li>
-        {swatch(FILL_STEPS[0])} free
-      </li>
+      <li>{swatch(FILL_STEPS[0])} free</li>
       <li>
         {swatch(`linear-gradient(90deg, ${FILL_STEPS[0]}, ${FILL_STEPS[FILL_STEPS.length - 1]})`, { width: "48px" })} memory booked: none →
         all
