@@ -240,7 +240,9 @@ describe("SessionsPage", () => {
     await screen.findByText("notebook-a");
     const row = container.querySelector('[data-session-id="ses_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
     expect(row.querySelector(".age")?.textContent).toBe("lived 50m 00s");
-    await act(() => vi.advanceTimersByTimeAsync(3000));
+    await act(async () => {
+      await vi.advanceTimersByTimeAsync(3000);
+    });
     expect(row.querySelector(".age")?.textContent).toBe("lived 50m 00s");
     // Only the copy button: no disabled Open, Pause, Resume or Delete.
     expect(
