@@ -163,7 +163,7 @@ export function AuditPage() {
         >
           <input
             aria-label="Action"
-            placeholder="action, e.g. cluster or register"
+            placeholder="action, e.g. cluster"
             value={action}
             onInput={(e) => setAction((e.target as HTMLInputElement).value)}
           />
