@@ -1368,8 +1368,13 @@ try {
       await page.keyboard.press("Enter");
       const dialog = page.getByRole("dialog", { name: `Start ${OFFERING}` });
       await dialog.waitFor();
-      const focused = await page.evaluate(() => document.activeElement?.getAttribute("name"));
-      if (focused !== "name") throw new Error(`focus in the dialog is on ${focused}`);
+      // The dialog moves focus to its first field once it is shown (an effect after the paint).
+      await page
+        .waitForFunction(() => document.activeElement?.getAttribute("name") === "name", null, { timeout: 5000 })
+        .catch(async () => {
+          const focused = await page.evaluate(() => document.activeElement?.getAttribute("name"));
+          throw new Error(`focus in the dialog is on ${focused}`);
+        });
       await page.keyboard.type(MEMBER_SESSION);
       await shot("32-member-start");
       await page.setViewportSize(NARROW);
