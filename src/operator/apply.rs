@@ -137,11 +137,14 @@ pub async fn delete(client: &kube::Client, o: &Value) -> Result<&'static str, Ap
         return Err(ApplyFailure::Refused { code: 0, reason: "UnknownKind".into(), message: describe(o) });
     };
     match api.delete(&name, &DeleteParams::background()).await {
-        Ok(answer) => Ok(if answer.left().is_some_and(|kept| kept.metadata.deletion_timestamp.is_some()) {
-            "terminating"
-        } else {
-            "deleted"
-        }),
+        Ok(answer) if answer.as_ref().left().is_some_and(|kept| kept.metadata.deletion_timestamp.is_some()) => {
+            // Kept while its finalizers run: gone already (an empty namespace may be) or not.
+            match api.get_opt(&name).await {
+                Ok(None) => Ok("deleted"),
+                _ => Ok("terminating"),
+            }
+        }
+        Ok(_) => Ok("deleted"),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok("absent"),
         // A namespace already Terminating refuses a second DELETE with 409 Conflict.
         Err(kube::Error::Api(s)) if s.code == 409 && o["kind"] == "Namespace" => Ok("terminating"),

@@ -729,7 +729,10 @@ impl Operator {
         // Without an attachment (leftovers only) no custom resource is deleted, so any holds the CRDs.
         let mut foreign: Vec<String> =
             all.iter().filter(|c| !attached || !in_ours(c)).map(apply::CustomResource::describe).collect();
-        while attached {
+        loop {
+            if !attached {
+                break;
+            }
             let now = apply::custom_resources(&client)
                 .await
                 .map_err(|f| failed(f, "custom resources".into(), results.clone()))?;
