@@ -536,7 +536,11 @@ fn deployment_differences(theirs: &Value, ours: &Value, their_args: &[String], o
     let field = |o: &Value, f: &str| o["spec"]["template"]["spec"]["containers"][0][f].clone();
     for f in ["image", "imagePullPolicy"] {
         if field(theirs, f) != field(ours, f) {
-            differences.push(format!("{f} {} (attach applies {})", bounded(&field(theirs, f)), field(ours, f)));
+            let theirs = match field(theirs, f) {
+                Value::Null => "unset".to_string(),
+                v => bounded(&v),
+            };
+            differences.push(format!("{f} {theirs} (attach applies {})", field(ours, f)));
         }
     }
     let flag = |a: &String| a.split('=').next().unwrap_or_default().to_string();
