@@ -714,11 +714,28 @@ async fn attach_passes_the_real_hami_monitor_and_labels_nodes_only_when_asked() 
             .any(|a| a == "--hami-monitor-url=http://vgpu-hami-device-plugin-monitor.hami-system.svc:31992"),
         "{args}"
     );
+    // The ingress works, but its ConfigMap lacks the setting a lab needs: said, with the command.
+    let ingress = &p["checks"][1];
+    assert_eq!(ingress["ok"], true, "{p}");
+    let cause = ingress["cause"].as_str().unwrap();
+    assert!(cause.contains("proxy-body-size not set in ConfigMap ingress-nginx/ingress-nginx-controller"), "{cause}");
+    assert!(ingress["hint"].as_str().unwrap().contains("patch configmap ingress-nginx-controller"), "{ingress}");
     let node = get(&c, "", "v1", "nodes", None, "gpu-node-1").unwrap();
     assert!(node["metadata"]["labels"]["gpu"].is_null(), "labels applied without being asked");
     assert!(p["checks"][0]["cause"].as_str().unwrap().contains("gpu-node-0: gshare.io/gpu-mode=mig"), "{p}");
 
+    put(
+        &c,
+        "",
+        "configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "ingress-nginx-controller", "namespace": "ingress-nginx"},
+               "data": {"proxy-body-size": "0"}}),
+    );
     let report: Value = attach(&s, &id, "?label_nodes=true").await.json().await.unwrap();
+    let ingress = &report["prerequisites"]["checks"][1];
+    assert!(ingress["cause"].as_str().unwrap().contains("proxy-body-size 0 (ConfigMap"), "{ingress}");
+    assert_eq!(ingress["hint"], "", "{ingress}");
     let labeled = report["labeled_nodes"].as_array().unwrap_or_else(|| panic!("{report}"));
     let n0 = labeled.iter().find(|n| n["node"] == "gpu-node-0").unwrap();
     assert_eq!(n0["applied"], json!(["gpu=on"]));
