@@ -1574,8 +1574,9 @@ export interface components {
             object: string;
             reason?: string | null;
             /**
-             * @description `created`, `updated`, `unchanged`, `deleted`, `absent`, `kept` (detach: not made by
-             *     attach), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
+             * @description `created`, `updated`, `unchanged`, `replaced`, `deleted`, `terminating` (deleted, kept
+             *     by the server while finalizers run), `absent`, `kept` (detach: not made by attach, or
+             *     CRDs whose resources remain elsewhere), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
              */
             result: string;
             /**
@@ -3649,7 +3650,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            /** @description cluster_forbidden: the credentials may not delete what detach removes (details.denied: verb, resource, objects); nothing was deleted */
             422: {
                 headers: {
                     [name: string]: unknown;
