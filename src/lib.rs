@@ -109,7 +109,7 @@ sub_state! {
     clusters::routes::ClustersState { store, clock, clusters, idempotency, audit }
     inventory::routes::InventoryState { store, inventory, audit }
     callbacks::CallbacksState { inventory, sessions }
-    sessions::routes::SessionsState { config, store, clock, sessions, idempotency, audit, tls }
+    sessions::routes::SessionsState { config, store, clock, sessions, idempotency, audit, tls, signin }
     operator::routes::OperatorState { config, clusters, operator, audit }
     snapshot::routes::SnapshotState { config, snapshots, audit }
 }

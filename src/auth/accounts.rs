@@ -303,6 +303,11 @@ pub fn taken(txn: &WriteTxn, name: &str) -> Result<Option<AccountError>, StoreEr
     Ok(None)
 }
 
+/// The names of deleted accounts, as they were written.
+pub fn deleted_names(txn: &ReadTransaction) -> Result<Vec<String>, StoreError> {
+    Ok(DELETED.list(txn)?.into_iter().map(|(n, _)| n).collect())
+}
+
 /// Every name in use or kept (accounts and deleted accounts), lower-cased: for checking many
 /// new names at once (bulk import).
 pub fn taken_names(txn: &ReadTransaction) -> Result<std::collections::HashMap<String, bool>, StoreError> {

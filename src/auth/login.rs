@@ -4,7 +4,7 @@
 //! change state must echo the session's CSRF token in `X-CSRF-Token`. `logout` revokes the token;
 //! changing a password or removing an account revokes every token issued to it before.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -46,6 +46,9 @@ pub struct SignIn {
     /// Each account's role and enabled state, read at every request by the guard (kept current
     /// by the running server's account writes; loaded at start).
     standings: RwLock<HashMap<String, accounts::Standing>>,
+    /// The names of deleted accounts (kept, never given again): a session's `owner` among them
+    /// was an account's. Loaded at start, added to by the running server's deletes.
+    deleted: RwLock<HashSet<String>>,
     /// A hash of a random password, verified against for unknown usernames (same timing).
     dummy_hash: String,
     /// Where argon2 runs: one hash per core, a short queue, 429 beyond it.
@@ -103,6 +106,7 @@ impl SignIn {
                     .collect::<HashMap<_, _>>())
             })
             .await?;
+        let deleted = store.read(|txn| Ok(accounts::deleted_names(txn)?.into_iter().collect::<HashSet<_>>())).await?;
         let dummy_hash = tokio::task::spawn_blocking(|| {
             accounts::random_password().and_then(|p| accounts::hash_password(&p)).unwrap_or_default()
         })
@@ -113,6 +117,7 @@ impl SignIn {
             revoked: RwLock::new(revoked),
             not_before: RwLock::new(not_before),
             standings: RwLock::new(standings),
+            deleted: RwLock::new(deleted),
             dummy_hash,
             hashing: super::hash_pool::HashPool::for_cores(),
             secure_cookies: config.tls_enabled(),
@@ -166,6 +171,16 @@ impl SignIn {
     /// An account was removed.
     pub fn forget_account(&self, username: &str) {
         write(&self.standings).remove(username);
+    }
+
+    /// An account was deleted for good (its name is kept as a deleted account's).
+    pub fn note_deleted(&self, username: &str) {
+        write(&self.deleted).insert(username.to_string());
+    }
+
+    /// Was `username` a deleted account's name? (Exact name, as sessions record their owner.)
+    pub fn was_deleted(&self, username: &str) -> bool {
+        read(&self.deleted).contains(username)
     }
 
     pub fn secure_cookies(&self) -> bool {

@@ -417,6 +417,7 @@ async fn delete_user(
     let deleted = app.store.write_with(move |txn| accounts::delete_account(txn, &name, &by, now_ms)).await;
     if let Ok(account) = &deleted {
         app.signin.forget_account(account.username.as_str());
+        app.signin.note_deleted(account.username.as_str());
         app.signin.revoke_all_before(&app.store, account.username.as_str(), now_ms.div_euclid(1000) + 1).await?;
     }
     let result = if deleted.is_ok() { AuditResult::Success } else { AuditResult::Failure };
@@ -865,14 +866,22 @@ pub struct AcceptInvite {
     pub password: String,
 }
 
+/// An accepted invite link: whose password was set.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InviteAccepted {
+    /// The account's name: what to sign in with.
+    pub username: String,
+}
+
 /// Accept an invite link: sets the account's password (its owner's choice: no change asked at
-/// sign-in) and uses the link up; then sign in with `POST /api/v1/auth/login`. JSON only and from
+/// sign-in) and uses the link up; then sign in with `POST /api/v1/auth/login` as the username
+/// answered (the link itself does not show whose it is). JSON only and from
 /// this server's own pages, like sign-in. A link used before, expired (72 h), for an account
 /// deleted since, or sent by an admin whose account was deleted since is refused (410 with the
 /// reason's code); an unknown one is 404.
 #[utoipa::path(post, path = "/api/v1/auth/invite", tag = "auth", request_body = AcceptInvite,
     responses(
-        (status = 204, description = "the password is set; sign in with it"),
+        (status = 200, body = InviteAccepted, description = "the password is set; sign in with it as `username`"),
         (status = 400, body = ErrorBody, description = "body is not JSON"),
         (status = 403, body = ErrorBody, description = "`cross_origin`: sent from another site's page"),
         (status = 404, body = ErrorBody, description = "no such invite link"),
@@ -929,7 +938,7 @@ async fn accept_invite(
     app.signin.note_account(&account);
     app.signin.revoke_all_before(&app.store, account.username.as_str(), now_ms.div_euclid(1000)).await?;
     crate::audit::record(&app.audit, audit(AuditResult::Success, account.username.to_string(), "accepted")).await;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(axum::Json(InviteAccepted { username: account.username.to_string() }).into_response())
 }
 
 fn invite_reason(e: &super::invites::InviteError) -> &'static str {

@@ -527,6 +527,15 @@ pub fn cr_name(session_id: &str) -> String {
     session_id.to_lowercase().replace('_', "-")
 }
 
+/// What a session's `owner` names: an account, a deleted account, or none (free text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerAccount {
+    Account,
+    Deleted,
+    External,
+}
+
 /// A session as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SessionView {
@@ -539,6 +548,10 @@ pub struct SessionView {
     pub offering_id: String,
     pub offering_name: String,
     pub owner: String,
+    /// Admins' views only: does `owner` name an account (`account`), a deleted account
+    /// (`deleted`), or none (`external`: a free-text owner from before accounts)?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_account: Option<OwnerAccount>,
     #[serde(flatten)]
     pub shape: Shape,
     pub phase: Phase,
@@ -567,6 +580,7 @@ impl From<&SessionRecord> for SessionView {
             offering_id: s.offering_id.clone(),
             offering_name: s.offering_name.clone(),
             owner: s.owner.clone(),
+            owner_account: None,
             shape: s.shape.clone(),
             phase: s.phase,
             reason: s.reason,

@@ -34,6 +34,8 @@ pub struct SessionsState {
     pub audit: Arc<crate::audit::AuditLog>,
     /// The live TLS certificate when serving HTTPS (the relay's scheme).
     pub tls: Option<Arc<crate::http::tls::CertReloader>>,
+    /// The accounts held in memory: whether a session's owner names one (admins' views).
+    pub signin: Arc<crate::auth::login::SignIn>,
 }
 
 pub fn routes<S>() -> OpenApiRouter<S>
@@ -277,7 +279,9 @@ async fn list_sessions(
         size: query_number("size", p.size, 20, 100)?,
         after,
     };
-    Ok(axum::Json(app.sessions.list(q).await?))
+    let mut page = app.sessions.list(q).await?;
+    mark_owner(&app, &caller, &mut page.data);
+    Ok(axum::Json(page))
 }
 
 /// Start a session from an offering: the record is written, then its GShareSession is applied.
@@ -324,7 +328,9 @@ async fn create_session(
             Err(_) => serde_json::json!({ "offering_id": offering }),
         };
         audit(&app.audit, &meta, &admin, "session.create", &target, details, &outcome).await;
-        let value = serde_json::to_value(SessionView::from(&outcome?)).map_err(ApiError::internal)?;
+        let mut view = SessionView::from(&outcome?);
+        mark_owner(&app, &admin, std::slice::from_mut(&mut view));
+        let value = serde_json::to_value(view).map_err(ApiError::internal)?;
         Ok((StatusCode::CREATED, value))
     })
     .await
@@ -339,7 +345,28 @@ async fn show_session(
     caller: SignedIn,
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
-    Ok(axum::Json(SessionView::from(&owned(&app, &caller, &id).await?)))
+    let mut view = SessionView::from(&owned(&app, &caller, &id).await?);
+    mark_owner(&app, &caller, std::slice::from_mut(&mut view));
+    Ok(axum::Json(view))
+}
+
+/// For an admin, whether each session's owner names an account, a deleted one or none (free
+/// text from before accounts): read from the accounts the server holds in memory, two map
+/// lookups a row, so a page costs the same however many accounts there are. Members' views
+/// leave it out (their sessions are their own account's).
+fn mark_owner(app: &SessionsState, caller: &SignedIn, views: &mut [SessionView]) {
+    if !caller.is_admin() {
+        return;
+    }
+    for v in views {
+        v.owner_account = Some(if app.signin.standing(&v.owner).is_some() {
+            OwnerAccount::Account
+        } else if app.signin.was_deleted(&v.owner) {
+            OwnerAccount::Deleted
+        } else {
+            OwnerAccount::External
+        });
+    }
 }
 
 /// The session, if the caller may see it: an admin any, a member their own. Another member's

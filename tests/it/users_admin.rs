@@ -358,7 +358,10 @@ async fn invite_links_are_single_use_for_72_hours_and_die_with_their_inviter() {
     expect_error(res, 403, "cross_origin").await;
 
     // Accepted: her password, no change asked; the link is used up.
-    assert_eq!(accept(&s, &token, "ivy's own passphrase").await.status(), 204);
+    let res = accept(&s, &token, "ivy's own passphrase").await;
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v, json!({"username": "ivy"}), "whose password was set: the console signs in as it");
     let v = signed_in(&s, "ivy", "ivy's own passphrase").await;
     assert_eq!(v["must_change_password"], false, "{v}");
     let v = expect_error(accept(&s, &token, "another passphrase here").await, 410, "invite_used").await;
@@ -376,7 +379,7 @@ async fn invite_links_are_single_use_for_72_hours_and_die_with_their_inviter() {
     assert_eq!(v["error"]["details"]["reason"], "expired");
     let third = send(&s, Method::POST, "/api/v1/users/ivy/invite", None, 201).await;
     s.clock.advance(Duration::from_secs(72 * 3600 - 1));
-    assert_eq!(accept(&s, third["token"].as_str().unwrap(), "just in time for this").await.status(), 204);
+    assert_eq!(accept(&s, third["token"].as_str().unwrap(), "just in time for this").await.status(), 200);
 
     // An inviter deleted since: the links they sent stop working.
     let body = json!({"username": "root2", "role": "admin", "password": "root2's long passphrase"});
@@ -505,5 +508,53 @@ async fn a_disabled_or_deleted_members_console_cookie_stops_at_the_next_request(
     for c in &cookies {
         expect_error(account(c.clone()).await, 401, "unauthenticated").await;
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_admin_sees_whether_a_sessions_owner_is_an_account_a_deleted_one_or_free_text() {
+    let s = server().await;
+    let c = cluster("gpu-o").await;
+    let cid = register(&s, "gpu-o", &c).await;
+    let off = offering(&s, "slice").await;
+    for name in ["olga", "pete"] {
+        let body = json!({"username": name, "password": format!("{name}'s long passphrase")});
+        send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    }
+    // Owners: two accounts, a free-text name from before accounts, and one differing from an
+    // account's only in case (sessions match their owner exactly, so it is not olga's).
+    let mut ids = Vec::new();
+    for owner in ["olga", "pete", "lab-guest", "Olga"] {
+        let body = json!({"offering_id": off, "cluster_id": cid, "owner": owner});
+        let v = send(&s, Method::POST, "/api/v1/sessions", Some(body), 201).await;
+        ids.push((owner, v["id"].as_str().unwrap().to_string()));
+        let want = if owner == "olga" || owner == "pete" { "account" } else { "external" };
+        assert_eq!(v["owner_account"], want, "the created view: {v}");
+    }
+    assert_eq!(call(&s, Method::DELETE, "/api/v1/users/pete", None).await.status(), 204);
+    let want = |owner: &str| match owner {
+        "olga" => "account",
+        "pete" => "deleted",
+        _ => "external",
+    };
+    let v = send(&s, Method::GET, "/api/v1/sessions", None, 200).await;
+    let rows = v["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{v}");
+    for row in rows {
+        let owner = row["owner"].as_str().unwrap();
+        assert_eq!(row["owner_account"], want(owner), "{owner}: {row}");
+    }
+    for (owner, id) in &ids {
+        let v = send(&s, Method::GET, &format!("/api/v1/sessions/{id}"), None, 200).await;
+        assert_eq!(v["owner_account"], want(owner), "{owner}: {v}");
+    }
+    // A member's own views carry no mark (their sessions are their account's).
+    let olga = signed_in(&s, "olga", "olga's long passphrase").await["access_token"].as_str().unwrap().to_string();
+    let v: Value = as_user(&s, &olga, Method::GET, "/api/v1/sessions", None).await.json().await.unwrap();
+    assert_eq!(v["data"].as_array().unwrap().len(), 1, "{v}");
+    assert!(v["data"][0].get("owner_account").is_none(), "{v}");
+    let path = format!("/api/v1/sessions/{}", ids[0].1);
+    let v: Value = as_user(&s, &olga, Method::GET, &path, None).await.json().await.unwrap();
+    assert!(v.get("owner_account").is_none(), "{v}");
     s.stop().await;
 }

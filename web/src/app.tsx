@@ -13,6 +13,7 @@ import { get } from "./api";
 import { AccountPage, PasswordForm } from "./pages/Account";
 import { AuditPage } from "./pages/Audit";
 import { ClustersPage } from "./pages/Clusters";
+import { InvitePage } from "./pages/Invite";
 import { LoginPage } from "./pages/Login";
 import { MySessionsPage } from "./pages/MySessions";
 import { OfferingsPage } from "./pages/Offerings";
@@ -86,6 +87,16 @@ export function App() {
     };
   }, [auth.state, member, path]);
 
+  // An invite link needs no sign-in (and replaces whoever is signed in in this browser once used).
+  if (path === "/invite")
+    return (
+      <InvitePage
+        onSignedIn={async (a) => {
+          await signedIn(a);
+          navigate("/", true);
+        }}
+      />
+    );
   if (auth.state === "checking") return <p class="loading center">Loading…</p>;
   if (auth.state === "error")
     return (

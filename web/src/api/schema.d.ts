@@ -161,7 +161,8 @@ export interface paths {
         put?: never;
         /**
          * Accept an invite link: sets the account's password (its owner's choice: no change asked at
-         *     sign-in) and uses the link up; then sign in with `POST /api/v1/auth/login`. JSON only and from
+         *     sign-in) and uses the link up; then sign in with `POST /api/v1/auth/login` as the username
+         *     answered (the link itself does not show whose it is). JSON only and from
          *     this server's own pages, like sign-in. A link used before, expired (72 h), for an account
          *     deleted since, or sent by an admin whose account was deleted since is refused (410 with the
          *     reason's code); an unknown one is 404.
@@ -1560,6 +1561,11 @@ export interface components {
         Hostnames: {
             hostnames: string[];
         };
+        /** @description An accepted invite link: whose password was set. */
+        InviteAccepted: {
+            /** @description The account's name: what to sign in with. */
+            username: string;
+        };
         /** @description An invite link, shown this once (only a hash of its secret is kept). */
         InviteLink: {
             expires_at: string;
@@ -1912,6 +1918,11 @@ export interface components {
             series: components["schemas"]["Series"];
             totals: components["schemas"]["Totals"];
         };
+        /**
+         * @description What a session's `owner` names: an account, a deleted account, or none (free text).
+         * @enum {string}
+         */
+        OwnerAccount: "account" | "deleted" | "external";
         Pagination: {
             /**
              * @description Pass as `cursor` for the next (older) page; absent on the last page. In page mode, the id
@@ -2163,6 +2174,7 @@ export interface components {
             offering_id: string;
             offering_name: string;
             owner: string;
+            owner_account?: components["schemas"]["OwnerAccount"] | null;
             phase: components["schemas"]["Phase"];
             phase_changed_at: string;
             reason?: components["schemas"]["SessionReason"] | null;
@@ -3009,12 +3021,14 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the password is set; sign in with it */
-            204: {
+            /** @description the password is set; sign in with it as `username` */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["InviteAccepted"];
+                };
             };
             /** @description body is not JSON */
             400: {

@@ -72,6 +72,27 @@ describe("SessionsPage", () => {
     expect(e.querySelector(".phase-reason.bad")?.textContent).toBe("apply to the cluster failed: admission webhook denied the pod");
   });
 
+  it("marks an owner that names no account: a deleted account's, or free text", async () => {
+    stubFetch({
+      "GET /api/v1/sessions": () => ({
+        body: page([
+          session({ owner: "alice", owner_account: "account" }),
+          session({ id: "ses_01JBBBBBBBBBBBBBBBBBBBBBBB", owner: "pete", owner_account: "deleted" }),
+          session({ id: "ses_01JCCCCCCCCCCCCCCCCCCCCCCC", owner: "lab-guest", owner_account: "external" }),
+        ]),
+      }),
+      "GET /api/v1/clusters": clusters,
+    });
+    const { container } = render(<SessionsPage />);
+    await waitFor(() => expect(container.querySelectorAll("tr.session-row").length).toBe(3));
+    const owner = (id: string) => (container.querySelector(`[data-session-id="${id}"]`) as HTMLElement).querySelectorAll("td")[2];
+    expect(owner("ses_01JAAAAAAAAAAAAAAAAAAAAAAA").textContent).toBe("alice");
+    expect(owner("ses_01JAAAAAAAAAAAAAAAAAAAAAAA").querySelector(".owner-mark")).toBeNull();
+    expect(owner("ses_01JBBBBBBBBBBBBBBBBBBBBBBB").textContent).toBe("petedeleted account");
+    expect(owner("ses_01JBBBBBBBBBBBBBBBBBBBBBBB").querySelector(".owner-mark")?.getAttribute("title")).toMatch(/deleted/);
+    expect(owner("ses_01JCCCCCCCCCCCCCCCCCCCCCCC").querySelector(".owner-mark.external")?.textContent).toBe("external");
+  });
+
   it("puts the filters in the query string, live only by default", async () => {
     const calls = stubFetch({
       "GET /api/v1/sessions": () => ({ body: page([session()]) }),

@@ -120,6 +120,23 @@ export function PhaseCell(props: { session: Session; stale?: string | null }) {
   );
 }
 
+/** Beside an owner that names no account: a deleted account's name, or free text from before accounts. */
+export function OwnerMark(props: { kind?: Session["owner_account"] }) {
+  if (props.kind === "deleted")
+    return (
+      <span class="badge owner-mark deleted" title="This account was deleted; its sessions keep running until ended">
+        deleted account
+      </span>
+    );
+  if (props.kind === "external")
+    return (
+      <span class="badge owner-mark external" title="No account has this name: an owner from before accounts">
+        external
+      </span>
+    );
+  return null;
+}
+
 function NodeCell(props: { session: Session }) {
   const s = props.session;
   const share =
@@ -217,7 +234,10 @@ export const SessionRow = memo(function SessionRow({ session: s, stale, onChange
           </div>
         </td>
         <td title={s.cluster_id}>{s.cluster_name || s.cluster_id}</td>
-        <td>{s.owner}</td>
+        <td>
+          {s.owner}
+          <OwnerMark kind={s.owner_account} />
+        </td>
         <td title={s.image}>{s.offering_name || s.offering_id}</td>
         <td>
           <PhaseCell session={s} stale={stale} />
