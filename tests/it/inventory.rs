@@ -305,7 +305,9 @@ async fn another_clusters_payload_is_forbidden() {
         "forbidden",
     )
     .await;
-    assert_eq!(body["error"]["details"]["cluster_id"], b);
+    // Issue 32 item 13: the refusal names the caller's own cluster, never the owner's.
+    assert!(!body.to_string().contains(b.as_str()), "another cluster's id leaked: {body}");
+    assert_eq!(body["error"]["details"], json!({ "token_cluster": a }), "{body}");
     s.stop().await;
 }
 
