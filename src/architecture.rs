@@ -36,12 +36,11 @@ fn layer(path: &str) -> usize {
     }
 }
 
-/// The layer a `crate::a::b…` reference lands in. `crate::App` (the router state every handler
-/// takes) is the one name of the root that any layer may use.
+/// The layer a `crate::a::b…` reference lands in. A name of the root itself (`crate::App`, the
+/// router state) is the top's: handlers take their room's state instead (`FromRef`).
 fn target_layer(segments: &[&str]) -> Option<usize> {
     match segments {
         [] => None,
-        ["App", ..] => None,
         ["MIGRATIONS", ..] => Some(9),
         ["callbacks", "wire" | "intake", ..] => Some(2),
         ["http", "system", ..] => Some(TOP),
@@ -50,6 +49,11 @@ fn target_layer(segments: &[&str]) -> Option<usize> {
         [first, ..] if first.chars().next().is_some_and(|c| c.is_ascii_uppercase()) => Some(TOP),
         [first, ..] => Some(layer(first)),
     }
+}
+
+/// A layer as ARCHITECTURE.md writes it.
+fn shown(layer: usize) -> String {
+    if layer == TOP { "top".to_string() } else { layer.to_string() }
 }
 
 /// What [`crate_paths`] reports for a grouped `use crate::{…}`: a group hides the layers it
@@ -127,12 +131,66 @@ fn no_layer_names_a_higher_one() {
                 owed_seen.push(rel.clone());
                 continue;
             }
-            bad.push(format!("src/{rel}:{line} (layer {own}) names crate::{} (layer {target})", segs.join("::")));
+            bad.push(format!(
+                "src/{rel}:{line} (layer {}) names crate::{} (layer {})",
+                shown(own),
+                segs.join("::"),
+                shown(target)
+            ));
         }
     }
     assert!(bad.is_empty(), "upward references (see ARCHITECTURE.md):\n{}", bad.join("\n"));
     for (file, _) in OWED {
         assert!(owed_seen.iter().any(|f| f == file), "{file} no longer names a higher layer: remove it from OWED");
+    }
+}
+
+/// ARCHITECTURE.md's layer table as (layer, path) pairs: each backticked file or folder of a row
+/// before its "(except …)"/"(but …)" part; `top` is [`TOP`].
+fn documented_layers(md: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for row in md.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (Some(level), Some(paths)) = (cells.get(1), cells.get(2)) else { continue };
+        let level = match *level {
+            "top" => TOP,
+            n => match n.parse() {
+                Ok(n) => n,
+                Err(_) => continue, // the header and its rule
+            },
+        };
+        let paths = paths.split(" (").next().unwrap_or(paths);
+        for path in paths.split('`').skip(1).step_by(2) {
+            out.push((level, path.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_documented_layers_are_the_checked_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let md = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let documented = documented_layers(&md);
+    assert!(documented.len() > 20, "found only {} paths in ARCHITECTURE.md's layer table", documented.len());
+    for (level, path) in &documented {
+        // A folder stands for any file in it that the row does not except.
+        let file = if path.ends_with('/') { format!("{path}any_file.rs") } else { path.clone() };
+        assert_eq!(
+            layer(&file),
+            *level,
+            "ARCHITECTURE.md puts `{path}` in layer {level}; src/architecture.rs in {}",
+            layer(&file)
+        );
+    }
+    // Every file and folder of src/ is in the table (the checker itself aside).
+    for e in std::fs::read_dir(root.join("src")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let name = if e.path().is_dir() { format!("{name}/") } else { name };
+        if name == "architecture.rs" {
+            continue;
+        }
+        assert!(documented.iter().any(|(_, p)| *p == name), "src/{name} is not in ARCHITECTURE.md's layer table");
     }
 }
 
@@ -155,7 +213,7 @@ fn the_checker_sees_an_upward_reference() {
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     assert!(target_layer(&segs).is_some_and(|t| t > layer("store/mod.rs")));
     assert_eq!(target_layer(&["auth", "keys", "SigningKey"]), Some(0));
-    assert_eq!(target_layer(&["App"]), None);
+    assert_eq!(target_layer(&["App"]), Some(TOP));
     assert_eq!(layer("http/error.rs"), 1);
     assert_eq!(layer("http/mod.rs"), TOP);
 }

@@ -36,6 +36,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::FromRef;
 use tokio::sync::watch;
 
 use auth::Authorities;
@@ -54,7 +55,9 @@ pub const MIGRATIONS: &[store::Migration] = &[
     inventory::model::MOVE_CLUSTER_COUNTS,
 ];
 
-/// Everything a request handler can reach, shared as `Arc<App>` through axum's state.
+/// Everything the server holds, shared as `Arc<App>` through axum's state. Only the composition
+/// root names it: each room's handlers take their own small state (below, `FromRef`), and the
+/// guards take [`auth::guard::Gate`].
 #[derive(Debug)]
 pub struct App {
     pub config: Arc<Config>,
@@ -64,14 +67,14 @@ pub struct App {
     pub openapi_json: Arc<Vec<u8>>,
     pub reference_html: Arc<String>,
     /// Sign-in: login throttling and ended sessions (see `auth::login`).
-    pub signin: auth::login::SignIn,
+    pub signin: Arc<auth::login::SignIn>,
     /// The audit log's writer (see `audit::record`).
-    pub audit: audit::AuditLog,
+    pub audit: Arc<audit::AuditLog>,
     /// The live TLS certificate when serving HTTPS.
     pub tls: Option<Arc<http::tls::CertReloader>>,
     pub clusters: Arc<clusters::Clusters>,
     /// `Idempotency-Key`s whose first request is still running.
-    pub idempotency: http::idempotency::InFlight,
+    pub idempotency: Arc<http::idempotency::InFlight>,
     /// Operator callbacks: inventory, liveness, node actions, callback metrics.
     pub inventory: Arc<inventory::Inventory>,
     /// Offerings, sessions, connection tokens.
@@ -84,6 +87,45 @@ pub struct App {
     pub overview: Arc<overview::Overview>,
     /// When this process opened its state (the clock's milliseconds; `/metrics`).
     pub started_at_ms: i64,
+}
+
+/// Each room's state, made from the router state's fields of the same names (one `Arc` clone
+/// per field and request).
+macro_rules! sub_state {
+    ($($state:ty { $($field:ident),* $(,)? })*) => {$(
+        impl FromRef<Arc<App>> for $state {
+            fn from_ref(app: &Arc<App>) -> Self {
+                Self { $($field: app.$field.clone()),* }
+            }
+        }
+    )*};
+}
+
+sub_state! {
+    auth::guard::Gate { auth, signin, clock }
+    http::client_addr::AddrConfig { config }
+    auth::AuthState { config, store, auth, clock, signin, audit }
+    audit::AuditState { store, audit }
+    clusters::routes::ClustersState { store, clock, clusters, idempotency, audit }
+    inventory::routes::InventoryState { store, inventory, audit }
+    callbacks::CallbacksState { inventory, sessions }
+    sessions::routes::SessionsState { config, store, clock, sessions, idempotency, audit, tls }
+    operator::routes::OperatorState { config, clusters, operator, audit }
+    snapshot::routes::SnapshotState { config, snapshots, audit }
+}
+
+/// For callers holding the whole server (tests, `inventory::sweep`).
+impl AsRef<inventory::Inventory> for App {
+    fn as_ref(&self) -> &inventory::Inventory {
+        &self.inventory
+    }
+}
+
+/// For callers holding the whole server (tests, `audit::record`).
+impl AsRef<audit::AuditLog> for Arc<App> {
+    fn as_ref(&self) -> &audit::AuditLog {
+        &self.audit
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,8 +181,8 @@ impl App {
                 "created the admin account `admin`; its password is in this file (sign in, then change it with `gshare admin set-password`)"
             );
         }
-        let signin = auth::login::SignIn::open(&config, &store, &clock).await?;
-        let audit = audit::AuditLog::start(store.clone(), clock.clone(), config.audit_max_entries);
+        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?);
+        let audit = Arc::new(audit::AuditLog::start(store.clone(), clock.clone(), config.audit_max_entries));
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),
             _ => None,
@@ -259,9 +301,18 @@ impl RunningServer {
         spawn_cluster_upkeep(app.clone(), rx.clone());
         operator::spawn_rotation(app.operator.clone(), Duration::from_secs(30), rx.clone());
         operator::spawn_pod_watch(app.operator.clone(), Duration::from_secs(10), rx.clone());
-        inventory::spawn_sweeper(app.clone(), rx.clone());
+        inventory::spawn_sweeper(app.inventory.clone(), &app.config, rx.clone());
         spawn_memory_flush(app.clone(), rx.clone());
-        snapshot::spawn(app.clone(), rx.clone());
+        snapshot::spawn(
+            snapshot::Upkeep {
+                config: app.config.clone(),
+                clock: app.clock.clone(),
+                snapshots: app.snapshots.clone(),
+                clusters: app.clusters.clone(),
+                sessions: app.sessions.clone(),
+            },
+            rx.clone(),
+        );
         overview::spawn(app.clone(), rx.clone());
         let tls_config = match &app.tls {
             Some(tls) => {

@@ -12,17 +12,24 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::store::WriteTxn;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
-use crate::App;
 use crate::clock::Clock;
+use crate::http::client_addr::AddrConfig;
 use crate::locks::lock;
 use crate::store::{Store, StoreError};
+
+/// What the audit log's handlers use (made from the router state by the composition root).
+#[derive(Clone)]
+pub struct AuditState {
+    pub store: Store,
+    pub audit: Arc<AuditLog>,
+}
 
 /// The audit log's table name (the console's `audit` event topic watches it).
 pub const TABLE_NAME: &str = "audit_log";
@@ -117,7 +124,7 @@ impl AuditEntry {
 /// Records an admin's change through the API with its outcome: on failure the error code (and
 /// the probe stage, when there is one). Callers pass field names, never secret content.
 pub async fn record_change<T>(
-    app: &crate::App,
+    log: &AuditLog,
     meta: &RequestMeta,
     admin: &impl crate::auth::guard::Actor,
     action: &str,
@@ -136,7 +143,7 @@ pub async fn record_change<T>(
             (AuditResult::Failure, d)
         }
     };
-    record(app, AuditEntry::new(meta, admin.actor(), action, result).target(target).details(details)).await;
+    log.record(AuditEntry::new(meta, admin.actor(), action, result).target(target).details(details)).await;
 }
 
 /// A stored entry: what the API and `gshare audit tail` show.
@@ -172,12 +179,16 @@ pub struct RequestMeta {
     pub request_id: String,
 }
 
-impl FromRequestParts<Arc<App>> for RequestMeta {
+impl<S> FromRequestParts<S> for RequestMeta
+where
+    S: Send + Sync,
+    AddrConfig: FromRef<S>,
+{
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Ok(Self {
-            client_addr: crate::http::client_addr::from_parts(&app.config, parts),
+            client_addr: crate::http::client_addr::from_parts(&AddrConfig::from_ref(state).config, parts),
             user_agent: parts
                 .headers
                 .get(axum::http::header::USER_AGENT)
@@ -346,12 +357,12 @@ fn summary(c: Coalesced) -> Option<AuditEntry> {
 /// a storage failure is logged, never turned into a failed request.
 ///
 /// ```ignore
-/// crate::audit::record(&app, AuditEntry::new(&meta, caller.actor(), "cluster.register", AuditResult::Success)
+/// crate::audit::record(&app.audit, AuditEntry::new(&meta, caller.actor(), "cluster.register", AuditResult::Success)
 ///     .target(id.to_string())
 ///     .details(json!({"name": name}))).await;
 /// ```
-pub async fn record(app: &App, entry: AuditEntry) {
-    app.audit.record(entry).await;
+pub async fn record(log: &impl AsRef<AuditLog>, entry: AuditEntry) {
+    log.as_ref().record(entry).await;
 }
 
 /// Writes an entry inside the caller's own write transaction, so it commits (or rolls back)

@@ -1,24 +1,28 @@
 //! `GET /api/v1/audit`: the audit log, newest first, paginated (by page, or by key with
 //! `cursor`) and filterable.
 
-use std::sync::Arc;
-
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{FromRef, Query, State};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AuditState;
 use super::{AuditFilter, AuditRecord};
-use crate::App;
 use crate::auth::guard::AdminCaller;
+use crate::auth::guard::Gate;
 use crate::http::error::{ApiError, ErrorBody};
 
 pub const DEFAULT_PAGE_SIZE: u64 = 50;
 pub const MAX_PAGE_SIZE: u64 = 500;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AuditState: FromRef<S>,
+    Gate: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(list_audit))
 }
 
@@ -75,7 +79,7 @@ fn number(name: &str, raw: Option<&str>, default: u64, max: u64) -> Result<u64, 
         (status = 403, body = ErrorBody, description = "an operator token"),
         (status = 422, body = ErrorBody, description = "page or size out of range, or a cursor that is no entry id")))]
 async fn list_audit(
-    State(app): State<Arc<App>>,
+    State(app): State<AuditState>,
     _caller: AdminCaller,
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<axum::Json<AuditPage>, ApiError> {

@@ -6,9 +6,7 @@
 //!
 //! Refusals are 422 with one `details.errors[]` entry per field, in words a person can act on.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -16,17 +14,25 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AuthState;
 use super::accounts::{
     self, AccountError, AccountSummary, INITIAL_ADMIN, INITIAL_PASSWORD_FILE, MAX_PASSWORD_LEN, MIN_PASSWORD_LEN,
     Username,
 };
+use super::guard::Gate;
 use super::guard::{AdminCaller, SignedIn};
-use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, FieldError};
 use crate::http::extract::ApiJson;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AuthState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(account))
         .routes(routes!(change_password))
@@ -72,7 +78,7 @@ pub struct AdminList {
     pub data: Vec<AccountSummary>,
 }
 
-fn initial_password(app: &App) -> Option<String> {
+fn initial_password(app: &AuthState) -> Option<String> {
     let text = std::fs::read_to_string(app.config.data_dir.join(INITIAL_PASSWORD_FILE)).ok()?;
     let p = text.trim();
     (!p.is_empty()).then(|| p.to_string())
@@ -80,7 +86,7 @@ fn initial_password(app: &App) -> Option<String> {
 
 /// Whether `account` still has the first start's password (never changed since, and the file
 /// that holds it is still there).
-fn still_initial(app: &App, account: &accounts::Account) -> bool {
+fn still_initial(app: &AuthState, account: &accounts::Account) -> bool {
     account.username.as_str() == INITIAL_ADMIN
         && account.password_changed_at_ms == account.created_at_ms
         && initial_password(app).is_some()
@@ -127,7 +133,7 @@ fn now_rfc(ms: i64) -> String {
 /// The signed-in admin's account, and whether its password must be replaced first.
 #[utoipa::path(get, path = "/api/v1/account", tag = "auth",
     responses((status = 200, body = AccountView), (status = 401, body = ErrorBody)))]
-async fn account(State(app): State<Arc<App>>, caller: SignedIn) -> Result<axum::Json<AccountView>, ApiError> {
+async fn account(State(app): State<AuthState>, caller: SignedIn) -> Result<axum::Json<AccountView>, ApiError> {
     let name = caller.username.clone();
     let found = app.store.read(move |txn| accounts::get(txn, &name)).await?;
     Ok(axum::Json(match found {
@@ -157,7 +163,7 @@ async fn account(State(app): State<Arc<App>>, caller: SignedIn) -> Result<axum::
         (status = 422, body = ErrorBody, description = "a field error per problem: wrong current password, too short, the same as before, the initial password"),
         (status = 429, body = ErrorBody, description = "too many wrong current passwords, with Retry-After")))]
 async fn change_password(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     caller: SignedIn,
     meta: RequestMeta,
     ApiJson(body): ApiJson<PasswordChange>,
@@ -203,7 +209,8 @@ async fn change_password(
         |result| AuditEntry::new(&meta, caller.actor(), "admin.set_password", result).target(caller.username.clone());
     if !errors.is_empty() {
         let reasons: Vec<&str> = errors.iter().filter_map(|e| e.loc.last().and_then(|l| l.as_str())).collect();
-        crate::audit::record(&app, audit(AuditResult::Failure).details(serde_json::json!({ "fields": reasons }))).await;
+        crate::audit::record(&app.audit, audit(AuditResult::Failure).details(serde_json::json!({ "fields": reasons })))
+            .await;
         return Err(ApiError::validation(errors));
     }
     let new_hash = hash(body.new_password).await?;
@@ -219,7 +226,7 @@ async fn change_password(
     if caller.username == INITIAL_ADMIN {
         accounts::forget_initial_password(&app.config.data_dir);
     }
-    crate::audit::record(&app, audit(AuditResult::Success)).await;
+    crate::audit::record(&app.audit, audit(AuditResult::Success)).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -227,7 +234,7 @@ async fn change_password(
 #[utoipa::path(post, path = "/api/v1/account/sign-out-everywhere", tag = "auth",
     responses((status = 204, description = "every token issued before now is refused"), (status = 401, body = ErrorBody)))]
 async fn sign_out_everywhere(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     caller: SignedIn,
     meta: RequestMeta,
 ) -> Result<Response, ApiError> {
@@ -235,7 +242,7 @@ async fn sign_out_everywhere(
     let now_s = app.clock.now_ms().div_euclid(1000) + 1;
     app.signin.revoke_all_before(&app.store, &caller.username, now_s).await?;
     crate::audit::record(
-        &app,
+        &app.audit,
         AuditEntry::new(&meta, caller.actor(), "auth.sign_out_everywhere", AuditResult::Success)
             .target(caller.username.clone()),
     )
@@ -246,7 +253,7 @@ async fn sign_out_everywhere(
 /// The admin accounts.
 #[utoipa::path(get, path = "/api/v1/admins", tag = "auth",
     responses((status = 200, body = AdminList), (status = 401, body = ErrorBody)))]
-async fn list_admins(State(app): State<Arc<App>>, _caller: AdminCaller) -> Result<axum::Json<AdminList>, ApiError> {
+async fn list_admins(State(app): State<AuthState>, _caller: AdminCaller) -> Result<axum::Json<AdminList>, ApiError> {
     let all = app.store.read(accounts::list).await?;
     let mut data: Vec<AccountSummary> =
         all.iter().filter(|a| a.role == accounts::Role::Admin).map(AccountSummary::from).collect();
@@ -262,7 +269,7 @@ async fn list_admins(State(app): State<Arc<App>>, _caller: AdminCaller) -> Resul
         (status = 409, body = ErrorBody, description = "the username is taken"),
         (status = 422, body = ErrorBody, description = "a field error per problem")))]
 async fn add_admin(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     caller: AdminCaller,
     meta: RequestMeta,
     ApiJson(body): ApiJson<NewAdmin>,
@@ -286,7 +293,7 @@ async fn add_admin(
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "the last admin, or the caller itself")))]
 async fn remove_admin(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     caller: AdminCaller,
     meta: RequestMeta,
     Path(username): Path<String>,
@@ -295,7 +302,7 @@ async fn remove_admin(
         AuditEntry::new(&meta, caller.actor(), "admin.remove", result).target(crate::audit::truncate(username.clone()))
     };
     if username == caller.username {
-        crate::audit::record(&app, audit(AuditResult::Failure)).await;
+        crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
         return Err(ApiError::conflict(
             "you cannot remove the account you are signed in with; sign in as another admin",
         )
@@ -309,7 +316,8 @@ async fn remove_admin(
         app.signin.forget_account(name.as_str());
         app.signin.revoke_all_before(&app.store, name.as_str(), app.clock.now_ms().div_euclid(1000) + 1).await?;
     }
-    crate::audit::record(&app, audit(if removed.is_ok() { AuditResult::Success } else { AuditResult::Failure })).await;
+    crate::audit::record(&app.audit, audit(if removed.is_ok() { AuditResult::Success } else { AuditResult::Failure }))
+        .await;
     removed.map_err(account_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -324,7 +332,7 @@ async fn remove_admin(
         (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "a field error per problem: too short, too easy to guess")))]
 async fn set_admin_password(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     caller: AdminCaller,
     meta: RequestMeta,
     Path(username): Path<String>,
@@ -338,7 +346,7 @@ async fn set_admin_password(
         return Err(ApiError::not_found(format!("no admin account {username}")));
     };
     if let Some(e) = password_rules("password", &body.password) {
-        crate::audit::record(&app, audit(AuditResult::Failure)).await;
+        crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
         return Err(ApiError::validation(vec![e]));
     }
     let new_hash = hash(body.password).await?;
@@ -350,7 +358,8 @@ async fn set_admin_password(
             accounts::forget_initial_password(&app.config.data_dir);
         }
     }
-    crate::audit::record(&app, audit(if set.is_ok() { AuditResult::Success } else { AuditResult::Failure })).await;
+    crate::audit::record(&app.audit, audit(if set.is_ok() { AuditResult::Success } else { AuditResult::Failure }))
+        .await;
     set.map_err(account_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -5,15 +5,17 @@
 
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use subtle::ConstantTimeEq;
 
+use super::Authorities;
 use super::accounts::Role;
 use super::cookies::{CSRF_HEADER, console_cookie_names, cookie, csrf_token_for};
+use super::login::SignIn;
 use super::tokens::VerifyError;
-use crate::App;
+use crate::clock::Clock;
 use crate::cluster_id::ClusterId;
 use crate::http::admin_socket::LocalPeer;
 use crate::http::error::{ApiError, ErrorCode};
@@ -27,6 +29,15 @@ pub const USER_PREFIX: &str = "user:";
 pub const OPERATOR_PREFIX: &str = "operator:";
 /// Actor prefix of callers on the local admin socket: `local:<uid>`.
 pub const LOCAL_PREFIX: &str = "local:";
+
+/// What the guards read: the token authorities, the accounts' standing and ended sessions, the
+/// clock (made from the router state by the composition root).
+#[derive(Clone)]
+pub struct Gate {
+    pub auth: Authorities,
+    pub signin: Arc<SignIn>,
+    pub clock: Clock,
+}
 
 /// How an admin request was authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,11 +130,15 @@ fn unauthenticated(e: &VerifyError) -> ApiError {
     ApiError::unauthenticated(format!("invalid bearer token: {e}"))
 }
 
-impl FromRequestParts<Arc<App>> for AdminCaller {
+impl<S> FromRequestParts<S> for AdminCaller
+where
+    S: Send + Sync,
+    Gate: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
-        let caller = SignedIn::from_request_parts(parts, app).await?;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let caller = SignedIn::from_request_parts(parts, state).await?;
         if !caller.is_admin() {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -141,10 +156,15 @@ impl FromRequestParts<Arc<App>> for AdminCaller {
     }
 }
 
-impl FromRequestParts<Arc<App>> for SignedIn {
+impl<S> FromRequestParts<S> for SignedIn
+where
+    S: Send + Sync,
+    Gate: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let app = Gate::from_ref(state);
         // Only the admin socket puts a `LocalPeer` on a request; its uid was checked there. The
         // name is no account's (`:` is not allowed in one), so it owns nothing and changes no
         // account's own password.
@@ -237,10 +257,15 @@ pub struct OperatorCaller {
     pub cluster_id: ClusterId,
 }
 
-impl FromRequestParts<Arc<App>> for OperatorCaller {
+impl<S> FromRequestParts<S> for OperatorCaller
+where
+    S: Send + Sync,
+    Gate: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let app = Gate::from_ref(state);
         let Some(token) = bearer_token(&parts.headers) else {
             return Err(ApiError::unauthenticated("an operator token is required (Authorization: Bearer …)"));
         };

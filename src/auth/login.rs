@@ -5,10 +5,10 @@
 //! changing a password or removing an account revokes every token issued to it before.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 use std::time::Duration;
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{FromRef, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,14 +18,16 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AuthState;
 use super::accounts::{self, MAX_PASSWORD_LEN, MAX_USERNAME_LEN};
 use super::cookies::{console_cookie_names, csrf_token_for};
+use super::guard::Gate;
 use super::guard::{ADMIN_PREFIX, AuthVia, SignedIn, USER_PREFIX};
 use super::throttle::LoginThrottle;
-use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::ApiJson;
 use crate::locks::{read, write};
@@ -179,7 +181,13 @@ pub fn set_not_before(txn: &crate::store::WriteTxn, username: &str, now: i64) ->
     Ok(())
 }
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AuthState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(login)).routes(routes!(logout)).routes(routes!(me))
 }
 
@@ -236,10 +244,15 @@ fn too_many(retry_after_s: u64, scope: &str) -> ApiError {
 /// Clients that are not browsers send neither and pass.
 pub struct SameOrigin;
 
-impl FromRequestParts<Arc<App>> for SameOrigin {
+impl<S> FromRequestParts<S> for SameOrigin
+where
+    S: Send + Sync,
+    AuthState: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let app = AuthState::from_ref(state);
         let refuse = |why: String| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::CrossOrigin, why);
         let h = &parts.headers;
         if let Some(site) = h.get("sec-fetch-site") {
@@ -313,7 +326,7 @@ fn invalid_credentials() -> ApiError {
         (status = 422, body = ErrorBody, description = "empty or over-long username or password"),
         (status = 429, body = ErrorBody, description = "`rate_limited`, with `Retry-After`")))]
 async fn login(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     _: SameOrigin,
     _: JsonOnly,
     meta: RequestMeta,
@@ -372,13 +385,13 @@ async fn login(
         }
     };
     let Some(standing) = check_password(&app, &body.username, body.password).await? else {
-        crate::audit::record(&app, audit(AuditResult::Failure, "invalid_credentials")).await;
+        crate::audit::record(&app.audit, audit(AuditResult::Failure, "invalid_credentials")).await;
         return Err(invalid_credentials());
     };
     signin.throttle.succeeded(attempt);
     if standing.disabled {
         // The password was right, so saying why is no help to a guesser.
-        crate::audit::record(&app, audit(AuditResult::Denied, "account_disabled")).await;
+        crate::audit::record(&app.audit, audit(AuditResult::Denied, "account_disabled")).await;
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::AccountDisabled,
@@ -395,7 +408,7 @@ async fn login(
     let claims = app.auth.api.verify(&token).map_err(ApiError::internal)?;
     let csrf = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
     crate::audit::record(
-        &app,
+        &app.audit,
         AuditEntry::new(&meta, actor, "auth.login", AuditResult::Success).target(username.clone()),
     )
     .await;
@@ -422,7 +435,7 @@ async fn login(
 /// Verifies off the executor, at most [`CONCURRENT_HASHES`] at once; unknown users are checked
 /// against a decoy hash so they take the same time.
 async fn check_password(
-    app: &Arc<App>,
+    app: &AuthState,
     username: &str,
     password: String,
 ) -> Result<Option<accounts::Standing>, ApiError> {
@@ -450,7 +463,7 @@ async fn check_password(
         (status = 204, description = "signed out; cookies cleared"),
         (status = 403, body = ErrorBody, description = "cookie session without a valid `X-CSRF-Token`, or `cross_origin`")))]
 async fn logout(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     _: SameOrigin,
     meta: RequestMeta,
     caller: Result<SignedIn, ApiError>,
@@ -461,7 +474,7 @@ async fn logout(
                 app.signin.revoke(&app.store, jti, caller.expires_at).await?;
             }
             crate::audit::record(
-                &app,
+                &app.audit,
                 AuditEntry::new(&meta, caller.actor(), "auth.logout", AuditResult::Success)
                     .target(caller.username.clone()),
             )
@@ -501,7 +514,7 @@ pub struct Me {
         (status = 200, body = Me),
         (status = 401, body = ErrorBody, description = "no, expired, forged or revoked credentials"),
         (status = 403, body = ErrorBody, description = "an operator token")))]
-async fn me(State(app): State<Arc<App>>, caller: SignedIn) -> Result<axum::Json<Me>, ApiError> {
+async fn me(State(app): State<AuthState>, caller: SignedIn) -> Result<axum::Json<Me>, ApiError> {
     let name = caller.username.clone();
     let account = app.store.read(move |txn| accounts::get(txn, &name)).await?.is_some();
     Ok(axum::Json(Me {

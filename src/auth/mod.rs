@@ -20,6 +20,17 @@ use crate::config::Config;
 use keys::{KeyError, KeyRingDir, SigningKey};
 use tokens::{AUD_API, AUD_INTERNAL, TokenAuthority};
 
+/// What the sign-in and account handlers use (made from the router state by the composition root).
+#[derive(Clone)]
+pub struct AuthState {
+    pub config: Arc<Config>,
+    pub store: crate::store::Store,
+    pub auth: Authorities,
+    pub clock: Clock,
+    pub signin: Arc<login::SignIn>,
+    pub audit: Arc<crate::audit::AuditLog>,
+}
+
 /// Told of each operator token the guard refuses (its text and why): the operator domain,
 /// above this one, keeps the last reason per claimed cluster for the cluster's operator view.
 pub type RejectionHook = Arc<dyn Fn(&str, &tokens::VerifyError) + Send + Sync>;

@@ -2,9 +2,7 @@
 //! `POST /api/v1/keys/rotate` (what `gshare keys rotate` asks a running server: in force at once,
 //! audited).
 
-use std::sync::Arc;
-
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -12,12 +10,20 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AuthState;
 use super::guard::AdminCaller;
-use crate::App;
+use super::guard::Gate;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AuthState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(jwks)).routes(routes!(rotate_keys))
 }
 
@@ -35,7 +41,7 @@ pub struct Rotated {
         (status = 401, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "the signing key is set by configuration")))]
 async fn rotate_keys(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     caller: AdminCaller,
     meta: RequestMeta,
 ) -> Result<(StatusCode, axum::Json<Rotated>), ApiError> {
@@ -58,7 +64,7 @@ async fn rotate_keys(
     if let Ok(e) = &rotated {
         entry = entry.target(e.kid.clone());
     }
-    crate::audit::record(&app, entry).await;
+    crate::audit::record(&app.audit, entry).await;
     let kid = rotated.map_err(ApiError::internal)?.kid;
     Ok((StatusCode::CREATED, axum::Json(Rotated { kid })))
 }
@@ -83,7 +89,7 @@ pub struct Jwks {
 /// The keys that verify operator tokens: the signing key and every older key not yet pruned.
 #[utoipa::path(get, path = "/.well-known/gshare-internal-jwks.json", tag = "auth",
     responses((status = 200, body = Jwks, description = "cached by clients for 300 s")))]
-async fn jwks(State(app): State<Arc<App>>) -> Response {
+async fn jwks(State(app): State<AuthState>) -> Response {
     (
         [
             (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),

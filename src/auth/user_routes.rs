@@ -4,9 +4,7 @@
 //! disabled account's tokens and cookies stop at its next request; its sessions keep running.
 //! Removal is `DELETE /api/v1/admins/{username}` (any account; never the last enabled admin).
 
-use std::sync::Arc;
-
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -14,15 +12,23 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AuthState;
 use super::account_routes::{account_error, hash, password_rules};
 use super::accounts::{self, AccountPatch, AccountSummary, Role, Username};
 use super::guard::AdminCaller;
-use crate::App;
+use super::guard::Gate;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
 use crate::http::extract::ApiJson;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    AuthState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(list_users, create_user)).routes(routes!(patch_user))
 }
 
@@ -84,7 +90,7 @@ fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option
         (status = 403, body = ErrorBody, description = "`forbidden_role`: not an admin"),
         (status = 422, body = ErrorBody, description = "a role that is not admin or member")))]
 async fn list_users(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     _admin: AdminCaller,
     Query(p): Query<UserParams>,
 ) -> Result<axum::Json<UserList>, ApiError> {
@@ -118,7 +124,7 @@ async fn list_users(
         (status = 409, body = ErrorBody, description = "the username is taken (without regard to case)"),
         (status = 422, body = ErrorBody, description = "a field error per problem")))]
 async fn create_user(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     ApiJson(body): ApiJson<NewUser>,
@@ -133,7 +139,7 @@ async fn create_user(
 /// Checks and stores a new account, audited under `action`; answers it and the first password
 /// when one was generated. Also behind `POST /api/v1/admins`.
 pub(super) async fn create_account(
-    app: &App,
+    app: &AuthState,
     admin: &AdminCaller,
     meta: &RequestMeta,
     action: &str,
@@ -172,7 +178,7 @@ pub(super) async fn create_account(
     let name = match name {
         Ok(n) if errors.is_empty() => n,
         _ => {
-            crate::audit::record(app, audit(AuditResult::Failure, body.username.trim())).await;
+            crate::audit::record(&app.audit, audit(AuditResult::Failure, body.username.trim())).await;
             return Err(ApiError::validation(errors));
         }
     };
@@ -184,7 +190,7 @@ pub(super) async fn create_account(
     let now_ms = app.clock.now_ms();
     let added = accounts::store_account(&app.store, name.clone(), password_hash, role, group, now_ms).await;
     crate::audit::record(
-        app,
+        &app.audit,
         audit(if added.is_ok() { AuditResult::Success } else { AuditResult::Failure }, name.as_str()),
     )
     .await;
@@ -205,7 +211,7 @@ pub(super) async fn create_account(
         (status = 409, body = ErrorBody, description = "the last enabled admin"),
         (status = 422, body = ErrorBody, description = "a bad group")))]
 async fn patch_user(
-    State(app): State<Arc<App>>,
+    State(app): State<AuthState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(username): Path<String>,
@@ -227,7 +233,7 @@ async fn patch_user(
     let patched = accounts::store_patch(&app.store, name.clone(), change).await;
     let result = if patched.is_ok() { AuditResult::Success } else { AuditResult::Failure };
     crate::audit::record(
-        &app,
+        &app.audit,
         AuditEntry::new(&meta, admin.actor(), "user.update", result)
             .target(crate::audit::truncate(username.clone()))
             .details(details),

@@ -13,21 +13,36 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::App;
 use crate::audit::RequestMeta;
+use crate::auth::guard::Gate;
 use crate::auth::guard::OperatorCaller;
 use crate::clusters::ClusterId;
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::parse_json;
 use wire::*;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+/// What the operator's callbacks use: the two rooms a report is handed to (made from the router
+/// state by the composition root).
+#[derive(Clone)]
+pub struct CallbacksState {
+    pub inventory: Arc<crate::inventory::Inventory>,
+    pub sessions: Arc<crate::sessions::Sessions>,
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    CallbacksState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(inventory_nodes))
         .routes(routes!(inventory_gpu_devices))
@@ -77,7 +92,7 @@ fn refusal(caller: &OperatorCaller, r: Refusal) -> ApiError {
         (status = 413, body = ErrorBody), (status = 422, body = ErrorBody, description = "details.errors[{loc,msg,type}]"),
     ))]
 async fn inventory_nodes(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -101,7 +116,7 @@ async fn inventory_nodes(
         (status = 413, body = ErrorBody), (status = 422, body = ErrorBody),
     ))]
 async fn inventory_gpu_devices(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -120,7 +135,7 @@ async fn inventory_gpu_devices(
     request_body = DriftReport,
     responses((status = 202, body = Accepted), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn inventory_drift(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -134,7 +149,7 @@ async fn inventory_drift(
 /// Nodes to cordon (the cluster is the token's), sorted.
 #[utoipa::path(get, path = "/internal/nodes/cordoned", tag = "internal",
     responses((status = 200, body = Hostnames), (status = 401, body = ErrorBody)))]
-async fn nodes_cordoned(State(app): State<Arc<App>>, caller: OperatorCaller) -> Result<Response, ApiError> {
+async fn nodes_cordoned(State(app): State<CallbacksState>, caller: OperatorCaller) -> Result<Response, ApiError> {
     Ok(json_bytes(app.inventory.hostnames_json(&caller.cluster_id, false).await?))
 }
 
@@ -146,7 +161,10 @@ fn json_bytes(body: Bytes) -> Response {
 /// Nodes to delete from the cluster (the cluster is the token's), sorted.
 #[utoipa::path(get, path = "/internal/nodes/decommissioning", tag = "internal",
     responses((status = 200, body = Hostnames), (status = 401, body = ErrorBody)))]
-async fn nodes_decommissioning(State(app): State<Arc<App>>, caller: OperatorCaller) -> Result<Response, ApiError> {
+async fn nodes_decommissioning(
+    State(app): State<CallbacksState>,
+    caller: OperatorCaller,
+) -> Result<Response, ApiError> {
     Ok(json_bytes(app.inventory.hostnames_json(&caller.cluster_id, true).await?))
 }
 
@@ -158,7 +176,7 @@ async fn nodes_decommissioning(State(app): State<Arc<App>>, caller: OperatorCall
         (status = 401, body = ErrorBody), (status = 422, body = ErrorBody),
     ))]
 async fn nodes_decommissioned(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -176,7 +194,11 @@ async fn nodes_decommissioned(
 #[utoipa::path(post, path = "/internal/nodes/health-events", tag = "internal",
     request_body = HealthEvent,
     responses((status = 202, body = Accepted), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
-async fn health_events(State(app): State<Arc<App>>, caller: OperatorCaller, body: Bytes) -> Result<Response, ApiError> {
+async fn health_events(
+    State(app): State<CallbacksState>,
+    caller: OperatorCaller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let mut r = intake::health_event(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
     r.bound();
@@ -189,7 +211,7 @@ async fn health_events(State(app): State<Arc<App>>, caller: OperatorCaller, body
     request_body = VolumeSync,
     responses((status = 200, body = VolumeSyncAnswer), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn volumes_sync(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<VolumeSyncAnswer>, ApiError> {
@@ -228,7 +250,7 @@ async fn image_build_status(
         (status = 422, body = ErrorBody, description = "action other than session.pause, pod.delete, node.cordon; ts not a date-time"),
     ))]
 async fn audit_operator(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     meta: RequestMeta,
     body: Bytes,
@@ -245,7 +267,7 @@ async fn audit_operator(
     request_body = AgentReport,
     responses((status = 200, body = SamplesAccepted), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn session_samples(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     body: Bytes,
 ) -> Result<Json<SamplesAccepted>, ApiError> {
@@ -265,7 +287,7 @@ async fn session_samples(
         (status = 422, body = ErrorBody),
     ))]
 async fn session_status(
-    State(app): State<Arc<App>>,
+    State(app): State<CallbacksState>,
     caller: OperatorCaller,
     Path(id): Path<String>,
     body: Bytes,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
@@ -13,14 +13,31 @@ use utoipa_axum::routes;
 use super::ClusterId;
 use super::model::*;
 use super::registry::{ClusterError, PatchRequest, RegisterRequest};
-use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::AdminCaller;
+use crate::auth::guard::Gate;
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::parse_json;
 use crate::http::idempotency;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+/// What the clusters' handlers use (made from the router state by the composition root).
+#[derive(Clone)]
+pub struct ClustersState {
+    pub store: crate::store::Store,
+    pub clock: crate::clock::Clock,
+    pub clusters: Arc<super::Clusters>,
+    pub idempotency: Arc<crate::http::idempotency::InFlight>,
+    pub audit: Arc<crate::audit::AuditLog>,
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ClustersState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(register)).routes(routes!(unclaimed)).routes(routes!(patch, unregister))
 }
 
@@ -92,7 +109,7 @@ fn parse_id(raw: &str) -> Result<ClusterId, ApiError> {
         (status = 422, body = ErrorBody, description = "validation_failed, probe_failed (details: stage, cause, hint, checks, missing) or idempotency_key_reused"),
     ))]
 async fn register(
-    State(app): State<Arc<App>>,
+    State(app): State<ClustersState>,
     admin: AdminCaller,
     meta: RequestMeta,
     headers: HeaderMap,
@@ -111,7 +128,8 @@ async fn register(
             Ok(d) => d.cluster.id.clone(),
             Err(e) => e.details.get("cluster_id").and_then(|v| v.as_str()).unwrap_or(&name).to_string(),
         };
-        audit(&app, &meta, &admin, "cluster.register", &target, serde_json::json!({ "name": name }), &outcome).await;
+        audit(&app.audit, &meta, &admin, "cluster.register", &target, serde_json::json!({ "name": name }), &outcome)
+            .await;
         let value = serde_json::to_value(&outcome?).map_err(ApiError::internal)?;
         Ok((StatusCode::CREATED, value))
     })
@@ -121,7 +139,7 @@ async fn register(
 /// Directories in the kubeconfig directory that no registered cluster claims.
 #[utoipa::path(get, path = "/api/v1/clusters/unclaimed", tag = "clusters",
     responses((status = 200, body = Vec<UnclaimedDir>), (status = 401, body = ErrorBody)))]
-async fn unclaimed(State(app): State<Arc<App>>, _admin: AdminCaller) -> axum::Json<Vec<UnclaimedDir>> {
+async fn unclaimed(State(app): State<ClustersState>, _admin: AdminCaller) -> axum::Json<Vec<UnclaimedDir>> {
     axum::Json(app.clusters.unclaimed())
 }
 
@@ -136,7 +154,7 @@ async fn unclaimed(State(app): State<Arc<App>>, _admin: AdminCaller) -> axum::Js
         (status = 422, body = ErrorBody, description = "validation_failed, probe_failed or kubeconfig_other_cluster"),
     ))]
 async fn patch(
-    State(app): State<Arc<App>>,
+    State(app): State<ClustersState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
@@ -157,7 +175,8 @@ async fn patch(
     .filter_map(|(f, set)| set.then_some(f))
     .collect();
     let outcome = app.clusters.patch(&id, req).await.map_err(ApiError::from);
-    audit(&app, &meta, &admin, "cluster.patch", id.as_str(), serde_json::json!({ "fields": fields }), &outcome).await;
+    audit(&app.audit, &meta, &admin, "cluster.patch", id.as_str(), serde_json::json!({ "fields": fields }), &outcome)
+        .await;
     Ok(axum::Json(outcome?))
 }
 
@@ -170,14 +189,14 @@ async fn patch(
         (status = 409, body = ErrorBody, description = "cluster_in_use: details.sessions, details.allocations"),
     ))]
 async fn unregister(
-    State(app): State<Arc<App>>,
+    State(app): State<ClustersState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let outcome = app.clusters.delete(&id).await.map_err(ApiError::from);
-    audit(&app, &meta, &admin, "cluster.delete", id.as_str(), serde_json::json!({}), &outcome).await;
+    audit(&app.audit, &meta, &admin, "cluster.delete", id.as_str(), serde_json::json!({}), &outcome).await;
     outcome?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

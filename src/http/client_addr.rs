@@ -87,11 +87,22 @@ pub fn from_parts(config: &Config, parts: &Parts) -> IpAddr {
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub IpAddr);
 
-impl axum::extract::FromRequestParts<std::sync::Arc<crate::App>> for ClientAddr {
+/// The settings [`ClientAddr`] (and the audit log's request facts) read: the proxy rule.
+#[derive(Debug, Clone)]
+pub struct AddrConfig {
+    pub config: std::sync::Arc<Config>,
+}
+
+impl<S> axum::extract::FromRequestParts<S> for ClientAddr
+where
+    S: Send + Sync,
+    AddrConfig: axum::extract::FromRef<S>,
+{
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, app: &std::sync::Arc<crate::App>) -> Result<Self, Self::Rejection> {
-        Ok(Self(from_parts(&app.config, parts)))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let addrs: AddrConfig = axum::extract::FromRef::from_ref(state);
+        Ok(Self(from_parts(&addrs.config, parts)))
     }
 }
 

@@ -75,9 +75,9 @@ pub fn router(app: Arc<App>) -> Router {
         // The console SPA; it answers the API prefixes with the same JSON 404 as before.
         .fallback(crate::console::serve)
         // On a session domain only the relay, verify and health answer (421 otherwise).
-        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::sessions::origin::session_origin))
+        .layer(axum::middleware::from_fn_with_state(app.sessions.clone(), crate::sessions::origin::session_origin))
         // Counts operator callbacks by route and status for /metrics (needs the matched route).
-        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::inventory::metrics::count_callbacks))
+        .layer(axum::middleware::from_fn_with_state(app.inventory.clone(), crate::inventory::metrics::count_callbacks))
         .layer(DefaultBodyLimit::max(extract::MAX_JSON_BODY))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))

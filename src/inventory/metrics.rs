@@ -10,7 +10,6 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::App;
 use crate::auth::guard::CallerSlot;
 use crate::clusters::model::{ClusterRecord, ClusterStatus};
 use crate::locks::lock;
@@ -74,7 +73,7 @@ impl Callbacks {
 
 /// Middleware (on the whole router): counts every answer of an `/internal` route, by status and,
 /// once the operator guard verified the caller, by cluster.
-pub async fn count_callbacks(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+pub async fn count_callbacks(State(inventory): State<Arc<super::Inventory>>, mut req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -85,7 +84,7 @@ pub async fn count_callbacks(State(app): State<Arc<App>>, mut req: Request, next
     let slot = CallerSlot::default();
     req.extensions_mut().insert(slot.clone());
     let res = next.run(req).await;
-    app.inventory.metrics.count(&route, res.status().as_u16(), slot.0.get().map(|c| c.as_str()));
+    inventory.metrics.count(&route, res.status().as_u16(), slot.0.get().map(|c| c.as_str()));
     res
 }
 

@@ -29,7 +29,6 @@ use tokio::sync::watch;
 
 use self::apply::{NodeAction, PendingLiveness, Seen, SweepReport};
 use self::model::*;
-use crate::App;
 use crate::audit::AuditEntry;
 use crate::callbacks::wire::*;
 use crate::clock::Clock;
@@ -353,8 +352,8 @@ impl Inventory {
 }
 
 /// Runs one sweep now (what the background task does every few seconds).
-pub async fn sweep(app: &App) -> Result<SweepReport, StoreError> {
-    app.inventory.sweep().await
+pub async fn sweep(holder: &impl AsRef<Inventory>) -> Result<SweepReport, StoreError> {
+    holder.as_ref().sweep().await
 }
 
 /// How often the background sweep runs: a sixth of the shorter threshold (15 s by default).
@@ -363,12 +362,12 @@ pub fn sweep_every(config: &Config) -> Duration {
 }
 
 /// Starts the background sweep; it ends with the server.
-pub fn spawn_sweeper(app: Arc<App>, stop: watch::Receiver<bool>) {
-    let period = sweep_every(&app.config);
+pub fn spawn_sweeper(inventory: Arc<Inventory>, config: &Config, stop: watch::Receiver<bool>) {
+    let period = sweep_every(config);
     tokio::spawn(crate::background::every(period, stop, move || {
-        let app = app.clone();
+        let inventory = inventory.clone();
         async move {
-            if let Err(e) = app.inventory.sweep().await {
+            if let Err(e) = inventory.sweep().await {
                 tracing::error!(error = %e, "inventory sweep failed");
             }
         }

@@ -5,22 +5,37 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::apply::NodeAction;
 use super::model::{GPUS, GpuView, NodeRecord, NodeView};
-use crate::App;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::auth::guard::AdminCaller;
+use crate::auth::guard::Gate;
 use crate::callbacks::wire::is_dns_subdomain;
 use crate::clock::rfc3339_ms;
 use crate::clusters::ClusterId;
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+/// What the inventory's handlers use (made from the router state by the composition root).
+#[derive(Clone)]
+pub struct InventoryState {
+    pub store: crate::store::Store,
+    pub inventory: Arc<super::Inventory>,
+    pub audit: Arc<crate::audit::AuditLog>,
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    InventoryState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(nodes))
         .routes(routes!(cordon))
@@ -32,14 +47,18 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 #[utoipa::path(get, path = "/api/v1/clusters/{id}/nodes", tag = "clusters",
     params(("id" = String, Path, description = "clu_<ULID> or clu_local")),
     responses((status = 200, body = Vec<NodeView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn nodes(State(app): State<Arc<App>>, _admin: AdminCaller, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn nodes(
+    State(app): State<InventoryState>,
+    _admin: AdminCaller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let id = ClusterId::parse(&id).map_err(|e| ApiError::not_found(e.to_string()))?;
     let json = app.inventory.node_pages.json(&app.store, id.as_str()).await?;
     let json = json.ok_or_else(|| ApiError::not_found(format!("no cluster {id}")))?;
     Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
-async fn node_view(app: &App, r: NodeRecord) -> Result<NodeView, ApiError> {
+async fn node_view(app: &InventoryState, r: NodeRecord) -> Result<NodeView, ApiError> {
     let prefix = format!("{}/", r.cluster_id);
     let gpus = app.store.read(move |txn| GPUS.list_prefix(txn, &prefix)).await?;
     Ok(NodeView {
@@ -56,7 +75,7 @@ async fn node_view(app: &App, r: NodeRecord) -> Result<NodeView, ApiError> {
 }
 
 async fn admin_node_action(
-    app: &App,
+    app: &InventoryState,
     admin: &AdminCaller,
     meta: &RequestMeta,
     id: &str,
@@ -80,7 +99,7 @@ async fn admin_node_action(
         Err(r) => {
             let err = r.into_error(None);
             crate::audit::record(
-                app,
+                &app.audit,
                 entry(AuditResult::Failure).details(serde_json::json!({
                     "cluster_id": id.as_str(), "node": node, "error": err.code,
                 })),
@@ -96,7 +115,7 @@ async fn admin_node_action(
     params(("id" = String, Path, description = "clu_<ULID> or clu_local"), ("node" = String, Path, description = "node name")),
     responses((status = 200, body = NodeView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn cordon(
-    State(app): State<Arc<App>>,
+    State(app): State<InventoryState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path((id, node)): Path<(String, String)>,
@@ -112,7 +131,7 @@ async fn cordon(
         (status = 409, body = ErrorBody, description = "node_decommissioning"),
     ))]
 async fn uncordon(
-    State(app): State<Arc<App>>,
+    State(app): State<InventoryState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path((id, node)): Path<(String, String)>,
@@ -129,7 +148,7 @@ async fn uncordon(
         (status = 409, body = ErrorBody, description = "node_in_use: open GPU allocations (details.allocations)"),
     ))]
 async fn decommission(
-    State(app): State<Arc<App>>,
+    State(app): State<InventoryState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path((id, node)): Path<(String, String)>,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -11,15 +11,31 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{OperatorError, Report, TokenView};
-use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::AdminCaller;
+use crate::auth::guard::Gate;
 use crate::auth::tokens::{MAX_TTL, parse_ttl};
 use crate::clusters::ClusterId;
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, plural};
 use crate::http::extract::parse_json;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+/// What the operator's handlers use (made from the router state by the composition root).
+#[derive(Clone)]
+pub struct OperatorState {
+    pub config: Arc<crate::config::Config>,
+    pub clusters: Arc<crate::clusters::Clusters>,
+    pub operator: Arc<super::Operator>,
+    pub audit: Arc<crate::audit::AuditLog>,
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    OperatorState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(attach))
         .routes(routes!(detach))
@@ -232,7 +248,7 @@ struct DetachParams {
         (status = 504, body = ErrorBody, description = "attach_deadline: operator_attach_timeout ran out (details.done, details.objects)"),
     ))]
 async fn attach(
-    State(app): State<Arc<App>>,
+    State(app): State<OperatorState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
@@ -256,7 +272,7 @@ async fn attach(
         }),
         Err(e) => json!({ "force": force, "message": e.message }),
     };
-    audit(&app, &meta, &admin, "cluster.attach", id.as_str(), details, &outcome).await;
+    audit(&app.audit, &meta, &admin, "cluster.attach", id.as_str(), details, &outcome).await;
     Ok(axum::Json(outcome?))
 }
 
@@ -271,7 +287,7 @@ async fn attach(
         (status = 502, body = ErrorBody),
     ))]
 async fn detach(
-    State(app): State<Arc<App>>,
+    State(app): State<OperatorState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
@@ -285,7 +301,7 @@ async fn detach(
         Ok(r) => json!({ "changed": r.changed, "force": force }),
         Err(e) => json!({ "message": e.message }),
     };
-    audit(&app, &meta, &admin, "cluster.detach", id.as_str(), details, &outcome).await;
+    audit(&app.audit, &meta, &admin, "cluster.detach", id.as_str(), details, &outcome).await;
     Ok(axum::Json(outcome?))
 }
 
@@ -314,7 +330,7 @@ pub struct TokenAnswer {
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody),
     ))]
 async fn operator_token(
-    State(app): State<Arc<App>>,
+    State(app): State<OperatorState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
@@ -336,7 +352,7 @@ async fn operator_token(
         Ok(m) => json!({ "kid": m.info.kid, "expires_at": m.info.expires_at, "ttl_s": ttl.as_secs() }),
         Err(_) => json!({ "ttl_s": ttl.as_secs() }),
     };
-    audit(&app, &meta, &admin, "cluster.operator_token", id.as_str(), details, &outcome).await;
+    audit(&app.audit, &meta, &admin, "cluster.operator_token", id.as_str(), details, &outcome).await;
     let m = outcome?;
     Ok((
         StatusCode::CREATED,
@@ -352,7 +368,7 @@ async fn operator_token(
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody),
     ))]
 async fn operator_manifests(
-    State(app): State<Arc<App>>,
+    State(app): State<OperatorState>,
     _admin: AdminCaller,
     Path(id): Path<String>,
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {

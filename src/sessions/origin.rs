@@ -16,7 +16,6 @@ use axum::response::{IntoResponse, Response};
 
 use super::Sessions;
 use super::relay::request_host;
-use crate::App;
 use crate::clusters::model::CLUSTERS;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::locks::lock;
@@ -77,14 +76,14 @@ impl Sessions {
 }
 
 /// The router layer: on a session domain, only what [`served_on_session_hosts`] names.
-pub async fn session_origin(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+pub async fn session_origin(State(sessions): State<Arc<Sessions>>, req: Request, next: Next) -> Response {
     if served_on_session_hosts(req.uri().path()) {
         return next.run(req).await;
     }
     let Some(host) = request_host(&req).map(|h| h.to_ascii_lowercase()) else {
         return next.run(req).await;
     };
-    if !app.sessions.is_session_host(&host).await {
+    if !sessions.is_session_host(&host).await {
         return next.run(req).await;
     }
     ApiError::new(

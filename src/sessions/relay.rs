@@ -26,7 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::model::{Phase, cr_name};
 use super::proxy_path::{Refusal, route};
-use crate::App;
+use super::routes::SessionsState;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::middleware::PassedThrough;
 use crate::http::server::ConnectionTicket;
@@ -210,7 +210,7 @@ fn relay_error(status: StatusCode, code: ErrorCode, message: String) -> Response
 }
 
 /// `ANY /proxy/{cr}/…`.
-pub async fn relay(State(app): State<Arc<App>>, mut req: Request) -> Response {
+pub async fn relay(State(app): State<SessionsState>, mut req: Request) -> Response {
     let raw = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
     let routed = match route(&raw) {
         Ok(r) => r,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -14,14 +14,35 @@ use super::connect::{Denied, VerifyRequest};
 use super::model::*;
 use super::offerings::{OfferingCreate, OfferingPatch};
 use super::{CreateSession, SessionError, SessionQuery};
-use crate::App;
 use crate::audit::{RequestMeta, record_change as audit};
+use crate::auth::guard::Gate;
 use crate::auth::guard::{AdminCaller, SignedIn};
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::{parse_json, query_number};
 use crate::http::idempotency;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+/// What the sessions' handlers and the relay use (made from the router state by the composition
+/// root).
+#[derive(Clone)]
+pub struct SessionsState {
+    pub config: Arc<crate::config::Config>,
+    pub store: crate::store::Store,
+    pub clock: crate::clock::Clock,
+    pub sessions: Arc<super::Sessions>,
+    pub idempotency: Arc<crate::http::idempotency::InFlight>,
+    pub audit: Arc<crate::audit::AuditLog>,
+    /// The live TLS certificate when serving HTTPS (the relay's scheme).
+    pub tls: Option<Arc<crate::http::tls::CertReloader>>,
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SessionsState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list_offerings, create_offering))
         .routes(routes!(show_offering, patch_offering, delete_offering))
@@ -72,7 +93,7 @@ struct OfferingParams {
 #[utoipa::path(get, path = "/api/v1/offerings", tag = "sessions", params(OfferingParams),
     responses((status = 200, body = OfferingList), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list_offerings(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     _caller: SignedIn,
     Query(p): Query<OfferingParams>,
 ) -> Result<axum::Json<OfferingList>, ApiError> {
@@ -90,7 +111,7 @@ async fn list_offerings(
     responses((status = 201, body = OfferingView), (status = 401, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "the name is taken"), (status = 422, body = ErrorBody)))]
 async fn create_offering(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: AdminCaller,
     meta: RequestMeta,
     body: Bytes,
@@ -99,7 +120,7 @@ async fn create_offering(
     let name = req.name.clone();
     let outcome = app.sessions.create_offering(req).await.map_err(ApiError::from);
     let target = outcome.as_ref().map(|o| o.id.clone()).unwrap_or_default();
-    audit(&app, &meta, &admin, "offering.create", &target, serde_json::json!({ "name": name }), &outcome).await;
+    audit(&app.audit, &meta, &admin, "offering.create", &target, serde_json::json!({ "name": name }), &outcome).await;
     Ok((StatusCode::CREATED, axum::Json(outcome?)).into_response())
 }
 
@@ -108,7 +129,7 @@ async fn create_offering(
     params(("id" = String, Path, description = "off_<ULID>")),
     responses((status = 200, body = OfferingView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show_offering(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     _caller: SignedIn,
     Path(id): Path<String>,
 ) -> Result<axum::Json<OfferingView>, ApiError> {
@@ -121,7 +142,7 @@ async fn show_offering(
     responses((status = 200, body = OfferingView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn patch_offering(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
@@ -130,7 +151,7 @@ async fn patch_offering(
     let req: OfferingPatch = parse_json(&body)?;
     let outcome = app.sessions.patch_offering(&id, req).await.map_err(ApiError::from);
     let fields = outcome.as_ref().map(|(_, f)| f.clone()).unwrap_or_default();
-    audit(&app, &meta, &admin, "offering.patch", &id, serde_json::json!({ "fields": fields }), &outcome).await;
+    audit(&app.audit, &meta, &admin, "offering.patch", &id, serde_json::json!({ "fields": fields }), &outcome).await;
     Ok(axum::Json(outcome?.0))
 }
 
@@ -140,14 +161,14 @@ async fn patch_offering(
     responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "offering_in_use: details.sessions")))]
 async fn delete_offering(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let outcome = app.sessions.delete_offering(&id).await.map_err(ApiError::from);
     let name = outcome.as_ref().cloned().unwrap_or_default();
-    audit(&app, &meta, &admin, "offering.delete", &id, serde_json::json!({ "name": name }), &outcome).await;
+    audit(&app.audit, &meta, &admin, "offering.delete", &id, serde_json::json!({ "name": name }), &outcome).await;
     outcome?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -186,7 +207,7 @@ struct SessionParams {
     responses((status = 200, body = SessionPage), (status = 401, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "a bad filter, page, size or cursor (`after`), or `page` with `after`")))]
 async fn list_sessions(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     caller: SignedIn,
     Query(p): Query<SessionParams>,
 ) -> Result<axum::Json<SessionPage>, ApiError> {
@@ -257,7 +278,7 @@ async fn list_sessions(
         (status = 502, body = ErrorBody, description = "cluster_apply_failed: recorded with phase error; details.session_id, details.cause"),
     ))]
 async fn create_session(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: SignedIn,
     meta: RequestMeta,
     headers: HeaderMap,
@@ -288,7 +309,7 @@ async fn create_session(
             Ok(s) => serde_json::json!({ "offering_id": offering, "cluster_id": s.cluster_id }),
             Err(_) => serde_json::json!({ "offering_id": offering }),
         };
-        audit(&app, &meta, &admin, "session.create", &target, details, &outcome).await;
+        audit(&app.audit, &meta, &admin, "session.create", &target, details, &outcome).await;
         let value = serde_json::to_value(SessionView::from(&outcome?)).map_err(ApiError::internal)?;
         Ok((StatusCode::CREATED, value))
     })
@@ -300,7 +321,7 @@ async fn create_session(
     params(("id" = String, Path, description = "ses_<ULID>")),
     responses((status = 200, body = SessionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show_session(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     caller: SignedIn,
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
@@ -309,7 +330,7 @@ async fn show_session(
 
 /// The session, if the caller may see it: an admin any, a member their own. Another member's
 /// session answers exactly as a missing one (same read, same 404), so ids tell nothing.
-async fn owned(app: &App, caller: &SignedIn, id: &str) -> Result<SessionRecord, ApiError> {
+async fn owned(app: &SessionsState, caller: &SignedIn, id: &str) -> Result<SessionRecord, ApiError> {
     let session = app.sessions.get(id).await;
     match session {
         Ok(s) if caller.may_act_for(&s.owner) => Ok(s),
@@ -332,7 +353,7 @@ struct DeleteParams {
         (status = 409, body = ErrorBody, description = "session_conflict: already ended"),
         (status = 502, body = ErrorBody, description = "cluster_unreachable or cluster_apply_failed")))]
 async fn delete_session(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
@@ -345,7 +366,7 @@ async fn delete_session(
     };
     owned(&app, &admin, &id).await?;
     let outcome = app.sessions.delete(&id, force).await.map_err(ApiError::from);
-    audit(&app, &meta, &admin, "session.delete", &id, serde_json::json!({ "force": force }), &outcome).await;
+    audit(&app.audit, &meta, &admin, "session.delete", &id, serde_json::json!({ "force": force }), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
 }
 
@@ -354,14 +375,14 @@ async fn delete_session(
     responses((status = 200, body = SessionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "session_conflict"), (status = 502, body = ErrorBody)))]
 async fn pause_session(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
     owned(&app, &admin, &id).await?;
     let outcome = app.sessions.pause(&id).await.map_err(ApiError::from);
-    audit(&app, &meta, &admin, "session.pause", &id, serde_json::json!({}), &outcome).await;
+    audit(&app.audit, &meta, &admin, "session.pause", &id, serde_json::json!({}), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
 }
 
@@ -370,14 +391,14 @@ async fn pause_session(
     responses((status = 200, body = SessionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "session_conflict"), (status = 502, body = ErrorBody)))]
 async fn resume_session(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
     owned(&app, &admin, &id).await?;
     let outcome = app.sessions.resume(&id).await.map_err(ApiError::from);
-    audit(&app, &meta, &admin, "session.resume", &id, serde_json::json!({}), &outcome).await;
+    audit(&app.audit, &meta, &admin, "session.resume", &id, serde_json::json!({}), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
 }
 
@@ -396,7 +417,7 @@ pub struct ConnectRequest {
         (status = 409, body = ErrorBody, description = "session_not_running or no_session_domain"),
         (status = 422, body = ErrorBody)))]
 async fn connect_session(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
@@ -406,7 +427,7 @@ async fn connect_session(
     let kind = req.kind.unwrap_or_else(|| "lab".into());
     owned(&app, &admin, &id).await?;
     let outcome = app.sessions.connect(&id, &kind).await.map_err(ApiError::from);
-    audit(&app, &meta, &admin, "session.connect", &id, serde_json::json!({ "kind": kind }), &outcome).await;
+    audit(&app.audit, &meta, &admin, "session.connect", &id, serde_json::json!({ "kind": kind }), &outcome).await;
     Ok(axum::Json(outcome?))
 }
 
@@ -432,7 +453,7 @@ struct VerifyParams {
         (status = 401, body = ErrorBody, description = "unauthenticated: details.reason"),
     ))]
 async fn connect_verify(
-    State(app): State<Arc<App>>,
+    State(app): State<SessionsState>,
     Query(p): Query<VerifyParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {

@@ -618,10 +618,20 @@ impl Snapshots {
     }
 }
 
+/// What the schedule and the reconcile after a restore use.
+pub struct Upkeep {
+    pub config: std::sync::Arc<Config>,
+    pub clock: Clock,
+    pub snapshots: std::sync::Arc<Snapshots>,
+    pub clusters: std::sync::Arc<crate::clusters::Clusters>,
+    pub sessions: std::sync::Arc<crate::sessions::Sessions>,
+}
+
 /// The schedule: a snapshot every `snapshot_interval` after the newest one (the first one
 /// `min(interval, 5 min)` after start when there is none); `0s` turns it off. Also records the
 /// running version (for pre-upgrade snapshots) and, after a restore, reconciles.
-pub fn spawn(app: std::sync::Arc<crate::App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub fn spawn(app: Upkeep, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let app = std::sync::Arc::new(app);
     let marker = app.config.data_dir.join(VERSION_MARKER);
     if let Err(e) = crate::auth::keys::write_private_file(&marker, env!("CARGO_PKG_VERSION").as_bytes()) {
         tracing::warn!(error = %e, file = %marker.display(), "cannot record the running version");
@@ -661,7 +671,7 @@ pub fn spawn(app: std::sync::Arc<crate::App>, mut stop: tokio::sync::watch::Rece
 
 /// First start after `gshare snapshot restore`: re-probe every cluster, then list the
 /// GShareSessions each one runs and report those the restored state does not know.
-async fn reconcile_after_restore(app: &crate::App, marker: &Path) {
+async fn reconcile_after_restore(app: &Upkeep, marker: &Path) {
     let created = std::fs::read(marker)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())

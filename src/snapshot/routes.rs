@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -14,13 +14,28 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{SnapshotError, SnapshotInfo, SnapshotStatus, check_reason};
-use crate::App;
 use crate::audit::{self, AuditEntry, AuditResult, RequestMeta};
 use crate::auth::guard::AdminCaller;
+use crate::auth::guard::Gate;
+use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode};
 use crate::http::extract::parse_json;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
+/// What the snapshot handlers use (made from the router state by the composition root).
+#[derive(Clone)]
+pub struct SnapshotState {
+    pub config: Arc<crate::config::Config>,
+    pub snapshots: Arc<super::Snapshots>,
+    pub audit: Arc<crate::audit::AuditLog>,
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SnapshotState: FromRef<S>,
+    Gate: FromRef<S>,
+    AddrConfig: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(create_snapshot, list_snapshots)).routes(routes!(snapshot_status))
 }
 
@@ -56,7 +71,7 @@ impl From<SnapshotError> for ApiError {
         (status = 507, body = ErrorBody, description = "snapshot_failed: the directory is not writable or full; older snapshots are kept"),
     ))]
 async fn create_snapshot(
-    State(app): State<Arc<App>>,
+    State(app): State<SnapshotState>,
     admin: AdminCaller,
     meta: RequestMeta,
     body: Bytes,
@@ -76,7 +91,7 @@ async fn create_snapshot(
         let bytes = app.snapshots.build(&reason).await?;
         let entry = AuditEntry::new(&meta, admin.actor(), "snapshot.download", AuditResult::Success)
             .details(serde_json::json!({ "size_bytes": bytes.len(), "reason": reason }));
-        audit::record(&app, entry).await;
+        audit::record(&app.audit, entry).await;
         return Ok((
             StatusCode::OK,
             [(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"))],
@@ -92,7 +107,7 @@ async fn create_snapshot(
         if result.is_ok() { AuditResult::Success } else { AuditResult::Failure },
     )
     .target(result.as_ref().map(|i| i.name.clone()).unwrap_or_default());
-    audit::record(&app, entry).await;
+    audit::record(&app.audit, entry).await;
     Ok((StatusCode::CREATED, axum::Json(result?)).into_response())
 }
 
@@ -100,7 +115,7 @@ async fn create_snapshot(
 #[utoipa::path(get, path = "/api/v1/snapshots", tag = "snapshots",
     responses((status = 200, body = Vec<SnapshotInfo>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn list_snapshots(
-    State(app): State<Arc<App>>,
+    State(app): State<SnapshotState>,
     _admin: AdminCaller,
 ) -> Result<axum::Json<Vec<SnapshotInfo>>, ApiError> {
     let dir = app.config.snapshot_dir.clone();
@@ -125,7 +140,7 @@ pub struct SnapshotSchedule {
 /// The snapshot schedule and the last result: time, file, size, error, failures.
 #[utoipa::path(get, path = "/api/v1/snapshots/status", tag = "snapshots",
     responses((status = 200, body = SnapshotSchedule), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-async fn snapshot_status(State(app): State<Arc<App>>, _admin: AdminCaller) -> axum::Json<SnapshotSchedule> {
+async fn snapshot_status(State(app): State<SnapshotState>, _admin: AdminCaller) -> axum::Json<SnapshotSchedule> {
     let status = app.snapshots.status();
     let interval = app.config.snapshot_interval;
     let next_at = match status.last_success_ms {

@@ -1,4 +1,4 @@
-//! The open database and whether it can write (issue 32, item 14: a full disk).
+//! The open database and whether it can write (a full disk, an I/O error).
 //!
 //! redb latches the first failed write of a file (`ENOSPC` in a commit, say): from then on every
 //! read and write of that handle answers "Previous I/O error" until the database is closed and
