@@ -91,11 +91,14 @@ idle_rss() {
 # the allocator give memory back?).
 # Stalled request bodies (issue 32 item 1): /readyz latency and RSS while 4,200 sign-ins from one
 # address, 66 from each of 64 addresses, or 200 streams of one h2c connection hold their bodies
-# open (hack/storm_slow.py). A fresh server for each; BENCH_SECONDS (default 12) per storm.
+# open (hack/storm_slow.py); then HTTP/2 abuse (rapid reset, CONTINUATION, SETTINGS and PING floods)
+# and a storm of WebSocket upgrades held open. A fresh server for each; BENCH_SECONDS (default 12)
+# per storm; SLOW_SCENARIOS picks some.
 slow_bodies() {
   local venv="$work/venv" data port pid
   python3 -m venv "$venv" && "$venv/bin/pip" install -q h2 >/dev/null
-  for scenario in one-address many-addresses h2c; do
+  local scenarios="${SLOW_SCENARIOS:-one-address many-addresses h2c rst-flood continuation-flood settings-flood ping-flood ws-upgrades}"
+  for scenario in $scenarios; do
     data="$work/slow-$scenario"
     port=$(free_port)
     GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=error "$bin" serve 2>/dev/null &
