@@ -341,8 +341,7 @@ pub fn set_cookie(data: &[u8]) {
 /// has no port and no userinfo.
 pub fn relay_headers(data: &[u8]) {
     use crate::sessions::relay::{
-        HOP_BY_HOP, connection_named, forward_headers, is_client_forbidden, is_upgrade, request_host,
-        strip_hop_by_hop,
+        HOP_BY_HOP, connection_named, forward_headers, is_client_forbidden, is_upgrade, request_host, strip_hop_by_hop,
     };
     use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
     let Some((&mode, rest)) = data.split_first() else { return };
