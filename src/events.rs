@@ -8,6 +8,12 @@
 //! derived where the write happens: the store notes each table a transaction writes and keeps
 //! the generation of the last commit per table (`Store::table_generation`), so a commit costs
 //! a few map entries and nothing is diffed. Comments keep idle connections open through proxies.
+//!
+//! A member hears only what is about them: `sessions` when a commit wrote one of *their*
+//! sessions (never another's: that would tell other users' activity and its timing), and
+//! `offerings`. Each session write notes its owner's key besides the tables
+//! (`sessions::model::owner_sessions_key`), so a member's check is one map lookup however
+//! many sessions and users there are.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -20,13 +26,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::App;
-use crate::auth::guard::AdminCaller;
+use crate::auth::guard::SignedIn;
 use crate::clusters::model::CLUSTERS;
 use crate::http::error::ErrorBody;
 use crate::inventory::gpu_booking::ALLOCATIONS;
 use crate::inventory::model::{CLUSTER_COUNTS, DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS, VOLUMES};
 use crate::operator::model::ATTACHMENTS;
-use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS};
+use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS, owner_sessions_key};
 use crate::store::Store;
 
 /// Fewest milliseconds between two bursts of events on one connection.
@@ -34,6 +40,9 @@ pub const MIN_GAP: Duration = Duration::from_millis(500);
 /// A stream ends after this long and the browser reconnects (EventSource does by itself): an
 /// open console tab then never holds a graceful shutdown for longer than this or the grace.
 pub const MAX_STREAM: Duration = Duration::from_secs(300);
+/// How often an idle stream looks at its caller's account: a disabled, removed or re-roled
+/// account's stream ends within this (its own commit usually wakes the stream sooner).
+pub const STANDING_CHECK: Duration = Duration::from_secs(5);
 
 /// What a console page watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,63 +118,120 @@ fn event(kind: &str, generation: u64) -> Event {
     Event::default().event(kind).data(format!("{{\"generation\":{generation}}}"))
 }
 
-/// What one connection has announced so far: per topic, the last generation sent.
+/// What one topic's generation is read from on a connection.
+enum Source {
+    /// The last commit that wrote any of these tables (an admin's topics).
+    Tables(&'static [&'static str]),
+    /// The last commit that wrote one of this owner's sessions (a member's `sessions`).
+    Owner(String),
+}
+
+impl Source {
+    fn generation(&self, store: &Store) -> u64 {
+        match self {
+            Self::Tables(t) => store.table_generation(t),
+            Self::Owner(key) => store.table_generation(&[key.as_str()]),
+        }
+    }
+}
+
+/// The topics a caller hears and where each is read: an admin every topic from its tables; a
+/// member `sessions` from their own sessions' key and `offerings`.
+fn watches(caller: &SignedIn) -> Vec<(Topic, Source)> {
+    if caller.is_admin() {
+        return Topic::ALL.iter().map(|t| (*t, Source::Tables(t.tables()))).collect();
+    }
+    vec![
+        (Topic::Sessions, Source::Owner(owner_sessions_key(&caller.username))),
+        (Topic::Offerings, Source::Tables(Topic::Offerings.tables())),
+    ]
+}
+
+/// What one connection has announced so far: per watched topic, the last generation sent.
 struct Seen {
     store: Store,
     generation: u64,
-    topics: [u64; Topic::ALL.len()],
+    watches: Vec<(Topic, Source, u64)>,
 }
 
 impl Seen {
-    fn new(store: Store) -> Self {
+    fn new(store: Store, watches: Vec<(Topic, Source)>) -> Self {
         let generation = store.generation();
-        let topics = Topic::ALL.map(|t| store.table_generation(t.tables()));
-        Self { store, generation, topics }
+        let watches = watches
+            .into_iter()
+            .map(|(t, src)| {
+                let g = src.generation(&store);
+                (t, src, g)
+            })
+            .collect();
+        Self { store, generation, watches }
     }
 
     /// The topics written since last asked, with their generations.
     fn changed(&mut self) -> Vec<(Topic, u64)> {
         let mut out = Vec::new();
-        for (i, t) in Topic::ALL.iter().enumerate() {
-            let g = self.store.table_generation(t.tables());
-            if g > self.topics[i] {
-                self.topics[i] = g;
+        for (t, src, seen) in &mut self.watches {
+            let g = src.generation(&self.store);
+            if g > *seen {
+                *seen = g;
                 out.push((*t, g));
             }
         }
         out
     }
+
+    fn topic_names(&self) -> String {
+        self.watches.iter().map(|(t, _, _)| format!("\"{}\"", t.as_str())).collect::<Vec<_>>().join(",")
+    }
 }
 
 /// Live updates for the console: `hello`, then one event per changed topic (at most a burst
-/// every 500 ms).
+/// every 500 ms). Admins hear every topic; a member only `sessions` (their own) and `offerings`.
 #[utoipa::path(get, path = "/api/v1/events", tag = "system",
     responses(
-        (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {\"generation\": N}, sent when a commit wrote that topic's data"),
+        (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {\"generation\": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears"),
         (status = 401, body = ErrorBody)))]
-async fn events(
-    State(app): State<Arc<App>>,
-    _caller: AdminCaller,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let seen = Seen::new(app.store.clone());
+async fn events(State(app): State<Arc<App>>, caller: SignedIn) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let seen = Seen::new(app.store.clone(), watches(&caller));
     let until = tokio::time::Instant::now() + MAX_STREAM;
-    let topics = Topic::ALL.map(|t| format!("\"{}\"", t.as_str())).join(",");
+    let topics = seen.topic_names();
     let hello = Event::default()
         .event("hello")
         .data(format!("{{\"generation\":{},\"topics\":[{topics}]}}", seen.generation))
         .retry(Duration::from_secs(1));
-    let changes = futures::stream::unfold(seen, move |mut seen| async move {
-        loop {
-            let now = tokio::time::timeout_at(until, seen.store.changed_since(seen.generation)).await.ok()?;
-            // Let a burst settle into one event per topic; what changed during the gap is in the
-            // next fetch.
-            tokio::time::sleep(MIN_GAP).await;
-            seen.generation = seen.store.generation().max(now);
-            let changed = seen.changed();
-            if !changed.is_empty() {
-                let events: Vec<Result<Event, Infallible>> =
-                    changed.into_iter().map(|(t, g)| Ok(event(t.as_str(), g))).collect();
-                return Some((futures::stream::iter(events), seen));
+    // The stream serves the caller as their account stood when it opened: once that changes
+    // (disabled, removed, another role) it ends, at the latest STANDING_CHECK later, and the
+    // browser's reconnect meets the guard, which answers for the account as it is now.
+    let standing = app.signin.standing(&caller.username);
+    let changes = futures::stream::unfold(seen, move |mut seen| {
+        let app = app.clone();
+        let username = caller.username.clone();
+        async move {
+            let stands = || app.signin.standing(&username) == standing;
+            loop {
+                let deadline = (tokio::time::Instant::now() + STANDING_CHECK).min(until);
+                let woke = tokio::time::timeout_at(deadline, seen.store.changed_since(seen.generation)).await;
+                if !stands() {
+                    return None;
+                }
+                let now = match woke {
+                    Ok(now) => now,
+                    Err(_) if deadline >= until => return None,
+                    Err(_) => continue,
+                };
+                // Let a burst settle into one event per topic; what changed during the gap is in
+                // the next fetch.
+                tokio::time::sleep(MIN_GAP).await;
+                if !stands() {
+                    return None;
+                }
+                seen.generation = seen.store.generation().max(now);
+                let changed = seen.changed();
+                if !changed.is_empty() {
+                    let events: Vec<Result<Event, Infallible>> =
+                        changed.into_iter().map(|(t, g)| Ok(event(t.as_str(), g))).collect();
+                    return Some((futures::stream::iter(events), seen));
+                }
             }
         }
     })

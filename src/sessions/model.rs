@@ -614,7 +614,20 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
         LIVE_SESSIONS.delete(txn, &session.id)?;
     }
     index_for_lists(txn, old.as_ref(), session)?;
+    // The owner's live events (a member hears of their own sessions only).
+    txn.note_key(&owner_sessions_key(&session.owner));
+    if let Some(was) = old.as_ref().filter(|o| o.owner != session.owner) {
+        txn.note_key(&owner_sessions_key(&was.owner));
+    }
     SESSIONS.put(txn, &session.id, session)
+}
+
+/// The name a commit that writes one of `owner`'s sessions is noted under besides its tables
+/// ([`crate::store::WriteTxn::note_key`]): `Store::table_generation(&[&owner_sessions_key(o)])`
+/// is the generation of the last commit that changed `o`'s sessions, a map lookup whatever the
+/// number of sessions (`GET /api/v1/events` for a member).
+pub fn owner_sessions_key(owner: &str) -> String {
+    format!("{}@{owner}", SESSIONS.name())
 }
 
 /// The session a CR name (or a session id) stands for: exactly, or as `lower(replace(id,'_','-'))`.

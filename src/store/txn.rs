@@ -27,6 +27,13 @@ impl WriteTxn {
         }
     }
 
+    /// Notes a finer name than a table that this transaction changes (one owner's sessions, say):
+    /// the commit bumps its generation like a table's, read with [`super::Store::table_generation`].
+    /// Costs one map entry per distinct name; the name must not be a table's.
+    pub fn note_key(&self, name: &str) {
+        self.note(name);
+    }
+
     /// Commits durably; returns the tables written.
     pub(super) fn commit(self) -> Result<Vec<String>, redb::CommitError> {
         let written = self.written.into_inner();

@@ -1,5 +1,6 @@
 //! `GET /api/v1/events`: the console's live updates (server-sent events) — `hello`, then one
-//! event per topic whose data a commit changed, for signed-in admins only.
+//! event per topic whose data a commit changed; a member hears only of their own sessions and the
+//! offerings.
 
 use std::time::Duration;
 
@@ -93,5 +94,69 @@ async fn a_session_change_is_a_sessions_event_and_not_a_clusters_one() {
     read_until_from(&mut stream, &mut text, seen, "event: clusters\n").await;
     read_until_from(&mut stream, &mut text, seen, "event: sessions\n").await;
     drop(stream);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_members_stream_hears_of_their_own_sessions_and_not_of_others() {
+    use reqwest::Method;
+    let s = crate::sessions::server().await;
+    let c = crate::sessions::cluster("gpu-m").await;
+    let cid = crate::sessions::register(&s, "gpu-m", &c).await;
+    let off = crate::sessions::offering(&s, "slice").await;
+    let body = json!({"username": "alice", "password": "alice's long passphrase"});
+    crate::sessions::send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    let alice = s.app().auth.api.mint("user:alice", Duration::from_secs(3600)).unwrap();
+    let op = crate::sessions::operator(&s, &cid);
+
+    let mut stream = s.client.get(s.url("/api/v1/events")).bearer_auth(&alice).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut text = String::new();
+    read_until(&mut stream, &mut text, "event: hello\n").await;
+    assert!(text.contains(r#""topics":["sessions","offerings"]"#), "{text}");
+
+    // Bob's session starts and runs (an admin names him its owner): nothing for alice. Then an
+    // offering is written, which she hears: had bob's commits (made before it) reached her
+    // stream, a `sessions` event would come before or in the same burst as this one.
+    let bobs = json!({"offering_id": off, "owner": "bob", "cluster_id": cid});
+    let bobs = crate::sessions::send(&s, Method::POST, "/api/v1/sessions", Some(bobs), 201).await;
+    let cr = bobs["cr_name"].as_str().unwrap();
+    crate::sessions::report(&s, &op, cr, json!({"phase": "Running", "ts": crate::sessions::ts(&s)})).await;
+    crate::sessions::offering(&s, "marker").await;
+    read_until(&mut stream, &mut text, "event: offerings\n").await;
+    assert!(!text.contains("event: sessions\n"), "another user's session reached a member: {text}");
+
+    // Her own: created, then reported running; each is a `sessions` event on her stream.
+    let seen = text.len();
+    let res = s
+        .client
+        .post(s.url("/api/v1/sessions"))
+        .bearer_auth(&alice)
+        .json(&json!({"offering_id": off}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let hers: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(hers["owner"], "alice", "{hers}");
+    read_until_from(&mut stream, &mut text, seen, "event: sessions\n").await;
+    let seen = text.len();
+    let cr = hers["cr_name"].as_str().unwrap();
+    crate::sessions::report(&s, &op, cr, json!({"phase": "Running", "ts": crate::sessions::ts(&s)})).await;
+    read_until_from(&mut stream, &mut text, seen, "event: sessions\n").await;
+    // The admin's other topics never reach a member.
+    for other in ["clusters", "inventory", "overview", "audit"] {
+        assert!(!text.contains(&format!("event: {other}\n")), "{other} in {text}");
+    }
+    // Disabled: her open stream ends, and the browser's reconnect is refused.
+    let body = json!({"disabled": true});
+    crate::sessions::send(&s, Method::PATCH, "/api/v1/users/alice", Some(body), 200).await;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while stream.chunk().await.expect("stream error").is_some() {}
+    })
+    .await
+    .expect("a disabled member's stream kept going");
+    let again = s.client.get(s.url("/api/v1/events")).bearer_auth(&alice).send().await.unwrap();
+    expect_error(again, 401, "unauthenticated").await;
     s.stop().await;
 }

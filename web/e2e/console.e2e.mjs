@@ -1088,6 +1088,333 @@ try {
     { skipIf: noSession },
   );
 
+  // --- a lab member (issue 24): created by the admin, signs in in a browser of their own, lands on
+  // My sessions, starts a session from the catalogue (keyboard only), watches it go live, opens
+  // lab, pauses, resumes and ends it. No admin page is shown, and none is fetched.
+  const MEMBER = "e2e-member";
+  const MEMBER_PASSWORD = "member's first passphrase";
+  const MEMBER_SESSION = "e2e-member-lab";
+  const MEMBER_NEW_PASSWORD = "member chose this passphrase";
+  const adminPage = page;
+  let memberSessionId = "";
+  let memberCr = "";
+  const memberApi = [];
+  // Where the member's answers start counting: before sign-in, /auth/me and /account answer 401.
+  let memberSignedInAt = 0;
+  const memberCard = () => page.locator(`li.my-session[data-session-id="${memberSessionId}"]`);
+  const memberStep = () => memberCard().locator('[aria-current="step"]').textContent();
+  /** An operator status callback for the member's session. */
+  const memberReport = async (phase, extra = {}) => {
+    const res = await fetch(`${base}/internal/sessions/${memberCr}/status`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${await operatorToken(clusterId)}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ phase, ts: new Date().toISOString(), cluster_id: clusterId, ...extra }),
+    });
+    if (res.status !== 202) throw new Error(`status report ${phase}: ${res.status} ${await res.text()}`);
+  };
+  const noMember = noCluster ?? (!offeringId ? "no offering was created" : undefined);
+
+  await step(
+    "member: the admin creates a member; they sign in in their own browser and land on My sessions with no admin navigation",
+    async () => {
+      // The admin's console session creates the account (POST /api/v1/users, the cookie and its CSRF token).
+      const created = await adminPage.evaluate(
+        async ([username, password]) => {
+          const csrf = document.cookie.match(/(?:^|; )(?:__Host-)?gshare_csrf=([^;]*)/)?.[1] ?? "";
+          const res = await fetch("/api/v1/users", {
+            method: "POST",
+            headers: { "Content-Type": "application/json", "X-CSRF-Token": decodeURIComponent(csrf) },
+            body: JSON.stringify({ username, password, role: "member" }),
+          });
+          return { status: res.status, body: await res.json() };
+        },
+        [MEMBER, MEMBER_PASSWORD],
+      );
+      if (created.status !== 201 || created.body.user?.role !== "member") throw new Error(`create member: ${JSON.stringify(created)}`);
+      const ctx = await browser.newContext({ viewport: WIDE });
+      page = await ctx.newPage();
+      page.on("console", (m) => {
+        if (m.type() !== "error") return;
+        if (m.text().startsWith("Failed to load resource")) failedLoads.push(`member: ${m.text()}`);
+        else consoleErrors.push(`member: ${m.text()}`);
+      });
+      page.on("pageerror", (e) => consoleErrors.push(`member pageerror: ${e.message}`));
+      page.on("console", (m) => /Content Security Policy/i.test(m.text()) && cspViolations.push(m.text()));
+      page.on("response", (r) => {
+        const u = new URL(r.url());
+        if (u.pathname.startsWith("/api/")) memberApi.push({ method: r.request().method(), path: u.pathname, status: r.status() });
+      });
+      await page.goto(`${base}/`);
+      await page.getByLabel("Username").fill(MEMBER);
+      await page.getByLabel("Password").fill(MEMBER_PASSWORD);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      const first = await Promise.race([
+        page
+          .getByRole("heading", { name: "My sessions" })
+          .waitFor()
+          .then(() => "home"),
+        page
+          .getByRole("heading", { name: "Choose your own password" })
+          .waitFor()
+          .then(() => "change"),
+      ]);
+      let note = "no password change asked";
+      if (first === "change") {
+        // The server asks a member with an admin-given password for their own first.
+        await page.getByText("the first password your lab's admin gave you").waitFor();
+        await page.getByLabel("Current password").fill(MEMBER_PASSWORD);
+        await page.getByLabel("New password", { exact: true }).fill(MEMBER_NEW_PASSWORD);
+        await page.getByLabel("New password again").fill(MEMBER_NEW_PASSWORD);
+        await page.getByRole("button", { name: "Change password" }).click();
+        await page.getByRole("heading", { name: "My sessions" }).waitFor();
+        note = "the first password was replaced first";
+      }
+      memberSignedInAt = memberApi.findIndex((r) => r.path === "/api/v1/auth/login" && r.status === 200);
+      if (memberSignedInAt < 0) throw new Error(`no sign-in answer: ${JSON.stringify(memberApi)}`);
+      if (new URL(page.url()).pathname !== "/my") throw new Error(`landed on ${page.url()}`);
+      const links = await page.getByRole("navigation", { name: "Console" }).getByRole("link").allTextContents();
+      if (links.join() !== "My sessions") throw new Error(`navigation: ${links}`);
+      await page.locator(`li.offer[data-offering-id="${offeringId}"]`).waitFor();
+      await shot("30-member-home");
+      await page.setViewportSize(NARROW);
+      await shot("30-member-home-390");
+      await page.setViewportSize(WIDE);
+      return note;
+    },
+    { skipIf: noMember },
+  );
+
+  await step(
+    "member: an admin page's address shows 'Not available to members' and fetches nothing of it",
+    async () => {
+      for (const path of ["/clusters", "/sessions", "/overview", "/audit"]) {
+        const before = memberApi.length;
+        await page.goto(`${base}${path}`);
+        await page.getByRole("heading", { name: "Not available to members" }).waitFor();
+        await page.getByRole("main").getByRole("link", { name: "My sessions" }).waitFor();
+        // Let a page that would fetch have fetched.
+        await sleep(300);
+        const fetched = memberApi.slice(before).filter((r) => !/^\/api\/v1\/(auth|account|events)\b/.test(r.path));
+        if (fetched.length) throw new Error(`${path} fetched ${JSON.stringify(fetched)}`);
+      }
+      await shot("31-member-not-available");
+      await page.getByRole("main").getByRole("link", { name: "My sessions" }).click();
+      await page.getByRole("heading", { name: "My sessions" }).waitFor();
+    },
+    { skipIf: noMember },
+  );
+
+  await step(
+    "member: keyboard only — Tab to Start on the offering, Enter, type a name, Enter; the card shows pending and the CR is on the cluster",
+    async () => {
+      // The operator's heartbeat, as its inventory controller sends it: the cluster takes sessions.
+      const cb = await fetch(`${base}/internal/inventory/nodes`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${await operatorToken(clusterId)}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ node_id: "gpu-node-0", node_ready: true, cluster_id: clusterId }),
+      });
+      if (cb.status !== 202) throw new Error(`callback: ${cb.status}`);
+      // From a fresh load of the page, nothing focused yet.
+      await page.goto(`${base}/my`);
+      await page.locator(`li.offer[data-offering-id="${offeringId}"]`).waitFor();
+      await page.evaluate(() => (window.__e2eNoReload = true));
+      const target = `Start a session from ${OFFERING}`;
+      let tabs = 0;
+      while ((await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))) !== target) {
+        if (++tabs > 40) throw new Error(`${target} not reached in 40 Tabs`);
+        await page.keyboard.press("Tab");
+      }
+      await page.keyboard.press("Enter");
+      const dialog = page.getByRole("dialog", { name: `Start ${OFFERING}` });
+      await dialog.waitFor();
+      const focused = await page.evaluate(() => document.activeElement?.getAttribute("name"));
+      if (focused !== "name") throw new Error(`focus in the dialog is on ${focused}`);
+      await page.keyboard.type(MEMBER_SESSION);
+      await shot("32-member-start");
+      await page.setViewportSize(NARROW);
+      await shot("32-member-start-390");
+      await page.setViewportSize(WIDE);
+      await page.keyboard.press("Enter");
+      await dialog.waitFor({ state: "detached", timeout: 20000 });
+      const back = await page.evaluate(() => document.activeElement?.getAttribute("aria-label"));
+      if (back !== target) throw new Error(`focus went back to ${back}`);
+      const card = page.locator("li.my-session", { hasText: MEMBER_SESSION });
+      await card.waitFor();
+      memberSessionId = await card.getAttribute("data-session-id");
+      memberCr = memberSessionId.toLowerCase().replace(/_/g, "-");
+      await waitFor("pending", async () => (await memberStep()) === "pending", 5000);
+      const cr = await getCr(memberCr);
+      if (!cr || cr.spec?.offeringId !== offeringId) throw new Error(`CR: ${JSON.stringify(cr?.spec)}`);
+      const owner = await page.evaluate(async (id) => (await (await fetch(`/api/v1/sessions/${id}`)).json()).owner, memberSessionId);
+      if (owner !== MEMBER) throw new Error(`owner ${owner}`);
+      await shot("33-member-pending");
+      return `${tabs} Tabs to the Start button; ${memberSessionId} owned by ${owner}`;
+    },
+    { skipIf: noMember },
+  );
+
+  const noMemberSession = noMember ?? (!memberSessionId ? "the member started no session" : undefined);
+  await step(
+    "member: the operator reports Preparing then Running; the card follows live (member-scoped events), no reload",
+    async () => {
+      await memberReport("Preparing");
+      await waitFor("preparing", async () => (await memberStep()) === "preparing", 15000);
+      await shot("34-member-preparing");
+      await memberReport("Running", {
+        bound_gpu_uuid: gpuUuid || undefined,
+        node_name: "gpu-node-1",
+        pod_ref: `${SESSIONS_NAMESPACE}/${memberCr}`,
+      });
+      await waitFor("running", async () => (await memberStep()) === "running", 15000);
+      const open = memberCard().getByRole("button", { name: `Open JupyterLab of ${MEMBER_SESSION}` });
+      await waitFor("Open JupyterLab enabled", () => open.isEnabled(), 5000);
+      if (!(await page.evaluate(() => window.__e2eNoReload))) throw new Error("the page was reloaded");
+      await shot("35-member-running");
+      await page.setViewportSize(NARROW);
+      await shot("35-member-running-390");
+      await page.setViewportSize(WIDE);
+    },
+    { skipIf: noMemberSession },
+  );
+
+  await step(
+    "member: Open JupyterLab opens the session's one-time URL in a new tab",
+    async () => {
+      const ingress = `http://${SESSION_DOMAIN}/**`;
+      await page
+        .context()
+        .route(ingress, (route) => route.fulfill({ contentType: "text/html", body: "<!doctype html><title>lab</title><p>stand-in</p>" }));
+      try {
+        const opened = page.context().waitForEvent("page", { timeout: 10000 });
+        await memberCard()
+          .getByRole("button", { name: `Open JupyterLab of ${MEMBER_SESSION}` })
+          .click();
+        const tab = await opened;
+        await tab.waitForURL(/gshare_cnx=/, { timeout: 10000 });
+        const url = tab.url();
+        await tab.close();
+        const want = new RegExp(
+          `^http://${SESSION_DOMAIN.replace(/\./g, "\\.")}/proxy/${memberCr}/lab\\?gshare_cnx=cnx_[0-9A-HJKMNP-TV-Z]{26}\\.[0-9a-f]+$`,
+        );
+        if (!want.test(url)) throw new Error(`the tab went to ${url}`);
+        return url.replace(/gshare_cnx=.*/, "gshare_cnx=cnx_…");
+      } finally {
+        await page.context().unroute(ingress);
+      }
+    },
+    { skipIf: noMemberSession },
+  );
+
+  await step(
+    "member: pause (CR spec.paused=true), then resume (running again)",
+    async () => {
+      await memberCard()
+        .getByRole("button", { name: `Pause ${MEMBER_SESSION}` })
+        .click();
+      await waitFor("paused", async () => (await memberCard().locator(".badge.phase").textContent()).trim() === "paused", 15000);
+      const cr = await getCr(memberCr);
+      if (cr?.spec?.paused !== true) throw new Error(`CR spec: ${JSON.stringify(cr?.spec)}`);
+      const resume = memberCard().getByRole("button", { name: `Resume ${MEMBER_SESSION}` });
+      await waitFor("Resume enabled", () => resume.isEnabled(), 5000);
+      await shot("36-member-paused");
+      await resume.click();
+      await waitFor("running again", async () => (await memberCard().locator(".badge.phase").textContent()).trim() === "running", 15000);
+      const again = await getCr(memberCr);
+      if (again?.spec?.paused !== false) throw new Error(`CR spec: ${JSON.stringify(again?.spec)}`);
+    },
+    { skipIf: noMemberSession },
+  );
+
+  await step(
+    "member: every screen at 1440×900 and 390×844 — axe-core 0 violations, nothing wider than the window",
+    async () => {
+      const screens = [
+        { name: "My sessions", path: "/my", ready: () => memberCard().waitFor() },
+        {
+          name: "Start dialog",
+          path: "/my",
+          ready: async () => {
+            await page.getByRole("button", { name: `Start a session from ${OFFERING}` }).click();
+            await page.getByRole("dialog").waitFor();
+          },
+        },
+        {
+          name: "End dialog",
+          path: "/my",
+          ready: async () => {
+            await memberCard()
+              .getByRole("button", { name: `End ${MEMBER_SESSION}` })
+              .click();
+            await page.getByRole("dialog").waitFor();
+          },
+        },
+        { name: "Account", path: "/account", ready: () => page.getByRole("button", { name: "Sign out everywhere" }).waitFor() },
+        {
+          name: "Not available",
+          path: "/clusters",
+          ready: () => page.getByRole("heading", { name: "Not available to members" }).waitFor(),
+        },
+      ];
+      const found = [];
+      const seen = [];
+      for (const size of [WIDE, NARROW]) {
+        await page.setViewportSize(size);
+        for (const s of screens) {
+          await page.goto(`${base}${s.path}`);
+          await s.ready();
+          const v = await axeViolations();
+          const layout = size === NARROW ? await layoutProblems() : [];
+          found.push(...[...v, ...layout].map((x) => `${s.name} @${size.width}: ${x}`));
+          await shot(`37-member-${s.name.replace(/\W+/g, "-").toLowerCase()}-${size.width}`);
+          seen.push(`${s.name}@${size.width}`);
+        }
+      }
+      await page.setViewportSize(WIDE);
+      writeFileSync(join(ART, "axe-member.json"), JSON.stringify({ screens: seen, violations: found }, null, 2));
+      if (found.length) throw new Error(`${found.length} problems:\n${found.join("\n")}`);
+      return `${seen.length} screen views, 0 violations`;
+    },
+    { skipIf: noMemberSession },
+  );
+
+  await step(
+    "member: End asks first (Keep it focused), then ends the session: the card goes, the CR is deleted, the history shows it terminated",
+    async () => {
+      await page.goto(`${base}/my`);
+      await memberCard()
+        .getByRole("button", { name: `End ${MEMBER_SESSION}` })
+        .click();
+      const dialog = page.getByRole("dialog", { name: "End session" });
+      await dialog.waitFor();
+      if ((await page.evaluate(() => document.activeElement?.textContent)) !== "Keep it") throw new Error("Keep it is not focused");
+      await dialog.getByRole("button", { name: "End session" }).click();
+      await dialog.waitFor({ state: "detached", timeout: 15000 });
+      await memberCard().waitFor({ state: "detached", timeout: 10000 });
+      if (await getCr(memberCr)) throw new Error(`the GShareSession ${memberCr} is still on the cluster`);
+      await page.getByLabel("Show ended sessions").check();
+      await memberCard().waitFor();
+      await waitFor("terminated", async () => (await memberCard().locator(".badge.phase").textContent()).trim() === "terminated", 5000);
+      await shot("38-member-ended");
+    },
+    { skipIf: noMemberSession },
+  );
+
+  await step(
+    "member: no 401/403 answers and no admin route asked for during the member's whole visit",
+    async () => {
+      const refused = memberApi.slice(memberSignedInAt).filter((r) => r.status === 401 || r.status === 403);
+      const admin = memberApi.filter((r) => !/^\/api\/v1\/(auth|account|events|sessions|offerings)\b/.test(r.path));
+      writeFileSync(join(ART, "member-api.json"), JSON.stringify(memberApi, null, 2));
+      if (refused.length || admin.length) throw new Error(JSON.stringify({ refused, admin }));
+      // The live updates came over the member's own event stream (not the 5 s fallback poll).
+      if (!memberApi.some((r) => r.path === "/api/v1/events" && r.status === 200)) throw new Error("no event stream for the member");
+      await page.context().close();
+      return `${memberApi.length} API answers, none refused`;
+    },
+    { skipIf: noMember },
+  );
+  page = adminPage;
+
   await step(
     "offering in use: delete refused (409 offering_in_use), Deactivate instead works",
     async () => {

@@ -1,4 +1,4 @@
-import { fireEvent, render, screen, waitFor } from "@testing-library/preact";
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
 import { App } from "./app";
 import { cluster, offering, overview, page, stubFetch } from "./test/fetch";
 
@@ -74,5 +74,67 @@ describe("App", () => {
     await screen.findByRole("heading", { name: "Sessions" });
     expect(location.pathname).toBe("/sessions");
     await screen.findByText("No live sessions.");
+  });
+
+  describe("a member", () => {
+    const me = () => ({ body: { username: "alice", auth: "cookie", csrf_token: "c1", role: "member", account: true, expires_at: "" } });
+    const sessionsAndOfferings = {
+      "GET /api/v1/sessions": () => ({ body: page([]) }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+      "GET /api/v1/account": () => ({ body: { username: "alice", must_change_password: false } }),
+    };
+    const adminCalls = (calls: { path: string }[]) => calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|account|auth)\b/.test(c.path));
+
+    it("lands on My sessions with no admin navigation and never reads an admin route", async () => {
+      const calls = stubFetch({ "GET /api/v1/auth/me": me, ...sessionsAndOfferings });
+      render(<App />);
+      await screen.findByRole("heading", { name: "My sessions" });
+      expect(location.pathname).toBe("/my");
+      const nav = screen.getByRole("navigation", { name: "Console" });
+      expect(Array.from(nav.querySelectorAll("a")).map((a) => a.textContent)).toEqual(["My sessions"]);
+      for (const admin of ["Overview", "Clusters", "Sessions", "Offerings", "Audit"])
+        expect(screen.queryByRole("link", { name: admin })).toBeNull();
+      await screen.findByRole("heading", { name: "A100 20 GB slice" });
+      expect(adminCalls(calls)).toEqual([]);
+    });
+
+    it("gets a clear page, not a 403, at an admin page's address, and fetches nothing for it", async () => {
+      for (const path of ["/clusters", "/sessions", "/overview", "/audit", "/offerings/off_1"]) {
+        history.replaceState(null, "", path);
+        const calls = stubFetch({ "GET /api/v1/auth/me": me, ...sessionsAndOfferings });
+        const { unmount } = render(<App />);
+        await screen.findByRole("heading", { name: "Not available to members" });
+        expect(location.pathname).toBe(path);
+        expect(within(screen.getByRole("main")).getByRole("link", { name: "My sessions" }).getAttribute("href")).toBe("/my");
+        expect(adminCalls(calls)).toEqual([]);
+        expect(document.body.textContent).not.toMatch(/forbidden|403/i);
+        unmount();
+      }
+    });
+
+    it("reaches the account page (password, sign out everywhere) without the admins' panels", async () => {
+      history.replaceState(null, "", "/account");
+      const calls = stubFetch({ "GET /api/v1/auth/me": me, ...sessionsAndOfferings });
+      render(<App />);
+      await screen.findByRole("heading", { name: "Change your password" });
+      expect(screen.getByRole("button", { name: "Sign out everywhere" })).toBeTruthy();
+      expect(screen.queryByRole("heading", { name: "Admins" })).toBeNull();
+      expect(screen.queryByRole("heading", { name: "Recent sign-ins" })).toBeNull();
+      expect(screen.getByRole("link", { name: "alice" }).getAttribute("aria-current")).toBe("page");
+      expect(adminCalls(calls)).toEqual([]);
+    });
+
+    it("is asked for a password of their own first while must_change_password is set", async () => {
+      stubFetch({
+        "GET /api/v1/auth/me": me,
+        ...sessionsAndOfferings,
+        "GET /api/v1/account": () => ({ body: { username: "alice", must_change_password: true } }),
+      });
+      render(<App />);
+      await screen.findByRole("heading", { name: "Choose your own password" });
+      expect(document.body.textContent).toContain("the first password your lab's admin gave you");
+      expect(document.body.textContent).not.toContain("initial-admin-password");
+      expect(screen.queryByRole("navigation")).toBeNull();
+    });
   });
 });

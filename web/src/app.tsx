@@ -1,9 +1,11 @@
 // The console shell: who is signed in, the header with navigation and sign-out, and the pages.
+// An admin gets every page; a member (issue 24) only My sessions and their account: an admin
+// page's address shows "not available to members" and fetches nothing.
 
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { setUnauthenticatedHandler } from "./api";
-import { currentAccount, logout, type Account } from "./auth";
+import { currentAccount, isMember, logout, type Account } from "./auth";
 import { ErrorBox } from "./components/Errors";
 import { getAccount } from "./account";
 import { get } from "./api";
@@ -11,6 +13,7 @@ import { AccountPage, PasswordForm } from "./pages/Account";
 import { AuditPage } from "./pages/Audit";
 import { ClustersPage } from "./pages/Clusters";
 import { LoginPage } from "./pages/Login";
+import { MySessionsPage } from "./pages/MySessions";
 import { OfferingsPage } from "./pages/Offerings";
 import { OverviewPage } from "./pages/Overview";
 import { SessionsPage } from "./pages/Sessions";
@@ -23,6 +26,9 @@ const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
 ];
+
+/** Where a member lands: their own sessions. */
+export const MEMBER_HOME = "/my";
 
 type SignIn =
   { state: "checking" } | { state: "out" } | { state: "in"; account: Account; mustChange?: boolean } | { state: "error"; error: unknown };
@@ -58,8 +64,14 @@ export function App() {
 
   // The first page after sign-in: the overview once a cluster exists, else the clusters page
   // (where the first one is registered).
+  const member = auth.state === "in" && isMember(auth.account);
   useEffect(() => {
     if (auth.state !== "in" || (path !== "/" && path !== "/login")) return;
+    // A member's first page is always their sessions (the clusters are not theirs to read).
+    if (member) {
+      navigate(MEMBER_HOME, true);
+      return;
+    }
     let gone = false;
     get<{ pagination?: { total?: number } }>("/api/v1/clusters?page=1&size=1").then(
       (p) => !gone && navigate((p.pagination?.total ?? 0) > 0 ? "/overview" : "/clusters", true),
@@ -68,7 +80,7 @@ export function App() {
     return () => {
       gone = true;
     };
-  }, [auth.state, path]);
+  }, [auth.state, member, path]);
 
   if (auth.state === "checking") return <p class="loading center">Loading…</p>;
   if (auth.state === "error")
@@ -87,7 +99,12 @@ export function App() {
     return (
       <main class="login">
         <div class="card wide">
-          <PasswordForm username={auth.account.username} initial onChanged={() => setAuth({ ...auth, mustChange: false })} />
+          <PasswordForm
+            username={auth.account.username}
+            initial
+            member={member}
+            onChanged={() => setAuth({ ...auth, mustChange: false })}
+          />
         </div>
       </main>
     );
@@ -96,10 +113,16 @@ export function App() {
     navigate("/login", true);
   };
 
-  const page =
-    path === "/account"
-      ? { path: "/account", label: "Account", render: () => <AccountPage username={auth.account.username} onSignedOut={signOut} /> }
-      : PAGES.find((p) => path === p.path || path.startsWith(`${p.path}/`));
+  const account = {
+    path: "/account",
+    label: "Account",
+    render: () => <AccountPage username={auth.account.username} member={member} onSignedOut={signOut} />,
+  };
+  const mine = { path: MEMBER_HOME, label: "My sessions", render: () => <MySessionsPage username={auth.account.username} /> };
+  const nav = member ? [mine] : PAGES;
+  const adminPage = PAGES.find((p) => path === p.path || path.startsWith(`${p.path}/`));
+  const page = path === "/account" ? account : nav.find((p) => path === p.path || path.startsWith(`${p.path}/`));
+  const home = member ? MEMBER_HOME : "/clusters";
   return (
     <div class="shell" onClick={onLinkClick}>
       <a class="skip" href="#main">
@@ -108,7 +131,7 @@ export function App() {
       <header class="top">
         <span class="brand">gShare Edge</span>
         <nav aria-label="Console">
-          {PAGES.map((p) => (
+          {nav.map((p) => (
             <a key={p.path} href={p.path} aria-current={page === p ? "page" : undefined}>
               {p.label}
             </a>
@@ -119,7 +142,7 @@ export function App() {
           class="account"
           href="/account"
           aria-current={path === "/account" ? "page" : undefined}
-          title="Your account: password, admins, sign-ins"
+          title={member ? "Your account: password, sign-ins" : "Your account: password, admins, sign-ins"}
         >
           {auth.account.username}
         </a>
@@ -136,11 +159,19 @@ export function App() {
       <main id="main" tabIndex={-1}>
         {page ? (
           page.render()
+        ) : member && adminPage ? (
+          <section aria-labelledby="na-title" class="not-available">
+            <h1 id="na-title">Not available to members</h1>
+            <p>
+              {adminPage.label} (<code>{path}</code>) is a page for the lab's admins. Your sessions and the offerings you can start are on{" "}
+              <a href={MEMBER_HOME}>My sessions</a>.
+            </p>
+          </section>
         ) : (
           <section>
             <h1>Not found</h1>
             <p>
-              No console page at <code>{path}</code>. <a href="/clusters">Go to clusters</a>.
+              No console page at <code>{path}</code>. <a href={home}>{member ? "Go to My sessions" : "Go to clusters"}</a>.
             </p>
           </section>
         )}

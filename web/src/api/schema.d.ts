@@ -439,7 +439,7 @@ export interface paths {
         };
         /**
          * Live updates for the console: `hello`, then one event per changed topic (at most a burst
-         *     every 500 ms).
+         *     every 500 ms). Admins hear every topic; a member only `sessions` (their own) and `offerings`.
          */
         get: operations["events"];
         put?: never;
@@ -4067,7 +4067,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data */
+            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears */
             200: {
                 headers: {
                     [name: string]: unknown;

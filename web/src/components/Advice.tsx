@@ -4,11 +4,23 @@
 import { ApiError } from "../api";
 import { plural } from "../format";
 
-export function Advice(props: { error: unknown }) {
+/** What a member can do about the codes whose admin advice points at admin pages. */
+const MEMBER_ADVICE: Record<string, string> = {
+  no_session_domain: "Where sessions are reached is not set up yet; tell your lab's admin.",
+  cluster_unavailable: "The GPU cluster cannot take sessions right now; try again later, or tell your lab's admin.",
+  operator_not_connected: "The GPU cluster cannot take sessions right now; try again later, or tell your lab's admin.",
+  no_cluster: "No GPU cluster can take a session right now; try again later, or tell your lab's admin.",
+  offering_inactive: "This offering was just closed; pick another from the catalogue.",
+  cluster_apply_failed: "The cluster refused the session; it is listed with phase error. Tell your lab's admin if it happens again.",
+};
+
+/** `member`: advice for a member, who cannot open the admin pages the admin's advice points at. */
+export function Advice(props: { error: unknown; member?: boolean }) {
   const e = props.error;
   if (!(e instanceof ApiError)) return null;
   const d = e.details;
   const str = (k: string) => (typeof d[k] === "string" || typeof d[k] === "number" ? String(d[k]) : "");
+  if (props.member && MEMBER_ADVICE[e.code]) return <p class="hint">{MEMBER_ADVICE[e.code]}</p>;
   switch (e.code) {
     case "no_session_domain":
       return (

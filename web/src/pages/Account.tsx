@@ -1,5 +1,6 @@
-// The signed-in admin's account: change the password (asked first while the initial one is still
-// in use), the other admins (add, remove), recent sign-ins, and sign out everywhere.
+// The signed-in account: change the password (asked first while the initial one is still in use)
+// and sign out everywhere; an admin also sees the other admins (add, remove), recent sign-ins and
+// the snapshots (a member cannot read those: they stay off a member's page).
 
 import { useState } from "preact/hooks";
 import { ApiError, get, type Schemas } from "../api";
@@ -14,7 +15,7 @@ import { useAction, usePoll } from "../hooks";
 import { useLivePoll } from "../live";
 
 /** Change one's password; on success the console signs in again with it (older sessions end). */
-export function PasswordForm(props: { username: string; initial?: boolean; onChanged: () => void }) {
+export function PasswordForm(props: { username: string; initial?: boolean; member?: boolean; onChanged: () => void }) {
   const [current, setCurrent] = useState("");
   const [next, setNext] = useState("");
   const [repeat, setRepeat] = useState("");
@@ -55,10 +56,16 @@ export function PasswordForm(props: { username: string; initial?: boolean; onCha
   return (
     <form class="form password-form" onSubmit={submit} noValidate aria-labelledby="password-title">
       <h2 id="password-title">{props.initial ? "Choose your own password" : "Change your password"}</h2>
-      {props.initial && (
+      {props.initial && !props.member && (
         <p>
           You signed in with the initial password from <code>initial-admin-password</code>. Choose a password of your own (at least{" "}
           {MIN_PASSWORD} characters); the file is deleted once you have.
+        </p>
+      )}
+      {props.initial && props.member && (
+        <p>
+          You signed in with the first password your lab's admin gave you. Choose a password of your own (at least {MIN_PASSWORD}{" "}
+          characters) before you start a session.
         </p>
       )}
       <div class="field">
@@ -273,7 +280,50 @@ function SignIns(props: { me: string; onSignedOut: () => void }) {
   );
 }
 
-export function AccountPage(props: { username: string; onSignedOut: () => void }) {
+/** A member's sign-out everywhere (their sign-in history is in the admins' audit log). */
+function SignOutEverywhere(props: { onSignedOut: () => void }) {
+  const { busy, error, run } = useAction();
+  return (
+    <section aria-labelledby="signout-title">
+      <h2 id="signout-title">Sign-ins</h2>
+      <p>Signed in on another computer and left it? This ends every sign-in of yours, this one too.</p>
+      <ErrorBox error={error} title="Not signed out" />
+      <button
+        type="button"
+        class="danger"
+        disabled={busy !== ""}
+        onClick={() =>
+          run(async () => {
+            await signOutEverywhere();
+            props.onSignedOut();
+          })
+        }
+      >
+        Sign out everywhere
+      </button>
+    </section>
+  );
+}
+
+export function AccountPage(props: { username: string; member?: boolean; onSignedOut: () => void }) {
+  if (props.member)
+    return (
+      <section aria-labelledby="account-title" class="account-page">
+        <div class="toolbar">
+          <h1 id="account-title">Account</h1>
+          <span class="muted summary">signed in as {props.username}</span>
+        </div>
+        <div class="card-grid">
+          <div class="card">
+            <PasswordForm username={props.username} member onChanged={() => {}} />
+          </div>
+          <div class="card">
+            <SignOutEverywhere onSignedOut={props.onSignedOut} />
+          </div>
+        </div>
+      </section>
+    );
+
   return (
     <section aria-labelledby="account-title" class="account-page">
       <div class="toolbar">

@@ -103,7 +103,7 @@ interface RowProps {
 }
 
 /** Opens a tab on the click itself (popup blockers allow that), then points it at the connect URL. */
-function openTab(): Window | null {
+export function openTab(): Window | null {
   const w = window.open("", "_blank");
   if (w) {
     try {
