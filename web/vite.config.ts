@@ -23,5 +23,7 @@ export default defineConfig({
     environment: "happy-dom",
     globals: true,
     include: ["src/**/*.test.{ts,tsx}"],
+    // The stylesheet as text (`styles.css?raw`): a test computes contrast ratios from its colours.
+    css: { include: [/styles\.css/] },
   },
 });

@@ -33,6 +33,7 @@ pub fn node(
         disk_gb: Some(2000.0),
         lossless_capable: false,
         last_seen: Some(seen_at_ms),
+        not_ready_since: None,
         gpu_count: gpu_uuids.len() as u64,
     };
     NODES.put(txn, &format!("{cluster_id}/{name}"), &rec)?;

@@ -484,20 +484,34 @@ pub struct AuditFilter {
 }
 
 impl AuditFilter {
+    /// `action`: ending in `*`, a prefix (`cluster.*`); otherwise any part of the name, ignoring
+    /// case (`cluster` finds every `cluster.…`, `register` finds `cluster.register`, and a whole
+    /// name finds itself). `actor`: any part, ignoring case (`admin` finds `admin:admin` and
+    /// `admin:alice`; `operator:clu_…` finds that cluster's operator).
     fn matches(&self, e: &AuditEntry) -> bool {
         let action_ok = match self.action.as_deref() {
             None => true,
             Some(a) => match a.strip_suffix('*') {
-                Some(prefix) => e.action.starts_with(prefix),
-                None => e.action == a,
+                Some(prefix) => starts_with_ignoring_case(&e.action, prefix),
+                None => contains_ignoring_case(&e.action, a),
             },
         };
-        action_ok && self.actor.as_deref().is_none_or(|a| e.actor == a)
+        action_ok && self.actor.as_deref().is_none_or(|a| contains_ignoring_case(&e.actor, a))
     }
 
     fn is_empty(&self) -> bool {
         self.action.is_none() && self.actor.is_none()
     }
+}
+
+fn starts_with_ignoring_case(hay: &str, prefix: &str) -> bool {
+    hay.len() >= prefix.len() && hay.is_char_boundary(prefix.len()) && hay[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+fn contains_ignoring_case(hay: &str, needle: &str) -> bool {
+    (0..=hay.len().saturating_sub(needle.len()))
+        .filter(|&i| hay.is_char_boundary(i))
+        .any(|i| starts_with_ignoring_case(&hay[i..], needle))
 }
 
 fn decode(k: &str, v: &[u8]) -> Result<AuditRecord, StoreError> {

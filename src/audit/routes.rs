@@ -35,9 +35,11 @@ pub struct AuditQuery {
     /// Entries per page, 1-500 (default 50).
     #[param(value_type = Option<u64>, minimum = 1, maximum = 500)]
     size: Option<String>,
-    /// Exact action (`auth.login`), or a prefix ending in `*` (`cluster.*`).
+    /// Part of the action's name, ignoring case (`cluster` finds `cluster.register`, `register`
+    /// too; a whole name finds itself), or a prefix ending in `*` (`cluster.*`).
     action: Option<String>,
-    /// Exact actor (`admin:alice`, `anonymous`, `cli`, `system`).
+    /// Part of the actor, ignoring case (`admin` finds `admin:admin` and `admin:alice`; actors are
+    /// `admin:<name>`, `user:<name>`, `operator:<cluster id>`, `anonymous`, `cli`, `system`).
     actor: Option<String>,
     /// Key paging: entries older than this id (a `next_cursor`), newest first; `page` is then
     /// ignored and nothing beyond the page is read (no `total`: it is 0).

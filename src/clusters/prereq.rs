@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -219,7 +219,9 @@ pub async fn check_cluster(client: &kube::Client, nodes: &[Node]) -> Prerequisit
         },
     ));
 
-    // ingress-nginx: IngressClass nginx and a controller Service with running pods.
+    // ingress-nginx: IngressClass nginx and a controller Service with running pods, and the
+    // ConfigMap setting a lab needs (proxy-body-size).
+    let mut body_size_hint: Option<String> = None;
     let classes: Api<IngressClass> = Api::all(client.clone());
     let class = bounded(classes.get_opt("nginx")).await;
     let services: Api<Service> = Api::all(client.clone());
@@ -252,14 +254,38 @@ pub async fn check_cluster(client: &kube::Client, nodes: &[Node]) -> Prerequisit
             if let (Some(port), Some(addr)) = (node_port, addr) {
                 out.suggested_session_ingress = Some(format!("{addr}:{port}"));
             }
+            // The chart's controller ConfigMap has the Service's name: upstream's session Ingress
+            // sets no proxy-body-size, so nginx's 1 MiB default refuses larger uploads (413).
+            let (ns, name) =
+                (svc.metadata.namespace.as_deref().unwrap_or("default"), svc.metadata.name.as_deref().unwrap_or("?"));
+            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+            let body_size = match bounded(maps.get_opt(name)).await {
+                Ok(Some(cm)) => cm
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("proxy-body-size"))
+                    .map(|v| v.chars().take(32).collect::<String>()),
+                _ => None,
+            };
+            body_size_hint = body_size.is_none().then(|| {
+                format!(
+                    "set proxy-body-size in ConfigMap {ns}/{name}: kubectl -n {ns} patch configmap {name} --type merge \
+                     -p '{{\"data\":{{\"proxy-body-size\":\"0\"}}}}'"
+                )
+            });
             (
                 true,
                 format!(
-                    "IngressClass nginx; controller Service {}/{} with {} running pods{}",
-                    svc.metadata.namespace.as_deref().unwrap_or("?"),
-                    svc.metadata.name.as_deref().unwrap_or("?"),
+                    "IngressClass nginx; controller Service {ns}/{name} with {} running pods{}; {}",
                     running(&pods.items),
-                    node_port.map(|p| format!(", HTTP NodePort {p}")).unwrap_or_default()
+                    node_port.map(|p| format!(", HTTP NodePort {p}")).unwrap_or_default(),
+                    match &body_size {
+                        Some(v) => format!("proxy-body-size {v} (ConfigMap {ns}/{name})"),
+                        None => format!(
+                            "proxy-body-size not set in ConfigMap {ns}/{name}: nginx's 1 MiB default answers 413 to \
+                             larger uploads through session URLs"
+                        ),
+                    }
                 ),
             )
         }
@@ -270,7 +296,7 @@ pub async fn check_cluster(client: &kube::Client, nodes: &[Node]) -> Prerequisit
         "error",
         cause,
         if ok {
-            ""
+            body_size_hint.as_deref().unwrap_or("")
         } else {
             "install ingress-nginx (upstream: chart ingress-nginx 4.15.1 in namespace ingress-nginx, NodePort 30080/30443)"
         },

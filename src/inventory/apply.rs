@@ -90,11 +90,15 @@ fn counts_of(txn: &impl Rows, cluster_id: &str) -> Result<ClusterCounts, StoreEr
 /// `last_seen` is set (the rest is kept in memory).
 pub fn touch(n: &mut NodeRecord, ready: Option<bool>, now: i64, stamp: bool) {
     if ready == Some(false) {
+        if n.ready || n.not_ready_since.is_none() {
+            n.not_ready_since = Some(now);
+        }
         n.ready = false;
         n.offline = true;
     } else {
         n.ready = true;
         n.offline = false;
+        n.not_ready_since = None;
         if n.last_seen.is_none_or(|t| stamp && (now - t >= LIVENESS_EVERY_MS || now < t)) {
             n.last_seen = Some(now);
         }
@@ -128,6 +132,7 @@ fn new_node(cluster_id: &str, name: &str, ready: Option<bool>, now: i64) -> Node
         disk_gb: None,
         lossless_capable: false,
         last_seen: None,
+        not_ready_since: None,
         gpu_count: 0,
     };
     touch(&mut n, ready, now, true);

@@ -9,7 +9,9 @@ use crate::store::WriteTxn;
 use axum::body::Bytes;
 use redb::ReadTransaction;
 
-use super::model::{CLUSTER_COUNTS, GPUS, GpuRecord, GpuView, NODES, NodeRecord, NodeView, POOLS};
+use super::model::{
+    CLUSTER_COUNTS, GPUS, GpuRecord, GpuView, HEALTH_EVENTS, NODES, NodeRecord, NodeView, POOLS, latest_gpu_events,
+};
 use crate::callbacks::wire::GpuStatus;
 use crate::clusters::inventory_part::{InventoryPart, Seeded};
 use crate::clusters::model::{CLUSTERS, ClusterCounts, NodeSummary};
@@ -43,6 +45,7 @@ impl InventoryPart for ClusterPart {
                     disk_gb: None,
                     lossless_capable: false,
                     last_seen: n.ready.then_some(now),
+                    not_ready_since: (!n.ready).then_some(now),
                     gpu_count: n.gpus.len() as u64,
                 },
             )?;
@@ -138,7 +141,7 @@ impl NodePages {
     /// A live cluster's nodes with their cards, as JSON (`None`: no such live cluster).
     pub async fn json(&self, store: &Store, cluster_id: &str) -> Result<Option<Bytes>, StoreError> {
         // The generation before the data (a commit in between only costs a render later).
-        let generation = store.table_generation(&[NODES.name(), GPUS.name()]);
+        let generation = store.table_generation(&[NODES.name(), GPUS.name(), HEALTH_EVENTS.name()]);
         let kept = lock(&self.0)
             .iter()
             .find(|p| p.cluster_id == cluster_id && p.generation == generation)
@@ -172,9 +175,12 @@ impl NodePages {
 fn nodes(txn: &ReadTransaction, cluster_id: &str) -> Result<Vec<NodeView>, StoreError> {
     let prefix = format!("{cluster_id}/");
     let (nodes, gpus) = (NODES.list_prefix(txn, &prefix)?, GPUS.list_prefix(txn, &prefix)?);
+    let events = HEALTH_EVENTS.list_prefix(txn, &prefix)?;
+    let mut latest = latest_gpu_events(events.iter().map(|(_, e)| e));
     let mut by_node: HashMap<String, Vec<GpuView>> = HashMap::new();
     for (_, g) in gpus {
-        by_node.entry(g.node.clone()).or_default().push(GpuView::from(g));
+        let event = latest.remove(&g.uuid);
+        by_node.entry(g.node.clone()).or_default().push(GpuView { last_event: event, ..GpuView::from(g) });
     }
     Ok(nodes
         .into_iter()

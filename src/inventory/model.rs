@@ -100,6 +100,10 @@ pub struct NodeRecord {
     #[serde(default)]
     pub lossless_capable: bool,
     pub last_seen: Option<i64>,
+    /// When the node was last reported NotReady after being ready (or first known NotReady);
+    /// `None` while it is ready. `last_seen` stands still meanwhile.
+    #[serde(default)]
+    pub not_ready_since: Option<i64>,
     pub gpu_count: u64,
 }
 
@@ -131,6 +135,40 @@ pub struct GpuView {
     pub used_cores: u64,
     #[schema(value_type = String)]
     pub status: GpuStatus,
+    /// The latest health event the operator reported for this card (why it is in error), if any.
+    pub last_event: Option<GpuEvent>,
+}
+
+/// A health event as a card shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GpuEvent {
+    /// `xid`, `ecc`, `temp` or `down`.
+    pub kind: String,
+    /// `critical` or `warn`.
+    pub severity: String,
+    pub message: Option<String>,
+    pub at: String,
+}
+
+impl From<&HealthEventRecord> for GpuEvent {
+    fn from(e: &HealthEventRecord) -> Self {
+        Self { kind: e.kind.clone(), severity: e.severity.clone(), message: e.message.clone(), at: rfc3339_ms(e.at) }
+    }
+}
+
+/// The latest health event per card (`gpu_uuid`) among `events`.
+pub fn latest_gpu_events<'a>(
+    events: impl IntoIterator<Item = &'a HealthEventRecord>,
+) -> std::collections::HashMap<String, GpuEvent> {
+    let mut latest: std::collections::HashMap<String, &HealthEventRecord> = std::collections::HashMap::new();
+    for e in events {
+        let Some(uuid) = e.gpu_uuid.as_deref().filter(|u| !u.is_empty()) else { continue };
+        let newer = latest.get(uuid).is_none_or(|l| (e.at, &e.id) >= (l.at, &l.id));
+        if newer {
+            latest.insert(uuid.to_string(), e);
+        }
+    }
+    latest.into_iter().map(|(k, e)| (k, GpuEvent::from(e))).collect()
 }
 
 impl From<GpuRecord> for GpuView {
@@ -143,6 +181,7 @@ impl From<GpuRecord> for GpuView {
             used_mem_mb: g.used_mem_mb,
             used_cores: g.used_cores,
             status: g.status,
+            last_event: None,
         }
     }
 }
@@ -158,7 +197,10 @@ pub struct NodeView {
     pub offline: bool,
     pub role: Option<String>,
     pub gpus: Vec<GpuView>,
+    /// The last time the node was seen ready.
     pub last_seen: Option<String>,
+    /// Since when the node has been reported NotReady (absent while it is ready).
+    pub not_ready_since: Option<String>,
 }
 
 impl NodeView {
@@ -174,6 +216,7 @@ impl NodeView {
             offline: n.offline,
             role: n.role,
             last_seen: n.last_seen.map(rfc3339_ms),
+            not_ready_since: if n.ready { None } else { n.not_ready_since.map(rfc3339_ms) },
         }
     }
 }

@@ -11,12 +11,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::apply::NodeAction;
-use super::model::{GPUS, GpuView, NodeRecord, NodeView};
+use super::model::{GPUS, GpuView, HEALTH_EVENTS, NodeRecord, NodeView, latest_gpu_events};
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::auth::guard::AdminCaller;
 use crate::auth::guard::Gate;
 use crate::callbacks::wire::is_dns_subdomain;
-use crate::clock::rfc3339_ms;
 use crate::clusters::ClusterId;
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
@@ -59,19 +58,18 @@ async fn nodes(
 }
 
 async fn node_view(app: &InventoryState, r: NodeRecord) -> Result<NodeView, ApiError> {
-    let prefix = format!("{}/", r.cluster_id);
-    let gpus = app.store.read(move |txn| GPUS.list_prefix(txn, &prefix)).await?;
-    Ok(NodeView {
-        gpus: gpus.into_iter().filter(|(_, g)| g.node == r.name).map(|(_, g)| GpuView::from(g)).collect(),
-        name: r.name,
-        ready: r.ready,
-        schedulable: r.schedulable,
-        cordoned: r.cordoned,
-        decommissioning: r.decommissioning,
-        offline: r.offline,
-        role: r.role,
-        last_seen: r.last_seen.map(rfc3339_ms),
-    })
+    let (prefix, events_of) = (format!("{}/", r.cluster_id), format!("{}/{}/", r.cluster_id, r.name));
+    let (gpus, events) = app
+        .store
+        .read(move |txn| Ok((GPUS.list_prefix(txn, &prefix)?, HEALTH_EVENTS.list_prefix(txn, &events_of)?)))
+        .await?;
+    let mut latest = latest_gpu_events(events.iter().map(|(_, e)| e));
+    let gpus = gpus
+        .into_iter()
+        .filter(|(_, g)| g.node == r.name)
+        .map(|(_, g)| GpuView { last_event: latest.remove(&g.uuid), ..GpuView::from(g) })
+        .collect();
+    Ok(NodeView::of(r, gpus))
 }
 
 async fn admin_node_action(

@@ -20,8 +20,9 @@ use super::manifests::{FIELD_MANAGER, describe};
 pub struct ObjectResult {
     /// `Kind/name` or `Kind/namespace/name`.
     pub object: String,
-    /// `created`, `updated`, `unchanged`, `deleted`, `absent`, `kept` (detach: not made by
-    /// attach), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
+    /// `created`, `updated`, `unchanged`, `replaced`, `deleted`, `terminating` (deleted, kept
+    /// by the server while finalizers run), `absent`, `kept` (detach: not made by attach, or
+    /// CRDs whose resources remain elsewhere), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
     pub result: String,
     /// The API server's HTTP status on failure.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,14 +130,24 @@ pub async fn apply(client: &kube::Client, o: &Value) -> Result<&'static str, App
     })
 }
 
-/// Deletes one object; `deleted` or `absent`.
+/// Deletes one object: `deleted`, `absent`, or `terminating` (the server keeps it while its
+/// finalizers run: a namespace while its content goes).
 pub async fn delete(client: &kube::Client, o: &Value) -> Result<&'static str, ApplyFailure> {
     let Some((api, name)) = api_for(client, o) else {
         return Err(ApplyFailure::Refused { code: 0, reason: "UnknownKind".into(), message: describe(o) });
     };
     match api.delete(&name, &DeleteParams::background()).await {
+        Ok(answer) if answer.as_ref().left().is_some_and(|kept| kept.metadata.deletion_timestamp.is_some()) => {
+            // Kept while its finalizers run: gone already (an empty namespace may be) or not.
+            match api.get_opt(&name).await {
+                Ok(None) => Ok("deleted"),
+                _ => Ok("terminating"),
+            }
+        }
         Ok(_) => Ok("deleted"),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok("absent"),
+        // A namespace already Terminating refuses a second DELETE with 409 Conflict.
+        Err(kube::Error::Api(s)) if s.code == 409 && o["kind"] == "Namespace" => Ok("terminating"),
         Err(e) => Err(ApplyFailure::from_kube(e)),
     }
 }
@@ -279,7 +290,12 @@ pub async fn preflight(client: &kube::Client, objects: &[Value], replace: bool) 
     };
     for ((group, plural, ns), objs) in &wanted {
         let mut verbs = vec!["get", "create", "patch"];
-        if replace && plural == "deployments" {
+        if replace
+            && matches!(
+                plural.as_str(),
+                "deployments" | "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"
+            )
+        {
             verbs.push("delete");
         }
         for verb in verbs {
@@ -344,6 +360,49 @@ pub async fn preflight(client: &kube::Client, objects: &[Value], replace: bool) 
     Ok(denied)
 }
 
+/// Asks the cluster whether its credentials may do everything detach does, before anything is
+/// deleted: `delete` on every object in `objects` and on each custom resource in `custom`
+/// (and `patch` on those when `strip`: their finalizers are removed first). A cluster that
+/// cannot answer reviews is let through: the deletes then report refusals.
+pub async fn preflight_delete(
+    client: &kube::Client,
+    objects: &[Value],
+    custom: &[CustomResource],
+    strip: bool,
+) -> Result<Vec<Denied>, ApplyFailure> {
+    let mut wanted: BTreeMap<(String, String, Option<String>, &'static str), Vec<String>> = BTreeMap::new();
+    for o in objects {
+        let Some(ar) = api_resource(o) else { continue };
+        let ns = o["metadata"]["namespace"].as_str().map(str::to_string);
+        wanted.entry((ar.group.clone(), ar.plural.clone(), ns, "delete")).or_default().push(describe(o));
+    }
+    for cr in custom {
+        let Some(ar) = custom_resource_type(&cr.object) else { continue };
+        let ns = cr.object["metadata"]["namespace"].as_str().map(str::to_string);
+        let verbs: &[&'static str] =
+            if strip && !cr.finalizers.is_empty() { &["patch", "delete"] } else { &["delete"] };
+        for verb in verbs {
+            wanted.entry((ar.group.clone(), ar.plural.clone(), ns.clone(), verb)).or_default().push(cr.describe());
+        }
+    }
+    let mut reviews = Reviews { api: Api::all(client.clone()), seen: BTreeMap::new() };
+    let mut denied = Vec::new();
+    for ((group, plural, ns, verb), objs) in wanted {
+        match reviews.allowed(&group, &plural, verb, ns.as_deref(), None).await? {
+            Review::Unavailable => return Ok(Vec::new()),
+            Review::Answer(true) => {}
+            Review::Answer(false) => denied.push(Denied {
+                verb: verb.into(),
+                resource: if group.is_empty() { plural } else { format!("{plural}.{group}") },
+                namespace: ns,
+                objects: objs,
+                missing: Vec::new(),
+            }),
+        }
+    }
+    Ok(denied)
+}
+
 /// A CRD on the cluster whose versions or schemas differ from the one we ship.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CrdDifference {
@@ -399,20 +458,33 @@ pub struct ExistingInstall {
     pub differences: Vec<String>,
 }
 
-/// Is the operator Deployment on the cluster someone else's? `None` when absent or when gShare's
-/// field manager owns it (a previous attach).
-pub async fn existing_install(client: &kube::Client, ours: &Value) -> Result<Option<ExistingInstall>, ApplyFailure> {
-    let Some(theirs) = get(client, ours).await? else { return Ok(None) };
-    let theirs = serde_json::to_value(&theirs).unwrap_or(Value::Null);
-    Ok(foreign(&theirs, ours))
+/// The kinds attach does not take over from another tool silently: the operator's Deployment
+/// and its RBAC (a Helm release may own the RBAC with no Deployment left).
+pub const GUARDED_KINDS: [&str; 5] = ["Deployment", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+
+/// The objects among `ours` (of [`GUARDED_KINDS`]) that are on the cluster and someone
+/// else's, in `ours`' order. Objects gShare's field manager owns (a previous attach) are not.
+pub async fn existing_installs(client: &kube::Client, ours: &[Value]) -> Result<Vec<ExistingInstall>, ApplyFailure> {
+    let mut out = Vec::new();
+    for o in ours.iter().filter(|o| GUARDED_KINDS.iter().any(|k| o["kind"] == *k)) {
+        let Some(theirs) = get(client, o).await? else { continue };
+        let theirs = serde_json::to_value(&theirs).unwrap_or(Value::Null);
+        out.extend(foreign(&theirs, o));
+    }
+    Ok(out)
 }
 
-/// The judgement of [`existing_install`] on the object as read.
+/// Is `theirs` (as read from the cluster) another tool's object? `None` when gShare's field
+/// manager owns it. Who installed it is read from Helm's label and annotations, kubectl's
+/// last-applied annotation (deploy-operator.sh) and the field managers; what differs from
+/// `ours` by kind (a Deployment's selector, image, pull policy and flags; a role's rules; a
+/// binding's role and subjects).
 pub fn foreign(theirs: &Value, ours: &Value) -> Option<ExistingInstall> {
     let mut field_managers: Vec<String> = theirs["metadata"]["managedFields"]
         .as_array()
         .map(|m| m.iter().filter_map(|e| e["manager"].as_str().map(|s| s.chars().take(128).collect())).collect())
         .unwrap_or_default();
+    field_managers.sort();
     field_managers.dedup();
     if field_managers.iter().any(|m| m == FIELD_MANAGER) {
         return None;
@@ -443,23 +515,35 @@ pub fn foreign(theirs: &Value, ours: &Value) -> Option<ExistingInstall> {
         } else {
             format!("field managers {}", field_managers.join(", "))
         };
+    let differences = match ours["kind"].as_str().unwrap_or_default() {
+        "Deployment" => deployment_differences(theirs, ours, &their_args, &args_of(ours)),
+        "Role" | "ClusterRole" => rule_differences(theirs, ours),
+        _ => binding_differences(theirs, ours),
+    };
+    Some(ExistingInstall { object: describe(ours), manager, field_managers, differences })
+}
+
+fn deployment_differences(theirs: &Value, ours: &Value, their_args: &[String], our_args: &[String]) -> Vec<String> {
     let mut differences = Vec::new();
     let sel = |o: &Value| o["spec"]["selector"].clone();
     if sel(theirs) != sel(ours) {
         differences.push(format!(
             "spec.selector {} (attach applies {}; immutable, so it must be replaced)",
-            sel(theirs),
+            bounded(&sel(theirs)),
             sel(ours)
         ));
     }
     let field = |o: &Value, f: &str| o["spec"]["template"]["spec"]["containers"][0][f].clone();
     for f in ["image", "imagePullPolicy"] {
         if field(theirs, f) != field(ours, f) {
-            differences.push(format!("{f} {} (attach applies {})", field(theirs, f), field(ours, f)));
+            let theirs = match field(theirs, f) {
+                Value::Null => "unset".to_string(),
+                v => bounded(&v),
+            };
+            differences.push(format!("{f} {theirs} (attach applies {})", field(ours, f)));
         }
     }
     let flag = |a: &String| a.split('=').next().unwrap_or_default().to_string();
-    let our_args = args_of(ours);
     let only_theirs: Vec<String> = their_args.iter().filter(|a| !our_args.contains(a)).take(10).cloned().collect();
     let only_ours: Vec<String> = our_args.iter().filter(|a| !their_args.contains(a)).map(flag).take(10).collect();
     if !only_theirs.is_empty() {
@@ -468,7 +552,63 @@ pub fn foreign(theirs: &Value, ours: &Value) -> Option<ExistingInstall> {
     if !only_ours.is_empty() {
         differences.push(format!("flags attach would set: {}", only_ours.join(" ")));
     }
-    Some(ExistingInstall { object: describe(ours), manager, field_managers, differences })
+    differences
+}
+
+/// Cluster-supplied JSON, cut to a readable length.
+fn bounded(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 200 { format!("{}…", s.chars().take(200).collect::<String>()) } else { s }
+}
+
+/// A rule in words: `get,list,watch secrets` (`.group` when not core).
+fn rule_text(rule: &Value) -> String {
+    let list = |k: &str| -> String {
+        rule[k]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| s.chars().take(64).collect::<String>())
+                    .take(12)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    let groups = list("apiGroups");
+    let groups = if groups.is_empty() { String::new() } else { format!(" ({groups})") };
+    format!("{} {}{groups}", list("verbs"), list("resources"))
+}
+
+fn rule_differences(theirs: &Value, ours: &Value) -> Vec<String> {
+    let rules = |o: &Value| -> Vec<Value> { o["rules"].as_array().cloned().unwrap_or_default() };
+    let (t, o) = (rules(theirs), rules(ours));
+    let mut out = Vec::new();
+    let only_theirs: Vec<String> = t.iter().filter(|r| !o.contains(r)).take(10).map(rule_text).collect();
+    let only_ours: Vec<String> = o.iter().filter(|r| !t.contains(r)).take(10).map(rule_text).collect();
+    if !only_theirs.is_empty() {
+        out.push(format!("rules attach would drop: {}", only_theirs.join("; ")));
+    }
+    if !only_ours.is_empty() {
+        out.push(format!("rules attach would add: {}", only_ours.join("; ")));
+    }
+    out
+}
+
+fn binding_differences(theirs: &Value, ours: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if theirs["roleRef"] != ours["roleRef"] {
+        out.push(format!(
+            "roleRef {} (attach applies {}; immutable, so it must be replaced)",
+            bounded(&theirs["roleRef"]),
+            ours["roleRef"]
+        ));
+    }
+    if theirs["subjects"] != ours["subjects"] {
+        out.push(format!("subjects {} (attach applies {})", bounded(&theirs["subjects"]), ours["subjects"]));
+    }
+    out
 }
 
 /// A custom resource of one of the shipped CRDs, as detach sees it.
@@ -524,6 +664,15 @@ pub async fn custom_resources(client: &kube::Client) -> Result<Vec<CustomResourc
     Ok(out)
 }
 
+/// The API resource of a custom resource of one of the shipped CRDs, from its apiVersion and kind.
+fn custom_resource_type(o: &Value) -> Option<ApiResource> {
+    let api_version = o["apiVersion"].as_str()?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = o["kind"].as_str()?;
+    let plural = crds::ALL.iter().find_map(|f| crd_resource(f).filter(|ar| ar.kind == kind).map(|ar| ar.plural))?;
+    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural))
+}
+
 /// Deletes a custom resource (`strip`: its finalizers are removed first, for an operator that
 /// will never clear them). `deleted` or `absent`.
 pub async fn delete_custom(
@@ -535,14 +684,7 @@ pub async fn delete_custom(
     let (Some(name), Some(ns)) = (o["metadata"]["name"].as_str(), o["metadata"]["namespace"].as_str()) else {
         return Ok("absent");
     };
-    let api_version = o["apiVersion"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let kind = o["kind"].as_str().unwrap_or_default();
-    let plural = crds::ALL
-        .iter()
-        .find_map(|f| crd_resource(f).filter(|ar| ar.kind == kind).map(|ar| ar.plural))
-        .unwrap_or_default();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+    let Some(ar) = custom_resource_type(o) else { return Ok("absent") };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
     if strip && !cr.finalizers.is_empty() {
         let patch = serde_json::json!({ "metadata": { "finalizers": null } });

@@ -31,7 +31,7 @@ use crate::sessions::model::LIVE_SESSIONS;
 use crate::store::{Store, StoreError};
 use apply::{ApplyFailure, CrdDifference, Denied, ExistingInstall, ObjectResult};
 use manifests::Params;
-use model::{ATTACHMENTS, AppliedObject, Attachment, Rotation, TokenInfo};
+use model::{ATTACHMENTS, AppliedObject, Attachment, LEFTOVERS, Leftovers, Rotation, TokenInfo};
 
 /// The operator's status heartbeat period (operator-contract §2.1): "connected" means a callback
 /// within two of them.
@@ -51,8 +51,12 @@ pub enum OperatorError {
     NoClient { id: String, cause: String },
     #[error("the cluster's credentials lack rights attach needs")]
     Forbidden { denied: Vec<Denied>, objects: Vec<ObjectResult> },
-    #[error("an operator installed by {} is already on the cluster", .0.manager)]
-    Exists(ExistingInstall),
+    /// Detach's access check: rights to delete what it would remove; nothing was deleted.
+    #[error("the cluster's credentials lack rights detach needs")]
+    DetachForbidden { denied: Vec<Denied> },
+    /// Objects of the operator another tool installed (never empty).
+    #[error("an operator installed by {} is already on the cluster", .0.first().map(|e| e.manager.as_str()).unwrap_or("another tool"))]
+    Exists(Vec<ExistingInstall>),
     /// Detach deleted the custom resources; these still carry a finalizer after the wait.
     #[error("custom resources still hold finalizers")]
     FinalizersPending { waited_s: u64, held: Vec<String>, objects: Vec<ObjectResult> },
@@ -429,20 +433,23 @@ impl Operator {
         if !denied.is_empty() {
             return Err(OperatorError::Forbidden { denied, objects: Vec::new() });
         }
-        // An operator another tool installed (deploy-operator.sh, Helm) is not taken over silently.
-        let our_deployment = probe_objects.last().cloned().unwrap_or(Value::Null);
-        let mut replaced = None;
-        if let Some(existing) = apply::existing_install(&client, &our_deployment).await.map_err(unreachable)? {
-            if !replace {
-                return Err(OperatorError::Exists(existing));
-            }
-            match apply::delete(&client, &our_deployment).await {
-                Ok(_) => replaced = Some(existing),
+        // An operator another tool installed (deploy-operator.sh, Helm) is not taken over
+        // silently: neither its Deployment nor its RBAC (a Helm release may hold the RBAC alone).
+        let existing = apply::existing_installs(&client, &probe_objects).await.map_err(unreachable)?;
+        if !existing.is_empty() && !replace {
+            return Err(OperatorError::Exists(existing));
+        }
+        // `?replace=true`: delete each and create gShare's in the apply below.
+        let mut replaced: Vec<String> = Vec::new();
+        for e in &existing {
+            let Some(o) = probe_objects.iter().find(|o| manifests::describe(o) == e.object) else { continue };
+            match apply::delete(&client, o).await {
+                Ok(_) => replaced.push(e.object.clone()),
                 Err(f) => {
                     return Err(match f {
                         ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: Vec::new() },
                         ApplyFailure::Refused { code, reason, message } => OperatorError::Refused {
-                            object: manifests::describe(&our_deployment),
+                            object: e.object.clone(),
                             code,
                             reason,
                             message,
@@ -499,14 +506,21 @@ impl Operator {
         let objects = manifests::objects(&params);
 
         let previous = self.attachment(id.as_str()).await?;
+        // CRDs an earlier detach kept (their resources remained elsewhere) are still ours.
+        let key = id.to_string();
+        let leftovers = self.store.read(move |txn| LEFTOVERS.get(txn, &key)).await?;
+        let ours_before: Vec<AppliedObject> = previous
+            .iter()
+            .flat_map(|p| p.objects.iter())
+            .chain(leftovers.iter().flat_map(|l| l.objects.iter()))
+            .filter(|a| a.created)
+            .cloned()
+            .collect();
         let was_created = |o: &Value| {
-            previous.as_ref().is_some_and(|p| {
-                p.objects.iter().any(|a| {
-                    a.created
-                        && a.kind == o["kind"].as_str().unwrap_or_default()
-                        && a.name == o["metadata"]["name"].as_str().unwrap_or_default()
-                        && a.namespace.as_deref() == o["metadata"]["namespace"].as_str()
-                })
+            ours_before.iter().any(|a| {
+                a.kind == o["kind"].as_str().unwrap_or_default()
+                    && a.name == o["metadata"]["name"].as_str().unwrap_or_default()
+                    && a.namespace.as_deref() == o["metadata"]["namespace"].as_str()
             })
         };
         let now = self.clock.now_ms();
@@ -521,7 +535,7 @@ impl Operator {
             };
             match step {
                 Ok(result) => {
-                    let shown = if replaced.is_some() && o["kind"] == "Deployment" { "replaced" } else { result };
+                    let shown = if replaced.contains(&manifests::describe(o)) { "replaced" } else { result };
                     results.push(ObjectResult {
                         object: manifests::describe(o),
                         result: shown.into(),
@@ -554,12 +568,11 @@ impl Operator {
             });
         }
         let complete = failure.is_none() && !out_of_time;
-        // Objects created by an earlier attempt and not reached now stay on record for detach.
-        if let Some(p) = &previous {
-            for a in p.objects.iter().filter(|a| a.created) {
-                if !applied.iter().any(|b| b.kind == a.kind && b.name == a.name && b.namespace == a.namespace) {
-                    applied.push(a.clone());
-                }
+        // Objects created by an earlier attempt (or kept by an earlier detach) and not reached
+        // now stay on record for detach.
+        for a in &ours_before {
+            if !applied.iter().any(|b| b.kind == a.kind && b.name == a.name && b.namespace == a.namespace) {
+                applied.push(a.clone());
             }
         }
         let secret_written = applied.iter().any(|a| a.kind == "Secret" && a.name == manifests::TOKEN_SECRET);
@@ -580,7 +593,13 @@ impl Operator {
             },
         };
         let key = id.to_string();
-        self.store.write(move |txn| ATTACHMENTS.put(txn, &key, &record)).await?;
+        self.store
+            .write(move |txn| {
+                ATTACHMENTS.put(txn, &key, &record)?;
+                // The record now holds them.
+                LEFTOVERS.delete(txn, &key).map(|_| ())
+            })
+            .await?;
         if out_of_time {
             return Err(OperatorError::Deadline { after_s, objects: results });
         }
@@ -628,10 +647,14 @@ impl Operator {
     }
 
     /// Removes what attach made (objects that were there before it are kept), refusing while the
-    /// cluster has live sessions. In order: the custom resources in the sessions namespace first
-    /// (waiting, bounded, for the operator to clear its finalizers; `strip_finalizers` removes
-    /// them for an operator that never will), then the Deployment, RBAC, namespaces, and the CRDs
-    /// last — kept while custom resources of them remain elsewhere.
+    /// cluster has live sessions. First an access check: the right to delete every object it
+    /// would remove (and to patch custom resources whose finalizers it strips), so a refusal
+    /// names each missing right before anything is deleted. Then in order: the custom resources
+    /// in the sessions namespace (waiting, bounded, for the operator to clear its finalizers;
+    /// `strip_finalizers` removes them for an operator that never will), the Deployment, RBAC,
+    /// namespaces, and the CRDs last — kept while custom resources of them remain elsewhere,
+    /// and then remembered ([`LEFTOVERS`]), so a later detach (or attach) still knows them.
+    /// With no attachment but such leftovers, detach removes the leftovers.
     pub async fn detach(&self, id: &ClusterId, strip_finalizers: bool) -> Result<Report, OperatorError> {
         let _one = self.one_at_a_time(id).await;
         let key = id.to_string();
@@ -644,8 +667,13 @@ impl Operator {
         if !sessions.is_empty() {
             return Err(OperatorError::LiveSessions { id: id.to_string(), sessions });
         }
-        let Some(record) = self.attachment(id.as_str()).await? else {
-            return Err(OperatorError::NotAttached(id.to_string()));
+        let key = id.to_string();
+        let leftovers = self.store.read(move |txn| LEFTOVERS.get(txn, &key)).await?;
+        let record = self.attachment(id.as_str()).await?;
+        let (to_remove, attached): (Vec<AppliedObject>, bool) = match (&record, &leftovers) {
+            (Some(r), _) => (r.objects.clone(), true),
+            (None, Some(l)) => (l.objects.clone(), false),
+            (None, None) => return Err(OperatorError::NotAttached(id.to_string())),
         };
         let client = self.client(id).await?;
         let mut results = Vec::new();
@@ -655,14 +683,33 @@ impl Operator {
                 OperatorError::Refused { object, code, reason, message, objects }
             }
         };
-        // 1. Custom resources in the sessions namespace, while the operator still runs to
-        //    clear its finalizers.
         let sessions_ns = self.config.sessions_namespace.clone();
         let in_ours =
             |cr: &apply::CustomResource| cr.object["metadata"]["namespace"].as_str() == Some(sessions_ns.as_str());
         let all =
             apply::custom_resources(&client).await.map_err(|f| failed(f, "custom resources".into(), Vec::new()))?;
-        for cr in all.iter().filter(|c| in_ours(c)) {
+        let ours: Vec<apply::CustomResource> =
+            if attached { all.iter().filter(|c| in_ours(c)).cloned().collect() } else { Vec::new() };
+        // 0. Every delete allowed? Asked before the first one.
+        let as_object = |a: &AppliedObject| {
+            let mut o = serde_json::json!({
+                "apiVersion": a.api_version, "kind": a.kind, "metadata": { "name": a.name },
+            });
+            if let Some(ns) = &a.namespace {
+                o["metadata"]["namespace"] = Value::String(ns.clone());
+            }
+            o
+        };
+        let deleted_objects: Vec<Value> = to_remove.iter().filter(|a| a.created).map(as_object).collect();
+        let denied = apply::preflight_delete(&client, &deleted_objects, &ours, strip_finalizers)
+            .await
+            .map_err(|f| failed(f, "the access check".into(), Vec::new()))?;
+        if !denied.is_empty() {
+            return Err(OperatorError::DetachForbidden { denied });
+        }
+        // 1. Custom resources in the sessions namespace, while the operator still runs to
+        //    clear its finalizers.
+        for cr in &ours {
             match apply::delete_custom(&client, cr, strip_finalizers).await {
                 Ok(r) => results.push(ObjectResult {
                     object: cr.describe(),
@@ -679,8 +726,13 @@ impl Operator {
         }
         let wait = self.config.operator_attach_timeout.min(Duration::from_secs(120));
         let until = tokio::time::Instant::now() + wait;
-        let mut foreign: Vec<String>;
+        // Without an attachment (leftovers only) no custom resource is deleted, so any holds the CRDs.
+        let mut foreign: Vec<String> =
+            all.iter().filter(|c| !attached || !in_ours(c)).map(apply::CustomResource::describe).collect();
         loop {
+            if !attached {
+                break;
+            }
             let now = apply::custom_resources(&client)
                 .await
                 .map_err(|f| failed(f, "custom resources".into(), results.clone()))?;
@@ -700,58 +752,43 @@ impl Operator {
             tokio::time::sleep(Duration::from_millis(250).min(until - tokio::time::Instant::now())).await;
         }
         let mut kept_on_record = Vec::new();
+        let mut kept_crds = Vec::new();
         let mut failure = None;
         // Reverse apply order: the Deployment first, the CRDs (and their objects) last.
-        for a in record.objects.iter().rev() {
-            let mut o = serde_json::json!({
-                "apiVersion": a.api_version, "kind": a.kind, "metadata": { "name": a.name },
-            });
-            if let Some(ns) = &a.namespace {
-                o["metadata"]["namespace"] = Value::String(ns.clone());
-            }
+        for a in to_remove.iter().rev() {
+            let o = as_object(a);
+            let result = |result: &str, reason: Option<&str>, message: Option<String>| ObjectResult {
+                object: manifests::describe(&o),
+                result: result.into(),
+                status: None,
+                reason: reason.map(str::to_string),
+                message,
+            };
             if !a.created {
-                results.push(ObjectResult {
-                    object: manifests::describe(&o),
-                    result: "kept".into(),
-                    status: None,
-                    reason: None,
-                    message: None,
-                });
+                results.push(result("kept", None, None));
                 continue;
             }
             if a.kind == "CustomResourceDefinition" && !foreign.is_empty() {
-                results.push(ObjectResult {
-                    object: manifests::describe(&o),
-                    result: "kept".into(),
-                    status: None,
-                    reason: Some("ForeignResources".into()),
-                    message: Some(format!(
-                        "custom resources outside {} remain: {}",
+                kept_crds.push(a.clone());
+                kept_on_record.push(a.clone());
+                results.push(result(
+                    "kept",
+                    Some("ForeignResources"),
+                    Some(format!(
+                        "custom resources outside {} remain: {}; detach again once they are gone to remove it",
                         self.config.sessions_namespace,
                         foreign.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
                     )),
-                });
+                ));
                 continue;
             }
             if failure.is_some() {
                 kept_on_record.push(a.clone());
-                results.push(ObjectResult {
-                    object: manifests::describe(&o),
-                    result: "not_attempted".into(),
-                    status: None,
-                    reason: None,
-                    message: None,
-                });
+                results.push(result("not_attempted", None, None));
                 continue;
             }
             match apply::delete(&client, &o).await {
-                Ok(r) => results.push(ObjectResult {
-                    object: manifests::describe(&o),
-                    result: r.into(),
-                    status: None,
-                    reason: None,
-                    message: None,
-                }),
+                Ok(r) => results.push(result(r, None, None)),
                 Err(f) => {
                     results.push(f.result_for(&o));
                     kept_on_record.push(a.clone());
@@ -763,10 +800,27 @@ impl Operator {
         match failure {
             None => {
                 lock(&self.pods).remove(id.as_str());
-                self.store.write(move |txn| ATTACHMENTS.delete(txn, &key).map(|_| ())).await?;
+                let now = self.clock.now_ms();
+                kept_crds.reverse();
+                self.store
+                    .write(move |txn| {
+                        ATTACHMENTS.delete(txn, &key)?;
+                        if kept_crds.is_empty() {
+                            LEFTOVERS.delete(txn, &key)?;
+                        } else {
+                            let since = leftovers.map(|l| l.since).unwrap_or(now);
+                            LEFTOVERS.put(
+                                txn,
+                                &key,
+                                &Leftovers { cluster_id: key.clone(), since, objects: kept_crds },
+                            )?;
+                        }
+                        Ok(())
+                    })
+                    .await?;
                 Ok(Report {
                     cluster_id: id.to_string(),
-                    changed: results.iter().filter(|r| r.result == "deleted").count(),
+                    changed: results.iter().filter(|r| matches!(r.result.as_str(), "deleted" | "terminating")).count(),
                     objects: results,
                     token: None,
                     profile: None,
@@ -777,16 +831,24 @@ impl Operator {
             Some((object, f)) => {
                 // What is left stays on record, so a re-run finishes the job.
                 kept_on_record.reverse();
-                let mut rest = record.clone();
-                rest.objects = kept_on_record;
-                rest.complete = false;
-                self.store.write(move |txn| ATTACHMENTS.put(txn, &key, &rest)).await?;
-                Err(match f {
-                    ApplyFailure::Unreachable(cause) => OperatorError::Unreachable { cause, objects: results },
-                    ApplyFailure::Refused { code, reason, message } => {
-                        OperatorError::Refused { object, code, reason, message, objects: results }
-                    }
-                })
+                self.store
+                    .write(move |txn| match record {
+                        Some(mut rest) => {
+                            rest.objects = kept_on_record;
+                            rest.complete = false;
+                            ATTACHMENTS.put(txn, &key, &rest)
+                        }
+                        None => {
+                            let since = leftovers.map(|l| l.since).unwrap_or_default();
+                            LEFTOVERS.put(
+                                txn,
+                                &key,
+                                &Leftovers { cluster_id: key.clone(), since, objects: kept_on_record },
+                            )
+                        }
+                    })
+                    .await?;
+                Err(failed(f, object, results))
             }
         }
     }

@@ -8,6 +8,20 @@ use crate::store::JsonTable;
 /// `clu_…` -> what attach put on that cluster and the token it holds.
 pub const ATTACHMENTS: JsonTable<Attachment> = JsonTable::new("operator_attachments");
 
+/// `clu_…` -> CRDs attach created that a completed detach kept (custom resources of them
+/// remained in other namespaces). The next attach counts them as its own again, and a later
+/// detach removes them once nothing holds them.
+pub const LEFTOVERS: JsonTable<Leftovers> = JsonTable::new("operator_leftovers");
+
+/// What a completed detach left on a cluster, still gShare's to remove.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Leftovers {
+    pub cluster_id: String,
+    /// Unix ms of the detach that kept them.
+    pub since: i64,
+    pub objects: Vec<AppliedObject>,
+}
+
 /// One object attach applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppliedObject {

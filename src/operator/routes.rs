@@ -98,22 +98,70 @@ impl From<OperatorError> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::ClusterForbidden, message)
                     .with_details(json!({ "denied": denied, "objects": objects }))
             }
-            OperatorError::Exists(e) => ApiError::new(
-                StatusCode::CONFLICT,
-                ErrorCode::OperatorExists,
-                format!(
-                    "{} was installed by {}, not by gShare; nothing was applied. {}Attach again with \
-                     ?replace=true to delete it and create gShare's",
-                    e.object,
-                    e.manager,
-                    if e.differences.is_empty() {
-                        String::new()
-                    } else {
-                        format!("It differs from gShare's: {}. ", e.differences.join("; "))
-                    }
-                ),
-            )
-            .with_details(json!({ "existing": e })),
+            OperatorError::DetachForbidden { denied } => {
+                let each: Vec<String> = denied
+                    .iter()
+                    .take(12)
+                    .map(|d| {
+                        format!(
+                            "{} {}{} (for {})",
+                            d.verb,
+                            d.resource,
+                            d.namespace.as_deref().map(|n| format!(" in namespace {n}")).unwrap_or_default(),
+                            d.objects.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+                        )
+                    })
+                    .collect();
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::ClusterForbidden,
+                    format!(
+                        "the cluster's credentials may not {}{}; grant those rights to the kubeconfig's user (for \
+                         example cluster-admin) and detach again; nothing was deleted",
+                        each.join("; "),
+                        if denied.len() > each.len() {
+                            format!(" (and {} more)", denied.len() - each.len())
+                        } else {
+                            String::new()
+                        },
+                    ),
+                )
+                .with_details(json!({ "denied": denied, "objects": [] }))
+            }
+            OperatorError::Exists(all) => {
+                let each: Vec<String> = all
+                    .iter()
+                    .take(6)
+                    .map(|e| {
+                        format!(
+                            "{} was installed by {}{}",
+                            e.object,
+                            e.manager,
+                            if e.differences.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" (differs from gShare's: {})", e.differences.join("; "))
+                            }
+                        )
+                    })
+                    .collect();
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    ErrorCode::OperatorExists,
+                    format!(
+                        "{}{}, not by gShare; nothing was applied. Attach again with ?replace=true to delete {} \
+                         and create gShare's",
+                        each.join("; "),
+                        if all.len() > each.len() {
+                            format!(" (and {} more)", all.len() - each.len())
+                        } else {
+                            String::new()
+                        },
+                        if all.len() == 1 { "it" } else { "them" },
+                    ),
+                )
+                .with_details(json!({ "existing": all.first(), "installs": all }))
+            }
             OperatorError::FinalizersPending { waited_s, held, objects } => ApiError::new(
                 StatusCode::CONFLICT,
                 ErrorCode::FinalizersPending,
@@ -284,6 +332,7 @@ async fn attach(
         (status = 200, body = Report, description = "every object with deleted, absent or kept (not made by attach)"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "cluster_in_use (details.sessions), not_attached, or finalizers_pending (details.held)"),
+        (status = 422, body = ErrorBody, description = "cluster_forbidden: the credentials may not delete what detach removes (details.denied: verb, resource, objects); nothing was deleted"),
         (status = 502, body = ErrorBody),
     ))]
 async fn detach(

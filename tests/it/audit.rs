@@ -85,6 +85,71 @@ async fn logins_are_audited_and_listed_with_filters_and_pages() {
     s.stop().await;
 }
 
+/// What a new admin types finds what they mean: part of an action (`cluster`, `session`,
+/// `register`, any case), part of an actor (`admin` finds `admin:admin`); `*` stays a prefix and a
+/// whole name finds only itself.
+#[tokio::test]
+async fn the_filters_find_parts_of_actions_and_actors() {
+    let s = TestServer::start().await;
+    let (token, _, _) = login(&s, None).await;
+    let app = s.server.as_ref().unwrap().app.clone();
+    for (actor, action) in [
+        ("admin:admin", "cluster.register"),
+        ("admin:admin", "cluster.patch"),
+        ("admin:alice", "session.create"),
+        ("admin:alice", "session.delete"),
+        ("operator:clu_01JAAAAAAAAAAAAAAAAAAAAAAA", "node.cordon"),
+        ("operator:clu_01JAAAAAAAAAAAAAAAAAAAAAAA", "node.uncordon"),
+        ("cli", "offering.create"),
+    ] {
+        gshare::audit::record(&app, AuditEntry::system(actor, action, AuditResult::Success)).await;
+    }
+    let found = |q: &'static str| {
+        let s = &s;
+        let token = token.clone();
+        async move {
+            let res =
+                s.client.get(s.url(&format!("/api/v1/audit?size=50&{q}"))).bearer_auth(token).send().await.unwrap();
+            assert_eq!(res.status(), 200, "{q}");
+            let page: Value = res.json().await.unwrap();
+            let mut got: Vec<String> = page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| format!("{} {}", e["actor"].as_str().unwrap(), e["action"].as_str().unwrap()))
+                .collect();
+            got.sort();
+            assert_eq!(page["pagination"]["total"], got.len(), "{q}");
+            got
+        }
+    };
+    assert_eq!(found("action=cluster").await, ["admin:admin cluster.patch", "admin:admin cluster.register"]);
+    assert_eq!(found("action=session").await, ["admin:alice session.create", "admin:alice session.delete"]);
+    assert_eq!(found("action=Register").await, ["admin:admin cluster.register"]);
+    assert_eq!(found("action=node.cordon").await, ["operator:clu_01JAAAAAAAAAAAAAAAAAAAAAAA node.cordon"]);
+    assert_eq!(found("action=cluster.*").await, ["admin:admin cluster.patch", "admin:admin cluster.register"]);
+    assert_eq!(found("action=CLUSTER.*").await, ["admin:admin cluster.patch", "admin:admin cluster.register"]);
+    // `admin` finds every admin's entries (the sign-in above is admin:admin's auth.login).
+    assert_eq!(
+        found("actor=admin").await,
+        [
+            "admin:admin auth.login",
+            "admin:admin cluster.patch",
+            "admin:admin cluster.register",
+            "admin:alice session.create",
+            "admin:alice session.delete"
+        ]
+    );
+    assert_eq!(found("actor=alice&action=delete").await, ["admin:alice session.delete"]);
+    assert_eq!(found("actor=operator").await.len(), 2);
+    assert_eq!(found("actor=admin:admin&action=auth.login").await, ["admin:admin auth.login"]);
+    // Nothing like it, or text no actor has (non-ASCII included): an empty page, not an error.
+    assert!(found("action=no-such-thing").await.is_empty());
+    assert!(found("actor=%C3%A9l%C3%A8ve").await.is_empty());
+    assert!(found("action=%E2%98%83*").await.is_empty());
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn logout_and_throttled_logins_are_audited() {
     let s = TestServer::start_with(&[("GSHARE_LOGIN_MAX_FAILURES", "1")]).await;

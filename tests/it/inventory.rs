@@ -1142,3 +1142,82 @@ async fn heartbeats_of_running_sessions_wait_in_memory_for_the_flush() {
     let rec = app.store.read(move |txn| SESSIONS.get(txn, pend)).await.unwrap().unwrap();
     assert!(rec.last_report_at.is_some_and(|t| (t2..=t2_end).contains(&t)), "{:?}", rec.last_report_at);
 }
+
+/// The node page names a card in error and why (the latest health event for its uuid), and says
+/// since when a node is NotReady (its `last_seen` stands still meanwhile).
+#[tokio::test]
+async fn the_node_page_says_why_a_card_is_in_error_and_since_when_a_node_is_not_ready() {
+    let s = TestServer::start().await;
+    let c = fake("a").await;
+    let id = register(&s, "gpu-a", &c).await;
+    let tok = operator(&s, &id);
+    for n in ["gpu-node-0", "gpu-node-1"] {
+        assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, n)).await.status(), 202);
+    }
+    let node = |name: &'static str| {
+        let (s, id) = (&s, id.clone());
+        async move {
+            let page = admin_get(s, &format!("/api/v1/clusters/{id}/nodes")).await;
+            page.as_array().unwrap().iter().find(|n| n["name"] == name).unwrap().clone()
+        }
+    };
+    assert_eq!(node("gpu-node-1").await["not_ready_since"], Value::Null);
+
+    // Reported NotReady: since now; a repeat ten seconds later does not move it.
+    s.clock.advance(Duration::from_secs(5));
+    let before = gshare::clock::rfc3339_ms(s.clock.now_ms());
+    let mut r = node_report(&id, "gpu-node-1");
+    r["node_ready"] = false.into();
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &r).await.status(), 202);
+    let after = gshare::clock::rfc3339_ms(s.clock.now_ms());
+    let since = node("gpu-node-1").await["not_ready_since"].as_str().unwrap().to_string();
+    // (The test clock is the real one, moved on: the report's time lies between the two readings.)
+    assert!(before <= since && since <= after, "{before} <= {since} <= {after}");
+    s.clock.advance(Duration::from_secs(10));
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &r).await.status(), 202);
+    let n1 = node("gpu-node-1").await;
+    assert_eq!((n1["ready"].clone(), n1["not_ready_since"].clone()), (json!(false), json!(since)));
+    assert_eq!(node("gpu-node-0").await["not_ready_since"], Value::Null);
+    // Ready again: no longer NotReady.
+    assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, "gpu-node-1")).await.status(), 202);
+    assert_eq!(node("gpu-node-1").await["not_ready_since"], Value::Null);
+
+    // A card in error: the node page says which (its uuid and status) and why (the latest event).
+    for uuid in ["GPU-ok", "GPU-bad"] {
+        let mut g = gpu_report(&id, "gpu-node-0", uuid, 81920);
+        if uuid == "GPU-bad" {
+            g["status"] = "notready".into();
+        }
+        assert_eq!(call(&s, &tok, "/internal/inventory/gpu-devices", &g).await.status(), 202);
+    }
+    let mut sent_at = String::new();
+    for (msg, at) in [("Xid 48: double-bit ECC error", 1), ("Xid 79: GPU has fallen off the bus", 2)] {
+        s.clock.advance(Duration::from_secs(at));
+        sent_at = gshare::clock::rfc3339_ms(s.clock.now_ms());
+        let ev = json!({"node_id": "gpu-node-0", "kind": "xid", "severity": "critical", "action": "alert",
+            "gpu_uuid": "GPU-bad", "message": msg, "cluster_id": id});
+        assert_eq!(call(&s, &tok, "/internal/nodes/health-events", &ev).await.status(), 202);
+    }
+    let n0 = node("gpu-node-0").await;
+    let card = |uuid: &str| n0["gpus"].as_array().unwrap().iter().find(|g| g["uuid"] == uuid).unwrap().clone();
+    let bad = card("GPU-bad");
+    assert_eq!(bad["status"], "notready");
+    assert_eq!(bad["last_event"]["kind"], "xid");
+    assert_eq!(bad["last_event"]["severity"], "critical");
+    assert_eq!(bad["last_event"]["message"], "Xid 79: GPU has fallen off the bus");
+    assert!(bad["last_event"]["at"].as_str().unwrap() >= sent_at.as_str(), "the latest event's time");
+    assert_eq!(card("GPU-ok")["last_event"], Value::Null);
+    // The admin's cordon answers the node with the same card detail.
+    let res = s
+        .client
+        .post(s.url(&format!("/api/v1/clusters/{id}/nodes/gpu-node-0/cordon")))
+        .bearer_auth(admin(&s))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let view: Value = res.json().await.unwrap();
+    let bad = view["gpus"].as_array().unwrap().iter().find(|g| g["uuid"] == "GPU-bad").unwrap().clone();
+    assert_eq!(bad["last_event"]["message"], "Xid 79: GPU has fallen off the bus");
+    s.stop().await;
+}

@@ -239,6 +239,7 @@ async fn forty_thousand_cards_travel_compact_and_gzipped() {
                         disk_gb: None,
                         lossless_capable: false,
                         last_seen: Some(now),
+                        not_ready_since: None,
                         gpu_count: 8,
                     };
                     NODES.put(txn, &format!("{id}/{name}"), &node)?;

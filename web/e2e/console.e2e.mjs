@@ -171,6 +171,35 @@ async function layoutProblems() {
       if (b.right > w || b.left < 0 || b.top < h.top || b.bottom > h.bottom)
         out.push(`Sign out at ${JSON.stringify(b)} is outside the header ${JSON.stringify(h)}`);
     }
+    // Copy buttons are targets of at least 24×24 px (WCAG 2.5.8).
+    for (const b of document.querySelectorAll("button.copy")) {
+      const r = b.getBoundingClientRect();
+      if (r.width && (r.width < 24 || r.height < 24)) out.push(`copy button "${b.textContent}" is ${r.width}×${r.height} px`);
+    }
+    // A list table wider than its box: scrolled to its far end, the row's naming cell still shows.
+    for (const wrap of document.querySelectorAll(".list-wrap")) {
+      if (wrap.scrollWidth <= wrap.clientWidth + 1) continue;
+      const before = wrap.scrollLeft;
+      wrap.scrollLeft = wrap.scrollWidth;
+      const box = wrap.getBoundingClientRect();
+      const cell = wrap.querySelector("tbody tr td:first-child:not([colspan])");
+      const c = cell?.getBoundingClientRect();
+      if (c && (c.left < box.left - 1 || c.right > box.right + 1))
+        out.push(
+          `${wrap.getAttribute("aria-label")}: scrolled to the end, the row's first cell is out of view (${Math.round(c.left)}..${Math.round(c.right)} in ${Math.round(box.left)}..${Math.round(box.right)})`,
+        );
+      wrap.scrollLeft = before;
+    }
+    // Dialogs and what they hold do not overflow their box.
+    for (const el of document.querySelectorAll(".dialog, .dialog dl, .dialog .dialog-body"))
+      if (el.scrollWidth > el.clientWidth + 1)
+        out.push(`${el.className || el.tagName} overflows: ${el.scrollWidth} px in ${el.clientWidth} px`);
+    // The overview's map starts within the first screen.
+    const map = document.querySelector("canvas.fleet-map");
+    if (map) {
+      const top = map.getBoundingClientRect().top + scrollY;
+      if (top > 520) out.push(`the card map starts ${Math.round(top)} px down`);
+    }
     return out;
   });
 }
@@ -656,6 +685,65 @@ try {
     { skipIf: clusterId ? undefined : "no cluster was registered" },
   );
 
+  await step(
+    "the node view names a card in error and why; a node reported NotReady says since when (not Last seen —)",
+    async () => {
+      const token = await operatorToken(clusterId);
+      const post = async (path, body) => {
+        const r = await fetch(`${base}${path}`, {
+          method: "POST",
+          headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+          body: JSON.stringify({ ...body, cluster_id: clusterId }),
+        });
+        if (r.status !== 202) throw new Error(`${path}: ${r.status} ${await r.text()}`);
+      };
+      const nodes = await page.evaluate(async (id) => (await fetch(`/api/v1/clusters/${id}/nodes`)).json(), clusterId);
+      const sick = nodes.find((n) => n.gpus.length > 1);
+      const down = nodes.find((n) => n !== sick);
+      const g = sick.gpus[1];
+      const card = (status) => ({
+        node_id: sick.name,
+        uuid: g.uuid,
+        model: g.model,
+        mode: g.mode,
+        total_mem_mb: g.memory_mb,
+        total_cores: 100,
+        status,
+      });
+      await post("/internal/inventory/gpu-devices", card("notready"));
+      await post("/internal/nodes/health-events", {
+        node_id: sick.name,
+        kind: "xid",
+        severity: "critical",
+        action: "alert",
+        gpu_uuid: g.uuid,
+        message: "Xid 79: GPU has fallen off the bus",
+      });
+      await post("/internal/inventory/nodes", { node_id: down.name, node_ready: false });
+      try {
+        // Live: no reload.
+        const sickRow = page.locator(`#nodes-${clusterId} tr[data-node="${sick.name}"]`);
+        await sickRow.locator(".cards-in-error li").waitFor({ timeout: 15000 });
+        const why = (await sickRow.locator(".cards-in-error").textContent()).replace(/\s+/g, " ");
+        if (!why.includes(`Card 2 of ${sick.gpus.length} in error`) || !why.includes(g.uuid) || !why.includes("Xid 79"))
+          throw new Error(`the card in error: ${why}`);
+        const downRow = page.locator(`#nodes-${clusterId} tr[data-node="${down.name}"]`);
+        await downRow.getByText(/NotReady for \d+s/).waitFor({ timeout: 15000 });
+        const seen = (await downRow.locator("td").nth(4).textContent()).replace(/\s+/g, " ");
+        await shot("06b-node-card-in-error");
+        await page.setViewportSize(NARROW);
+        await shot("06b-node-card-in-error-390");
+        await page.setViewportSize(WIDE);
+        return `${why.trim()} | ${down.name}: ${seen.trim()}`;
+      } finally {
+        // As it was, for the steps that follow.
+        await post("/internal/inventory/gpu-devices", card("ready"));
+        await post("/internal/inventory/nodes", { node_id: down.name, node_ready: true });
+      }
+    },
+    { skipIf: clusterId ? undefined : "no cluster was registered" },
+  );
+
   const cordonRoute = clusterId
     ? await page.evaluate(
         async ([id]) =>
@@ -713,7 +801,15 @@ try {
   let crName = "";
   const noCluster = !clusterId ? "no cluster was registered" : sessionsBlocked || undefined;
   const sessionRow = () => page.locator(`tr.session-row[data-session-id="${sessionId}"]`);
-  const phaseOf = async () => (await sessionRow().locator(".badge.phase").textContent())?.trim();
+  // ("running?" when the cluster or its operator cannot confirm it: the phase is the same.)
+  const phaseOf = async () => (await sessionRow().locator(".badge.phase").textContent())?.trim().replace(/\?$/, "");
+  /** Where focus is, as "<tag> in <session row id>" (or "body"). */
+  const focusAt = () =>
+    page.evaluate(() => {
+      const a = document.activeElement;
+      if (!a || a === document.body) return "body";
+      return `${a.tagName.toLowerCase()} in ${a.closest("tr.session-row")?.getAttribute("data-session-id") ?? a.closest("section")?.id ?? "?"}`;
+    });
   const waitPhase = (phase, ms = 15000) => waitFor(`phase ${phase} in the session row`, async () => (await phaseOf()) === phase, ms);
   /** The operator's status callback, as the operator sends it. */
   const report = async (phase, extra = {}) => {
@@ -957,6 +1053,26 @@ try {
         },
         { name: "Overview", path: "/overview", ready: () => page.locator("canvas.fleet-map").waitFor() },
         {
+          name: "Overview with a card tapped",
+          path: "/overview",
+          ready: async () => {
+            const map = page.locator("canvas.fleet-map");
+            await map.waitFor();
+            // A touch tap (the context has no touch screen): pointerdown as touch, then the click.
+            await map.evaluate((c) => {
+              const r = c.getBoundingClientRect();
+              const at = { clientX: r.left + 3, clientY: r.top + 3 * (r.width < 600 ? 8 : 10) + 3, bubbles: true };
+              c.dispatchEvent(new PointerEvent("pointerdown", { ...at, pointerType: "touch" }));
+              c.dispatchEvent(new MouseEvent("click", at));
+            });
+            await page
+              .locator(".card-tip.tapped")
+              .getByRole("button", { name: /^Open node / })
+              .waitFor();
+            if (new URL(page.url()).pathname !== "/overview") throw new Error(`a tap navigated to ${page.url()}`);
+          },
+        },
+        {
           name: "Overview with a card focused",
           path: "/overview",
           ready: async () => {
@@ -965,6 +1081,14 @@ try {
           },
         },
         { name: "Sessions", path: "/sessions", ready: () => page.locator("tr.session-row, .empty").first().waitFor() },
+        {
+          name: "New session dialog",
+          path: "/sessions",
+          ready: async () => {
+            await page.getByRole("button", { name: "New session" }).first().click();
+            await page.getByRole("dialog").locator('dl[aria-label="Shape of the chosen offering"]').waitFor();
+          },
+        },
         { name: "Offerings", path: "/offerings", ready: () => page.locator("tr.offering-row, .empty").first().waitFor() },
         { name: "Audit log", path: "/audit", ready: () => page.locator("table.audit tbody tr").first().waitFor() },
         {
@@ -1041,7 +1165,17 @@ try {
       await sessionRow()
         .getByRole("button", { name: `Pause ${SESSION}` })
         .click();
+      // Pause asks first.
+      const confirm = page.getByRole("dialog", { name: "Pause session" });
+      await confirm.waitFor();
+      await shot("16-pause-confirm");
+      await confirm.getByRole("button", { name: `Pause ${SESSION}` }).click();
+      await confirm.waitFor({ state: "detached" });
       await waitPhase("paused");
+      // Focus stays in the session's row (not back at "Skip to content").
+      await waitFor("focus in the row after Pause", async () => (await focusAt()) === `button in ${sessionId}`, 5000).catch(async () => {
+        throw new Error(`focus after Pause: ${await focusAt()}`);
+      });
       const cr = await getCr(crName);
       if (cr?.spec?.paused !== true || cr.spec.pauseMode !== "cold") throw new Error(`CR spec: ${JSON.stringify(cr?.spec)}`);
       const resume = sessionRow().getByRole("button", { name: `Resume ${SESSION}` });
@@ -1059,6 +1193,9 @@ try {
         .getByRole("button", { name: `Resume ${SESSION}` })
         .click();
       await waitPhase("running");
+      await waitFor("focus in the row after Resume", async () => (await focusAt()) === `button in ${sessionId}`, 5000).catch(async () => {
+        throw new Error(`focus after Resume: ${await focusAt()}`);
+      });
       const cr = await getCr(crName);
       if (cr?.spec?.paused !== false || !Array.isArray(cr.spec.excludedNodes)) throw new Error(`CR spec: ${JSON.stringify(cr?.spec)}`);
       await shot("17-session-resumed");
@@ -1078,6 +1215,10 @@ try {
       await dialog.waitFor({ state: "detached", timeout: 15000 });
       // Live only (the default) hides it; the history shows it terminated.
       await sessionRow().waitFor({ state: "detached", timeout: 10000 });
+      // Its row gone, focus went to the page's heading or a row, not to the body.
+      await waitFor("focus after the delete", async () => (await focusAt()) !== "body", 5000).catch(async () => {
+        throw new Error(`focus after Delete: ${await focusAt()}`);
+      });
       await page.getByLabel("Live only").uncheck();
       await sessionRow().waitFor();
       await waitPhase("terminated", 5000);
@@ -1227,8 +1368,13 @@ try {
       await page.keyboard.press("Enter");
       const dialog = page.getByRole("dialog", { name: `Start ${OFFERING}` });
       await dialog.waitFor();
-      const focused = await page.evaluate(() => document.activeElement?.getAttribute("name"));
-      if (focused !== "name") throw new Error(`focus in the dialog is on ${focused}`);
+      // The dialog moves focus to its first field once it is shown (an effect after the paint).
+      await page
+        .waitForFunction(() => document.activeElement?.getAttribute("name") === "name", null, { timeout: 5000 })
+        .catch(async () => {
+          const focused = await page.evaluate(() => document.activeElement?.getAttribute("name"));
+          throw new Error(`focus in the dialog is on ${focused}`);
+        });
       await page.keyboard.type(MEMBER_SESSION);
       await shot("32-member-start");
       await page.setViewportSize(NARROW);
@@ -1454,9 +1600,15 @@ try {
     { skipIf: clusterId ? undefined : "no cluster was registered" },
   );
 
-  await step("sessions page", async () => {
+  await step("sessions page: titled, focus on its heading after the route change", async () => {
     await page.getByRole("link", { name: "Sessions" }).click();
     await page.getByRole("heading", { name: "Sessions" }).waitFor();
+    await waitFor("the page title", async () => (await page.title()) === "Sessions — gShare Edge", 5000).catch(async () => {
+      throw new Error(`title: ${await page.title()}`);
+    });
+    await waitFor("focus on the h1", () => page.evaluate(() => document.activeElement?.tagName === "H1"), 5000).catch(async () => {
+      throw new Error(`focus: ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 80))}`);
+    });
     await page.locator(".not-yet, table, .muted").first().waitFor();
     await shot("22-sessions");
     return (await page.locator("main").textContent()).replace(/\s+/g, " ").slice(0, 120);

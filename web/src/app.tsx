@@ -7,6 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import { setUnauthenticatedHandler } from "./api";
 import { currentAccount, isMember, logout, type Account } from "./auth";
 import { ErrorBox } from "./components/Errors";
+import { RouteAnnouncer } from "./components/RouteAnnouncer";
 import { getAccount } from "./account";
 import { get } from "./api";
 import { AccountPage, PasswordForm } from "./pages/Account";
@@ -128,6 +129,7 @@ export function App() {
       <a class="skip" href="#main">
         Skip to content
       </a>
+      <RouteAnnouncer path={path} />
       <header class="top">
         <span class="brand">gShare Edge</span>
         <nav aria-label="Console">

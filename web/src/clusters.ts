@@ -19,8 +19,8 @@ export type OperatorConnection = Schemas["OperatorConnection"];
 export type ObjectResult = Schemas["ObjectResult"];
 export type AttachReport = Schemas["Report"];
 
-export const attachOperator = (id: string, force = false, labelNodes = false) => {
-  const q = [force ? "force=true" : "", labelNodes ? "label_nodes=true" : ""].filter(Boolean).join("&");
+export const attachOperator = (id: string, force = false, labelNodes = false, replace = false) => {
+  const q = [force ? "force=true" : "", labelNodes ? "label_nodes=true" : "", replace ? "replace=true" : ""].filter(Boolean).join("&");
   return request<AttachReport>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/attach${q ? `?${q}` : ""}`);
 };
 

@@ -151,27 +151,50 @@ export function move(l: Layout, i: number, key: string): number {
   }
 }
 
-/** The booked share as a colour: light (free) to dark blue (full). */
+/** The booked share as a colour: mid (free) to dark blue (full); for no memory reported, the colour
+ *  of the outline such a cell is drawn as. */
 export function fillColour(f: number): string {
-  if (f < 0) return "#d0d7de";
+  if (f < 0) return NOT_REPORTED_COLOUR;
   const steps = FILL_STEPS.length - 1;
   return FILL_STEPS[Math.round(f * steps)];
 }
 
-/** Ten shades from free to fully booked (drawn in batches, one fillStyle each). */
+/**
+ * Eleven shades from free to fully booked. Even the free one stands out from the page at ≥ 3:1
+ * (WCAG 1.4.11, non-text contrast: an idle fleet must not look empty); `Overview.test.tsx`
+ * computes the ratios against the page colour in styles.css.
+ */
 export const FILL_STEPS = [
-  "#e8f0f8",
-  "#cfe0f1",
-  "#b5cfe9",
-  "#9bbde0",
-  "#80aad6",
-  "#6697cb",
-  "#4d83bf",
-  "#3670b0",
-  "#245d9d",
-  "#154a87",
-  "#0b3a6e",
+  "#5b8bc4",
+  "#5380b7",
+  "#4a75a9",
+  "#426b9c",
+  "#3a608e",
+  "#325581",
+  "#294a73",
+  "#213f66",
+  "#193558",
+  "#102a4b",
+  "#081f3d",
 ];
 export const ERROR_COLOUR = "#cf222e";
 export const DOWN_COLOUR = "#6e7781";
-export const CORDON_COLOUR = "#bf8700";
+export const CORDON_COLOUR = "#a97500";
+/** A card with no memory reported: an outline in this colour around the page's own colour. */
+export const NOT_REPORTED_COLOUR = "#57606a";
+
+/** WCAG relative luminance of "#rrggbb". */
+export function luminance(hex: string): number {
+  const n = parseInt(hex.slice(1), 16);
+  const lin = (c: number) => {
+    const v = c / 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  };
+  return 0.2126 * lin(n >> 16) + 0.7152 * lin((n >> 8) & 0xff) + 0.0722 * lin(n & 0xff);
+}
+
+/** WCAG contrast ratio of two "#rrggbb" colours (1 … 21). */
+export function contrast(a: string, b: string): number {
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}

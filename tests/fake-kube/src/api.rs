@@ -560,11 +560,16 @@ fn check_body(call: &Call, obj: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn require_namespace(st: &StoreState, call: &Call) -> Result<(), ApiError> {
+/// A create needs its namespace to exist and not be Terminating (the NamespaceLifecycle
+/// admission plugin's refusal, in its words).
+fn require_namespace(st: &StoreState, call: &Call, name: &str) -> Result<(), ApiError> {
     if call.rt.namespaced {
         let ns = call.ns_key();
         if st.get("", "namespaces", "", ns).is_none() {
             return Err(ApiError::namespace_not_found(ns));
+        }
+        if st.is_terminating(ns) {
+            return Err(ApiError::namespace_terminating(&call.rt, name, ns));
         }
     }
     Ok(())
@@ -817,7 +822,7 @@ fn create(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
         return Ok(json_response(StatusCode::CREATED, &obj));
     }
     let mut st = app.store.lock();
-    require_namespace(&st, call)?;
+    require_namespace(&st, call, meta_str(&obj, "name").unwrap_or_default())?;
     let name = match meta_str(&obj, "name").filter(|n| !n.is_empty()) {
         Some(n) => n.to_string(),
         None => match meta_str(&obj, "generateName").filter(|g| !g.is_empty()) {
@@ -1008,7 +1013,7 @@ fn apply(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
             if sub.is_some() {
                 return Err(ApiError::not_found(&call.rt, name));
             }
-            require_namespace(&st, call)?;
+            require_namespace(&st, call, name)?;
             if let Some(problem) = name_problem(&call.rt, name) {
                 return Err(ApiError::invalid_object(
                     &call.rt,
@@ -1166,6 +1171,29 @@ fn delete(app: &App, call: &Call, body: &[u8]) -> Result<Response, ApiError> {
         && Some(rv) != meta_str(&old, "resourceVersion")
     {
         return Err(ApiError::modified(&call.rt, name));
+    }
+    if call.rt.group.is_empty() && call.rt.plural == "namespaces" {
+        // Namespaces carry `spec.finalizers: [kubernetes]`: a DELETE marks the namespace
+        // Terminating and the namespace controller empties it; a second DELETE meanwhile is
+        // refused (the real registry's words, two spaces included).
+        if old["metadata"]["deletionTimestamp"].is_string() {
+            return Err(ApiError::precondition(
+                &call.rt,
+                name,
+                "The system is ensuring all content is removed from this namespace.  Upon completion, this \
+                 namespace will automatically be purged by the system.",
+            ));
+        }
+        if call.dry_run() {
+            return Ok(json_response(StatusCode::OK, &old));
+        }
+        let mut marked = old.clone();
+        let meta = meta_mut(&mut marked);
+        meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+        marked["status"]["phase"] = json!("Terminating");
+        let stored = st.commit("", "namespaces", "", name, Some(marked.clone())).unwrap_or(marked);
+        st.sweep_namespace(name);
+        return Ok(json_response(StatusCode::OK, &with_type(&call.rt, stored)));
     }
     let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
     if has_finalizers {

@@ -147,6 +147,23 @@ impl ApiError {
             .with_details(Self::object_details(rt, name))
     }
 
+    /// NamespaceLifecycle: no new content in a Terminating namespace.
+    pub fn namespace_terminating(rt: &ResourceType, name: &str, ns: &str) -> Self {
+        let mut e = Self::forbidden_named(
+            rt,
+            name,
+            &format!("unable to create new content in namespace {ns} because it is being terminated"),
+        );
+        if let Some(d) = e.details.as_mut() {
+            d["causes"] = json!([{
+                "reason": "NamespaceTerminating",
+                "message": format!("namespace {ns} is being terminated"),
+                "field": "metadata.namespace",
+            }]);
+        }
+        e
+    }
+
     pub fn forbidden(user: &str, verb: &str, rt: &ResourceType, ns: Option<&str>) -> Self {
         let scope = match ns {
             Some(ns) => format!("in the namespace \"{ns}\""),

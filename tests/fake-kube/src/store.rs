@@ -51,6 +51,9 @@ pub(crate) struct State {
     types: Vec<ResourceType>,
     events: broadcast::Sender<Arc<Change>>,
     pub rng: Rng,
+    /// A namespace's content is being swept ([`State::sweep_namespace`]): removals do not
+    /// start another sweep.
+    sweeping: bool,
 }
 
 impl State {
@@ -132,6 +135,10 @@ impl State {
                 }
                 if group.is_empty() && plural == "namespaces" {
                     self.drop_namespace_content(name);
+                } else if !ns.is_empty() && !self.sweeping && self.is_terminating(ns) {
+                    // The last finalizer-held object of a Terminating namespace may just have
+                    // gone: the namespace controller looks again.
+                    self.sweep_namespace(ns);
                 }
                 Some(old)
             }
@@ -168,6 +175,104 @@ impl State {
         let keys: Vec<ObjKey> = self.objects.keys().filter(|k| k.2 == ns).cloned().collect();
         for k in keys {
             self.commit(&k.0, &k.1, &k.2, &k.3, None);
+        }
+    }
+
+    /// The namespace exists and is being deleted.
+    pub fn is_terminating(&self, ns: &str) -> bool {
+        self.get("", "namespaces", "", ns).is_some_and(|n| n["metadata"]["deletionTimestamp"].is_string())
+    }
+
+    /// What the namespace controller does for a Terminating namespace, at once: deletes its
+    /// content (objects with finalizers are only marked, as a DELETE marks them), and once
+    /// nothing is left removes the namespace (its `kubernetes` finalizer done); otherwise
+    /// records what remains in the namespace's conditions, in the real controller's words.
+    pub fn sweep_namespace(&mut self, ns: &str) {
+        self.sweeping = true;
+        let keys: Vec<ObjKey> = self.objects.keys().filter(|k| k.2 == ns).cloned().collect();
+        let now = now_rfc3339();
+        for k in keys {
+            let Some(obj) = self.objects.get(&k).cloned() else { continue };
+            let held = obj["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+            if !held {
+                self.commit(&k.0, &k.1, &k.2, &k.3, None);
+            } else if !obj["metadata"]["deletionTimestamp"].is_string() {
+                let mut marked = obj;
+                let m = meta_mut(&mut marked);
+                m.insert("deletionTimestamp".into(), json!(now));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                self.commit(&k.0, &k.1, &k.2, &k.3, Some(marked));
+            }
+        }
+        self.sweeping = false;
+        // What is left, by resource and by finalizer.
+        let mut by_resource: BTreeMap<String, usize> = BTreeMap::new();
+        let mut by_finalizer: BTreeMap<String, usize> = BTreeMap::new();
+        for (k, o) in self.objects.iter().filter(|(k, _)| k.2 == ns) {
+            let resource = if k.0.is_empty() { k.1.clone() } else { format!("{}.{}", k.1, k.0) };
+            *by_resource.entry(resource).or_default() += 1;
+            for f in o["metadata"]["finalizers"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                *by_finalizer.entry(f.to_string()).or_default() += 1;
+            }
+        }
+        let Some(mut namespace) = self.get("", "namespaces", "", ns).cloned() else { return };
+        if by_resource.is_empty() {
+            self.commit("", "namespaces", "", ns, None);
+            return;
+        }
+        let list = |m: &BTreeMap<String, usize>, sep: &str| {
+            m.iter().map(|(k, n)| format!("{k}{sep}{n} resource instances")).collect::<Vec<_>>().join(", ")
+        };
+        let condition = |kind: &str, status: &str, reason: &str, message: String| json!({"type": kind, "status": status, "lastTransitionTime": now, "reason": reason, "message": message});
+        let mut conditions = vec![
+            condition(
+                "NamespaceDeletionDiscoveryFailure",
+                "False",
+                "ResourcesDiscovered",
+                "All resources successfully discovered".into(),
+            ),
+            condition(
+                "NamespaceDeletionGroupVersionParsingFailure",
+                "False",
+                "ParsedGroupVersions",
+                "All legacy kube types successfully parsed".into(),
+            ),
+            condition(
+                "NamespaceDeletionContentFailure",
+                "False",
+                "ContentDeleted",
+                "All content successfully deleted, may be waiting on finalization".into(),
+            ),
+            condition(
+                "NamespaceContentRemaining",
+                "True",
+                "SomeResourcesRemain",
+                format!("Some resources are remaining: {}", list(&by_resource, " has ")),
+            ),
+        ];
+        if !by_finalizer.is_empty() {
+            conditions.push(condition(
+                "NamespaceFinalizersRemaining",
+                "True",
+                "SomeFinalizersRemain",
+                format!("Some content in the namespace has finalizers remaining: {}", list(&by_finalizer, " in ")),
+            ));
+        }
+        namespace["status"] = json!({"phase": "Terminating", "conditions": conditions});
+        let unchanged = self.get("", "namespaces", "", ns).is_some_and(|n| {
+            let strip = |v: &Value| {
+                let mut v = v["status"].clone();
+                for c in v["conditions"].as_array_mut().into_iter().flatten() {
+                    if let Value::Object(m) = c {
+                        m.remove("lastTransitionTime");
+                    }
+                }
+                v
+            };
+            strip(n) == strip(&namespace)
+        });
+        if !unchanged {
+            self.commit("", "namespaces", "", ns, Some(namespace));
         }
     }
 
@@ -213,6 +318,7 @@ impl Store {
                 builtin_types,
                 events,
                 rng,
+                sweeping: false,
             })),
         }
     }

@@ -1325,6 +1325,15 @@ export interface components {
             msg: string;
             type: string;
         };
+        /** @description A health event as a card shows it. */
+        GpuEvent: {
+            at: string;
+            /** @description `xid`, `ecc`, `temp` or `down`. */
+            kind: string;
+            message?: string | null;
+            /** @description `critical` or `warn`. */
+            severity: string;
+        };
         /**
          * @description The GPU shape of a GPU offering.
          * @enum {string}
@@ -1367,6 +1376,7 @@ export interface components {
             vram_total_mb: number;
         };
         GpuView: {
+            last_event?: components["schemas"]["GpuEvent"] | null;
             /** Format: int64 */
             memory_mb: number;
             mode: string;
@@ -1547,8 +1557,11 @@ export interface components {
             cordoned: boolean;
             decommissioning: boolean;
             gpus: components["schemas"]["GpuView"][];
+            /** @description The last time the node was seen ready. */
             last_seen?: string | null;
             name: string;
+            /** @description Since when the node has been reported NotReady (absent while it is ready). */
+            not_ready_since?: string | null;
             offline: boolean;
             ready: boolean;
             role?: string | null;
@@ -1561,8 +1574,9 @@ export interface components {
             object: string;
             reason?: string | null;
             /**
-             * @description `created`, `updated`, `unchanged`, `deleted`, `absent`, `kept` (detach: not made by
-             *     attach), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
+             * @description `created`, `updated`, `unchanged`, `replaced`, `deleted`, `terminating` (deleted, kept
+             *     by the server while finalizers run), `absent`, `kept` (detach: not made by attach, or
+             *     CRDs whose resources remain elsewhere), `conflict` (a CRD at another version, left alone), `failed`, `not_attempted`.
              */
             result: string;
             /**
@@ -2718,9 +2732,15 @@ export interface operations {
                 page?: number;
                 /** @description Entries per page, 1-500 (default 50). */
                 size?: number;
-                /** @description Exact action (`auth.login`), or a prefix ending in `*` (`cluster.*`). */
+                /**
+                 * @description Part of the action's name, ignoring case (`cluster` finds `cluster.register`, `register`
+                 *     too; a whole name finds itself), or a prefix ending in `*` (`cluster.*`).
+                 */
                 action?: string;
-                /** @description Exact actor (`admin:alice`, `anonymous`, `cli`, `system`). */
+                /**
+                 * @description Part of the actor, ignoring case (`admin` finds `admin:admin` and `admin:alice`; actors are
+                 *     `admin:<name>`, `user:<name>`, `operator:<cluster id>`, `anonymous`, `cli`, `system`).
+                 */
                 actor?: string;
                 /**
                  * @description Key paging: entries older than this id (a `next_cursor`), newest first; `page` is then
@@ -3632,7 +3652,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            /** @description cluster_forbidden: the credentials may not delete what detach removes (details.denied: verb, resource, objects); nothing was deleted */
             422: {
                 headers: {
                     [name: string]: unknown;

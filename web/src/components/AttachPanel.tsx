@@ -38,13 +38,15 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
   const [done, setDone] = useState<string | null>(null);
   const [labelNodes, setLabelNodes] = useState(false);
   const conflict = error instanceof ApiError && error.code === "crd_conflict";
+  // Another tool's operator (Helm, deploy-operator.sh): replacing it takes a second, explicit click.
+  const exists = error instanceof ApiError && error.code === "operator_exists";
 
-  const run = (force: boolean) =>
+  const run = (force: boolean, replace = false) =>
     start(async () => {
       setDone(null);
       setObjects([]);
       try {
-        const r = await attachOperator(props.clusterId, force, labelNodes);
+        const r = await attachOperator(props.clusterId, force, labelNodes, replace);
         setObjects(r.objects);
         const labeled = (r.labeled_nodes ?? [])
           .map((n) => `${n.node}: ${n.applied.join(" ") || "nothing"}${n.kept.length ? ` (kept ${n.kept.join(", ")})` : ""}`)
@@ -82,6 +84,11 @@ export function AttachPanel(props: { clusterId: string; onAttached?: () => void 
         {conflict && !busy && (
           <button type="button" onClick={() => run(true)}>
             Replace the CRDs and attach
+          </button>
+        )}
+        {exists && !busy && (
+          <button type="button" class="danger" onClick={() => run(false, true)}>
+            Delete the other install and attach
           </button>
         )}
       </div>

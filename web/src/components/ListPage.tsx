@@ -1,6 +1,8 @@
 // The skeleton of a list page: the toolbar (title, a summary once loaded, filters and buttons),
 // then loading, the load error (or a failed refresh above the last data), the empty state, and
-// the table in a scrollable region that keyboard users can reach.
+// the table in a scrollable region that keyboard users can reach. On a phone the table's first
+// column (what names the row) stays put while the rest scrolls beside it (styles.css, `.list-wrap`):
+// a page puts its naming column first.
 
 import type { ComponentChildren } from "preact";
 import type { Polled } from "../hooks";
@@ -56,7 +58,7 @@ export function ListPage(p: ListPageProps) {
       )}
       {loaded && p.isEmpty && p.empty}
       {p.showTable && (
-        <div class="table-wrap" role="region" aria-label={p.regionLabel} tabIndex={0}>
+        <div class="table-wrap list-wrap" role="region" aria-label={p.regionLabel} tabIndex={0}>
           {p.children}
         </div>
       )}

@@ -2,7 +2,7 @@
 
 import { useEffect } from "preact/hooks";
 import { listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
-import { formatMib, formatTime } from "../format";
+import { formatAge, formatMib, formatTime, secondsSince } from "../format";
 import { useAction } from "../hooks";
 import { useLivePoll } from "../live";
 import { ErrorBox } from "./Errors";
@@ -18,6 +18,53 @@ function gpuSummary(gpus: Gpu[]): string {
   const busy = gpus.filter((g) => (g.used_mem_mb ?? 0) > 0 || (g.used_cores ?? 0) > 0).length;
   const summary = Array.from(groups, ([k, n]) => `${n} × ${k}`).join(", ");
   return busy ? `${summary} · ${formatMib(used)} booked on ${busy} of ${gpus.length}` : summary;
+}
+
+/** The node's cards that are not ready: which (its place on the node and uuid) and why, as reported. */
+export function CardsInError(props: { gpus: Gpu[] }) {
+  const bad = props.gpus.map((g, i) => ({ g, i })).filter(({ g }) => g.status != null && g.status !== "ready");
+  if (!bad.length) return null;
+  return (
+    <ul class="cards-in-error">
+      {bad.map(({ g, i }) => {
+        const e = g.last_event;
+        return (
+          <li key={g.uuid}>
+            <strong class="bad">
+              Card {i + 1} of {props.gpus.length} in error
+            </strong>{" "}
+            <code class="small">{g.uuid}</code>: {g.status === "notready" ? "reported not ready" : g.status}
+            {e ? (
+              <>
+                {" "}
+                — {e.severity} {e.kind}
+                {e.message ? `: ${e.message}` : ""} <span class="muted">({formatTime(e.at)})</span>
+              </>
+            ) : (
+              <span class="muted"> (no health event names it)</span>
+            )}
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
+
+/** Last seen: when the node was last seen ready; a NotReady node says since when it has been so. */
+export function LastSeen(props: { node: ClusterNode }) {
+  const n = props.node;
+  if (!n.ready && n.not_ready_since)
+    return (
+      <span title={`NotReady since ${formatTime(n.not_ready_since)}`}>
+        NotReady for {formatAge(secondsSince(n.not_ready_since))}
+        <span class="muted small">
+          {" "}
+          (reported {formatTime(n.not_ready_since)}
+          {n.last_seen ? `; last ready ${formatTime(n.last_seen)}` : ""})
+        </span>
+      </span>
+    );
+  return <>{formatTime(n.last_seen)}</>;
 }
 
 function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () => void }) {
@@ -38,8 +85,13 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
         {cordoned ? <span class="badge status-degraded">cordoned</span> : <span class="muted">schedulable</span>}
         {n.decommissioning && <span class="badge status-degraded">decommissioning</span>}
       </td>
-      <td title={gpus.map((g) => g.uuid).join("\n")}>{gpuSummary(gpus)}</td>
-      <td>{formatTime(n.last_seen)}</td>
+      <td>
+        <span title={gpus.map((g) => g.uuid).join("\n")}>{gpuSummary(gpus)}</span>
+        <CardsInError gpus={gpus} />
+      </td>
+      <td>
+        <LastSeen node={n} />
+      </td>
       <td class="actions">
         <button
           type="button"

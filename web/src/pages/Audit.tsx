@@ -1,4 +1,5 @@
-// The audit log (sign-in issue): GET /api/v1/audit?page&size&action&actor, newest first.
+// The audit log (sign-in issue): GET /api/v1/audit?page&size&action&actor, newest first. The
+// filters match part of an action or actor, ignoring case (`cluster`, `admin`); `cluster.*` is a prefix.
 
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
@@ -44,6 +45,31 @@ export function IdRef(props: { id: string; names: Record<string, Named | null>; 
   );
 }
 
+/** A detail whose key says it is a time (`expires_at`, `since`, …). */
+const TIME_KEY = /(^|_)(at|since|until|expires|exp|iat|nbf)$/;
+
+/**
+ * A time in the details as a date: epoch seconds or milliseconds, or an RFC 3339 string, under a
+ * key that names a time. Null when it is not one (the value is then shown as it is).
+ */
+export function detailTime(key: string, v: unknown): string | null {
+  if (!TIME_KEY.test(key)) return null;
+  let ms: number | null = null;
+  if (typeof v === "number" && Number.isFinite(v)) ms = v > 1e12 ? v : v > 1e8 ? v * 1000 : null;
+  else if (typeof v === "string" && /^\d{4}-\d{2}-\d{2}T/.test(v)) ms = Date.parse(v);
+  if (ms == null || Number.isNaN(ms)) return null;
+  return formatTime(new Date(ms).toISOString());
+}
+
+function DetailValue(props: { k: string; v: unknown; names: Record<string, Named | null> }) {
+  const { k, v } = props;
+  const time = detailTime(k, v);
+  if (time) return <time title={String(v)}>{time}</time>;
+  if (typeof v === "string") return <IdRef id={v} names={props.names} />;
+  if (Array.isArray(v)) return <>{v.map(String).join(", ")}</>;
+  return <>{JSON.stringify(v)}</>;
+}
+
 function Details(props: { details: unknown; names: Record<string, Named | null> }) {
   const d = props.details;
   if (d == null || typeof d !== "object" || Array.isArray(d)) return d == null ? null : <>{JSON.stringify(d)}</>;
@@ -55,7 +81,7 @@ function Details(props: { details: unknown; names: Record<string, Named | null> 
         <Fragment key={k}>
           <dt>{k.replace(/_/g, " ")}</dt>
           <dd>
-            {typeof v === "string" ? <IdRef id={v} names={props.names} /> : Array.isArray(v) ? v.map(String).join(", ") : JSON.stringify(v)}
+            <DetailValue k={k} v={v} names={props.names} />
           </dd>
         </Fragment>
       ))}
@@ -137,11 +163,16 @@ export function AuditPage() {
         >
           <input
             aria-label="Action"
-            placeholder="action, e.g. cluster.register"
+            placeholder="action, e.g. cluster"
             value={action}
             onInput={(e) => setAction((e.target as HTMLInputElement).value)}
           />
-          <input aria-label="Actor" placeholder="actor" value={actor} onInput={(e) => setActor((e.target as HTMLInputElement).value)} />
+          <input
+            aria-label="Actor"
+            placeholder="actor, e.g. admin"
+            value={actor}
+            onInput={(e) => setActor((e.target as HTMLInputElement).value)}
+          />
           <button type="submit">Filter</button>
         </form>
       }

@@ -69,42 +69,48 @@ function OperatorPodState(props: { pods: NonNullable<Cluster["operator"]>["pod"]
   const p = props.pods;
   if (!p) return null;
   const c = p.pods[0]?.containers[0];
+  const summary = c
+    ? `pod ${p.pods[0].name}: ${c.state}${c.reason ? ` (${c.reason})` : ""}, ${c.restarts} restarts` +
+      (c.last_termination ? `, last exit ${c.last_termination.exit_code}` : "")
+    : `no operator pod${p.deployment ? "" : " and no Deployment"}`;
+  // The likely fix stays in view; what the cluster said is one click away (it is long, and the
+  // column is narrow).
   return (
     <div class="small operator-pod">
       {p.diagnosis && (
-        <div class="probe-error">
-          {p.diagnosis.cause} — <strong>{p.diagnosis.fix}</strong>
+        <div>
+          <div class="probe-error">{p.diagnosis.cause}</div>
+          <div>
+            <strong>Fix:</strong> {p.diagnosis.fix}
+          </div>
         </div>
       )}
-      {c && (
-        <div class="muted">
-          pod {p.pods[0].name}: {c.state}
-          {c.reason ? ` (${c.reason})` : ""}, {c.restarts} restarts
-          {c.last_termination ? `, last exit ${c.last_termination.exit_code}` : ""}
-        </div>
-      )}
-      {p.log_error && <div class="muted">{p.log_error}</div>}
-      {p.log && p.log.lines.length > 0 && (
-        <details>
-          <summary>
-            last {p.log.lines.length} log lines{p.log.previous ? " (the run that crashed)" : ""}
-          </summary>
-          <pre class="operator-log">{p.log.lines.join("\n")}</pre>
-        </details>
-      )}
-      {p.events.length > 0 && (
-        <details>
-          <summary>{p.events.length} recent events</summary>
-          <ul>
-            {p.events.map((e, i) => (
-              <li key={i}>
-                {e.type} {e.reason} {e.object}: {e.message}
-              </li>
-            ))}
-          </ul>
-        </details>
-      )}
-      <div class="muted">read {formatTime(p.read_at)}</div>
+      {p.error && <div class="probe-error">{p.error}</div>}
+      <details>
+        <summary>{summary}</summary>
+        {p.log_error && <div class="muted">{p.log_error}</div>}
+        {p.log && p.log.lines.length > 0 && (
+          <details>
+            <summary>
+              last {p.log.lines.length} log lines{p.log.previous ? " (the run that crashed)" : ""}
+            </summary>
+            <pre class="operator-log">{p.log.lines.join("\n")}</pre>
+          </details>
+        )}
+        {p.events.length > 0 && (
+          <details>
+            <summary>{p.events.length} recent events</summary>
+            <ul>
+              {p.events.map((e, i) => (
+                <li key={i}>
+                  {e.type} {e.reason} {e.object}: {e.message}
+                </li>
+              ))}
+            </ul>
+          </details>
+        )}
+        <div class="muted">read {formatTime(p.read_at)}</div>
+      </details>
     </div>
   );
 }

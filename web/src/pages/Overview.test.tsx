@@ -1,6 +1,7 @@
 import { act, fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
-import { FleetMap, OverviewPage } from "./Overview";
-import { cardAt, layout, move } from "../overview";
+import { FleetMap, Legend, OverviewPage } from "./Overview";
+import { CORDON_COLOUR, DOWN_COLOUR, ERROR_COLOUR, FILL_STEPS, NOT_REPORTED_COLOUR, cardAt, contrast, layout, move } from "../overview";
+import css from "../styles.css?raw";
 import { overview, stubFetch } from "../test/fetch";
 
 const nodeDetail = {
@@ -188,5 +189,74 @@ describe("overview live updates", () => {
     await waitFor(() => expect(fetched()).toBe(before + 1));
     unmount();
     vi.unstubAllGlobals();
+  });
+
+  it("a tap shows the card first (touch has no hover); a second tap on it, or its button, opens the node", async () => {
+    history.replaceState(null, "", "/overview");
+    stubFetch({ "GET /api/v1/overview/nodes/*": () => ({ body: nodeDetail }) });
+    render(<FleetMap clusters={overview().clusters} />);
+    const map = await screen.findByRole("application");
+    await waitFor(() => expect(map.getAttribute("data-cards")).toBe("8"));
+    // Card 1 of gpu-node-0: column 0, row 3 (under the heading band), pitch 10 px.
+    const at = { clientX: 3, clientY: 33 };
+    fireEvent.pointerDown(map, { ...at, pointerType: "touch" });
+    fireEvent.click(map, at);
+    expect(location.pathname).toBe("/overview");
+    const tip = await screen.findByRole("status");
+    expect(tip.textContent).toContain("Card 1 of 4");
+    const button = within(tip).getByRole("button", { name: "Open node gpu-node-0" });
+    // Tapped again: the node opens.
+    fireEvent.pointerDown(map, { ...at, pointerType: "touch" });
+    fireEvent.click(map, at);
+    expect(location.pathname).toBe("/clusters");
+    expect(location.hash).toBe("#clu_01JAAAAAAAAAAAAAAAAAAAAAAA/gpu-node-0");
+    history.replaceState(null, "", "/overview");
+    fireEvent.click(button);
+    expect(location.pathname).toBe("/clusters");
+  });
+
+  it("a mouse click still opens the node at once", async () => {
+    history.replaceState(null, "", "/overview");
+    render(<FleetMap clusters={overview().clusters} />);
+    const map = await screen.findByRole("application");
+    await waitFor(() => expect(map.getAttribute("data-cards")).toBe("8"));
+    fireEvent.pointerDown(map, { clientX: 3, clientY: 33, pointerType: "mouse" });
+    fireEvent.click(map, { clientX: 3, clientY: 33 });
+    expect(location.pathname).toBe("/clusters");
+  });
+});
+
+describe("the map's colours (WCAG 1.4.11: non-text contrast ≥ 3:1 against the page)", () => {
+  const page = /--bg:\s*(#[0-9a-f]{6})/i.exec(css)?.[1];
+  it("every card state stands out from the page; the free card and an unreported one too", () => {
+    expect(page).toMatch(/^#[0-9a-f]{6}$/i);
+    for (const [what, colour] of [
+      ["free", FILL_STEPS[0]],
+      ["fully booked", FILL_STEPS[FILL_STEPS.length - 1]],
+      ["memory not reported (outline)", NOT_REPORTED_COLOUR],
+      ["node down", DOWN_COLOUR],
+      ["card in error", ERROR_COLOUR],
+      ["cordoned bar", CORDON_COLOUR],
+    ] as const)
+      expect({ what, ratio: +contrast(colour, page!).toFixed(2) }).toEqual({ what, ratio: expect.toSatisfy((r: number) => r >= 3) });
+    // The white dot marking sessions shows on a free card.
+    expect(contrast("#ffffff", FILL_STEPS[0])).toBeGreaterThanOrEqual(3);
+    // The ratio itself is WCAG's: black on white is 21:1.
+    expect(contrast("#000000", "#ffffff")).toBeCloseTo(21, 5);
+  });
+
+  it("has a legend that names each state, free and not reported included", () => {
+    render(<Legend />);
+    const legend = screen.getByRole("list", { name: "Legend" });
+    for (const text of [
+      "free",
+      "memory booked",
+      "sessions on the card",
+      "cordoned node",
+      "node offline",
+      "card in error",
+      "memory not reported",
+    ])
+      expect(legend.textContent).toContain(text);
   });
 });

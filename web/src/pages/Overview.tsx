@@ -20,6 +20,7 @@ import {
   MARK_DOWN,
   MARK_ERROR,
   MARK_SESSIONS,
+  NOT_REPORTED_COLOUR,
   NODE_CORDONED,
   NODE_DECOMMISSIONING,
   NODE_NOT_READY,
@@ -97,7 +98,13 @@ const pixel = (hex: string) => {
   return (0xff << 24) | ((n & 0xff) << 16) | (n & 0xff00) | ((n >> 16) & 0xff);
 };
 const FILL_PX = FILL_STEPS.map(pixel);
-const [GREY_PX, DOWN_PX, ERROR_PX, CORDON_PX, WHITE_PX] = ["#d0d7de", DOWN_COLOUR, ERROR_COLOUR, CORDON_COLOUR, "#ffffff"].map(pixel);
+const [UNREPORTED_PX, DOWN_PX, ERROR_PX, CORDON_PX, WHITE_PX] = [
+  NOT_REPORTED_COLOUR,
+  DOWN_COLOUR,
+  ERROR_COLOUR,
+  CORDON_COLOUR,
+  "#ffffff",
+].map(pixel);
 
 /**
  * The cells, written straight into the canvas's pixels (one putImageData instead of 40,000
@@ -123,10 +130,19 @@ function draw(canvas: HTMLCanvasElement, l: Layout, clusters: ClusterCells[], pi
     for (let i = 0; i < l.count; i++) {
       const m = l.mark[i];
       const f = l.fill[i];
-      const colour = m & MARK_ERROR ? ERROR_PX : m & MARK_DOWN ? DOWN_PX : f < 0 ? GREY_PX : FILL_PX[Math.round(f * steps)];
       const x0 = Math.round(l.col[i] * pitch * dpr);
       const y0 = Math.round(l.row[i] * pitch * dpr);
-      rect(x0, y0, size, size, colour);
+      if (f < 0 && !(m & (MARK_ERROR | MARK_DOWN))) {
+        // No memory reported: an outline (the page shows through), unlike any filled card.
+        const b = Math.max(1, Math.round(dpr));
+        rect(x0, y0, size, b, UNREPORTED_PX);
+        rect(x0, y0 + size - b, size, b, UNREPORTED_PX);
+        rect(x0, y0, b, size, UNREPORTED_PX);
+        rect(x0 + size - b, y0, b, size, UNREPORTED_PX);
+      } else {
+        const colour = m & MARK_ERROR ? ERROR_PX : m & MARK_DOWN ? DOWN_PX : FILL_PX[Math.round(f * steps)];
+        rect(x0, y0, size, size, colour);
+      }
       // Cordoned: an amber bar along the bottom; sessions on the card: a white dot.
       if (m & MARK_CORDONED) rect(x0, y0 + size - bar, size, bar, CORDON_PX);
       else if (m & MARK_SESSIONS && size >= 7) rect(x0 + ((size - dot) >> 1), y0 + ((size - dot) >> 1), dot, dot, WHITE_PX);
@@ -205,20 +221,23 @@ function Trends(props: { series: Series }) {
   );
 }
 
-function Legend() {
+/** What the map's colours and marks mean (every swatch ≥ 3:1 against the page). */
+export function Legend() {
   const swatch = (bg: string, extra: JSX.CSSProperties = {}) => (
     <span class="swatch" aria-hidden="true" style={{ background: bg, ...extra }} />
   );
   return (
     <ul class="legend" aria-label="Legend">
+      <li>{swatch(FILL_STEPS[0])} free</li>
       <li>
         {swatch(`linear-gradient(90deg, ${FILL_STEPS[0]}, ${FILL_STEPS[FILL_STEPS.length - 1]})`, { width: "48px" })} memory booked: none →
         all
       </li>
+      <li>{swatch(`radial-gradient(circle, #fff 0 2px, ${FILL_STEPS[0]} 2.5px)`)} sessions on the card</li>
       <li>{swatch(FILL_STEPS[6], { boxShadow: `inset 0 -3px 0 ${CORDON_COLOUR}` })} cordoned node</li>
       <li>{swatch(DOWN_COLOUR)} node offline or not ready</li>
       <li>{swatch(ERROR_COLOUR)} card in error</li>
-      <li>{swatch("#d0d7de")} memory not reported</li>
+      <li>{swatch("transparent", { border: `1px solid ${NOT_REPORTED_COLOUR}` })} memory not reported</li>
     </ul>
   );
 }
@@ -231,13 +250,20 @@ function CardTip(props: {
   pitch: number;
   detail?: NodeDetail | "loading" | "error";
   pinned: boolean;
+  /** Shown by a tap (touch): the tip takes taps and offers the node instead of a click hint. */
+  onOpen?: () => void;
 }) {
   const d = describe(props.clusters, props.l, props.i);
   const card = typeof props.detail === "object" ? props.detail.cards[d.slot] : undefined;
   const left = Math.min(props.l.col[props.i] * props.pitch + 16, Math.max(0, props.l.cols * props.pitch - 300));
   const top = (props.l.row[props.i] + 1) * props.pitch + 6;
   return (
-    <div class="card-tip" style={{ left: `${left}px`, top: `${top}px` }} role="status" aria-live={props.pinned ? "polite" : "off"}>
+    <div
+      class={props.onOpen ? "card-tip tapped" : "card-tip"}
+      style={{ left: `${left}px`, top: `${top}px` }}
+      role="status"
+      aria-live={props.pinned ? "polite" : "off"}
+    >
       <div class="tip-head">
         <strong>{d.node.name}</strong> <span class="muted">in {d.cluster.name}</span>
       </div>
@@ -264,7 +290,16 @@ function CardTip(props: {
       )}
       {props.detail === "loading" && d.sessions > 0 && <div class="muted">Loading sessions…</div>}
       {props.detail === "error" && <div class="muted">Sessions could not be loaded.</div>}
-      <div class="muted small">Click or Enter: open the node</div>
+      {props.onOpen ? (
+        <div class="tip-open">
+          <button type="button" onClick={props.onOpen}>
+            Open node {d.node.name}
+          </button>{" "}
+          <span class="muted small">or tap the card again</span>
+        </div>
+      ) : (
+        <div class="muted small">Click or Enter: open the node</div>
+      )}
     </div>
   );
 }
@@ -276,6 +311,9 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
   const [width, setWidth] = useState(0);
   const [focus, setFocus] = useState(-1);
   const [hover, setHover] = useState(-1);
+  // The card a tap chose (touch has no hover: the first tap shows the card, a second opens it).
+  const [tapped, setTapped] = useState(-1);
+  const pointer = useRef("mouse");
   const [details, setDetails] = useState<Record<string, NodeDetail | "loading" | "error">>({});
   const [epoch, setEpoch] = useState(0);
   useEffect(() => {
@@ -352,12 +390,14 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
     }
     if (e.key === "Escape") {
       setHover(-1);
+      setTapped(-1);
       return;
     }
     const next = move(l, focus, e.key);
     if (next !== focus || (focus < 0 && next >= 0)) {
       e.preventDefault();
       setHover(-1);
+      setTapped(-1);
       setFocus(next);
       // Keep the focused cell in view.
       const el = canvas.current;
@@ -381,10 +421,21 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
         aria-label={`GPU cards of ${plural(clusters.length, "cluster")}, ${plural(l.count, "card")}. Arrow keys move between cards, Enter opens the card's node.`}
         aria-describedby="fleet-focus"
         data-cards={l.count}
-        onMouseMove={(e) => setHover(cardFromEvent(e))}
+        onPointerDown={(e) => (pointer.current = e.pointerType || "mouse")}
+        onMouseMove={(e) => pointer.current === "mouse" && setHover(cardFromEvent(e))}
         onMouseLeave={() => setHover(-1)}
         onClick={(e) => {
           const i = cardFromEvent(e);
+          if (pointer.current !== "mouse") {
+            // A tap: show the card first; the same card tapped again opens its node.
+            if (i >= 0 && i === tapped) open(i);
+            else {
+              setHover(-1);
+              setTapped(i);
+              if (i >= 0) setFocus(i);
+            }
+            return;
+          }
           if (i >= 0) open(i);
         }}
         onKeyDown={onKey}
@@ -406,7 +457,17 @@ export function FleetMap(props: { clusters: ClusterCells[] }) {
       <p id="fleet-focus" class="sr-only" aria-live="polite">
         {announce}
       </p>
-      {at >= 0 && <CardTip clusters={clusters} l={l} i={at} pitch={pitch} detail={details[key]} pinned={hover < 0} />}
+      {at >= 0 && (
+        <CardTip
+          clusters={clusters}
+          l={l}
+          i={at}
+          pitch={pitch}
+          detail={details[key]}
+          pinned={hover < 0}
+          onOpen={tapped >= 0 && tapped === at ? () => open(at) : undefined}
+        />
+      )}
     </div>
   );
 }

@@ -1,4 +1,4 @@
-import { fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
+import { act, fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
 import { SessionsPage } from "./Sessions";
 import { choose } from "../test/dom";
 import { cluster, offering, page, session, stubFetch, type Call } from "../test/fetch";
@@ -48,7 +48,7 @@ describe("SessionsPage", () => {
     const { container } = render(<SessionsPage />);
     await screen.findByText("notebook-a");
     const headers = Array.from(container.querySelectorAll("thead th")).map((th) => th.textContent);
-    expect(headers).toEqual(["Cluster", "Session", "Owner", "Offering", "Phase", "Age", "Node / GPU", "Open", "Actions"]);
+    expect(headers).toEqual(["Session", "Cluster", "Owner", "Offering", "Phase", "Age", "Node / GPU", "Open", "Actions"]);
     expect(screen.getByText("3 live sessions")).toBeTruthy();
 
     const running = container.querySelector('[data-session-id="ses_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
@@ -64,8 +64,9 @@ describe("SessionsPage", () => {
     expect(running.querySelector(".phase-reason")).toBeNull();
 
     const p = container.querySelector('[data-session-id="ses_01JBBBBBBBBBBBBBBBBBBBBBBB"]') as HTMLElement;
-    expect(p.querySelector(".badge")?.textContent).toBe("paused");
-    expect(p.querySelector(".phase-reason")?.textContent).toBe("idle timeout: no activity for 30m");
+    // On gpu-b, which is unreachable: the phase is the last one reported.
+    expect(p.querySelector(".badge")?.textContent).toBe("paused?");
+    expect(p.querySelector(".phase-reason.muted")?.textContent).toBe("idle timeout: no activity for 30m");
     expect(p.textContent).toContain("unnamed");
     const e = container.querySelector('[data-session-id="ses_01JCCCCCCCCCCCCCCCCCCCCCCC"]') as HTMLElement;
     expect(e.querySelector(".phase-reason.bad")?.textContent).toBe("apply to the cluster failed: admission webhook denied the pod");
@@ -152,8 +153,22 @@ describe("SessionsPage", () => {
         err(409, "session_conflict", "session is terminating", { phase: "terminating", allowed: ["delete"] }),
     });
     const { container } = render(<SessionsPage />);
-    fireEvent.click(await screen.findByRole("button", { name: "Pause notebook-a" }));
+    const pause = await screen.findByRole("button", { name: "Pause notebook-a" });
+    fireEvent.click(pause);
+    // Pause asks first: nothing is sent until it is confirmed.
+    const confirm = screen.getByRole("dialog", { name: "Pause session" });
+    expect(confirm.textContent).toContain("Its pod is stopped");
+    expect(calls.filter((c) => c.method === "POST")).toEqual([]);
+    fireEvent.click(within(confirm).getByRole("button", { name: "Keep it running" }));
+    expect(screen.queryByRole("dialog")).toBeNull();
+    expect(calls.filter((c) => c.method === "POST")).toEqual([]);
+    fireEvent.click(pause);
+    fireEvent.click(within(screen.getByRole("dialog", { name: "Pause session" })).getByRole("button", { name: "Pause notebook-a" }));
     await waitFor(() => expect(container.querySelector(".badge")?.textContent).toBe("paused"));
+    // Focus stays in the row (Pause is disabled now: the row's first enabled control), not on the page's start.
+    await waitFor(() =>
+      expect(document.activeElement?.closest("tr")?.getAttribute("data-session-id")).toBe("ses_01JAAAAAAAAAAAAAAAAAAAAAAA"),
+    );
     expect(calls.filter((c) => c.method === "POST").map((c) => c.path)).toEqual(["/api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA/pause"]);
     expect(listCalls(calls).length).toBe(2);
 
@@ -208,6 +223,96 @@ describe("SessionsPage", () => {
     await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
     expect(calls.filter((c) => c.method === "DELETE").map((c) => c.path)).toEqual(["/api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA"]);
     await waitFor(() => expect(listCalls(calls).length).toBe(2));
+  });
+
+  it("an ended session's age stands still and its row has no dead buttons", async () => {
+    vi.useFakeTimers({ shouldAdvanceTime: true });
+    const over = session({
+      phase: "terminated",
+      reason: "user_stopped",
+      created_at: new Date(Date.now() - 3_600_000).toISOString(),
+      ended_at: new Date(Date.now() - 600_000).toISOString(),
+      actions: [],
+      live: false,
+    });
+    stubFetch({ "GET /api/v1/sessions": () => ({ body: page([over, paused()]) }), "GET /api/v1/clusters": clusters });
+    const { container } = render(<SessionsPage />);
+    await screen.findByText("notebook-a");
+    const row = container.querySelector('[data-session-id="ses_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
+    expect(row.querySelector(".age")?.textContent).toBe("lived 50m 00s");
+    await act(async () => {
+      await vi.advanceTimersByTimeAsync(3000);
+    });
+    expect(row.querySelector(".age")?.textContent).toBe("lived 50m 00s");
+    // Only the copy button: no disabled Open, Pause, Resume or Delete.
+    expect(
+      within(row)
+        .getAllByRole("button")
+        .map((b) => b.getAttribute("aria-label")),
+    ).toEqual(["Copy id: ses_01JAAAAAAAAAAAAAAAAAAAAAAA"]);
+    expect(row.textContent).toContain("ended");
+    // A live row keeps its buttons (disabled ones say what the phase does not allow now).
+    const live = container.querySelector('[data-session-id="ses_01JBBBBBBBBBBBBBBBBBBBBBBB"]') as HTMLElement;
+    expect(within(live).getByRole("button", { name: /^Pause / })).toBeTruthy();
+    vi.useRealTimers();
+  });
+
+  it("does not call a session on an unreachable cluster plain running", async () => {
+    const onB = session({
+      id: "ses_01JDDDDDDDDDDDDDDDDDDDDDDD",
+      name: "on-b",
+      cluster_id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+      cluster_name: "gpu-b",
+    });
+    stubFetch({ "GET /api/v1/sessions": () => ({ body: page([session(), onB]) }), "GET /api/v1/clusters": clusters });
+    const { container } = render(<SessionsPage />);
+    await screen.findByText("on-b");
+    const row = container.querySelector('[data-session-id="ses_01JDDDDDDDDDDDDDDDDDDDDDDD"]') as HTMLElement;
+    await waitFor(() => expect(row.querySelector(".badge")?.textContent).toBe("running?"));
+    expect(row.querySelector(".phase-reason")?.textContent).toContain("cluster gpu-b is unreachable, so it may have changed since");
+    const ok = container.querySelector('[data-session-id="ses_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
+    expect(ok.querySelector(".badge")?.textContent).toBe("running");
+  });
+
+  it("a failed delete on an unreachable cluster offers the Force delete button, not the API's ?force=true", async () => {
+    stubFetch({
+      "GET /api/v1/sessions": () => ({ body: page([session()]) }),
+      "GET /api/v1/clusters": clusters,
+      "DELETE /api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA": () =>
+        err(502, "cluster_unreachable", "cluster gpu-a cannot be reached", {
+          cause: "connection refused",
+          hint: "check the cluster on the Clusters page; if it is gone for good, delete with ?force=true",
+        }),
+    });
+    render(<SessionsPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "Delete notebook-a" }));
+    const dialog = screen.getByRole("dialog", { name: "Delete session" });
+    fireEvent.click(within(dialog).getByRole("button", { name: "Delete session" }));
+    await within(dialog).findByText(/cluster gpu-a cannot be reached/);
+    expect(dialog.textContent).toContain("connection refused");
+    expect(dialog.textContent).not.toContain("force=true");
+    expect(within(dialog).getByRole("button", { name: "Force delete…" })).toBeTruthy();
+  });
+
+  it("after a delete removes the row, focus goes to the row now in its place, not to the page's start", async () => {
+    let gone = false;
+    stubFetch({
+      "GET /api/v1/sessions": () => ({ body: page(gone ? [paused()] : [session(), paused()]) }),
+      "GET /api/v1/clusters": clusters,
+      "DELETE /api/v1/sessions/ses_01JAAAAAAAAAAAAAAAAAAAAAAA": () => {
+        gone = true;
+        return { body: session({ phase: "terminating" }) };
+      },
+    });
+    render(<SessionsPage />);
+    const del = await screen.findByRole("button", { name: "Delete notebook-a" });
+    del.focus();
+    fireEvent.click(del);
+    fireEvent.click(screen.getByRole("button", { name: "Delete session" }));
+    await waitFor(() => expect(screen.queryByText("notebook-a")).toBeNull());
+    await waitFor(() =>
+      expect(document.activeElement?.closest("tr")?.getAttribute("data-session-id")).toBe("ses_01JBBBBBBBBBBBBBBBBBBBBBBB"),
+    );
   });
 
   it("opens a tab on click and points it at the connect URL", async () => {

@@ -1,8 +1,8 @@
 // Sessions: newest first, filtered by cluster, phase and liveness; live ages; open code / lab /
 // terminal through connect; pause, resume and delete as the server's `actions` allow; start new ones.
 
-import { memo } from "preact/compat";
-import { useCallback, useState } from "preact/hooks";
+import { createPortal, memo } from "preact/compat";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "../api";
 import { Advice } from "../components/Advice";
 import { CopyButton } from "../components/Copy";
@@ -10,7 +10,7 @@ import { Dialog } from "../components/Dialog";
 import { ErrorBox } from "../components/Errors";
 import { ListPage } from "../components/ListPage";
 import { NewSessionDialog } from "../components/NewSessionDialog";
-import { listClusters } from "../clusters";
+import { listClusters, type Cluster } from "../clusters";
 import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
 import { useAction } from "../hooks";
 import { useLivePoll } from "../live";
@@ -38,30 +38,77 @@ const COLUMNS = 9;
 /** Phases whose reason and message say why the session is not running. */
 const EXPLAINED = new Set(["paused", "error", "terminated"]);
 
-/** Age since creation, ticking with the shared one-second timer. */
-export function AgeCell(props: { session: Session }) {
-  const now = useTick();
-  const s = props.session;
-  const title = [
+/** Whether a session has ended: its age stops, and it has nothing left to do. */
+export const ended = (s: Pick<Session, "phase" | "ended_at">) => s.phase === "terminated" || s.ended_at != null;
+
+function ageTitle(s: Session) {
+  return [
     `created ${formatTime(s.created_at)}`,
     s.started_at && `started ${formatTime(s.started_at)}`,
     s.ended_at && `ended ${formatTime(s.ended_at)}`,
   ]
     .filter(Boolean)
     .join("\n");
+}
+
+/** Age since creation, ticking with the shared one-second timer; an ended session's stands still. */
+export function AgeCell(props: { session: Session }) {
+  const s = props.session;
+  return ended(s) ? <EndedAge session={s} /> : <LiveAge session={s} />;
+}
+
+function LiveAge(props: { session: Session }) {
+  const now = useTick();
+  const s = props.session;
   return (
-    <span class="age" title={title}>
+    <span class="age" title={ageTitle(s)}>
       {formatAge(secondsSince(s.created_at, now))}
     </span>
   );
 }
 
-export function PhaseCell(props: { session: Session }) {
+/** How long an ended session lived (creation to end), never ticking. */
+function EndedAge(props: { session: Session }) {
+  const s = props.session;
+  const end = s.ended_at ?? s.phase_changed_at;
+  const lived = end ? secondsSince(s.created_at, Date.parse(end)) : null;
+  return (
+    <span class="age ended" title={ageTitle(s)}>
+      {lived == null ? "ended" : `lived ${formatAge(lived)}`}
+    </span>
+  );
+}
+
+/**
+ * Why a session's phase may be stale: its cluster cannot be reached, or the operator that reports
+ * phases is not connected. Null when the phase can be trusted (or the session has ended).
+ */
+export function staleBecause(s: Session, c: Cluster | undefined): string | null {
+  if (!c || ended(s)) return null;
+  if (c.status === "unreachable") return `cluster ${c.name} is unreachable`;
+  const op = c.operator?.state;
+  if (op === "silent") return `the operator of ${c.name} is silent`;
+  return null;
+}
+
+export function PhaseCell(props: { session: Session; stale?: string | null }) {
   const s = props.session;
   const explained = EXPLAINED.has(s.phase) && (s.reason || s.message);
   return (
     <div class="state">
-      <span class={`badge phase phase-${s.phase}`}>{s.phase}</span>
+      {props.stale ? (
+        <span class="badge phase phase-stale" title={`last reported ${s.phase}`}>
+          {s.phase}?
+        </span>
+      ) : (
+        <span class={`badge phase phase-${s.phase}`}>{s.phase}</span>
+      )}
+      {props.stale && (
+        <div class="small phase-reason warning">
+          Last reported {s.phase}
+          {s.last_report_at ? ` ${formatTime(s.last_report_at)}` : ""}; {props.stale}, so it may have changed since.
+        </div>
+      )}
       {explained && (
         <div class={s.phase === "error" ? "small phase-reason bad" : "small phase-reason muted"}>
           {s.reason && <span title={s.reason}>{reasonText(s.reason)}</span>}
@@ -98,6 +145,8 @@ function NodeCell(props: { session: Session }) {
 
 interface RowProps {
   session: Session;
+  /** Why its phase may be stale (its cluster unreachable, its operator silent). */
+  stale?: string | null;
   onChanged: () => void;
   onDelete: (s: Session) => void;
 }
@@ -117,11 +166,15 @@ export function openTab(): Window | null {
   return w;
 }
 
-export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDelete }: RowProps) {
+export const SessionRow = memo(function SessionRow({ session: s, stale, onChanged, onDelete }: RowProps) {
   const { busy, error, setError, run } = useAction();
   const [blocked, setBlocked] = useState<{ kind: ConnectKind; url: string } | null>(null);
+  const [confirmPause, setConfirmPause] = useState(false);
+  const pauseButton = useRef<HTMLButtonElement>(null);
   const label = sessionLabel(s);
   const can = (a: SessionAction) => s.actions.includes(a);
+  // An ended session has nothing left to do: no buttons at all rather than a row of dead ones.
+  const over = ended(s) && s.actions.length === 0 && busy === "";
 
   // Refused or not, the list then shows what the session is now.
   const act = (what: "pause" | "resume") =>
@@ -156,18 +209,18 @@ export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDe
 
   return (
     <>
-      <tr class="session-row" data-session-id={s.id}>
-        <td title={s.cluster_id}>{s.cluster_name || s.cluster_id}</td>
+      <tr class={over ? "session-row ended" : "session-row"} data-session-id={s.id}>
         <td>
           {s.name ? <span class="session-name">{s.name}</span> : <span class="muted">unnamed</span>}
           <div class="idline flush">
             <code class="session-id">{s.id}</code> <CopyButton text={s.id} label="Copy id" />
           </div>
         </td>
+        <td title={s.cluster_id}>{s.cluster_name || s.cluster_id}</td>
         <td>{s.owner}</td>
         <td title={s.image}>{s.offering_name || s.offering_id}</td>
         <td>
-          <PhaseCell session={s} />
+          <PhaseCell session={s} stale={stale} />
         </td>
         <td>
           <AgeCell session={s} />
@@ -176,35 +229,78 @@ export const SessionRow = memo(function SessionRow({ session: s, onChanged, onDe
           <NodeCell session={s} />
         </td>
         <td class="open">
-          {CONNECT_KINDS.map((kind) => (
-            <button
-              key={kind}
-              type="button"
-              class="link-chip"
-              disabled={!can("connect") || busy !== ""}
-              aria-label={`Open ${kind} of ${label}`}
-              onClick={() => connect(kind)}
-            >
-              {busy === kind ? "…" : kind}
-            </button>
-          ))}
+          {over ? (
+            <span class="muted small">ended</span>
+          ) : (
+            CONNECT_KINDS.map((kind) => (
+              <button
+                key={kind}
+                type="button"
+                class="link-chip"
+                disabled={!can("connect") || busy !== ""}
+                aria-label={`Open ${kind} of ${label}`}
+                onClick={() => connect(kind)}
+              >
+                {busy === kind ? "…" : kind}
+              </button>
+            ))
+          )}
         </td>
         <td class="actions">
-          <button type="button" disabled={!can("pause") || busy !== ""} aria-label={`Pause ${label}`} onClick={() => act("pause")}>
-            {busy === "pause" ? "Pausing…" : "Pause"}
-          </button>{" "}
-          <button type="button" disabled={!can("resume") || busy !== ""} aria-label={`Resume ${label}`} onClick={() => act("resume")}>
-            {busy === "resume" ? "Resuming…" : "Resume"}
-          </button>{" "}
-          <button
-            type="button"
-            class="danger"
-            disabled={!can("delete") || busy !== ""}
-            aria-label={`Delete ${label}`}
-            onClick={() => onDelete(s)}
-          >
-            Delete
-          </button>
+          {!over && (
+            <>
+              <button
+                type="button"
+                ref={pauseButton}
+                disabled={!can("pause") || busy !== ""}
+                aria-label={`Pause ${label}`}
+                onClick={() => setConfirmPause(true)}
+              >
+                {busy === "pause" ? "Pausing…" : "Pause…"}
+              </button>{" "}
+              <button type="button" disabled={!can("resume") || busy !== ""} aria-label={`Resume ${label}`} onClick={() => act("resume")}>
+                {busy === "resume" ? "Resuming…" : "Resume"}
+              </button>{" "}
+              <button
+                type="button"
+                class="danger"
+                disabled={!can("delete") || busy !== ""}
+                aria-label={`Delete ${label}`}
+                onClick={() => onDelete(s)}
+              >
+                Delete
+              </button>
+            </>
+          )}
+          {confirmPause &&
+            createPortal(
+              <Dialog title="Pause session" onClose={() => setConfirmPause(false)}>
+                <div class="dialog-body">
+                  <p>
+                    Pause session <strong>{label}</strong> on {s.cluster_name || s.cluster_id}? Its pod is stopped: running processes, open
+                    terminals and anything only in memory are lost. Its volumes stay, and Resume starts it again.
+                  </p>
+                  <footer class="dialog-foot">
+                    <button type="button" autoFocus onClick={() => setConfirmPause(false)}>
+                      Keep it running
+                    </button>
+                    <button
+                      type="button"
+                      class="primary"
+                      onClick={() => {
+                        setConfirmPause(false);
+                        // The run starts from the row's own button, so focus comes back there (or to the row).
+                        pauseButton.current?.focus();
+                        act("pause");
+                      }}
+                    >
+                      Pause {label}
+                    </button>
+                  </footer>
+                </div>
+              </Dialog>,
+              document.body,
+            )}
         </td>
       </tr>
       {(error != null || blocked) && (
@@ -256,7 +352,16 @@ function DeleteDialog(props: { session: Session; onClose: () => void; onChanged:
           unsaved work is lost; its record is kept (turn off Live only to see ended sessions).
         </p>
         <ErrorBox error={error} title="Delete failed">
-          <Advice error={error} />
+          {/* The server's hint names the API's ?force=true; here the button below is the way. */}
+          {unreachable ? (
+            typeof error.details.cause === "string" && (
+              <p class="hint">
+                Cause: <span class="cause">{error.details.cause}</span>.
+              </p>
+            )
+          ) : (
+            <Advice error={error} />
+          )}
         </ErrorBox>
         {(unreachable || forcing) && (
           <div class="confirm" role="group" aria-label="Force delete">
@@ -308,6 +413,38 @@ export function SessionsPage() {
 
   const reload = polled.reload;
   const onDelete = useCallback((session: Session) => setDialog({ kind: "delete", session }), []);
+  // After a delete the row may be gone (or left with no buttons): focus goes to the same row,
+  // else the one now in its place, else the heading, never to the page's start.
+  const refocus = useRef<{ id: string; index: number; data: unknown } | null>(null);
+  const closeDialog = () => {
+    if (dialog?.kind === "delete") {
+      const rows = Array.from(document.querySelectorAll<HTMLElement>("tr.session-row"));
+      const index = rows.findIndex((r) => r.dataset.sessionId === dialog.session.id);
+      refocus.current = { id: dialog.session.id, index, data: polled.data };
+    }
+    setDialog(null);
+  };
+  useEffect(() => {
+    const want = refocus.current;
+    if (!want || dialog) return;
+    const t = setTimeout(() => {
+      const a = document.activeElement as HTMLButtonElement | null;
+      const lost = !a || a === document.body || !a.isConnected || a.disabled;
+      if (!lost) {
+        // Still where it was after the list has reloaded: nothing to mend.
+        if (polled.data !== want.data) refocus.current = null;
+        return;
+      }
+      refocus.current = null;
+      const rows = Array.from(document.querySelectorAll<HTMLElement>("tr.session-row"));
+      const row = rows.find((r) => r.dataset.sessionId === want.id) ?? rows[Math.min(want.index, rows.length - 1)];
+      const heading = document.getElementById("sessions-title");
+      const target = row?.querySelector<HTMLElement>("button:not([disabled]), a[href]") ?? heading;
+      if (target === heading && heading) heading.tabIndex = -1;
+      target?.focus();
+    });
+    return () => clearTimeout(t);
+  }, [polled.data, dialog]);
   const filter =
     <T,>(set: (v: T) => void) =>
     (v: T) => {
@@ -316,6 +453,7 @@ export function SessionsPage() {
     };
 
   const sessions = polled.data?.data ?? [];
+  const byId = new Map((clusters.data ?? []).map((c) => [c.id, c]));
   const p = polled.data?.pagination;
   const filtered = clusterId !== "" || phase !== "";
   return (
@@ -381,15 +519,15 @@ export function SessionsPage() {
         <>
           {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
           {dialog?.kind === "new" && <NewSessionDialog onClose={() => setDialog(null)} onCreated={reload} onChanged={reload} />}
-          {dialog?.kind === "delete" && <DeleteDialog session={dialog.session} onClose={() => setDialog(null)} onChanged={reload} />}
+          {dialog?.kind === "delete" && <DeleteDialog session={dialog.session} onClose={closeDialog} onChanged={reload} />}
         </>
       }
     >
       <table class="sessions">
         <thead>
           <tr>
-            <th scope="col">Cluster</th>
             <th scope="col">Session</th>
+            <th scope="col">Cluster</th>
             <th scope="col">Owner</th>
             <th scope="col">Offering</th>
             <th scope="col">Phase</th>
@@ -403,7 +541,7 @@ export function SessionsPage() {
         </thead>
         <tbody>
           {sessions.map((s) => (
-            <SessionRow key={s.id} session={s} onChanged={reload} onDelete={onDelete} />
+            <SessionRow key={s.id} session={s} stale={staleBecause(s, byId.get(s.cluster_id))} onChanged={reload} onDelete={onDelete} />
           ))}
         </tbody>
       </table>
