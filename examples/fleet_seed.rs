@@ -39,6 +39,10 @@ enum What {
         clusters: usize,
         #[arg(long, default_value_t = 2000)]
         sessions: usize,
+        /// Owners the sessions are spread over: `alice` when 1, else `user0` … `user<N-1>`
+        /// (hack/bench.sh signin makes those accounts).
+        #[arg(long, default_value_t = 1)]
+        owners: usize,
         /// Cluster ids, one a line, are printed; the plan (Lua) is written here without tokens.
         #[arg(long)]
         out: PathBuf,
@@ -78,12 +82,14 @@ async fn main() -> anyhow::Result<()> {
     // reqwest is built without a default TLS provider (the server picks aws-lc-rs).
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     match Args::parse().what {
-        What::Seed { data_dir, clusters, sessions, out } => seed(data_dir, clusters, sessions, out).await,
+        What::Seed { data_dir, clusters, sessions, owners, out } => {
+            seed(data_dir, clusters, sessions, owners, out).await
+        }
         What::Populate { url, plan, nodes, gpus, concurrency } => populate(url, plan, nodes, gpus, concurrency).await,
     }
 }
 
-async fn seed(data_dir: PathBuf, clusters: usize, sessions: usize, out: PathBuf) -> anyhow::Result<()> {
+async fn seed(data_dir: PathBuf, clusters: usize, sessions: usize, owners: usize, out: PathBuf) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data_dir)?;
     let store = Store::open(&data_dir.join("gshare.redb"), gshare::MIGRATIONS)?;
     let now = gshare::clock::Clock::system().now_ms();
@@ -109,6 +115,7 @@ async fn seed(data_dir: PathBuf, clusters: usize, sessions: usize, out: PathBuf)
                     shape: shape.clone(),
                     status: OfferingStatus::Active,
                     created_at: now,
+                    visible_to: None,
                 };
                 OFFERINGS.put(txn, &off.id, &off)?;
                 for (c, id) in ids.iter().enumerate() {
@@ -124,8 +131,13 @@ async fn seed(data_dir: PathBuf, clusters: usize, sessions: usize, out: PathBuf)
                     r.status = ClusterStatus::Connected;
                     r.last_checked_at = Some(now);
                     CLUSTERS.put(txn, id, &r)?;
-                    for sid in &per_cluster[c] {
-                        let mut s = SessionRecord::new(sid, id, &name, "alice", now);
+                    for (i, sid) in per_cluster[c].iter().enumerate() {
+                        let owner = if owners <= 1 {
+                            "alice".to_string()
+                        } else {
+                            format!("user{}", (i * clusters + c) % owners)
+                        };
+                        let mut s = SessionRecord::new(sid, id, &name, &owner, now);
                         s.offering_id = off.id.clone();
                         s.offering_name = off.name.clone();
                         s.shape = shape.clone();

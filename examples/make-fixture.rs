@@ -64,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
                 shape: shape.clone(),
                 status: OfferingStatus::Active,
                 created_at: T0,
+                visible_to: None,
             };
             OFFERINGS.put(txn, &off.id, &off)?;
             for (i, phase) in [Phase::Running, Phase::Terminated].into_iter().enumerate() {

@@ -3,6 +3,7 @@
 # measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet|all]
 # (default: all); also slow (stalled-body storms) and console (the e2e with its time budgets enforced).
 # `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
+# `signin` takes flags: --students 200 --users 1000 --sessions 20000 --seconds 10.
 # BENCH_PROFILE=dev measures a debug build instead (quicker to build, much slower to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -392,6 +393,136 @@ fleet() {
   echo "load: $(uptime)"
 }
 
+
+# Sign-in at class start (issue 24): a fleet's operators call back (the fleet mix, 2 clusters x 50
+# nodes) while 200 members sign in at once. Prints the time until all 200 are signed in (a 429
+# from the bounded argon2 pool is retried after its Retry-After, as the console does), the
+# callbacks' p50/p99 with the sign-ins against without them (same run), RSS; then GET
+# /api/v1/sessions for one member among 1,000 accounts and 20,000 sessions at 16 connections,
+# against /healthz at 16 connections in the same run.
+signin() {
+  local students=200 users=1000 sessions=20000 dur=10 clusters=2 nodes=50 gpus=8
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --students) students=$2; shift 2 ;;
+      --users) users=$2; shift 2 ;;
+      --sessions) sessions=$2; shift 2 ;;
+      --seconds) dur=$2; shift 2 ;;
+      *) echo "signin: unknown flag $1" >&2; return 2 ;;
+    esac
+  done
+  [ "$students" -le "$users" ] || { echo "signin: --students must not exceed --users" >&2; return 2; }
+  command -v wrk >/dev/null || { echo "installing wrk (Debian package)" >&2; apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null; }
+  local profile_flag=(--release) seed
+  [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
+  cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
+  seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  local data="$work/signin" plan="$work/signin.lua" port pid url
+  mkdir -p "$data"
+  echo "signin: $students of $users members sign in during the fleet mix ($clusters clusters x $nodes nodes x $gpus GPUs); $sessions sessions; ${dur}s runs; profile ${BENCH_PROFILE:-release}; $(nproc) cores"
+  local ids; ids=$("$seed" seed --data-dir "$data" --clusters "$clusters" --sessions "$sessions" --owners "$users" --out "$plan")
+  # Every sign-in of the bench comes from 127.0.0.1: the per-address failure budget (in-flight
+  # attempts count until they succeed) is raised so it measures the hashing pool, not the throttle.
+  local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s GSHARE_LOGIN_MAX_FAILURES=10000)
+  port=$(free_port); url="http://127.0.0.1:$port"
+  env "${env[@]}" GSHARE_LISTEN="127.0.0.1:$port" "$bin" serve 2>"$work/signin.log" &
+  pid=$!
+  until curl -fs "$url/readyz" >/dev/null; do sleep 0.05; done
+  local toks="tokens = {"
+  for id in $ids; do
+    toks+="\"$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" token operator --cluster-id "$id" --ttl 1d 2>/dev/null | tail -n1)\","
+  done
+  echo "$toks}" >>"$plan"
+  "$seed" populate --url "$url" --plan "$plan" --nodes "$nodes" --gpus "$gpus"
+  local admin; admin=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" admin token 2>/dev/null | tail -n1)
+  # The accounts: one bulk import of 1,000 rows (generated passwords, argon2 on the pool).
+  python3 - "$url" "$admin" "$users" "$work/passwords" <<'PY'
+import json, sys, time, urllib.request
+url, admin, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+rows = [{"username": f"user{i}", "group": "class"} for i in range(n)]
+t0 = time.perf_counter()
+for part in range(0, n, 1000):
+    req = urllib.request.Request(f"{url}/api/v1/users/bulk", data=json.dumps({"users": rows[part:part + 1000]}).encode(),
+                                 headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/json"})
+    res = json.load(urllib.request.urlopen(req, timeout=600))
+    with open(out, "a") as f:
+        for r in res["results"]:
+            f.write(f"{r['username']} {r['password']}\n")
+print(f"bulk import of {n} accounts: {time.perf_counter() - t0:.1f} s")
+PY
+  rss() { awk '/VmRSS/ {printf "%.1f", $2/1024}' /proc/$pid/status; }
+  hwm() { awk '/VmHWM/ {printf "%.1f", $2/1024}' /proc/$pid/status; }
+  local ms='{v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; printf "%.2f", v}'
+  wrk_line() {
+    local out; out=$(wrk -t2 -c"$1" -d"${dur}s" --latency "${@:2}")
+    echo "$(awk '/^Requests\/sec/ {print $2}' <<<"$out") $(awk '$1 == "50%"' <<<"$out" | awk "$ms") $(awk '$1 == "99%"' <<<"$out" | awk "$ms") $(awk '/Non-2xx/ {print $5}' <<<"$out" | grep . || echo 0)"
+  }
+  export FLEET_PLAN="$plan" FLEET_NODES="$nodes" FLEET_GPUS="$gpus"
+  # One unmeasured pass (first reports are checked against the store), then the mix alone.
+  FLEET_MODE=mix FLEET_FIRST=1 wrk_line 32 -s hack/fleet.lua "$url" >/dev/null
+  local rps p50 p99 bad
+  read -r rps p50 p99 bad <<<"$(FLEET_MODE=mix FLEET_FIRST=1 wrk_line 32 -s hack/fleet.lua "$url")"
+  echo "callbacks alone: $rps/s, p50 $p50 ms, p99 $p99 ms, non-2xx $bad; RSS $(rss) MiB"
+  # The class signs in while the mix runs (started together; the mix outlasts the sign-ins).
+  FLEET_MODE=mix FLEET_FIRST=1 wrk_line 32 -s hack/fleet.lua "$url" >"$work/mix.out" &
+  local w=$!
+  sleep 1
+  python3 - "$url" "$students" "$work/passwords" <<'PY'
+import json, sys, threading, time, urllib.error, urllib.request
+url, n, pwfile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+creds = [l.split() for l in open(pwfile)][:n]
+start = threading.Barrier(n + 1)
+done, refused, failed, lock = [], [0], [0], threading.Lock()
+def one(user, pw):
+    body = json.dumps({"username": user, "password": pw}).encode()
+    start.wait()
+    while True:
+        req = urllib.request.Request(f"{url}/api/v1/auth/login", data=body, headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=60).read()
+            with lock:
+                done.append(time.perf_counter())
+            return
+        except urllib.error.HTTPError as e:
+            if e.code != 429:
+                with lock:
+                    failed[0] += 1
+                return
+            with lock:
+                refused[0] += 1
+            time.sleep(float(e.headers.get("Retry-After", "1")))
+threads = [threading.Thread(target=one, args=c) for c in creds]
+for t in threads:
+    t.start()
+start.wait()
+t0 = time.perf_counter()
+for t in threads:
+    t.join()
+print(f"{len(done)} of {n} signed in, all within {max(done) - t0:.2f} s (median {sorted(done)[len(done)//2] - t0:.2f} s); "
+      f"429 + Retry-After answered {refused[0]} times; other failures {failed[0]}")
+PY
+  echo "RSS right after the sign-ins: $(rss) MiB (peak since start $(hwm) MiB)"
+  wait $w
+  read -r rps p50 p99 bad <"$work/mix.out"
+  echo "callbacks while the class signs in (the run includes the sign-ins): $rps/s, p50 $p50 ms, p99 $p99 ms, non-2xx $bad"
+  # One member's sessions among all of them.
+  local member; member=$(python3 - "$url" "$work/passwords" <<'PY'
+import json, sys, urllib.request
+url, pwfile = sys.argv[1], sys.argv[2]
+user, pw = open(pwfile).readline().split()
+req = urllib.request.Request(f"{url}/api/v1/auth/login", data=json.dumps({"username": user, "password": pw}).encode(),
+                             headers={"Content-Type": "application/json"})
+print(json.load(urllib.request.urlopen(req))["access_token"])
+PY
+)
+  read -r rps p50 p99 bad <<<"$(wrk_line 16 -H "Authorization: Bearer $member" "$url/api/v1/sessions")"
+  local hrps hp50; read -r hrps hp50 _ _ <<<"$(wrk_line 16 "$url/healthz")"
+  echo "GET /api/v1/sessions as one member ($((sessions / users)) of $sessions sessions are theirs, $users accounts): p50 $p50 ms, p99 $p99 ms, $rps req/s, non-2xx $bad (16 connections; /healthz p50 $hp50 ms, $hrps req/s)"
+  echo "RSS at the end: $(rss) MiB; state file: $(stat -c %s "$data/gshare.redb" | awk '{printf "%.1f MiB", $1/1048576}')"
+  kill $pid; wait $pid 2>/dev/null || true
+  echo "load: $(uptime)"
+}
+
 case "$what" in
   start) start_to_ready ;;
   sessions) sessions ;;
@@ -405,6 +536,7 @@ case "$what" in
   jwt) jwt ;;
   callbacks) callbacks ;;
   fleet) fleet "$@" ;;
+  signin) signin "$@" ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet [flags]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet [flags]|signin [flags]|all]" >&2; exit 2 ;;
 esac

@@ -47,7 +47,8 @@ where
 pub struct AccountView {
     pub username: String,
     /// True while `admin` still has the password the first start wrote to
-    /// `<data_dir>/initial-admin-password`: the console asks for a new one first.
+    /// `<data_dir>/initial-admin-password`, or while an account has a password an admin set (a
+    /// first password, a reset): the console asks for a new one first.
     pub must_change_password: bool,
     pub created_at: Option<String>,
     pub password_changed_at: Option<String>,
@@ -86,7 +87,7 @@ fn initial_password(app: &AuthState) -> Option<String> {
 
 /// Whether `account` still has the first start's password (never changed since, and the file
 /// that holds it is still there).
-fn still_initial(app: &AuthState, account: &accounts::Account) -> bool {
+pub(super) fn still_initial(app: &AuthState, account: &accounts::Account) -> bool {
     account.username.as_str() == INITIAL_ADMIN
         && account.password_changed_at_ms == account.created_at_ms
         && initial_password(app).is_some()
@@ -115,15 +116,18 @@ pub(super) fn password_rules(field: &str, password: &str) -> Option<FieldError> 
     None
 }
 
-pub(super) async fn hash(password: String) -> Result<String, ApiError> {
-    tokio::task::spawn_blocking(move || accounts::hash_password(&password))
+/// Hashes a new password on the hashing pool (waiting its turn: admin and account work).
+pub(super) async fn hash(app: &AuthState, password: String) -> Result<String, ApiError> {
+    app.signin
+        .hashing
+        .run_queued(move || accounts::hash_password(&password))
         .await
         .map_err(ApiError::internal)?
         .map_err(ApiError::internal)
 }
 
-async fn verify(hash: String, password: String) -> Result<bool, ApiError> {
-    tokio::task::spawn_blocking(move || accounts::verify_password(&hash, &password)).await.map_err(ApiError::internal)
+async fn verify(app: &AuthState, hash: String, password: String) -> Result<bool, ApiError> {
+    app.signin.hashing.run(move || accounts::verify_password(&hash, &password)).await.map_err(super::login::pool_error)
 }
 
 fn now_rfc(ms: i64) -> String {
@@ -139,7 +143,7 @@ async fn account(State(app): State<AuthState>, caller: SignedIn) -> Result<axum:
     Ok(axum::Json(match found {
         Some(a) => AccountView {
             username: caller.username,
-            must_change_password: still_initial(&app, &a),
+            must_change_password: a.must_change_password || still_initial(&app, &a),
             created_at: Some(now_rfc(a.created_at_ms)),
             password_changed_at: Some(now_rfc(a.password_changed_at_ms)),
         },
@@ -199,7 +203,7 @@ async fn change_password(
     })?;
     if body.current_password.is_empty()
         || body.current_password.len() > MAX_PASSWORD_LEN
-        || !verify(account.password_hash.clone(), body.current_password.clone()).await?
+        || !verify(&app, account.password_hash.clone(), body.current_password.clone()).await?
     {
         errors.insert(0, FieldError::new(&["body", "current_password"], "is not your current password", "value_error"));
     } else {
@@ -213,7 +217,7 @@ async fn change_password(
             .await;
         return Err(ApiError::validation(errors));
     }
-    let new_hash = hash(body.new_password).await?;
+    let new_hash = hash(&app, body.new_password).await?;
     let now_ms = app.clock.now_ms();
     let user = account.username.clone();
     accounts::store_password(&app.store, user, new_hash, now_ms).await.map_err(account_error)?;
@@ -349,7 +353,7 @@ async fn set_admin_password(
         crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
         return Err(ApiError::validation(vec![e]));
     }
-    let new_hash = hash(body.password).await?;
+    let new_hash = hash(&app, body.password).await?;
     let now_ms = app.clock.now_ms();
     let set = accounts::store_password(&app.store, name.clone(), new_hash, now_ms).await;
     if set.is_ok() {
@@ -369,6 +373,10 @@ pub(super) fn account_error(e: AccountError) -> ApiError {
         AccountError::NotFound(n) => ApiError::not_found(format!("no account {n}")),
         AccountError::Exists(n) => ApiError::conflict(format!("an account named {n} already exists"))
             .with_details(serde_json::json!({ "username": n })),
+        AccountError::Deleted(n) => ApiError::conflict(format!(
+            "an account named {n} was deleted; its history keeps the name, so it is not given to another account"
+        ))
+        .with_details(serde_json::json!({ "username": n, "reason": "deleted" })),
         AccountError::LastAccount(n) => ApiError::conflict(format!(
             "{n} is the last enabled admin account; add another admin before removing, disabling or demoting it"
         ))

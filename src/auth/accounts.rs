@@ -26,6 +26,9 @@ pub const MAX_PASSWORD_LEN: usize = 1024;
 pub const MAX_USERNAME_LEN: usize = 64;
 
 const ACCOUNTS: JsonTable<Account> = JsonTable::new("admin_accounts");
+/// Names of deleted accounts (`DELETE /api/v1/users/{username}`): the audit log and sessions keep
+/// the name, so it is never given to another person (who would see the old owner's sessions).
+const DELETED: JsonTable<DeletedAccount> = JsonTable::new("deleted_accounts");
 
 /// A validated admin username: 1-64 characters from `A-Z a-z 0-9 - _ . @`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -109,6 +112,19 @@ pub struct Account {
     /// A disabled account cannot sign in, and its tokens and cookies stop at the next request.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disabled: bool,
+    /// The password was set by an admin (a first password, a reset): the console asks its owner
+    /// for a new one at sign-in; changing it clears this.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub must_change_password: bool,
+}
+
+/// What is kept of a deleted account: its name (never reused) and who deleted it when.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeletedAccount {
+    pub username: String,
+    pub role: Role,
+    pub deleted_at_ms: i64,
+    pub deleted_by: String,
 }
 
 /// What listings show: never the hash.
@@ -119,6 +135,8 @@ pub struct AccountSummary {
     pub role: Role,
     pub group: Option<String>,
     pub disabled: bool,
+    /// The password was set by an admin and its owner has not changed it yet.
+    pub must_change_password: bool,
     pub created_at: String,
     pub password_changed_at: String,
 }
@@ -130,6 +148,7 @@ impl From<&Account> for AccountSummary {
             role: a.role,
             group: a.group.clone(),
             disabled: a.disabled,
+            must_change_password: a.must_change_password,
             created_at: crate::clock::rfc3339_ms(a.created_at_ms),
             password_changed_at: crate::clock::rfc3339_ms(a.password_changed_at_ms),
         }
@@ -172,6 +191,8 @@ pub enum AccountError {
     NotFound(String),
     #[error("an account named `{0}` exists already")]
     Exists(String),
+    #[error("an account named `{0}` was deleted; its history keeps the name, so it is not given again")]
+    Deleted(String),
     #[error("`{0}` is the last enabled admin account; add another admin before removing, disabling or demoting it")]
     LastAccount(String),
     #[error("cannot hash the password: {0}")]
@@ -259,7 +280,38 @@ fn list_in_write(txn: &WriteTxn) -> Result<Vec<String>, StoreError> {
 /// Adds an account with an already-computed hash (hash outside the transaction: it is slow).
 /// Names are unique without regard to case: `Admin` is refused while `admin` exists.
 pub fn add(txn: &WriteTxn, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
-    add_account(txn, name, password_hash, Role::Admin, None, now_ms).map(|_| ())
+    add_account(txn, name, password_hash, NewAccount { role: Role::Admin, ..Default::default() }, now_ms).map(|_| ())
+}
+
+/// What an account is created with besides its name and hash.
+#[derive(Debug, Clone, Default)]
+pub struct NewAccount {
+    pub role: Role,
+    pub group: Option<String>,
+    /// An admin chose or generated the password: its owner replaces it at first sign-in.
+    pub must_change_password: bool,
+}
+
+/// Whether `name` is taken, without regard to case, by an account or a deleted one's name.
+pub fn taken(txn: &WriteTxn, name: &str) -> Result<Option<AccountError>, StoreError> {
+    if let Some(t) = list_in_write(txn)?.into_iter().find(|n| n.eq_ignore_ascii_case(name)) {
+        return Ok(Some(AccountError::Exists(t)));
+    }
+    if let Some((t, _)) = DELETED.list_in_write(txn)?.into_iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+        return Ok(Some(AccountError::Deleted(t)));
+    }
+    Ok(None)
+}
+
+/// Every name in use or kept (accounts and deleted accounts), lower-cased: for checking many
+/// new names at once (bulk import).
+pub fn taken_names(txn: &ReadTransaction) -> Result<std::collections::HashMap<String, bool>, StoreError> {
+    let mut names: std::collections::HashMap<String, bool> =
+        DELETED.list(txn)?.into_iter().map(|(n, _)| (n.to_ascii_lowercase(), true)).collect();
+    for (n, _) in ACCOUNTS.list(txn)? {
+        names.insert(n.to_ascii_lowercase(), false);
+    }
+    Ok(names)
 }
 
 /// Adds an account with a role and an optional group; returns it.
@@ -267,14 +319,13 @@ pub fn add_account(
     txn: &WriteTxn,
     name: &Username,
     password_hash: String,
-    role: Role,
-    group: Option<String>,
+    new: NewAccount,
     now_ms: i64,
 ) -> Result<Account, AccountError> {
-    if let Some(taken) = list_in_write(txn)?.into_iter().find(|n| n.eq_ignore_ascii_case(name.as_str())) {
-        return Err(AccountError::Exists(taken));
+    if let Some(e) = taken(txn, name.as_str())? {
+        return Err(e);
     }
-    if let Some(g) = &group {
+    if let Some(g) = &new.group {
         check_group(g)?;
     }
     let account = Account {
@@ -282,9 +333,10 @@ pub fn add_account(
         password_hash,
         created_at_ms: now_ms,
         password_changed_at_ms: now_ms,
-        role,
-        group,
+        role: new.role,
+        group: new.group,
         disabled: false,
+        must_change_password: new.must_change_password,
     };
     ACCOUNTS.put(txn, name.as_str(), &account)?;
     Ok(account)
@@ -333,13 +385,92 @@ pub fn patch(txn: &WriteTxn, name: &Username, change: &AccountPatch) -> Result<A
 
 /// Replaces an account's password hash.
 pub fn set_password(txn: &WriteTxn, name: &Username, password_hash: String, now_ms: i64) -> Result<(), AccountError> {
+    set_password_as(txn, name, password_hash, now_ms, false).map(|_| ())
+}
+
+/// Sets a password; `must_change`: an admin set it, so its owner replaces it at sign-in.
+pub fn set_password_as(
+    txn: &WriteTxn,
+    name: &Username,
+    password_hash: String,
+    now_ms: i64,
+    must_change: bool,
+) -> Result<Account, AccountError> {
     let Some(mut account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
         return Err(AccountError::NotFound(name.to_string()));
     };
     account.password_hash = password_hash;
     account.password_changed_at_ms = now_ms;
+    account.must_change_password = must_change;
     ACCOUNTS.put(txn, name.as_str(), &account)?;
-    Ok(())
+    Ok(account)
+}
+
+/// Deletes an account for good (`DELETE /api/v1/users/{username}`), never the last enabled
+/// admin: its name is kept as a deleted account's (not given again), its pending invites go, and
+/// the audit log and its sessions keep the name.
+pub fn delete_account(txn: &WriteTxn, name: &Username, by: &str, now_ms: i64) -> Result<Account, AccountError> {
+    let Some(account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
+        return Err(AccountError::NotFound(name.to_string()));
+    };
+    if account.role == Role::Admin && !account.disabled && other_enabled_admins(txn, name.as_str())? == 0 {
+        return Err(AccountError::LastAccount(name.to_string()));
+    }
+    ACCOUNTS.delete(txn, name.as_str())?;
+    let kept = DeletedAccount {
+        username: name.to_string(),
+        role: account.role,
+        deleted_at_ms: now_ms,
+        deleted_by: by.to_string(),
+    };
+    DELETED.put(txn, name.as_str(), &kept)?;
+    super::invites::forget_for(txn, name.as_str())?;
+    Ok(account)
+}
+
+/// Adds many accounts in one transaction (bulk import): all or none. The names are checked
+/// against those taken (accounts and deleted ones, without regard to case) once, and each other.
+pub fn add_many(
+    txn: &WriteTxn,
+    rows: Vec<(Username, String, NewAccount)>,
+    now_ms: i64,
+) -> Result<Vec<Account>, AccountError> {
+    let mut taken: std::collections::HashMap<String, AccountError> = std::collections::HashMap::new();
+    for (n, _) in DELETED.list_in_write(txn)? {
+        taken.insert(n.to_ascii_lowercase(), AccountError::Deleted(n));
+    }
+    for n in list_in_write(txn)? {
+        taken.insert(n.to_ascii_lowercase(), AccountError::Exists(n));
+    }
+    let mut added = Vec::with_capacity(rows.len());
+    for (name, password_hash, new) in rows {
+        let key = name.as_str().to_ascii_lowercase();
+        if let Some(e) = taken.remove(&key) {
+            return Err(e);
+        }
+        if let Some(g) = &new.group {
+            check_group(g)?;
+        }
+        let account = Account {
+            username: name.clone(),
+            password_hash,
+            created_at_ms: now_ms,
+            password_changed_at_ms: now_ms,
+            role: new.role,
+            group: new.group,
+            disabled: false,
+            must_change_password: new.must_change_password,
+        };
+        ACCOUNTS.put(txn, name.as_str(), &account)?;
+        taken.insert(key, AccountError::Exists(name.to_string()));
+        added.push(account);
+    }
+    Ok(added)
+}
+
+/// One account inside a write.
+pub fn get_in_write(txn: &WriteTxn, name: &str) -> Result<Option<Account>, StoreError> {
+    ACCOUNTS.get_in_write(txn, name)
 }
 
 /// Removes an account, never the last enabled admin.
@@ -372,11 +503,10 @@ pub async fn store_account(
     store: &Store,
     name: Username,
     hash: String,
-    role: Role,
-    group: Option<String>,
+    new: NewAccount,
     now_ms: i64,
 ) -> Result<Account, AccountError> {
-    store.write_with(move |txn| add_account(txn, &name, hash, role, group, now_ms)).await
+    store.write_with(move |txn| add_account(txn, &name, hash, new, now_ms)).await
 }
 
 pub async fn store_patch(store: &Store, name: Username, change: AccountPatch) -> Result<Account, AccountError> {

@@ -242,6 +242,25 @@ where
     }
 }
 
+/// The account a request's console cookie signs in as, when it carries one that the guard would
+/// accept (signed, not ended, account not disabled): what `/internal/connect/verify` compares a
+/// connection token's account with. Answers the name and whether it is an admin's. Any other
+/// cookie or none: `None`.
+pub fn console_user(app: &Gate, headers: &axum::http::HeaderMap) -> Option<(String, bool)> {
+    let token = cookie(headers, console_cookie_names(app.signin.secure_cookies()).0)?;
+    let claims = app.auth.api.verify(token).ok()?;
+    let name = claims.sub.strip_prefix(ADMIN_PREFIX).or_else(|| claims.sub.strip_prefix(USER_PREFIX))?;
+    if !app.signin.is_current(name, claims.jti.as_deref(), claims.iat) {
+        return None;
+    }
+    match app.signin.standing(name) {
+        Some(s) if s.disabled => None,
+        Some(s) => Some((name.to_string(), s.role == Role::Admin)),
+        // An `admin:` token without an account (the CLI's) is an admin's; a `user:` one is nobody's.
+        None => claims.sub.starts_with(ADMIN_PREFIX).then(|| (name.to_string(), true)),
+    }
+}
+
 fn is_safe_method(m: &Method) -> bool {
     matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
 }

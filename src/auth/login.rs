@@ -33,9 +33,6 @@ use crate::http::extract::ApiJson;
 use crate::locks::{read, write};
 use crate::store::{Store, StoreError};
 
-/// Password checks running at once; more wait (argon2id takes ~19 MiB and tens of ms each).
-const CONCURRENT_HASHES: usize = 4;
-
 /// jti -> exp of tokens ended by logout.
 const REVOKED: TableDefinition<'static, &'static str, i64> = TableDefinition::new("auth_revoked_tokens");
 /// username -> unix seconds before which its tokens are refused (password change, removal).
@@ -51,7 +48,8 @@ pub struct SignIn {
     standings: RwLock<HashMap<String, accounts::Standing>>,
     /// A hash of a random password, verified against for unknown usernames (same timing).
     dummy_hash: String,
-    hashing: tokio::sync::Semaphore,
+    /// Where argon2 runs: one hash per core, a short queue, 429 beyond it.
+    pub hashing: super::hash_pool::HashPool,
     secure_cookies: bool,
     ttl: Duration,
     /// argon2 verifications run, real or decoy: every login attempt that reaches the password
@@ -116,7 +114,7 @@ impl SignIn {
             not_before: RwLock::new(not_before),
             standings: RwLock::new(standings),
             dummy_hash,
-            hashing: tokio::sync::Semaphore::new(CONCURRENT_HASHES),
+            hashing: super::hash_pool::HashPool::for_cores(),
             secure_cookies: config.tls_enabled(),
             ttl: config.login_ttl,
             password_checks: Default::default(),
@@ -214,6 +212,9 @@ pub struct LoginResponse {
     pub username: String,
     /// `admin` (the whole console) or `member` (their own sessions).
     pub role: accounts::Role,
+    /// An admin set this password (a first password, a reset, or `admin`'s initial one): the
+    /// console asks for a new one before anything else (`POST /api/v1/account/password`).
+    pub must_change_password: bool,
     /// Echo it in `X-CSRF-Token` on cookie-authenticated POST/PUT/PATCH/DELETE.
     pub csrf_token: String,
 }
@@ -384,7 +385,15 @@ async fn login(
             return Err(too_many(limited.retry_after_s, limited.scope));
         }
     };
-    let Some(standing) = check_password(&app, &body.username, body.password).await? else {
+    let checked = match check_password(&app, &body.username, body.password).await {
+        Ok(c) => c,
+        Err(e) => {
+            // Not checked (the hashing pool is full): no failure to count.
+            signin.throttle.succeeded(attempt);
+            return Err(e);
+        }
+    };
+    let Some((standing, must_change_password)) = checked else {
         crate::audit::record(&app.audit, audit(AuditResult::Failure, "invalid_credentials")).await;
         return Err(invalid_credentials());
     };
@@ -420,6 +429,7 @@ async fn login(
         expires_at: crate::clock::rfc3339_ms(claims.exp * 1000),
         username,
         role: standing.role,
+        must_change_password,
         csrf_token: csrf.clone(),
     };
     let mut res = axum::Json(body).into_response();
@@ -432,28 +442,45 @@ async fn login(
     Ok(res)
 }
 
-/// Verifies off the executor, at most [`CONCURRENT_HASHES`] at once; unknown users are checked
-/// against a decoy hash so they take the same time.
+/// Verifies on the bounded hashing pool (429 + `Retry-After` when it is full); unknown users
+/// are checked against a decoy hash so they take the same time. Answers the account's standing
+/// and whether its password must be replaced, when the password matched.
 async fn check_password(
     app: &AuthState,
     username: &str,
     password: String,
-) -> Result<Option<accounts::Standing>, ApiError> {
-    let _permit = app.signin.hashing.acquire().await.map_err(ApiError::internal)?;
+) -> Result<Option<(accounts::Standing, bool)>, ApiError> {
     let name = username.to_string();
     let account = app.store.read(move |txn| accounts::get(txn, &name)).await?;
     let (hash, known) = match account {
         Some(a) => {
             let standing = accounts::Standing::from(&a);
-            (a.password_hash, Some(standing))
+            let must_change = a.must_change_password || super::account_routes::still_initial(app, &a);
+            (a.password_hash, Some((standing, must_change)))
         }
         None => (app.signin.dummy_hash.clone(), None),
     };
-    let matched = tokio::task::spawn_blocking(move || accounts::verify_password(&hash, &password))
-        .await
-        .map_err(ApiError::internal)?;
+    let matched =
+        app.signin.hashing.run(move || accounts::verify_password(&hash, &password)).await.map_err(pool_error)?;
     app.signin.password_checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(known.filter(|_| matched))
+}
+
+/// The hashing pool's refusal as an answer: 429 with `Retry-After` (nothing was checked).
+pub(super) fn pool_error(e: super::hash_pool::PoolError) -> ApiError {
+    match e {
+        super::hash_pool::PoolError::Busy(_) => {
+            let s = super::hash_pool::RETRY_AFTER_S;
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::RateLimited,
+                format!("many sign-ins at once: try again in {s} second (no password was checked)"),
+            )
+            .with_details(serde_json::json!({ "retry_after_s": s, "scope": "server" }))
+            .with_header(header::RETRY_AFTER, HeaderValue::from(s))
+        }
+        other => ApiError::internal(other),
+    }
 }
 
 /// Sign out: the token (cookie or bearer) stops working at once and the cookies are cleared.

@@ -5,6 +5,8 @@ pub mod account_routes;
 pub mod accounts;
 pub mod cookies;
 pub mod guard;
+pub mod hash_pool;
+pub mod invites;
 pub mod keys;
 pub mod login;
 pub mod offline;

@@ -64,6 +64,12 @@ pub enum ErrorCode {
     CsrfFailed,
     /// 403: sign-in or sign-out sent from another site's page.
     CrossOrigin,
+    /// 410: the invite link was used already.
+    InviteUsed,
+    /// 410: the invite link is older than 72 hours.
+    InviteExpired,
+    /// 410: the invite's account, or the admin who sent it, was deleted since.
+    InviteRevoked,
     /// 421: this host does not serve the route (a session domain, or another session's).
     WrongHost,
 
@@ -151,6 +157,9 @@ impl ErrorCode {
             Self::Conflict => "conflict",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::RateLimited => "rate_limited",
+            Self::InviteUsed => "invite_used",
+            Self::InviteExpired => "invite_expired",
+            Self::InviteRevoked => "invite_revoked",
             Self::TooManyRequests => "too_many_requests",
             Self::ServerBusy => "server_busy",
             Self::Unavailable => "unavailable",
@@ -222,6 +231,9 @@ mod tests {
         (ErrorCode::Conflict, "conflict"),
         (ErrorCode::IdempotencyKeyReused, "idempotency_key_reused"),
         (ErrorCode::RateLimited, "rate_limited"),
+        (ErrorCode::InviteUsed, "invite_used"),
+        (ErrorCode::InviteExpired, "invite_expired"),
+        (ErrorCode::InviteRevoked, "invite_revoked"),
         (ErrorCode::TooManyRequests, "too_many_requests"),
         (ErrorCode::ServerBusy, "server_busy"),
         (ErrorCode::Unavailable, "unavailable"),

@@ -155,13 +155,17 @@ pub struct VerifyRequest {
     /// The client as the ingress saw it: `X-Real-IP`, else the first `X-Forwarded-For` entry.
     pub client_addr: Option<String>,
     pub user_agent: Option<String>,
+    /// The account the browser is signed in to the console as, when its console cookie came
+    /// along, and whether it is an admin's: a token minted for another account is refused to a
+    /// member (a forwarded link opens nothing for a colleague); an admin may open any session.
+    pub console_user: Option<(String, bool)>,
 }
 
 /// A yes from verify.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     pub session_id: String,
-    /// Set when a token was redeemed (`X-GShare-User`).
+    /// Set when a token was redeemed (`X-GShare-User`): the owner it was minted for.
     pub owner: Option<String>,
     /// A cookie to set: a fresh one when a token was redeemed, a renewed one when the cookie sent
     /// was due for renewal.
@@ -178,6 +182,9 @@ pub enum Denied {
     OtherClient,
     NotRunning,
     OtherSession,
+    /// The token was minted for another account than the member the browser is signed in to
+    /// the console as (a forwarded link).
+    OtherUser,
     /// No `X-Original-URL` or `X-Original-URI`: which session is asked for is unknown.
     MissingUri,
     /// A header repeated, or `X-Original-URL` and `X-Original-URI` naming different targets (a
@@ -196,6 +203,7 @@ impl Denied {
             Self::OtherClient => "token_other_client",
             Self::NotRunning => "session_not_running",
             Self::OtherSession => "other_session",
+            Self::OtherUser => "other_user",
             Self::MissingUri => "uri_missing",
             Self::ConflictingUri => "uri_conflict",
             Self::Uri(r) => r.as_str(),
@@ -284,6 +292,8 @@ pub fn app_path(kind: &str) -> Option<&'static str> {
 
 impl Sessions {
     /// Mints a one-time token and the URL that redeems it.
+    /// Mints it for the session's owner (an admin opening another's session is audited by the
+    /// caller as such).
     pub async fn connect(&self, id: &str, kind: &str) -> Result<Connection, SessionError> {
         let path = app_path(kind).ok_or_else(|| SessionError::Invalid {
             field: "kind",
@@ -422,6 +432,10 @@ impl Sessions {
         let Some(session) = session.filter(|s| s.phase == Phase::Running) else {
             return Ok(Err(Denied::NotRunning));
         };
+        // A link minted for A opens nothing in a browser signed in to the console as member B.
+        if req.console_user.as_ref().is_some_and(|(b, admin)| !admin && *b != t.owner) {
+            return Ok(Err(Denied::OtherUser));
+        }
         // A HEAD (a link preview, a prefetch) is answered but redeems nothing: no cookie, no binding.
         if req.method.as_deref().is_some_and(|m| m.eq_ignore_ascii_case("HEAD")) {
             return Ok(Ok(Verified { session_id: t.session_id, owner: None, cookie: None }));

@@ -229,7 +229,11 @@ impl Sessions {
 
     // ---- offerings -------------------------------------------------------------------------
 
-    pub async fn offerings(&self, status: Option<OfferingStatus>) -> Result<Vec<OfferingView>, SessionError> {
+    pub async fn offerings(
+        &self,
+        status: Option<OfferingStatus>,
+        viewer: Viewer,
+    ) -> Result<Vec<OfferingView>, SessionError> {
         Ok(self
             .store
             .read(move |txn| {
@@ -238,6 +242,7 @@ impl Sessions {
                     .list(txn)?
                     .into_iter()
                     .filter(|(_, o)| status.is_none_or(|s| o.status == s))
+                    .filter(|(_, o)| viewer.sees(o))
                     .map(|(_, o)| {
                         let live = live_sessions.iter().filter(|s| s.offering_id == o.id).count();
                         OfferingView::new(&o, live as u64)
@@ -249,11 +254,12 @@ impl Sessions {
             .await?)
     }
 
-    pub async fn offering(&self, id: &str) -> Result<OfferingView, SessionError> {
+    /// One offering; one the viewer may not see answers as a missing one.
+    pub async fn offering(&self, id: &str, viewer: Viewer) -> Result<OfferingView, SessionError> {
         let id = id.to_string();
         self.store
             .read(move |txn| {
-                let Some(o) = OFFERINGS.get(txn, &id)? else { return Ok(None) };
+                let Some(o) = OFFERINGS.get(txn, &id)?.filter(|o| viewer.sees(o)) else { return Ok(None) };
                 let live = live_sessions(txn)?.iter().filter(|s| s.offering_id == o.id).count();
                 Ok(Some(OfferingView::new(&o, live as u64)))
             })
@@ -262,6 +268,7 @@ impl Sessions {
     }
 
     pub async fn create_offering(&self, req: offerings::OfferingCreate) -> Result<OfferingView, SessionError> {
+        let visible_to = offerings::check_visible_to(req.visible_to.clone())?;
         let (name, shape) = req.into_shape()?;
         let now = self.clock.now_ms();
         let record = OfferingRecord {
@@ -270,6 +277,7 @@ impl Sessions {
             shape,
             status: OfferingStatus::Active,
             created_at: now,
+            visible_to,
         };
         let r = record.clone();
         self.store
@@ -346,7 +354,14 @@ impl Sessions {
     }
 
     /// Records the session, applies its CR, records the outcome.
-    pub async fn create(&self, req: CreateSession, default_owner: &str) -> Result<SessionRecord, SessionError> {
+    /// `viewer`: a member creates only from an offering they may see (another answers as a
+    /// missing one).
+    pub async fn create(
+        &self,
+        req: CreateSession,
+        default_owner: &str,
+        viewer: Viewer,
+    ) -> Result<SessionRecord, SessionError> {
         let owner = check_owner(req.owner.as_deref().unwrap_or(default_owner))?;
         let name = match req.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
             Some(n) => Some(offerings::check_name(n)?),
@@ -363,6 +378,7 @@ impl Sessions {
             .write_with(move |txn| {
                 let o = OFFERINGS
                     .get_in_write(txn, &offering_id)?
+                    .filter(|o| viewer.sees(o))
                     .ok_or_else(|| SessionError::NotFound(format!("no offering {offering_id}")))?;
                 if o.status != OfferingStatus::Active {
                     return Err(conflict(

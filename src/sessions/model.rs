@@ -122,6 +122,28 @@ pub struct OfferingRecord {
     pub shape: Shape,
     pub status: OfferingStatus,
     pub created_at: i64,
+    /// The groups whose members may see and use it; `None`: every member (rows stored before
+    /// this field read so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_to: Option<Vec<String>>,
+}
+
+/// Who reads the catalogue: an admin sees every offering; a member those visible to everyone
+/// or to their group. An offering a member may not see answers as a missing one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Viewer {
+    Admin,
+    Member { group: Option<String> },
+}
+
+impl Viewer {
+    pub fn sees(&self, o: &OfferingRecord) -> bool {
+        match (self, &o.visible_to) {
+            (Self::Admin, _) | (Self::Member { .. }, None) => true,
+            (Self::Member { group: Some(g) }, Some(groups)) => groups.iter().any(|x| x == g),
+            (Self::Member { group: None }, Some(_)) => false,
+        }
+    }
 }
 
 /// An offering as the API shows it.
@@ -135,6 +157,8 @@ pub struct OfferingView {
     pub created_at: String,
     /// Live sessions created from it.
     pub sessions: u64,
+    /// The groups whose members see it; `null`: every member.
+    pub visible_to: Option<Vec<String>>,
 }
 
 impl OfferingView {
@@ -146,6 +170,7 @@ impl OfferingView {
             status: r.status,
             created_at: rfc3339_ms(r.created_at),
             sessions: live_sessions,
+            visible_to: r.visible_to.clone(),
         }
     }
 }

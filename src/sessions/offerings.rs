@@ -48,6 +48,10 @@ pub struct OfferingCreate {
     /// Default 0 = no cap.
     #[serde(default)]
     pub max_runtime_sec: Option<i64>,
+    /// The groups whose members may see and use it (1–100 group names); omitted or `null`:
+    /// every member. Admins see every offering.
+    #[serde(default)]
+    pub visible_to: Option<Vec<String>>,
 }
 
 /// `PATCH /api/v1/offerings/{id}`: any subset; running sessions keep the shape they started with.
@@ -68,6 +72,43 @@ pub struct OfferingPatch {
     pub idle_timeout_sec: Option<i64>,
     pub max_runtime_sec: Option<i64>,
     pub status: Option<OfferingStatus>,
+    /// Groups whose members see it, or `null` for every member.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub visible_to: Option<Option<Vec<String>>>,
+}
+
+fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Vec<String>>>, D::Error> {
+    Option::<Vec<String>>::deserialize(d).map(Some)
+}
+
+/// Most groups one offering names.
+pub const MAX_VISIBLE_GROUPS: usize = 100;
+
+/// Checks `visible_to`: `None` (every member) or 1–100 group names (the username rule), kept
+/// sorted without duplicates.
+pub fn check_visible_to(groups: Option<Vec<String>>) -> Result<Option<Vec<String>>, SessionError> {
+    let Some(groups) = groups else { return Ok(None) };
+    if groups.is_empty() || groups.len() > MAX_VISIBLE_GROUPS {
+        return Err(invalid(
+            "visible_to",
+            format!("must name 1–{MAX_VISIBLE_GROUPS} groups, or be null for every member"),
+        ));
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let g = g.trim().to_string();
+        if crate::auth::accounts::check_group(&g).is_err() {
+            return Err(invalid(
+                "visible_to",
+                format!("`{}` is not a group name: 1–64 characters, letters, digits and - _ . @", g.escape_debug()),
+            ));
+        }
+        out.push(g);
+    }
+    out.sort();
+    out.dedup();
+    Ok(Some(out))
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> SessionError {
@@ -201,6 +242,10 @@ impl OfferingPatch {
             out.status = st;
             fields.push("status");
         }
+        if let Some(v) = self.visible_to {
+            out.visible_to = check_visible_to(v)?;
+            fields.push("visible_to");
+        }
         out.shape = check_shape(out.shape)?;
         Ok((out, fields))
     }
@@ -224,6 +269,7 @@ mod tests {
             disk_gb: None,
             idle_timeout_sec: None,
             max_runtime_sec: None,
+            visible_to: None,
         }
     }
 
@@ -248,5 +294,30 @@ mod tests {
         assert_eq!(field(OfferingCreate { idle_timeout_sec: Some(-1), ..gpu() }.into_shape()), "idle_timeout_sec");
         let cpu_with_gpu = OfferingCreate { resource_class: ResourceClass::Cpu, ..gpu() };
         assert_eq!(field(cpu_with_gpu.into_shape()), "resource_class");
+    }
+
+    #[test]
+    fn visible_to_is_every_member_or_some_groups() {
+        assert_eq!(check_visible_to(None).unwrap(), None);
+        let v = check_visible_to(Some(vec![" nlp".into(), "vision".into(), "nlp".into()])).unwrap();
+        assert_eq!(v, Some(vec!["nlp".to_string(), "vision".to_string()]));
+        for bad in [vec![], vec!["a b".to_string()], vec!["x\u{200b}".to_string()], vec!["g".to_string(); 101]] {
+            assert!(check_visible_to(Some(bad.clone())).is_err(), "{bad:?}");
+        }
+        let record = |visible_to| OfferingRecord {
+            id: "off_1".into(),
+            name: "n".into(),
+            shape: Shape::default(),
+            status: OfferingStatus::Active,
+            created_at: 0,
+            visible_to,
+        };
+        let vision = Viewer::Member { group: Some("vision".into()) };
+        let nobody = Viewer::Member { group: None };
+        assert!(vision.sees(&record(None)) && nobody.sees(&record(None)));
+        let some = record(Some(vec!["nlp".into(), "vision".into()]));
+        assert!(vision.sees(&some) && Viewer::Admin.sees(&some));
+        assert!(!nobody.sees(&some));
+        assert!(!Viewer::Member { group: Some("nl".into()) }.sees(&some));
     }
 }

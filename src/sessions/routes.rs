@@ -89,12 +89,13 @@ struct OfferingParams {
     status: Option<String>,
 }
 
-/// The offerings catalogue, by name.
+/// The offerings catalogue, by name: an admin sees every offering, a member those visible to every
+/// member or to their group (`visible_to`).
 #[utoipa::path(get, path = "/api/v1/offerings", tag = "sessions", params(OfferingParams),
     responses((status = 200, body = OfferingList), (status = 401, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn list_offerings(
     State(app): State<SessionsState>,
-    _caller: SignedIn,
+    caller: SignedIn,
     Query(p): Query<OfferingParams>,
 ) -> Result<axum::Json<OfferingList>, ApiError> {
     let status = match p.status.as_deref() {
@@ -103,7 +104,18 @@ async fn list_offerings(
         Some("inactive") => Some(OfferingStatus::Inactive),
         Some(_) => return Err(ApiError::field(&["query", "status"], "must be active or inactive", "enum")),
     };
-    Ok(axum::Json(OfferingList { data: app.sessions.offerings(status).await? }))
+    let viewer = viewer(&app, &caller).await?;
+    Ok(axum::Json(OfferingList { data: app.sessions.offerings(status, viewer).await? }))
+}
+
+/// What the caller may see of the catalogue: an admin all, a member what their group may.
+async fn viewer(app: &SessionsState, caller: &SignedIn) -> Result<Viewer, ApiError> {
+    if caller.is_admin() {
+        return Ok(Viewer::Admin);
+    }
+    let name = caller.username.clone();
+    let account = app.store.read(move |txn| crate::auth::accounts::get(txn, &name)).await?;
+    Ok(Viewer::Member { group: account.and_then(|a| a.group) })
 }
 
 /// Add an offering.
@@ -124,16 +136,17 @@ async fn create_offering(
     Ok((StatusCode::CREATED, axum::Json(outcome?)).into_response())
 }
 
-/// One offering.
+/// One offering (to a member, one not visible to them answers 404 like a missing one).
 #[utoipa::path(get, path = "/api/v1/offerings/{id}", tag = "sessions",
     params(("id" = String, Path, description = "off_<ULID>")),
     responses((status = 200, body = OfferingView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn show_offering(
     State(app): State<SessionsState>,
-    _caller: SignedIn,
+    caller: SignedIn,
     Path(id): Path<String>,
 ) -> Result<axum::Json<OfferingView>, ApiError> {
-    Ok(axum::Json(app.sessions.offering(&id).await?))
+    let viewer = viewer(&app, &caller).await?;
+    Ok(axum::Json(app.sessions.offering(&id, viewer).await?))
 }
 
 /// Edit an offering or (de)activate it; sessions keep the shape they were created with.
@@ -298,9 +311,10 @@ async fn create_session(
     }
     let raw: serde_json::Value = parse_json(&body)?;
     let scope = admin.actor();
+    let viewer = viewer(&app, &admin).await?;
     idempotency::run(&app.store, &app.clock, &app.idempotency, &scope, key, &raw, || async {
         let offering = req.offering_id.clone();
-        let outcome = app.sessions.create(req, &admin.username).await.map_err(ApiError::from);
+        let outcome = app.sessions.create(req, &admin.username, viewer).await.map_err(ApiError::from);
         let target = match &outcome {
             Ok(s) => s.id.clone(),
             Err(e) => e.details.get("session_id").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
@@ -425,9 +439,15 @@ async fn connect_session(
 ) -> Result<axum::Json<Connection>, ApiError> {
     let req: ConnectRequest = if body.is_empty() { ConnectRequest { kind: None } } else { parse_json(&body)? };
     let kind = req.kind.unwrap_or_else(|| "lab".into());
-    owned(&app, &admin, &id).await?;
+    let session = owned(&app, &admin, &id).await?;
+    // Minted for the owner; an admin opening someone else's session is audited as such.
     let outcome = app.sessions.connect(&id, &kind).await.map_err(ApiError::from);
-    audit(&app.audit, &meta, &admin, "session.connect", &id, serde_json::json!({ "kind": kind }), &outcome).await;
+    let details = serde_json::json!({
+        "kind": kind,
+        "owner": session.owner,
+        "as_admin": session.owner != admin.username,
+    });
+    audit(&app.audit, &meta, &admin, "session.connect", &id, details, &outcome).await;
     Ok(axum::Json(outcome?))
 }
 
@@ -454,6 +474,7 @@ struct VerifyParams {
     ))]
 async fn connect_verify(
     State(app): State<SessionsState>,
+    State(gate): State<crate::auth::guard::Gate>,
     Query(p): Query<VerifyParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -471,6 +492,7 @@ async fn connect_verify(
         client_addr: text("x-real-ip")
             .or_else(|| text("x-forwarded-for").and_then(|v| v.split(',').next().map(|a| a.trim().to_string()))),
         user_agent: text("user-agent"),
+        console_user: crate::auth::guard::console_user(&gate, &headers),
     };
     match app.sessions.verify(req).await? {
         Ok(v) => {
@@ -504,6 +526,9 @@ fn denied(d: Denied) -> ApiError {
         }
         Denied::NotRunning => "the session is not running",
         Denied::OtherSession => "the credentials are for another session",
+        Denied::OtherUser => {
+            "this link was made for another account than the member signed in to the console here; open the session from your own console"
+        }
         Denied::MissingUri => "no X-Original-URL or X-Original-URI: the session asked for is unknown",
         Denied::ConflictingUri => "X-Original-URL / X-Original-URI repeated or naming different targets",
         Denied::Uri(r) => r.message(),

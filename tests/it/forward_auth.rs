@@ -522,3 +522,71 @@ async fn remembered_lookups_end_with_the_session_and_stay_with_their_session() {
     assert_eq!((r.status, r.body["error"]["code"].as_str()), (404, Some("not_found")));
     s.stop().await;
 }
+
+/// Issue 24: a connection token is minted for the session's owner. A browser signed in to the
+/// console as another member (its console cookie arrives at verify) cannot use it: a forwarded
+/// link opens nothing for a colleague. The owner's own browser, one not signed in, and an admin's
+/// (who may open any session; `session.connect` is audited with the owner) can.
+#[tokio::test]
+async fn a_link_minted_for_one_member_opens_nothing_for_another() {
+    let (s, _c, _cid, [a, b]) = two_sessions("fa-members").await;
+    // The free-text owners alice and bob become accounts: the sessions are theirs now.
+    let mut console = std::collections::HashMap::new();
+    for name in ["alice", "bob"] {
+        let body = json!({"username": name, "password": format!("{name}'s long passphrase")});
+        send(&s, reqwest::Method::POST, "/api/v1/users", Some(body), 201).await;
+        let res = s
+            .client
+            .post(s.url("/api/v1/auth/login"))
+            .json(&json!({"username": name, "password": format!("{name}'s long passphrase")}))
+            .send()
+            .await
+            .unwrap();
+        let v: Value = res.json().await.unwrap();
+        console.insert(name, format!("gshare_console={}", v["access_token"].as_str().unwrap()));
+    }
+    let admin_cookie = format!("gshare_console={}", crate::sessions::admin(&s));
+    let url = |t: &str| format!("http://{DOMAIN}/proxy/{}/lab?gshare_cnx={t}", a.cr);
+
+    // Alice's link in Bob's browser: refused, and the token is not spent.
+    let t = token(&s, &a.sid).await;
+    let res = verify(&s, &[("X-Original-URL", &url(&t)), ("Cookie", &console["bob"])]).await;
+    let (status, _, reason) = outcome(res).await;
+    assert_eq!((status, reason.as_str()), (401, "other_user"));
+    // In her own browser it opens, as her.
+    let res = verify(&s, &[("X-Original-URL", &url(&t)), ("Cookie", &console["alice"])]).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["x-gshare-user"], "alice");
+    // An admin's browser opens anyone's.
+    let t = token(&s, &a.sid).await;
+    let res = verify(&s, &[("X-Original-URL", &url(&t)), ("Cookie", &admin_cookie)]).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["x-gshare-user"], a.owner.as_str(), "minted for the owner");
+    // A console cookie that is not valid counts as none (a browser not signed in opens it).
+    let t = token(&s, &a.sid).await;
+    let res = verify(&s, &[("X-Original-URL", &url(&t)), ("Cookie", "gshare_console=forged.jwt.value")]).await;
+    assert_eq!(res.status(), 200);
+    // Bob's own session in Bob's browser: fine.
+    let t = token(&s, &b.sid).await;
+    let burl = format!("http://{DOMAIN}/proxy/{}/lab?gshare_cnx={t}", b.cr);
+    assert_eq!(verify(&s, &[("X-Original-URL", &burl), ("Cookie", &console["bob"])]).await.status(), 200);
+    let v = send(&s, reqwest::Method::GET, "/api/v1/audit?action=session.connect", None, 200).await;
+    let entry = v["data"].as_array().unwrap().iter().find(|e| e["target"] == a.sid.as_str()).unwrap().clone();
+    assert_eq!(entry["actor"], "admin:admin", "{entry}");
+    assert_eq!(entry["details"]["owner"], "alice", "{entry}");
+    assert_eq!(entry["details"]["as_admin"], true, "{entry}");
+    // A member opening their own: as_admin false.
+    let alice_token = console["alice"].trim_start_matches("gshare_console=").to_string();
+    let res = s
+        .client
+        .post(s.url(&format!("/api/v1/sessions/{}/connect", a.sid)))
+        .bearer_auth(&alice_token)
+        .json(&json!({"kind": "lab"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let v = send(&s, reqwest::Method::GET, "/api/v1/audit?action=session.connect&actor=user:alice", None, 200).await;
+    assert_eq!(v["data"][0]["details"]["as_admin"], false, "{v}");
+    s.stop().await;
+}

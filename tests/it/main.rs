@@ -29,3 +29,4 @@ mod storage_full;
 mod support;
 mod tls;
 mod users;
+mod users_admin;

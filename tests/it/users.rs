@@ -193,6 +193,7 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/auth/me"),
     ("post", "/api/v1/auth/login"),
     ("post", "/api/v1/auth/logout"),
+    ("post", "/api/v1/auth/invite"),
     ("get", "/api/v1/offerings"),
     ("get", "/api/v1/offerings/{id}"),
     ("get", "/api/v1/sessions"),

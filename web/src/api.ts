@@ -54,6 +54,8 @@ export function csrfHeaders(method: string, cookie = typeof document === "undefi
 
 export interface RequestOptions {
   body?: unknown;
+  /** A body sent as it is, with its content type (a CSV import), instead of `body` as JSON. */
+  raw?: { contentType: string; text: string };
   headers?: Record<string, string>;
   signal?: AbortSignal;
   /** Don't call the unauthenticated handler on 401 (the sign-in request itself). */
@@ -66,6 +68,9 @@ export async function request<T>(method: string, path: string, opts: RequestOpti
   if (opts.body !== undefined) {
     headers["Content-Type"] = "application/json";
     body = JSON.stringify(opts.body);
+  } else if (opts.raw) {
+    headers["Content-Type"] = opts.raw.contentType;
+    body = opts.raw.text;
   }
   let res: Response;
   try {

@@ -18,6 +18,7 @@ import { MySessionsPage } from "./pages/MySessions";
 import { OfferingsPage } from "./pages/Offerings";
 import { OverviewPage } from "./pages/Overview";
 import { SessionsPage } from "./pages/Sessions";
+import { UsersPage } from "./pages/Users";
 import { navigate, onLinkClick, usePath } from "./router";
 
 const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
@@ -26,6 +27,8 @@ const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
   { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
+  // Admins only: the lab's accounts.
+  { path: "/users", label: "Users", render: () => <UsersPage /> },
 ];
 
 /** Where a member lands: their own sessions. */

@@ -150,6 +150,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/invite": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept an invite link: sets the account's password (its owner's choice: no change asked at
+         *     sign-in) and uses the link up; then sign in with `POST /api/v1/auth/login`. JSON only and from
+         *     this server's own pages, like sign-in. A link used before, expired (72 h), for an account
+         *     deleted since, or sent by an admin whose account was deleted since is refused (410 with the
+         *     reason's code); an unknown one is 404.
+         */
+        post: operations["accept_invite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/login": {
         parameters: {
             query?: never;
@@ -477,7 +500,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The offerings catalogue, by name. */
+        /**
+         * The offerings catalogue, by name: an admin sees every offering, a member those visible to every
+         *     member or to their group (`visible_to`).
+         */
         get: operations["list_offerings"];
         put?: never;
         /** Add an offering. */
@@ -495,7 +521,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One offering. */
+        /** One offering (to a member, one not visible to them answers 404 like a missing one). */
         get: operations["show_offering"];
         put?: never;
         post?: never;
@@ -683,7 +709,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The lab's accounts, by username. */
+        /**
+         * The lab's accounts, by username: one page (`page`, `size`), or with `format=csv` every match
+         *     as a CSV file (`username,role,group,disabled,must_change_password,created_at,password_changed_at`).
+         */
         get: operations["list_users"];
         put?: never;
         /**
@@ -691,6 +720,31 @@ export interface paths {
          *     `password` one is generated and answered once.
          */
         post: operations["create_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create up to 1,000 accounts at once from JSON (`{"users": [{username, role?, group?}]}`) or
+         *     CSV (`text/csv`, header `username,role,group`). All or nothing: every row is checked first
+         *     (the username rule, invisible and bidi characters, a name twice or differing only in case in
+         *     the file, a name taken, the role, the group) and a single bad row creates nothing — the 422
+         *     answer's `details.results` says what is wrong with each row. Otherwise every account is
+         *     created in one transaction with a generated first password, answered this once
+         *     (`Cache-Control: no-store`) and replaced by its owner at first sign-in.
+         */
+        post: operations["bulk_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -707,7 +761,13 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete an account for good: it can no longer sign in (its tokens and cookies stop at the next
+         *     request), its pending invites go; its sessions keep running (an admin still sees and ends
+         *     them) and the audit log keeps its name, which is not given to another account. Never the last
+         *     enabled admin, and not oneself.
+         */
+        delete: operations["delete_user"];
         options?: never;
         head?: never;
         /**
@@ -715,6 +775,47 @@ export interface paths {
          *     request (its sessions keep running); the last enabled admin cannot be disabled or demoted.
          */
         patch: operations["patch_user"];
+        trace?: never;
+    };
+    "/api/v1/users/{username}/invite": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a single-use invite link for an account (good for 72 hours): its owner sets their own
+         *     password with it. A new link replaces the account's unused one. Answered once
+         *     (`Cache-Control: no-store`); only a hash of the secret is stored.
+         */
+        post: operations["invite_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{username}/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reset an account's password: a generated one, answered once (`Cache-Control: no-store`), which
+         *     its owner replaces at the next sign-in. The account's sign-ins end at once. No body.
+         */
+        post: operations["reset_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/healthz": {
@@ -1012,6 +1113,13 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description Accepting an invite link. */
+        AcceptInvite: {
+            /** @description The password to set (the rules of any new password). */
+            password: string;
+            /** @description The link's `inv_…` token. */
+            token: string;
+        };
         /** @description `{"accepted":true}` (202), upstream's answer to most callbacks. */
         Accepted: {
             accepted: boolean;
@@ -1021,6 +1129,8 @@ export interface components {
             created_at: string;
             disabled: boolean;
             group?: string | null;
+            /** @description The password was set by an admin and its owner has not changed it yet. */
+            must_change_password: boolean;
             password_changed_at: string;
             role: components["schemas"]["UserRole"];
             username: string;
@@ -1030,7 +1140,8 @@ export interface components {
             created_at?: string | null;
             /**
              * @description True while `admin` still has the password the first start wrote to
-             *     `<data_dir>/initial-admin-password`: the console asks for a new one first.
+             *     `<data_dir>/initial-admin-password`, or while an account has a password an admin set (a
+             *     first password, a reset): the console asks for a new one first.
              */
             must_change_password: boolean;
             password_changed_at?: string | null;
@@ -1101,6 +1212,40 @@ export interface components {
             image_ref?: string | null;
             log_tail?: string | null;
             phase: string;
+        };
+        /** @description A bulk import's answer: every row created. */
+        BulkCreated: {
+            created: number;
+            results: components["schemas"]["BulkResult"][];
+        };
+        /** @description One row's outcome. */
+        BulkResult: {
+            /** @description What is wrong with the row (error rows). */
+            errors?: string[];
+            group?: string | null;
+            /** @description The generated first password, shown this once (created rows). */
+            password?: string | null;
+            role?: components["schemas"]["UserRole"] | null;
+            /** @description 1-based, in the order sent (the CSV's header is not a row). */
+            row: number;
+            /** @description `created`, or `error` (then nothing at all was created). */
+            status: string;
+            username: string;
+        };
+        /**
+         * @description One account to create (CSV: a line under the header `username,role,group`; role and group may
+         *     be empty or left out).
+         */
+        BulkRow: {
+            group?: string | null;
+            /** @description `member` (default) or `admin`. */
+            role?: string | null;
+            username: string;
+        };
+        /** @description `POST /api/v1/users/bulk` as JSON. */
+        BulkUsers: {
+            /** @description At most 1,000. */
+            users: components["schemas"]["BulkRow"][];
         };
         CardDetail: {
             /** Format: int64 */
@@ -1299,7 +1444,7 @@ export interface components {
          * @description The stable, machine-readable reason of an error answer.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
+        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
         ErrorDetail: {
             /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
             code: components["schemas"]["ErrorCode"];
@@ -1415,6 +1560,18 @@ export interface components {
         Hostnames: {
             hostnames: string[];
         };
+        /** @description An invite link, shown this once (only a hash of its secret is kept). */
+        InviteLink: {
+            expires_at: string;
+            /** @description `inv_…`: what `POST /api/v1/auth/invite` takes. */
+            token: string;
+            /**
+             * @description The console's page for it (`<public_url>/invite#<token>`: the fragment never reaches a
+             *     server log or a `Referer`).
+             */
+            url: string;
+            username: string;
+        };
         /** @description One RSA public key (RFC 7517); never any private member. */
         Jwk: {
             alg: string;
@@ -1453,6 +1610,11 @@ export interface components {
              * @description Seconds until the token expires.
              */
             expires_in: number;
+            /**
+             * @description An admin set this password (a first password, a reset, or `admin`'s initial one): the
+             *     console asks for a new one before anything else (`POST /api/v1/account/password`).
+             */
+            must_change_password: boolean;
             /** @description `admin` (the whole console) or `member` (their own sessions). */
             role: components["schemas"]["UserRole"];
             /** @description `Bearer` */
@@ -1629,6 +1791,11 @@ export interface components {
             /** @description 1–80 characters, unique; no control, bidi-override or zero-width characters. */
             name: string;
             resource_class: components["schemas"]["ResourceClass"];
+            /**
+             * @description The groups whose members may see and use it (1–100 group names); omitted or `null`:
+             *     every member. Admins see every offering.
+             */
+            visible_to?: string[] | null;
         };
         /** @description `GET /api/v1/offerings`. */
         OfferingList: {
@@ -1655,6 +1822,8 @@ export interface components {
             mode?: components["schemas"]["GpuMode"] | null;
             name?: string | null;
             status?: components["schemas"]["OfferingStatus"] | null;
+            /** @description Groups whose members see it, or `null` for every member. */
+            visible_to?: string[] | null;
         };
         /** @enum {string} */
         OfferingStatus: "active" | "inactive";
@@ -1669,6 +1838,8 @@ export interface components {
              */
             sessions: number;
             status: components["schemas"]["OfferingStatus"];
+            /** @description The groups whose members see it; `null`: every member. */
+            visible_to?: string[] | null;
         };
         /** @description `POST /internal/audit/operator` (§2.2). */
         OperatorAudit: {
@@ -1898,6 +2069,12 @@ export interface components {
             prerequisites?: components["schemas"]["Prerequisites"] | null;
             profile?: components["schemas"]["ProfileChoice"] | null;
             token?: components["schemas"]["TokenView"] | null;
+        };
+        /** @description A password reset's answer: the new password, shown this once. */
+        ResetPassword: {
+            /** @description Generated; its owner replaces it at the next sign-in. */
+            password: string;
+            username: string;
         };
         /** @enum {string} */
         ResourceClass: "gpu" | "cpu";
@@ -2171,9 +2348,21 @@ export interface components {
             name: string;
             reason: string;
         };
+        /** @description One page of accounts, by username. */
         UserList: {
             data: components["schemas"]["AccountSummary"][];
+            pagination: components["schemas"]["UserPagination"];
+        };
+        /** @description Where a page of accounts is (the same fields as the sessions list's `pagination`). */
+        UserPagination: {
+            /** Format: int64 */
+            page: number;
+            /** Format: int64 */
+            size: number;
+            /** Format: int64 */
             total: number;
+            /** Format: int64 */
+            total_pages: number;
         };
         UserPatch: {
             disabled?: boolean | null;
@@ -2791,6 +2980,118 @@ export interface operations {
             };
             /** @description page or size out of range, or a cursor that is no entry id */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    accept_invite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AcceptInvite"];
+            };
+        };
+        responses: {
+            /** @description the password is set; sign in with it */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthenticated: no admin token or console session, or an invalid or ended one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `cross_origin`: sent from another site's page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such invite link */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invite_used`, `invite_expired` or `invite_revoked` (the account or the inviter was deleted) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not `application/json` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a password the rules refuse */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description many sign-ins at once, with Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5411,6 +5712,17 @@ export interface operations {
                 group?: string;
                 /** @description Part of the username, without regard to case. */
                 q?: string;
+                /** @description `true`: disabled accounts only; `false`: enabled ones only. */
+                disabled?: boolean;
+                /** @description 1-based page (default 1). */
+                page?: number;
+                /** @description Page size 1–100 (default 20). */
+                size?: number;
+                /**
+                 * @description `json` (default: one page) or `csv` (every match, no paging; cells that a spreadsheet would
+                 *     run as a formula — starting with `=`, `+`, `-`, `@`, tab or CR — are prefixed with `'`).
+                 */
+                format?: string;
             };
             header?: never;
             path?: never;
@@ -5424,6 +5736,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UserList"];
+                    "text/csv": string;
                 };
             };
             /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
@@ -5452,7 +5765,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description a role that is not admin or member */
+            /** @description a bad role, state, page, size or format */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5557,6 +5870,164 @@ export interface operations {
             };
         };
     };
+    bulk_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkUsers"];
+                "text/csv": string;
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkCreated"];
+                };
+            };
+            /** @description not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden_role`: not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a name was taken while the import ran; nothing was created */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description more than 1,000 rows (`details.max_rows`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description neither JSON nor CSV */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no rows, a bad CSV header, or rows with problems: `details.results[]` per row; nothing was created */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden_role`: not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the last enabled admin (`details.reason`: last), or oneself (self) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     patch_user: {
         parameters: {
             query?: never;
@@ -5634,6 +6105,116 @@ export interface operations {
             };
             /** @description a bad group */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    invite_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InviteLink"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden_role`: not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reset_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResetPassword"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden_role`: not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

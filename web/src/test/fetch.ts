@@ -10,6 +10,15 @@ export interface Call {
 }
 type Handler = (call: Call) => { status?: number; body?: unknown } | Promise<{ status?: number; body?: unknown }>;
 
+/** JSON bodies parsed; any other (a CSV upload) as its text. */
+function parseBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
 export function stubFetch(routes: Record<string, Handler>) {
   const calls: Call[] = [];
   const fetch = vi.fn(async (input: string, init: RequestInit = {}) => {
@@ -19,7 +28,7 @@ export function stubFetch(routes: Record<string, Handler>) {
       method,
       path: url.pathname + url.search,
       headers: (init.headers ?? {}) as Record<string, string>,
-      body: init.body ? JSON.parse(init.body as string) : undefined,
+      body: init.body ? parseBody(init.body as string) : undefined,
     };
     calls.push(call);
     const key = Object.keys(routes).find((k) => {
