@@ -1,4 +1,4 @@
-//! Resource exhaustion by unauthenticated clients (issue 12): idle connections are closed and
+//! Resource exhaustion by unauthenticated clients: idle connections are closed and
 //! capped so `/healthz` keeps answering.
 
 use std::time::Duration;
@@ -81,7 +81,7 @@ async fn idle_connections_over_the_cap_close_oldest_first_and_healthz_answers() 
     s.stop().await;
 }
 
-// --- Slow and stalled request bodies (issue 32, item 1) ---
+// --- Slow and stalled request bodies ---
 
 /// A raw connection from a loopback address of our choosing (127.0.0.0/8 is all loopback).
 async fn connect_from(s: &TestServer, last: u8) -> TcpStream {
@@ -428,7 +428,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// HPACK, static table only: GET, http, :path /healthz, :authority t.
 const HEALTHZ_BLOCK: &[u8] = b"\x82\x86\x04\x08/healthz\x01\x01t";
 
-/// Issue 32 ("then keep looking": HTTP/2 abuse). A rapid-reset flood (HEADERS then RST_STREAM,
+/// HTTP/2 abuse. A rapid-reset flood (HEADERS then RST_STREAM,
 /// stream after stream) gets a GOAWAY; a CONTINUATION flood (a header block that never ends) is
 /// cut off long before 64 MiB; `/readyz` answers after both. (Nothing needed fixing: hyper's
 /// limits set for item 1 hold; this keeps them.)

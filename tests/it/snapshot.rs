@@ -1,4 +1,4 @@
-//! Snapshots (issue 17): save while the server runs and while it does not, ls/prune, restore and
+//! Snapshots: save while the server runs and while it does not, ls/prune, restore and
 //! every refusal with the current state untouched, secrets under a passphrase, a failing snapshot
 //! directory with the server still serving, the way back named when the state file does not open,
 //! the reconcile after a restore, export, and the 0.1.0 fixture opening in this build.
@@ -632,7 +632,7 @@ async fn the_pre_upgrade_snapshot_is_taken_once_and_kept() {
     let left = snapshots_in(&data.join("snapshots"));
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(left.contains(&taken[0]));
-    // Five upgrades later only the newest three pre-upgrade snapshots are kept (issue 32 item 9).
+    // Five upgrades later only the newest three pre-upgrade snapshots are kept.
     for old in ["0.0.10", "0.0.11", "0.0.12", "0.0.13"] {
         std::fs::write(data.join(gshare::snapshot::VERSION_MARKER), old).unwrap();
         ok(&gshare(&data, &argv, &[]));
@@ -644,7 +644,7 @@ async fn the_pre_upgrade_snapshot_is_taken_once_and_kept() {
     assert!(!left.contains(&taken[0]), "the oldest pre-upgrade snapshot went");
 }
 
-/// Issue 32 item 9: API callers cannot name a snapshot `pre-upgrade` (those are pruned apart).
+/// API callers cannot name a snapshot `pre-upgrade` (those are pruned apart).
 #[tokio::test]
 async fn the_api_cannot_take_a_pre_upgrade_snapshot() {
     let s = crate::support::TestServer::start().await;
@@ -772,7 +772,7 @@ async fn the_status_route_tells_the_schedule_and_the_last_result() {
     s.stop().await;
 }
 
-/// Issue 32 item 8: a `snapshot_dir` others can write (a 1777 directory, also through a symlink)
+/// A `snapshot_dir` others can write (a 1777 directory, also through a symlink)
 /// is refused, naming it, and its mode is left as it was (it used to be chmodded to 0700).
 #[tokio::test]
 async fn a_world_writable_snapshot_dir_is_refused_not_chmodded() {
@@ -884,7 +884,7 @@ impl RestoreCase {
     }
 }
 
-/// Item 7 of issue 32: a secret file that cannot be written (the snapshot names
+/// A secret file that cannot be written (the snapshot names
 /// `keys/internal/ring.json` and a file below it: a non-directory where a directory must go)
 /// refuses the restore before anything is switched: the state, keys/ and the kubeconfigs stay as
 /// they were (the old code had replaced the state and moved keys/ aside, then said "untouched").
@@ -911,7 +911,7 @@ async fn a_secret_file_that_cannot_be_written_leaves_state_keys_and_kubeconfigs_
     case.assert_untouched("unwritable secret file").await;
 }
 
-/// Item 7 of issue 32: a step of the switch that fails (here the restore marker, whose path is
+/// A step of the switch that fails (here the restore marker, whose path is
 /// taken by a directory) undoes every rename already done; and a snapshot whose tables record a
 /// schema this build does not know is refused even when its header says a known one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! A full disk under the state file (issue 32, item 14), on a real small tmpfs: writes answer 507
+//! A full disk under the state file, on a real small tmpfs: writes answer 507
 //! `storage_full` naming the data directory and its free space, `/readyz` and `/metrics` say the
 //! store cannot write, reads and `/healthz` go on, audit entries are held, and once space is
 //! freed the server writes again by itself (no restart) and every acknowledged write is there.
