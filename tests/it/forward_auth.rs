@@ -1,7 +1,8 @@
 //! Forward-auth binds every credential to the one session the ingress will route the request to,
 //! the `/proxy/` relay forwards only what verify would route and carries no credential or
 //! identity across, and two sessions stay open side by side in one browser. Each bypass class is
-//! exercised through `GET /internal/connect/verify` and through the relay in front of an ingress that authenticates the way ingress-nginx does.
+//! exercised through `GET /internal/connect/verify` and through the relay in front of an ingress
+//! that authenticates the way ingress-nginx does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
