@@ -86,17 +86,20 @@ idle_rss() {
   done
 }
 
-# RSS before, during (peak) and after an attack storm (issue 12): 300 alias-bomb kubeconfig
+# RSS before, during (peak) and after an attack storm: 300 alias-bomb kubeconfig
 # registrations, 3,000 failed logins from one address, 3,000 malformed bodies and 400 bodies at the
 # 1 MiB limit (half just over it), 16 at a time; RSS right after and after 5 s and 30 s idle (does
 # the allocator give memory back?).
-# Stalled request bodies (issue 32 item 1): /readyz latency and RSS while 4,200 sign-ins from one
+# Stalled request bodies: /readyz latency and RSS while 4,200 sign-ins from one
 # address, 66 from each of 64 addresses, or 200 streams of one h2c connection hold their bodies
-# open (hack/storm_slow.py). A fresh server for each; BENCH_SECONDS (default 12) per storm.
+# open (hack/storm_slow.py); then HTTP/2 abuse (rapid reset, CONTINUATION, SETTINGS and PING floods)
+# and a storm of WebSocket upgrades held open. A fresh server for each; BENCH_SECONDS (default 12)
+# per storm; SLOW_SCENARIOS picks some.
 slow_bodies() {
   local venv="$work/venv" data port pid
   python3 -m venv "$venv" && "$venv/bin/pip" install -q h2 >/dev/null
-  for scenario in one-address many-addresses h2c; do
+  local scenarios="${SLOW_SCENARIOS:-one-address many-addresses h2c rst-flood continuation-flood settings-flood ping-flood ws-upgrades}"
+  for scenario in $scenarios; do
     data="$work/slow-$scenario"
     port=$(free_port)
     GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=error "$bin" serve 2>/dev/null &
@@ -183,7 +186,7 @@ jwt() {
   cargo bench --bench jwt --locked -- --noplot 2>/dev/null | grep -E "^rs256_verify|time:"
 }
 
-# Operator callbacks under load (issue 5): wrk on loopback, 64 connections, the reports of a
+# Operator callbacks under load: wrk on loopback, 64 connections, the reports of a
 # 10-node x 8-GPU cluster (clu_local, bootstrapped). (a) /healthz as the baseline of this run,
 # (b) gpu-devices reports that repeat what is stored (target >= 0.5 x a), (c) gpu-devices reports
 # that change a card every time, each a durable write (target >= 2000/s). p99 of each.
@@ -288,7 +291,7 @@ metrics() {
   echo "load after: $(uptime)"
 }
 
-# Fleet scale (issue 15): C clusters x N nodes x G GPUs and S running sessions. The state is
+# Fleet scale: C clusters x N nodes x G GPUs and S running sessions. The state is
 # seeded (examples/fleet_seed.rs), every node and card reported once, then hack/fleet.lua drives
 # the operators' steady mix at full speed with wrk on the same cores. Prints the mix's rate,
 # p50/p99 and its ratio to /healthz (same run), fsyncs/s, RSS, the state file's size, the
@@ -391,7 +394,7 @@ fleet() {
 }
 
 
-# Sign-in at class start (issue 24): a fleet's operators call back (the fleet mix, 2 clusters x 50
+# Sign-in at class start: a fleet's operators call back (the fleet mix, 2 clusters x 50
 # nodes) while 200 members sign in at once. Prints the time until all 200 are signed in (a 429
 # from the bounded argon2 pool is retried after its Retry-After, as the console does), the
 # callbacks' p50/p99 with the sign-ins against without them (same run), RSS; then GET

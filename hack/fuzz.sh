@@ -3,7 +3,7 @@
 # seconds run, the executions and whether it crashed:
 #   ./hack/fuzz.sh                  -> every target for FUZZ_SECONDS (default 20) each
 #   ./hack/fuzz.sh jwt 600          -> one target for 600 s
-# Targets: kubeconfig jwt internal_body hami_node verify_uri. New corpus entries go to
+# Targets: kubeconfig jwt internal_body hami_node verify_uri set_cookie relay_headers. New corpus entries go to
 # fuzz/corpus/<target>/ (not committed; fuzz/seeds/<target>/ are); a crashing input is written to
 # fuzz/artifacts/<target>/ and reproduces with `cargo fuzz run <target> <file>` (same env as here).
 # cargo-fuzz is installed from crates.io when missing; libFuzzer's instrumentation flags are
@@ -20,7 +20,7 @@ mkdir -p "$CARGO_TARGET_DIR/web-stub"
 [ -f "$CARGO_TARGET_DIR/web-stub/index.html" ] || echo '<!doctype html><title>fuzz</title>' >"$CARGO_TARGET_DIR/web-stub/index.html"
 export GSHARE_WEB_DIST="$CARGO_TARGET_DIR/web-stub"
 
-all=(kubeconfig jwt internal_body hami_node verify_uri)
+all=(kubeconfig jwt internal_body hami_node verify_uri set_cookie relay_headers)
 seconds="${FUZZ_SECONDS:-20}"
 if [ $# -ge 1 ]; then
     targets=("$1")

@@ -260,6 +260,139 @@ pub fn verify_uri(data: &[u8]) {
     }
 }
 
+/// A `Set-Cookie` as a browser reads it (RFC 6265bis §5.6, independently of the relay's code):
+/// name, value, the last `Path`, and whether any `Domain` attribute is there.
+fn browser_cookie(text: &str) -> (String, String, Option<String>, bool) {
+    let mut parts = text.split(';');
+    let pair = parts.next().unwrap_or("");
+    let (name, value) = match pair.find('=') {
+        Some(i) => (pair[..i].trim(), pair[i + 1..].trim()),
+        None => ("", pair.trim()),
+    };
+    let (mut path, mut domain) = (None, false);
+    for a in parts {
+        let (k, v) = match a.find('=') {
+            Some(i) => (a[..i].trim(), a[i + 1..].trim()),
+            None => (a.trim(), ""),
+        };
+        if k.eq_ignore_ascii_case("path") {
+            path = Some(v.to_string());
+        }
+        domain |= k.eq_ignore_ascii_case("domain");
+    }
+    (name.to_string(), value.to_string(), path, domain)
+}
+
+/// Would a browser take this cookie as one of the server's (`gshare_…`, `__Host-`/`__Secure-`
+/// forms, any case; a nameless cookie whose value reads `gshare_…=` too)?
+fn named_like_ours(name: &str, value: &str) -> bool {
+    let ours = |n: &str| {
+        let n = n.trim().to_ascii_lowercase();
+        let bare = n.strip_prefix("__host-").or_else(|| n.strip_prefix("__secure-")).unwrap_or(&n).to_string();
+        bare.starts_with("gshare_") || bare.starts_with("gshare-")
+    };
+    ours(name) || (name.is_empty() && ours(value.split('=').next().unwrap_or("")))
+}
+
+/// The relay's `Set-Cookie` filter on an app's answer. First byte: bit 0 says whether this
+/// session's cookie value verifies; the rest is the header's text (only what a header can carry).
+/// Whatever is kept: no `Domain`, and a cookie a browser would take as ours only when it is this
+/// session's own `gshare_session`, scoped to its own path, with a value that verifies. Filtering
+/// again changes nothing.
+pub fn set_cookie(data: &[u8]) {
+    use crate::sessions::relay::{filter_set_cookie, filter_set_cookies};
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let accept = mode & 1 == 1;
+    let own = "/proxy/ses-01jaaaaaaaaaaaaaaaaaaaaaaa/";
+    let keep = |_: &str| accept;
+    let values: Vec<axum::http::HeaderValue> =
+        rest.split(|b| *b == b'\n').filter_map(|l| axum::http::HeaderValue::from_bytes(l).ok()).collect();
+    for v in &values {
+        let Ok(text) = v.to_str() else { continue };
+        let Some(out) = filter_set_cookie(text, own, &keep) else { continue };
+        let (name, value, path, domain) = browser_cookie(&out);
+        assert!(!domain, "kept a Domain: {text:?} -> {out:?}");
+        if named_like_ours(&name, &value) {
+            assert!(
+                name == crate::sessions::connect::COOKIE && path.as_deref() == Some(own) && accept,
+                "an app set one of ours: {text:?} -> {out:?}"
+            );
+        }
+        assert_eq!(filter_set_cookie(&out, own, &keep).as_deref(), Some(out.as_str()), "not a fixed point: {text:?}");
+    }
+    // The same through a whole answer's headers: every kept value passes the same checks.
+    let mut h = axum::http::HeaderMap::new();
+    for v in values {
+        h.append(axum::http::header::SET_COOKIE, v);
+    }
+    filter_set_cookies(&mut h, "ses-01jaaaaaaaaaaaaaaaaaaaaaaa", &keep);
+    for v in h.get_all(axum::http::header::SET_COOKIE) {
+        let out = v.to_str().unwrap_or_default();
+        let (name, value, path, domain) = browser_cookie(out);
+        assert!(!domain && (!named_like_ours(&name, &value) || (accept && path.as_deref() == Some(own))), "{out:?}");
+    }
+}
+
+/// The relay's request and answer header handling. First byte: bit 0, does a `gshare_session`
+/// value verify; the rest is header lines `name: value`. What the relay forwards holds no
+/// credential or identity header a client may not set, no hop-by-hop header (but the upgrade's
+/// own), nothing the request's `Connection` names, and no cookie of the server's but a session
+/// cookie that verifies; an answer loses every hop-by-hop header. The host a request was sent to
+/// has no port and no userinfo.
+pub fn relay_headers(data: &[u8]) {
+    use crate::sessions::relay::{
+        HOP_BY_HOP, connection_named, forward_headers, is_client_forbidden, is_upgrade, request_host, strip_hop_by_hop,
+    };
+    use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let accept = mode & 1 == 1;
+    let mut h = HeaderMap::new();
+    for line in rest.split(|b| *b == b'\n') {
+        let Some(colon) = line.iter().position(|b| *b == b':') else { continue };
+        let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(line[..colon].trim_ascii()),
+            HeaderValue::from_bytes(line[colon + 1..].trim_ascii()),
+        ) else {
+            continue;
+        };
+        h.append(name, value);
+    }
+    let upgrade = is_upgrade(&h);
+    let named = connection_named(&h);
+    let out = forward_headers(&h, upgrade, &|_| accept);
+    for (name, value) in &out {
+        let n = name.as_str();
+        assert!(!is_client_forbidden(n), "forwarded {n}");
+        if upgrade && (name == header::CONNECTION || name == header::UPGRADE) {
+            continue;
+        }
+        assert!(!HOP_BY_HOP.contains(&n), "forwarded hop-by-hop {n}");
+        assert!(!named.iter().any(|c| c == n), "forwarded {n}, which Connection names");
+        if name == header::COOKIE {
+            for c in value.to_str().unwrap_or_default().split(';') {
+                let (cn, cv) = c.split_once('=').unwrap_or((c, ""));
+                let cn = cn.trim();
+                if named_like_ours(cn, cv) {
+                    assert!(cn == crate::sessions::connect::COOKIE && accept, "forwarded cookie {cn}");
+                }
+            }
+        }
+    }
+    if upgrade {
+        assert_eq!(out.get(header::CONNECTION).map(HeaderValue::as_bytes), Some(&b"upgrade"[..]));
+    }
+    let mut answer = h.clone();
+    strip_hop_by_hop(&mut answer);
+    for n in HOP_BY_HOP.iter().copied().chain(named.iter().map(String::as_str)) {
+        assert!(!answer.contains_key(n), "answer kept {n}");
+    }
+    let mut req = axum::extract::Request::new(axum::body::Body::empty());
+    *req.headers_mut() = h;
+    if let Some(host) = request_host(&req) {
+        assert!(!host.contains('@') && !host.contains('/') && !host.ends_with('.'), "host {host:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,12 +403,14 @@ mod tests {
     fn seeds_pass() {
         let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds");
         type Entry = fn(&[u8]);
-        let targets: [(&str, Entry); 5] = [
+        let targets: [(&str, Entry); 7] = [
             ("kubeconfig", kubeconfig),
             ("jwt", jwt),
             ("internal_body", internal_body),
             ("hami_node", hami_node),
             ("verify_uri", verify_uri),
+            ("set_cookie", set_cookie),
+            ("relay_headers", relay_headers),
         ];
         for (name, run) in targets {
             let dir = seeds.join(name);
@@ -289,12 +424,14 @@ mod tests {
     }
 
     type Entry = fn(&[u8]);
-    const TARGETS: [(&str, Entry); 5] = [
+    const TARGETS: [(&str, Entry); 7] = [
         ("kubeconfig", kubeconfig),
         ("jwt", jwt),
         ("internal_body", internal_body),
         ("hami_node", hami_node),
         ("verify_uri", verify_uri),
+        ("set_cookie", set_cookie),
+        ("relay_headers", relay_headers),
     ];
 
     /// Feeds `run` mutations of the seeds of `fuzz/seeds/<name>/` (bit flips, byte changes,

@@ -104,12 +104,17 @@ pub async fn render(app: &App, view: View) -> String {
             Vec::new()
         }
     };
+    let writes = {
+        let store = app.store.clone();
+        tokio::task::spawn_blocking(move || store.write_health()).await.unwrap_or_default()
+    };
     let mut out = String::with_capacity(8192);
     process(app, &mut out);
     crate::inventory::metrics::render(&app.inventory.metrics, &clusters, &mut out);
     token_caches(app, &mut out);
     store(&app.store, &mut out);
     state_filesystem(app, &mut out);
+    store_writes(&writes, app, &mut out);
     crate::sessions::metrics::render(&app.store, &mut out).await;
     snapshots(app, &mut out);
     out.push_str(&app.operator.metrics().await);
@@ -270,6 +275,55 @@ fn state_filesystem(app: &App, out: &mut String) {
             let _ = writeln!(out, "gshare_state_file_size_bytes {}", m.len());
         }
         Err(e) => tracing::warn!(error = %e, "metrics: cannot stat the state file"),
+    }
+}
+
+/// Whether the state file writes (a full disk refuses writes; see `store::health`), and what the
+/// audit writer holds or lost meanwhile.
+fn store_writes(w: &crate::store::WriteHealth, app: &App, out: &mut String) {
+    let lines: [(&str, &str, &str, u64); 7] = [
+        (
+            "gshare_store_writable",
+            "gauge",
+            "1 while the state file accepts writes, 0 while they are refused (e.g. a full disk).",
+            u64::from(w.writable),
+        ),
+        (
+            "gshare_store_storage_full",
+            "gauge",
+            "1 while writes are refused because the data directory's filesystem is full.",
+            u64::from(!w.writable && w.full),
+        ),
+        (
+            "gshare_store_write_refusals_total",
+            "counter",
+            "Writes refused up front while the state file could not write.",
+            w.refused,
+        ),
+        (
+            "gshare_store_write_failures_total",
+            "counter",
+            "Writes that failed at the OS (no space, I/O error).",
+            w.failures,
+        ),
+        ("gshare_store_reopens_total", "counter", "Times the state file was reopened after a failed write.", w.reopens),
+        (
+            "gshare_audit_entries_held",
+            "gauge",
+            "Audit entries kept in memory until the state file writes again.",
+            app.audit.held() as u64,
+        ),
+        (
+            "gshare_audit_entries_dropped_total",
+            "counter",
+            "Audit entries lost (more held than the bound while the state file could not write).",
+            app.audit.dropped(),
+        ),
+    ];
+    for (name, kind, help, value) in lines {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
     }
 }
 

@@ -38,6 +38,11 @@ const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = TableDefini
 const QUEUE: usize = 4096;
 /// Entries written per transaction at most (one fsync for the lot).
 const BATCH: usize = 512;
+/// Entries kept in memory while the state file cannot write (a full disk); beyond, the oldest
+/// are dropped and counted (`gshare_audit_entries_dropped_total`).
+pub const HOLD: usize = 20_000;
+/// While holding entries, how often the writer tries again without being told the store writes.
+const RETRY: Duration = Duration::from_secs(30);
 /// Longest free-text value kept in an entry field (user agents, usernames typed at login…).
 pub const MAX_FIELD: usize = 256;
 
@@ -205,6 +210,14 @@ pub struct AuditLog {
     clock: Clock,
     /// Repeated refusals being counted instead of written, by key (e.g. client address).
     coalescing: Mutex<std::collections::HashMap<String, Coalesced>>,
+    counts: Arc<Counts>,
+}
+
+/// What the writer holds and lost (for `/metrics`).
+#[derive(Default)]
+struct Counts {
+    held: std::sync::atomic::AtomicUsize,
+    dropped: std::sync::atomic::AtomicU64,
 }
 
 /// Keys of repeated refusals counted at most (more: the oldest windows are closed early).
@@ -229,8 +242,19 @@ impl AuditLog {
     /// would pass it removes as many of the oldest entries in the same transaction.
     pub fn start(store: Store, clock: Clock, max_entries: u64) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(writer(store, rx, max_entries));
-        Self { tx, ids: Mutex::new(ulid::Generator::new()), clock, coalescing: Default::default() }
+        let counts = Arc::new(Counts::default());
+        tokio::spawn(writer(store, rx, max_entries, counts.clone()));
+        Self { tx, ids: Mutex::new(ulid::Generator::new()), clock, coalescing: Default::default(), counts }
+    }
+
+    /// Entries waiting in memory for the state file to write again.
+    pub fn held(&self) -> usize {
+        self.counts.held.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Entries lost since start (held past [`HOLD`], or a write that failed for another reason).
+    pub fn dropped(&self) -> u64 {
+        self.counts.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Records a refusal that an unauthenticated client can repeat at will (a throttled login):
@@ -359,44 +383,94 @@ fn put(txn: &WriteTxn, rec: &AuditRecord) -> Result<(), StoreError> {
     Ok(())
 }
 
-async fn writer(store: Store, mut rx: mpsc::Receiver<Msg>, max_entries: u64) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = Vec::new();
+/// Commits queued entries in batches. While the state file refuses writes (a full disk) the
+/// entries are held in memory, up to [`HOLD`], and written when it writes again (the store says
+/// so) or at the next entry or retry; past the bound the oldest are dropped and counted.
+async fn writer(store: Store, mut rx: mpsc::Receiver<Msg>, max_entries: u64, counts: Arc<Counts>) {
+    use std::sync::atomic::Ordering;
+    let mut held: std::collections::VecDeque<AuditRecord> = std::collections::VecDeque::new();
+    let mut again = store.writable_again();
+    loop {
+        let mut closing = false;
+        let first = if held.is_empty() {
+            match rx.recv().await {
+                Some(m) => Some(m),
+                None => return,
+            }
+        } else {
+            tokio::select! {
+                m = rx.recv() => {
+                    closing = m.is_none();
+                    m
+                }
+                _ = again.changed() => None,
+                _ = tokio::time::sleep(RETRY) => None,
+            }
+        };
+        let mut batch: Vec<AuditRecord> = held.drain(..).collect();
+        let retried = batch.len();
         let mut flushes = Vec::new();
-        let mut next = Some(first);
+        let mut next = first;
         while let Some(m) = next.take() {
             match m {
                 Msg::Entry(r) => batch.push(*r),
                 Msg::Flush(f) => flushes.push(f),
             }
-            if batch.len() < BATCH {
+            if batch.len() < retried + BATCH {
                 next = rx.try_recv().ok();
             }
         }
         if !batch.is_empty() {
             let n = batch.len();
             let result = store
-                .write(move |txn| {
-                    for rec in &batch {
-                        put(txn, rec)?;
-                    }
-                    // The oldest go first once the table is full (the hourly prune also ages them out).
-                    let mut table = txn.open_table(TABLE)?;
-                    let over = table.len()?.saturating_sub(max_entries);
-                    for _ in 0..over {
-                        if table.pop_first()?.is_none() {
-                            break;
+                .write({
+                    let batch = batch.clone();
+                    move |txn| {
+                        for rec in &batch {
+                            put(txn, rec)?;
                         }
+                        // The oldest go first once the table is full (the hourly prune also ages them out).
+                        let mut table = txn.open_table(TABLE)?;
+                        let over = table.len()?.saturating_sub(max_entries);
+                        for _ in 0..over {
+                            if table.pop_first()?.is_none() {
+                                break;
+                            }
+                        }
+                        Ok(())
                     }
-                    Ok(())
                 })
                 .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, entries = n, "cannot write audit entries");
+            match result {
+                Ok(()) if retried > 0 => tracing::info!(entries = retried, "held audit entries written"),
+                Ok(()) => {}
+                Err(e @ StoreError::NotWritable { .. }) => {
+                    held.extend(batch);
+                    let over = held.len().saturating_sub(HOLD);
+                    if over > 0 {
+                        held.drain(..over);
+                        counts.dropped.fetch_add(over as u64, Ordering::Relaxed);
+                        tracing::error!(error = %e, dropped = over, "audit entries dropped: more held than the bound while the state file cannot write");
+                    } else if retried == 0 {
+                        tracing::warn!(error = %e, held = held.len(), "audit entries held until the state file writes again");
+                    }
+                }
+                Err(e) => {
+                    counts.dropped.fetch_add(n as u64, Ordering::Relaxed);
+                    tracing::error!(error = %e, entries = n, "cannot write audit entries; they are lost");
+                }
             }
         }
+        counts.held.store(held.len(), Ordering::Relaxed);
         for f in flushes {
             let _ = f.send(());
+        }
+        if closing {
+            if !held.is_empty() {
+                counts.dropped.fetch_add(held.len() as u64, Ordering::Relaxed);
+                tracing::error!(entries = held.len(), "audit entries lost at shutdown: the state file could not write");
+            }
+            return;
         }
     }
 }

@@ -724,14 +724,20 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The answer: 403 naming both clusters when the caller's token is for another one, 404, 403
+    /// The answer: 403 naming only the caller's own cluster when the object is another's, 404, 403
     /// for an object of no cluster of the caller's, 409 with its own code.
     pub fn into_error(self, token_cluster: Option<&str>) -> ApiError {
         match self {
-            Refusal::OtherCluster { cluster_id } => match token_cluster {
-                Some(c) => other_cluster(c, &cluster_id),
-                None => ApiError::forbidden("another cluster's resource"),
-            },
+            // The owner's id comes from stored data: it is logged, never told to the caller (one
+            // operator must not learn another cluster's id by naming its sessions).
+            Refusal::OtherCluster { cluster_id } => {
+                tracing::warn!(token_cluster = ?token_cluster, owner_cluster = %cluster_id, "an operator named another cluster's object; refused");
+                match token_cluster {
+                    Some(c) => ApiError::forbidden(format!("this object belongs to another cluster, not to {c}"))
+                        .with_details(serde_json::json!({ "token_cluster": c })),
+                    None => ApiError::forbidden("another cluster's resource"),
+                }
+            }
             Refusal::NotFound(m) => ApiError::not_found(m),
             Refusal::NotOwn(m) => {
                 ApiError::forbidden(m).with_details(serde_json::json!({ "token_cluster": token_cluster }))
@@ -743,7 +749,8 @@ impl Refusal {
     }
 }
 
-/// 403: the token is for cluster `token_cluster`, the payload or its target is `cluster_id`'s.
+/// 403: the token is for cluster `token_cluster`, the payload claims `cluster_id` (the caller's
+/// own words, so naming it tells nothing new).
 pub fn other_cluster(token_cluster: &str, cluster_id: &str) -> ApiError {
     ApiError::forbidden(format!("this operator token is for cluster {token_cluster}, not {cluster_id}"))
         .with_details(serde_json::json!({ "token_cluster": token_cluster, "cluster_id": cluster_id }))

@@ -173,6 +173,13 @@ pub fn restore(config: &Config, file: &Path, passphrase_file: Option<&Path>, ski
             "a running server holds {}; stop it (e.g. `systemctl stop gshare`), restore, then start it again. Nothing was changed",
             config.state_file().display()
         ),
+        Err(e @ SnapshotError::RollbackFailed { .. }) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "{} was not restored, and the data directory {} is NOT as it was",
+                file.display(),
+                config.data_dir.display()
+            )));
+        }
         Err(e) => {
             return Err(anyhow::Error::new(e)
                 .context(format!("{} was not restored; the current state is untouched", file.display())));

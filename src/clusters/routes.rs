@@ -87,7 +87,7 @@ impl From<ClusterError> for ApiError {
             ClusterError::OtherCluster(message) => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::KubeconfigOtherCluster, message)
             }
-            ClusterError::Store(e) => ApiError::internal(e),
+            ClusterError::Store(e) => ApiError::from(e),
             ClusterError::Io(e) => ApiError::internal(e),
         }
     }

@@ -172,7 +172,20 @@ impl FieldError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
-        ApiError::internal(e)
+        use crate::store::StoreError;
+        match &e {
+            // A full disk: the client may retry once the admin frees space; reads go on.
+            StoreError::NotWritable { dir, avail_bytes, full: true, .. } => {
+                Self::new(StatusCode::INSUFFICIENT_STORAGE, ErrorCode::StorageFull, e.to_string()).with_details(
+                    serde_json::json!({ "data_dir": dir.display().to_string(), "avail_bytes": avail_bytes }),
+                )
+            }
+            StoreError::NotWritable { .. } => {
+                tracing::error!(request_id = %current_request_id(), error = %e, "write refused");
+                Self::unavailable("the state store cannot write now; reads go on (the server log has the cause)")
+            }
+            _ => ApiError::internal(e),
+        }
     }
 }
 

@@ -45,6 +45,9 @@ pub enum ErrorCode {
     Unavailable,
     /// 500: the server log has details under the request id.
     Internal,
+    /// 507: the filesystem of the state file is full; writes are refused until space is freed
+    /// (`details`: `data_dir`, `avail_bytes`). Reads go on.
+    StorageFull,
 
     // ----- who is asking -----
     /// 401: no token or console session, or an invalid or ended one.
@@ -161,6 +164,7 @@ impl ErrorCode {
             Self::ServerBusy => "server_busy",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
+            Self::StorageFull => "storage_full",
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
             Self::ForbiddenRole => "forbidden_role",
@@ -234,6 +238,7 @@ mod tests {
         (ErrorCode::ServerBusy, "server_busy"),
         (ErrorCode::Unavailable, "unavailable"),
         (ErrorCode::Internal, "internal"),
+        (ErrorCode::StorageFull, "storage_full"),
         (ErrorCode::Unauthenticated, "unauthenticated"),
         (ErrorCode::Forbidden, "forbidden"),
         (ErrorCode::ForbiddenRole, "forbidden_role"),

@@ -36,6 +36,8 @@ pub struct Readiness {
     /// `ready`
     pub status: &'static str,
     pub store: bool,
+    /// The state file accepts writes (false while a full disk refuses them; reads go on).
+    pub store_writable: bool,
     pub keys: bool,
     /// The last snapshot's result (a failing snapshot does not make the server unready). To
     /// callers without an admin token it names no path and no error: `last_file` and `restore`
@@ -50,10 +52,26 @@ pub const SNAPSHOT_FAILED_ANONYMOUS: &str = "the last snapshot failed (details: 
 /// console cookie) also see the snapshot's file and last error.
 #[utoipa::path(get, path = "/readyz", tag = "system", responses(
     (status = 200, body = Readiness),
-    (status = 503, body = super::error::ErrorBody, description = "store or keys not usable")))]
+    (status = 503, body = super::error::ErrorBody, description = "store or keys not usable, or the store cannot write (`details.store_writable`, `details.storage_full`)")))]
 async fn readyz(State(app): State<Arc<App>>, req: Request) -> Result<axum::Json<Readiness>, ApiError> {
     let store = app.store.is_healthy();
     let keys = app.auth.internal.has_signer();
+    // Blocking: while writes are refused this may try one probe write.
+    let writes = {
+        let s = app.store.clone();
+        tokio::task::spawn_blocking(move || s.write_health()).await.unwrap_or_default()
+    };
+    if !writes.writable {
+        let message = if writes.full {
+            "the state file's filesystem is full: writes are refused until space is freed (reads go on)"
+        } else {
+            "the state file cannot write: writes are refused (reads go on)"
+        };
+        return Err(ApiError::unavailable(message).with_details(serde_json::json!({
+            "store": store, "store_writable": false, "storage_full": writes.full,
+            "avail_bytes": writes.avail_bytes, "keys": keys })));
+    }
+    let store_writable = true;
     if store && keys {
         let mut snapshot = app.snapshots.status();
         let (mut parts, _) = req.into_parts();
@@ -64,7 +82,7 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Result<axum::Json<
                 snapshot.last_error = Some(SNAPSHOT_FAILED_ANONYMOUS.to_string());
             }
         }
-        Ok(axum::Json(Readiness { status: "ready", store, keys, snapshot }))
+        Ok(axum::Json(Readiness { status: "ready", store, store_writable, keys, snapshot }))
     } else {
         Err(ApiError::unavailable("not ready").with_details(serde_json::json!({ "store": store, "keys": keys })))
     }

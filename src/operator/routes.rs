@@ -242,7 +242,7 @@ impl From<OperatorError> for ApiError {
             .with_details(json!({ "sessions": sessions })),
             OperatorError::NotAttached(_) => ApiError::new(StatusCode::CONFLICT, ErrorCode::NotAttached, message),
             OperatorError::Token(m) => ApiError::internal(m),
-            OperatorError::Store(e) => ApiError::internal(e),
+            OperatorError::Store(e) => ApiError::from(e),
         }
     }
 }

@@ -37,7 +37,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded, except what an upgrade needs.
-const HOP_BY_HOP: &[&str] = &[
+pub(crate) const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -51,7 +51,7 @@ const HOP_BY_HOP: &[&str] = &[
 
 /// Drops the console's cookies (an admin's token must never reach a session's app) and every
 /// `gshare_session` cookie `keep_session` refuses (those of other sessions).
-fn filter_cookies(v: &HeaderValue, keep_session: &dyn Fn(&str) -> bool) -> Option<HeaderValue> {
+pub(crate) fn filter_cookies(v: &HeaderValue, keep_session: &dyn Fn(&str) -> bool) -> Option<HeaderValue> {
     let kept: Vec<&str> = v
         .to_str()
         .ok()?
@@ -63,8 +63,10 @@ fn filter_cookies(v: &HeaderValue, keep_session: &dyn Fn(&str) -> bool) -> Optio
             if name == super::connect::COOKIE {
                 return keep_session(value);
             }
-            // The console's cookies, in any form (`__Host-` under TLS), never reach an app.
-            !is_our_cookie_name(name)
+            // The console's cookies, in any form (`__Host-` under TLS), never reach an app; nor
+            // a nameless one (`=gshare_…=…`) that an app's cookie parser could read as one.
+            let nameless_ours = name.trim().is_empty() && is_our_cookie_name(value.split('=').next().unwrap_or(""));
+            !is_our_cookie_name(name) && !nameless_ours
         })
         .collect();
     if kept.is_empty() { None } else { HeaderValue::from_str(&kept.join("; ")).ok() }
@@ -72,7 +74,7 @@ fn filter_cookies(v: &HeaderValue, keep_session: &dyn Fn(&str) -> bool) -> Optio
 
 /// Request headers a client must not set on a relayed request: credentials for this server, and
 /// identity or routing headers only the relay (or the ingress) may assert.
-fn is_client_forbidden(name: &str) -> bool {
+pub(crate) fn is_client_forbidden(name: &str) -> bool {
     matches!(name, "authorization" | "host" | "forwarded" | "x-real-ip" | "x-gshare-cnx")
         || name.starts_with("x-gshare-")
         || name.starts_with("x-original-")
@@ -82,7 +84,7 @@ fn is_client_forbidden(name: &str) -> bool {
 
 /// Whether a cookie name is one of this server's, in any of its forms (`gshare_…`, with a
 /// `__Host-` or `__Secure-` prefix, in any case: an app must not set, shadow or confuse them).
-fn is_our_cookie_name(name: &str) -> bool {
+pub(crate) fn is_our_cookie_name(name: &str) -> bool {
     let lower = name.trim().to_ascii_lowercase();
     let bare = lower.strip_prefix("__host-").or_else(|| lower.strip_prefix("__secure-")).unwrap_or(&lower);
     bare.starts_with("gshare_") || bare.starts_with("gshare-")
@@ -94,7 +96,7 @@ fn is_our_cookie_name(name: &str) -> bool {
 /// dropped, but for this session's own `gshare_session` (the one verify sets, passed back by the
 /// ingress): scoped to `own_path` and verified by `keep_session`. `Domain` is removed from every
 /// cookie kept, so an app never sets a cookie for the console's host or its siblings.
-fn filter_set_cookie(text: &str, own_path: &str, keep_session: &dyn Fn(&str) -> bool) -> Option<String> {
+pub(crate) fn filter_set_cookie(text: &str, own_path: &str, keep_session: &dyn Fn(&str) -> bool) -> Option<String> {
     let mut parts = text.split(';');
     let pair = parts.next()?.trim();
     let (name, value) = match pair.split_once('=') {
@@ -132,7 +134,7 @@ fn filter_set_cookie(text: &str, own_path: &str, keep_session: &dyn Fn(&str) -> 
 }
 
 /// [`filter_set_cookie`] over every `Set-Cookie` of an answer (those that are not text go).
-fn filter_set_cookies(h: &mut HeaderMap, cr: &str, keep_session: &dyn Fn(&str) -> bool) {
+pub(crate) fn filter_set_cookies(h: &mut HeaderMap, cr: &str, keep_session: &dyn Fn(&str) -> bool) {
     if !h.contains_key(header::SET_COOKIE) {
         return;
     }
@@ -150,7 +152,7 @@ fn filter_set_cookies(h: &mut HeaderMap, cr: &str, keep_session: &dyn Fn(&str) -
     }
 }
 
-fn is_upgrade(h: &HeaderMap) -> bool {
+pub(crate) fn is_upgrade(h: &HeaderMap) -> bool {
     h.get(header::CONNECTION)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
@@ -158,7 +160,7 @@ fn is_upgrade(h: &HeaderMap) -> bool {
 }
 
 /// The headers a message's `Connection` names: hop-by-hop for this hop only (RFC 9110 §7.6.1).
-fn connection_named(h: &HeaderMap) -> Vec<String> {
+pub(crate) fn connection_named(h: &HeaderMap) -> Vec<String> {
     h.get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -169,7 +171,7 @@ fn connection_named(h: &HeaderMap) -> Vec<String> {
 }
 
 /// Drops the hop-by-hop headers of an answer: the fixed list and what its `Connection` names.
-fn strip_hop_by_hop(h: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
     for name in connection_named(h) {
         h.remove(name.as_str());
     }
@@ -178,7 +180,7 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
     }
 }
 
-fn forward_headers(from: &HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
+pub(crate) fn forward_headers(from: &HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
     let mut out = HeaderMap::new();
     let named = connection_named(from);
     for (name, value) in from {
@@ -586,6 +588,13 @@ mod tests {
         }
         let f = forward_headers(&h, false, &|_| true);
         assert_eq!(f.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
+
+        // A nameless cookie that reads as one of ours goes too (found by the relay_headers fuzz
+        // target's seed: it was forwarded).
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, HeaderValue::from_static("=gshare_console=x; = __Host-gshare_csrf=y; app=1"));
+        let f = forward_headers(&h, false, &|_| true);
+        assert_eq!(f.get(header::COOKIE).map(|v| v.to_str().unwrap()), Some("app=1"));
 
         // An answer's hop-by-hop headers stay at this hop too.
         let mut r = HeaderMap::new();

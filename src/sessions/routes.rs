@@ -76,7 +76,7 @@ impl From<SessionError> for ApiError {
                 }
                 ApiError::new(StatusCode::BAD_GATEWAY, code, message).with_details(details)
             }
-            SessionError::Store(e) => ApiError::internal(e),
+            SessionError::Store(e) => ApiError::from(e),
         }
     }
 }

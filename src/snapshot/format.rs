@@ -262,6 +262,34 @@ pub fn load(txn: &WriteTransaction, state: &[u8]) -> Result<BTreeMap<String, u64
     Ok(tables)
 }
 
+/// The schema version a state section's own `meta` table records (0 when it has none). Restore
+/// trusts this, not the header: the header is a summary anyone can edit and re-hash.
+pub fn schema_in(state: &[u8]) -> Result<u64, FormatError> {
+    let mut r = Reader { buf: state, at: 0 };
+    let mut found = 0;
+    loop {
+        match r.u8()? {
+            b'E' => return Ok(found),
+            b'T' => {}
+            other => return Err(FormatError::BadState(format!("unexpected tag {other:#x}"))),
+        }
+        let name = r.str()?;
+        let kind = r.u8()?;
+        let count = r.u64()?;
+        for _ in 0..count {
+            let (k, v) = (r.str()?, r.blob()?);
+            if name == "meta" && k == "schema_version" {
+                let v: [u8; 8] =
+                    v.try_into().map_err(|_| FormatError::BadState("meta/schema_version: not 8 bytes".into()))?;
+                if kind != Kind::U64 as u8 {
+                    return Err(FormatError::BadState("meta/schema_version is not a u64".into()));
+                }
+                found = u64::from_be_bytes(v);
+            }
+        }
+    }
+}
+
 /// Visits every entry of one bytes-valued table of a state section (for `export`).
 pub fn entries<'a>(state: &'a [u8], table: &str) -> Result<Vec<(&'a str, &'a [u8])>, FormatError> {
     let mut r = Reader { buf: state, at: 0 };

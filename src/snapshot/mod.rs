@@ -46,6 +46,15 @@ pub enum SnapshotError {
     Locked,
     #[error("state file: {0}")]
     Store(String),
+    /// The switch failed and every step was undone: the data dir is as it was.
+    #[error("the switch to the snapshot failed at {cause}; every step was undone")]
+    SwitchFailed { cause: String },
+    /// The switch failed and undoing it failed too: the data dir is mixed.
+    #[error(
+        "the switch to the snapshot failed at {cause} and could not be fully undone: {}; put these back by hand before starting the server",
+        left.join("; ")
+    )]
+    RollbackFailed { cause: String, left: Vec<String> },
 }
 
 /// Information about one snapshot file (`ls`, API answers).
@@ -243,10 +252,16 @@ pub struct Restored {
     pub warnings: Vec<String>,
 }
 
-/// Restores `file` into the data dir. Checks everything first (format, hash, versions, the
-/// passphrase when secrets are restored) and builds the new state file beside the current one;
-/// only then moves the current file aside (`gshare.redb.before-restore-<stamp>`) and the new one
-/// into place. Refused while a server holds the state file.
+/// Restores `file` into the data dir, all or nothing:
+/// 1. checks: format, hash, versions, the schema the state's own tables record (not only the
+///    header's), the passphrase when secrets are restored, and that no server holds the file;
+/// 2. stages beside their targets: the new state file (`.gshare.redb.restore-<id>`) and, with
+///    secrets, the key and kubeconfig directories (`.<dir>.restore-<id>`), fsynced; a failure
+///    here removes what was staged and nothing else was touched;
+/// 3. switches by renames: each current file or directory to `<name>.before-restore-<stamp>`,
+///    each staged one into its place, then the restore marker; a failure at any step undoes the
+///    steps done, in reverse ([`SnapshotError::SwitchFailed`]); only when an undo step fails too
+///    is the data dir left mixed, and [`SnapshotError::RollbackFailed`] says what is where.
 pub fn restore(
     config: &Config,
     file: &[u8],
@@ -256,12 +271,20 @@ pub fn restore(
     let snap = format::decode(file)?;
     let h = &snap.header;
     let ours = env!("CARGO_PKG_VERSION");
-    if h.schema_version > crate::store::schema_of(crate::MIGRATIONS) {
+    let known = crate::store::schema_of(crate::MIGRATIONS);
+    let in_data = format::schema_in(snap.state)?;
+    for schema in [h.schema_version, in_data] {
+        if schema > known {
+            return Err(SnapshotError::Refused(format!(
+                "this snapshot has state schema {schema}, newer than this gshare ({ours}) knows ({known}); restore it with gshare {} or newer",
+                h.binary_version
+            )));
+        }
+    }
+    if in_data != h.schema_version {
         return Err(SnapshotError::Refused(format!(
-            "this snapshot has state schema {}, newer than this gshare ({ours}) knows ({}); restore it with gshare {} or newer",
-            h.schema_version,
-            crate::store::schema_of(crate::MIGRATIONS),
-            h.binary_version
+            "the snapshot's header says state schema {} but its tables record schema {in_data}: the file was altered after it was written",
+            h.schema_version
         )));
     }
     if format::version_tuple(&h.binary_version) > format::version_tuple(ours) {
@@ -286,7 +309,10 @@ pub fn restore(
             Err(_) => {}
         }
     }
-    let tmp = dir.join(format!(".gshare.redb.restore-{}", ulid::Ulid::new()));
+
+    // 2. Stage.
+    let tag = ulid::Ulid::new().to_string();
+    let tmp = dir.join(format!(".gshare.redb.restore-{tag}"));
     let built = (|| -> Result<(), SnapshotError> {
         let db = redb::Database::create(&tmp).map_err(|e| SnapshotError::Store(e.to_string()))?;
         let txn = db.begin_write().map_err(|e| SnapshotError::Store(e.to_string()))?;
@@ -304,23 +330,58 @@ pub fn restore(
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
-    let stamp = crate::clock::rfc3339_ms(now_ms).replace([':', '-'], "");
-    let mut warnings = Vec::new();
-    let current_kids = secrets::signing_kids(config);
-    let mut set_aside = Vec::new();
-    if state.exists() {
-        let aside = dir.join(format!("gshare.redb.before-restore-{stamp}"));
-        std::fs::rename(&state, &aside).map_err(|source| SnapshotError::Write { path: state.clone(), source })?;
-        set_aside.push(aside);
-    }
-    std::fs::rename(&tmp, &state).map_err(|source| SnapshotError::Write { path: state.clone(), source })?;
-    let secrets_restored = match &opened {
-        Some(o) => {
-            set_aside.extend(o.install(config, &stamp)?);
-            o.names()
+    let staged = match opened.as_ref().map(|o| o.stage(config, &tag)).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e.into());
         }
-        None => Vec::new(),
     };
+
+    // 3. Switch.
+    let stamp = crate::clock::rfc3339_ms(now_ms).replace([':', '-'], "");
+    let current_kids = secrets::signing_kids(config);
+    let mut moves: Vec<(PathBuf, PathBuf)> = vec![(tmp.clone(), state.clone())];
+    if let Some(st) = &staged {
+        moves.extend(st.dirs.iter().map(|(root, staging)| (staging.clone(), root.clone())));
+    }
+    let marker = serde_json::json!({ "created_at": h.created_at, "reason": h.reason, "restored_at_ms": now_ms });
+    let mut switch = Switch::default();
+    let switched = (|| -> Result<(), (PathBuf, std::io::Error)> {
+        for (staged_path, target) in &moves {
+            if std::fs::symlink_metadata(target).is_ok() {
+                let aside = free_name(&PathBuf::from(format!("{}.before-restore-{stamp}", target.display())));
+                switch.rename(target, &aside)?;
+                switch.set_aside.push(aside);
+            }
+            switch.rename(staged_path, target)?;
+        }
+        for d in switch.parents() {
+            std::fs::File::open(&d).and_then(|f| f.sync_all()).map_err(|e| (d, e))?;
+        }
+        // Last: written whole or not at all (a temp file renamed over it, its directory fsynced).
+        let marker_path = dir.join(RESTORE_MARKER);
+        crate::auth::keys::write_private_file(&marker_path, marker.to_string().as_bytes()).map_err(|e| (marker_path, e))
+    })();
+    if let Err((path, source)) = switched {
+        let cause = format!("{}: {source}", path.display());
+        let left = switch.undo();
+        if !left.is_empty() {
+            return Err(SnapshotError::RollbackFailed { cause, left });
+        }
+        let _ = std::fs::remove_file(&tmp);
+        if let Some(st) = &staged {
+            st.discard();
+        }
+        for d in switch.parents() {
+            if let Ok(f) = std::fs::File::open(&d) {
+                let _ = f.sync_all();
+            }
+        }
+        return Err(SnapshotError::SwitchFailed { cause });
+    }
+
+    let mut warnings = Vec::new();
     if h.secrets.included && opened.is_none() {
         warnings.push(
             "the snapshot's secrets were not restored (no passphrase given); the current keys and kubeconfigs stay"
@@ -334,12 +395,59 @@ pub fn restore(
             h.signing_kids.join(", ")
         ));
     }
-    let marker = serde_json::json!({ "created_at": h.created_at, "reason": h.reason, "restored_at_ms": now_ms });
-    let _ = crate::auth::keys::write_private_file(&dir.join(RESTORE_MARKER), marker.to_string().as_bytes());
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
+    let secrets_restored = opened.as_ref().map(secrets::Opened::names).unwrap_or_default();
+    Ok(Restored { header: snap.header, set_aside: switch.set_aside, secrets_restored, warnings })
+}
+
+/// `base`, or `base-2`, `base-3`, … when taken (two restores in one millisecond).
+fn free_name(base: &Path) -> PathBuf {
+    let mut candidate = base.to_path_buf();
+    let mut n = 2;
+    while std::fs::symlink_metadata(&candidate).is_ok() {
+        candidate = PathBuf::from(format!("{}-{n}", base.display()));
+        n += 1;
     }
-    Ok(Restored { header: snap.header, set_aside, secrets_restored, warnings })
+    candidate
+}
+
+/// The renames a restore's switch has done, to undo them in reverse.
+#[derive(Default)]
+struct Switch {
+    done: Vec<(PathBuf, PathBuf)>,
+    set_aside: Vec<PathBuf>,
+}
+
+impl Switch {
+    fn rename(&mut self, from: &Path, to: &Path) -> Result<(), (PathBuf, std::io::Error)> {
+        std::fs::rename(from, to).map_err(|e| (from.to_path_buf(), e))?;
+        self.done.push((from.to_path_buf(), to.to_path_buf()));
+        Ok(())
+    }
+
+    /// The directories whose entries changed (to fsync).
+    fn parents(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self
+            .done
+            .iter()
+            .flat_map(|(a, b)| [a, b])
+            .map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Undoes every rename done, newest first; returns what could not be put back.
+    fn undo(&mut self) -> Vec<String> {
+        let mut left = Vec::new();
+        while let Some((from, to)) = self.done.pop() {
+            if let Err(e) = std::fs::rename(&to, &from) {
+                left.push(format!("{} is still at {} ({e})", from.display(), to.display()));
+            }
+        }
+        self.set_aside.clear();
+        left
+    }
 }
 
 /// The newest snapshot in the configured directory, for the "state file does not open" hint.

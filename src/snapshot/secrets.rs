@@ -160,30 +160,68 @@ impl Opened {
         self.files.iter().map(|(n, _)| n.clone()).collect()
     }
 
-    /// Moves the current key and kubeconfig directories aside (`<dir>.before-restore-<stamp>`)
-    /// and writes the snapshot's files in their place (0600 files, 0700 directories).
-    pub fn install(&self, config: &Config, stamp: &str) -> Result<Vec<PathBuf>, SecretsError> {
-        let mut aside = Vec::new();
-        for (prefix, root) in roots(config) {
-            if root.exists() {
-                let to = PathBuf::from(format!("{}.before-restore-{stamp}", root.display()));
-                std::fs::rename(&root, &to).map_err(|source| SecretsError::Write { path: root.clone(), source })?;
-                aside.push(to);
-            }
-            for (name, data) in &self.files {
-                let Some(rel) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) else { continue };
-                let path = root.join(rel);
-                if let Some(dir) = path.parent() {
-                    crate::auth::keys::create_private_dir(dir).map_err(|e| SecretsError::Write {
-                        path: dir.to_path_buf(),
-                        source: std::io::Error::other(e.to_string()),
-                    })?;
+    /// Writes the snapshot's files into a staging directory beside each root
+    /// (`.<name>.restore-<tag>`, 0700; files 0600), touching neither root. Every root gets one,
+    /// empty when the snapshot has no files for it: after the switch each root holds exactly the
+    /// snapshot's files. On failure whatever was staged is removed.
+    pub fn stage(&self, config: &Config, tag: &str) -> Result<Staged, SecretsError> {
+        let mut staged = Staged { dirs: Vec::new() };
+        let result = (|| {
+            for (prefix, root) in roots(config) {
+                let staging = staging_dir(&root, tag)?;
+                crate::auth::keys::create_private_dir(&staging).map_err(|e| SecretsError::Write {
+                    path: staging.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                staged.dirs.push((root.clone(), staging.clone()));
+                for (name, data) in &self.files {
+                    let Some(rel) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) else { continue };
+                    let path = staging.join(rel);
+                    if let Some(dir) = path.parent() {
+                        crate::auth::keys::create_private_dir(dir).map_err(|e| SecretsError::Write {
+                            path: dir.to_path_buf(),
+                            source: std::io::Error::other(e.to_string()),
+                        })?;
+                    }
+                    crate::auth::keys::write_private_file(&path, data)
+                        .map_err(|source| SecretsError::Write { path: path.clone(), source })?;
                 }
-                crate::auth::keys::write_private_file(&path, data)
-                    .map_err(|source| SecretsError::Write { path: path.clone(), source })?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(staged),
+            Err(e) => {
+                staged.discard();
+                Err(e)
             }
         }
-        Ok(aside)
+    }
+}
+
+/// `<parent>/.<name>.restore-<tag>`: beside `root`, so renaming it into place is atomic.
+fn staging_dir(root: &Path, tag: &str) -> Result<PathBuf, SecretsError> {
+    let name = root.file_name().and_then(|n| n.to_str()).ok_or_else(|| SecretsError::Write {
+        path: root.to_path_buf(),
+        source: std::io::Error::other("not a directory name that can be restored into"),
+    })?;
+    let parent = root.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Ok(parent.join(format!(".{name}.restore-{tag}")))
+}
+
+/// The secret directories written beside their roots, not yet switched in.
+#[derive(Debug)]
+pub struct Staged {
+    /// (root, its staging directory)
+    pub dirs: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Staged {
+    /// Removes what was staged (a refused or undone restore).
+    pub fn discard(&self) {
+        for (_, staging) in &self.dirs {
+            let _ = std::fs::remove_dir_all(staging);
+        }
     }
 }
 

@@ -20,9 +20,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
-use redb::Database;
-
 use super::WriteTxn;
+use super::health::Core;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::{CommitStats, StoreError};
@@ -58,7 +57,7 @@ trait Op: Send {
     /// Runs the write; `Some(wrote)` when it succeeded.
     fn run(&mut self, txn: &WriteTxn) -> Option<bool>;
     /// Answers the caller once the batch's fate is known.
-    fn finish(self: Box<Self>, committed: Result<(), String>);
+    fn finish(self: Box<Self>, committed: Result<(), StoreError>);
 }
 
 struct Pending<T, E, F> {
@@ -87,11 +86,11 @@ where
         }
     }
 
-    fn finish(self: Box<Self>, committed: Result<(), String>) {
+    fn finish(self: Box<Self>, committed: Result<(), StoreError>) {
         let answer = match (self.result, committed) {
             (Some(Err(e)), _) => Err(e),
             (Some(Ok(v)), Ok(())) => Ok(v),
-            (Some(Ok(_)), Err(e)) | (None, Err(e)) => Err(E::from(StoreError::Backend(e))),
+            (Some(Ok(_)), Err(e)) | (None, Err(e)) => Err(E::from(e)),
             (None, Ok(())) => Err(E::from(StoreError::Backend("batched write was not run".into()))),
         };
         // The caller may have gone away (request cancelled); the write stands regardless.
@@ -165,9 +164,9 @@ impl Drop for Batcher {
 impl Batcher {
     /// Starts the writer thread. It holds the database weakly and ends when every `Store` clone
     /// (and so this batcher) is gone, so dropping the store still closes the file promptly.
-    pub(super) fn start(db: &Arc<Database>, stats: Arc<CommitStats>) -> Self {
+    pub(super) fn start(core: &Arc<Core>, stats: Arc<CommitStats>) -> Self {
         let queue = Arc::new(Queue::default());
-        let weak = Arc::downgrade(db);
+        let weak = Arc::downgrade(core);
         let q = queue.clone();
         let spawned =
             std::thread::Builder::new().name("gshare-store-writer".into()).spawn(move || writer(weak, stats, q));
@@ -223,7 +222,7 @@ impl Batcher {
     }
 }
 
-fn writer(db: Weak<Database>, stats: Arc<CommitStats>, queue: Arc<Queue>) {
+fn writer(core: Weak<Core>, stats: Arc<CommitStats>, queue: Arc<Queue>) {
     loop {
         let ops = {
             let mut lanes = queue.lock();
@@ -238,11 +237,11 @@ fn writer(db: Weak<Database>, stats: Arc<CommitStats>, queue: Arc<Queue>) {
             ops
         };
         stats.batch_size(ops.len());
-        match db.upgrade() {
-            Some(db) => run_batch(db, &stats, ops),
+        match core.upgrade() {
+            Some(core) => run_batch(core, &stats, ops),
             None => {
                 for op in ops {
-                    op.finish(Err("the state store is closed".into()));
+                    op.finish(Err(StoreError::Backend("the state store is closed".into())));
                 }
             }
         }
@@ -251,24 +250,40 @@ fn writer(db: Weak<Database>, stats: Arc<CommitStats>, queue: Arc<Queue>) {
 
 /// Runs and commits one batch, then answers its callers, after letting go of the database: a
 /// caller that drops the last `Store` once answered must be able to open the file again at once.
-fn run_batch(db: Arc<Database>, stats: &CommitStats, ops: Vec<Box<dyn Op>>) {
-    let answers = commit_batch(&db, stats, ops);
-    drop(db);
+/// A write refused up front or an I/O failure answers every write of the batch with it.
+fn run_batch(core: Arc<Core>, stats: &CommitStats, ops: Vec<Box<dyn Op>>) {
+    let answers = match core.admit_write().and_then(|()| core.current()) {
+        Err(e) => ops.into_iter().map(|op| (op, Err(e.clone()))).collect(),
+        Ok((epoch, db)) => {
+            let mut answers = commit_batch(&db, stats, ops);
+            drop(db);
+            let failure =
+                answers.iter().find_map(|(_, r)| r.as_ref().err().filter(|e| matches!(e, StoreError::Io { .. })));
+            if let Some(e) = failure.cloned() {
+                let refusal = core.failed(epoch, e);
+                for (_, r) in answers.iter_mut().filter(|(_, r)| r.is_err()) {
+                    *r = Err(refusal.clone());
+                }
+            }
+            answers
+        }
+    };
+    drop(core);
     for (op, committed) in answers {
         op.finish(committed);
     }
 }
 
-type Answers = Vec<(Box<dyn Op>, Result<(), String>)>;
+type Answers = Vec<(Box<dyn Op>, Result<(), StoreError>)>;
 
-fn commit_batch(db: &Database, stats: &CommitStats, mut ops: Vec<Box<dyn Op>>) -> Answers {
+fn commit_batch(db: &redb::Database, stats: &CommitStats, mut ops: Vec<Box<dyn Op>>) -> Answers {
     let mut failed: Vec<Box<dyn Op>> = Vec::new();
     loop {
         let txn = match db.begin_write() {
             Ok(t) => WriteTxn::new(t),
             Err(e) => {
-                let msg = e.to_string();
-                return ops.into_iter().chain(failed).map(|op| (op, Err(msg.clone()))).collect();
+                let e = StoreError::from(e);
+                return ops.into_iter().chain(failed).map(|op| (op, Err(e.clone()))).collect();
             }
         };
         let mut ok = Vec::with_capacity(ops.len());
@@ -299,7 +314,7 @@ fn commit_batch(db: &Database, stats: &CommitStats, mut ops: Vec<Box<dyn Op>>) -
                     stats.committed(started, written);
                     Ok(())
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(StoreError::from(e)),
             }
         } else {
             txn.abort();

@@ -5,12 +5,14 @@
 //! writes into shared transactions, so one fsync serves many requests (see `batch`).
 
 mod batch;
+mod health;
 mod rows;
 mod stats;
 mod tables;
 mod txn;
 
 pub use batch::{LANE_QUEUE, MAX_BATCH, Outcome};
+pub use health::WriteHealth;
 pub use rows::{DryRun, Rows};
 pub use stats::{BATCH_BUCKETS, COMMIT_BUCKETS, CommitSnapshot, CommitStats};
 pub use tables::{JsonTable, KeyOrder, KeySet};
@@ -21,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const SCHEMA_KEY: &str = "schema_version";
@@ -53,7 +55,7 @@ pub fn schema_of(migrations: &[Migration]) -> u64 {
     migrations.iter().map(|m| m.to).max().unwrap_or(0)
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("{path} is in use by another gshare process (only one server may use a data directory)")]
     AlreadyOpen { path: PathBuf },
@@ -71,22 +73,52 @@ pub enum StoreError {
     Decode { table: &'static str, key: String, message: String },
     #[error("state store task failed: {0}")]
     Join(String),
+    /// A read or write of the file failed at the OS (`full`: no space left).
+    #[error("state file I/O failed: {message}")]
+    Io { full: bool, message: String },
+    /// Writes are refused until the file can write again (see `health`).
+    #[error(
+        "{}; writes are refused until it can write again (reads go on)",
+        if *full { format!("no space left on the filesystem of the data directory {} ({} bytes free)", dir.display(), avail_bytes.map_or_else(|| "unknown".to_string(), |b| b.to_string())) }
+        else { format!("the state file in {} cannot write ({cause})", dir.display()) }
+    )]
+    NotWritable { dir: PathBuf, avail_bytes: Option<u64>, full: bool, cause: String },
 }
 
-macro_rules! backend_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for StoreError {
-            fn from(e: $t) -> Self { StoreError::Backend(e.to_string()) }
-        }
-    )*};
+impl From<redb::StorageError> for StoreError {
+    fn from(e: redb::StorageError) -> Self {
+        health::from_storage(e)
+    }
 }
-backend_from!(redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
+impl From<redb::TransactionError> for StoreError {
+    fn from(e: redb::TransactionError) -> Self {
+        match e {
+            redb::TransactionError::Storage(s) => health::from_storage(s),
+            other => StoreError::Backend(other.to_string()),
+        }
+    }
+}
+impl From<redb::TableError> for StoreError {
+    fn from(e: redb::TableError) -> Self {
+        match e {
+            redb::TableError::Storage(s) => health::from_storage(s),
+            other => StoreError::Backend(other.to_string()),
+        }
+    }
+}
+impl From<redb::CommitError> for StoreError {
+    fn from(e: redb::CommitError) -> Self {
+        match e {
+            redb::CommitError::Storage(s) => health::from_storage(s),
+            other => StoreError::Backend(other.to_string()),
+        }
+    }
+}
 
 /// A shared handle to the open state file.
 #[derive(Clone)]
 pub struct Store {
-    db: Arc<Database>,
-    path: Arc<PathBuf>,
+    core: Arc<health::Core>,
     stats: Arc<CommitStats>,
     /// The group-commit writer, started by the first [`Store::write_batched`].
     batcher: Arc<OnceLock<batch::Batcher>>,
@@ -94,7 +126,7 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
+        f.debug_struct("Store").field("path", &self.core.path).finish()
     }
 }
 
@@ -116,11 +148,7 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::config::secret::create_private_dir(dir).map_err(|e| err_open(format!("{}: {e}", dir.display())))?;
         }
-        let mut builder = redb::Builder::new();
-        if let Some(bytes) = cache_bytes {
-            builder.set_cache_size(bytes);
-        }
-        let db = builder.create(path).map_err(|e| match e {
+        let db = health::builder(cache_bytes).create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen { path: path.to_path_buf() },
             redb::DatabaseError::Storage(redb::StorageError::Io(io)) => err_open(io.to_string()),
             redb::DatabaseError::Storage(s) => StoreError::Corrupt { path: path.to_path_buf(), message: s.to_string() },
@@ -133,8 +161,7 @@ impl Store {
                 .map_err(|e| err_open(format!("cannot make it owner-only (0600): {e}")))?;
         }
         let store = Self {
-            db: Arc::new(db),
-            path: Arc::new(path.to_path_buf()),
+            core: Arc::new(health::Core::new(db, path, cache_bytes)),
             stats: Arc::default(),
             batcher: Arc::default(),
         };
@@ -143,22 +170,35 @@ impl Store {
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.core.path
+    }
+
+    /// Can the store write, and the counters of refused and failed writes (`/readyz`,
+    /// `/metrics`). While refusing, tries a probe write when space has appeared. Blocking.
+    pub fn write_health(&self) -> WriteHealth {
+        self.core.try_recover();
+        self.core.health()
+    }
+
+    /// Changes each time the store can write again after refusing (the audit writer's cue).
+    pub fn writable_again(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.core.writable_again()
     }
 
     fn migrate(&self, migrations: &[Migration]) -> Result<(), StoreError> {
         debug_assert!(migrations.windows(2).all(|w| w[0].to <= w[1].to), "migrations out of order");
         let schema = schema_of(migrations);
         let corrupt =
-            |e: &dyn std::fmt::Display| StoreError::Corrupt { path: self.path.to_path_buf(), message: e.to_string() };
-        let txn = WriteTxn::new(self.db.begin_write().map_err(|e| corrupt(&e))?);
+            |e: &dyn std::fmt::Display| StoreError::Corrupt { path: self.core.path.clone(), message: e.to_string() };
+        let (_, db) = self.core.current()?;
+        let txn = WriteTxn::new(db.begin_write().map_err(|e| corrupt(&e))?);
         let found = {
             let meta = txn.open_table(META).map_err(|e| corrupt(&e))?;
             let v = meta.get(SCHEMA_KEY).map_err(|e| corrupt(&e))?.map(|g| g.value());
             v.unwrap_or(0)
         };
         if found > schema {
-            return Err(StoreError::TooNew { path: self.path.to_path_buf(), found, known: schema });
+            return Err(StoreError::TooNew { path: self.core.path.clone(), found, known: schema });
         }
         for step in migrations.iter().filter(|m| m.to > found) {
             (step.run)(&txn)?;
@@ -174,7 +214,8 @@ impl Store {
 
     /// The schema version recorded in the file.
     pub fn schema_version(&self) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read()?;
+        let (_, db) = self.core.current()?;
+        let txn = db.begin_read()?;
         let meta = txn.open_table(META)?;
         Ok(meta.get(SCHEMA_KEY)?.map(|g| g.value()).unwrap_or(0))
     }
@@ -185,10 +226,16 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&ReadTransaction) -> Result<T, StoreError> + Send + 'static,
     {
-        let db = self.db.clone();
+        let core = self.core.clone();
         tokio::task::spawn_blocking(move || {
-            let txn = db.begin_read()?;
-            f(&txn)
+            let (epoch, db) = core.current()?;
+            let result = db.begin_read().map_err(StoreError::from).and_then(|txn| f(&txn));
+            drop(db);
+            match result {
+                // A latched handle fails reads too: reopen it (the read itself is not retried).
+                Err(e @ StoreError::Io { .. }) => Err(core.failed(epoch, e)),
+                other => other,
+            }
         })
         .await
         .map_err(|e| StoreError::Join(e.to_string()))?
@@ -201,21 +248,27 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&WriteTxn) -> Result<T, StoreError> + Send + 'static,
     {
-        let (db, stats) = (self.db.clone(), self.stats.clone());
+        let (core, stats) = (self.core.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
-            let txn = WriteTxn::new(db.begin_write()?);
-            match f(&txn) {
-                Ok(v) => {
-                    let started = Instant::now();
-                    let written = txn.commit()?;
-                    stats.committed(started, written);
-                    Ok(v)
+            core.admit_write()?;
+            let (epoch, db) = core.current()?;
+            let result = (|| {
+                let txn = WriteTxn::new(db.begin_write()?);
+                match f(&txn) {
+                    Ok(v) => {
+                        let started = Instant::now();
+                        let written = txn.commit()?;
+                        stats.committed(started, written);
+                        Ok(v)
+                    }
+                    Err(e) => {
+                        txn.abort();
+                        Err(e)
+                    }
                 }
-                Err(e) => {
-                    txn.abort();
-                    Err(e)
-                }
-            }
+            })();
+            drop(db);
+            result.map_err(|e| core.failed(epoch, e))
         })
         .await
         .map_err(|e| StoreError::Join(e.to_string()))?
@@ -229,21 +282,31 @@ impl Store {
         E: From<StoreError> + Send + 'static,
         F: FnOnce(&WriteTxn) -> Result<T, E> + Send + 'static,
     {
-        let (db, stats) = (self.db.clone(), self.stats.clone());
+        let (core, stats) = (self.core.clone(), self.stats.clone());
         tokio::task::spawn_blocking(move || {
-            let txn = WriteTxn::new(db.begin_write().map_err(StoreError::from)?);
-            match f(&txn) {
-                Ok(v) => {
-                    let started = Instant::now();
-                    let written = txn.commit().map_err(StoreError::from)?;
-                    stats.committed(started, written);
-                    Ok(v)
+            core.admit_write()?;
+            let (epoch, db) = core.current()?;
+            // The store's own failures apart from the closure's: only those can mean a bad file.
+            let result = (|| {
+                let txn = WriteTxn::new(db.begin_write().map_err(|e| Err(StoreError::from(e)))?);
+                match f(&txn) {
+                    Ok(v) => {
+                        let started = Instant::now();
+                        let written = txn.commit().map_err(|e| Err(StoreError::from(e)))?;
+                        stats.committed(started, written);
+                        Ok(v)
+                    }
+                    Err(e) => {
+                        txn.abort();
+                        Err(Ok(e))
+                    }
                 }
-                Err(e) => {
-                    txn.abort();
-                    Err(e)
-                }
-            }
+            })();
+            drop(db);
+            result.map_err(|failure| match failure {
+                Ok(own) => own,
+                Err(store) => E::from(core.failed(epoch, store)),
+            })
         })
         .await
         .map_err(|e| E::from(StoreError::Join(e.to_string())))?
@@ -273,7 +336,7 @@ impl Store {
         E: From<StoreError> + Send + 'static,
         F: FnMut(&WriteTxn) -> Result<Outcome<T>, E> + Send + 'static,
     {
-        let batcher = self.batcher.get_or_init(|| batch::Batcher::start(&self.db, self.stats.clone()));
+        let batcher = self.batcher.get_or_init(|| batch::Batcher::start(&self.core, self.stats.clone()));
         batcher.submit(lane, f).await
     }
 
@@ -316,7 +379,7 @@ impl Store {
 
     /// Is the store usable right now? (readiness probe)
     pub fn is_healthy(&self) -> bool {
-        self.db.begin_read().is_ok()
+        self.core.current().is_ok_and(|(_, db)| db.begin_read().is_ok())
     }
 }
 
@@ -504,7 +567,7 @@ mod tests {
         let path = tmp.path().join("gshare.redb");
         {
             let s = Store::open(&path, MIGRATIONS).unwrap();
-            let txn = s.db.begin_write().unwrap();
+            let txn = s.core.current().unwrap().1.begin_write().unwrap();
             txn.open_table(META).unwrap().insert(SCHEMA_KEY, SCHEMA_VERSION + 1).unwrap();
             txn.commit().unwrap();
         }

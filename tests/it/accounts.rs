@@ -150,7 +150,7 @@ async fn admins_are_added_and_removed_while_serving() {
     let res = post(json!({"username": "carol", "password": "carol's first passphrase"})).await;
     assert_eq!(res.status(), 201);
     expect_error(post(json!({"username": "carol", "password": "another passphrase"})).await, 409, "conflict").await;
-    // Names are unique without regard to case (issue 32 item 13); the answer names the one taken.
+    // Names are unique without regard to case; the answer names the one taken.
     let taken =
         expect_error(post(json!({"username": "Carol", "password": "another passphrase"})).await, 409, "conflict").await;
     assert_eq!(taken["error"]["details"]["username"], "carol", "{taken}");

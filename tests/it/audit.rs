@@ -177,7 +177,7 @@ async fn logout_and_throttled_logins_are_audited() {
     s.stop().await;
 }
 
-/// Issue 12: a flood of throttled logins from one address writes one entry per window (plus the
+/// A flood of throttled logins from one address writes one entry per window (plus the
 /// first refusal at once), with the count; not one entry per request.
 #[tokio::test]
 async fn throttled_logins_are_aggregated_per_address_and_window() {

@@ -1,8 +1,8 @@
-//! Forward-auth binds every credential to the one session the ingress will route the request to
-//! (issue 12 item 1), the `/proxy/` relay forwards only what verify would route and carries no
-//! credential or identity across (item 8), and two sessions stay open side by side in one browser
-//! (issue 13). Each bypass class is exercised through `GET /internal/connect/verify` and through the
-//! relay in front of an ingress that authenticates the way ingress-nginx does.
+//! Forward-auth binds every credential to the one session the ingress will route the request to,
+//! the `/proxy/` relay forwards only what verify would route and carries no credential or
+//! identity across, and two sessions stay open side by side in one browser. Each bypass class is
+//! exercised through `GET /internal/connect/verify` and through the relay in front of an ingress
+//! that authenticates the way ingress-nginx does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -457,7 +457,7 @@ async fn a_session_domain_cannot_be_the_consoles_host() {
     s.stop().await;
 }
 
-/// Verify and the relay remember what they look up per request until the next commit (issue 15):
+/// Verify and the relay remember what they look up per request until the next commit:
 /// a remembered answer never outlives a state change and never answers for another session.
 #[tokio::test]
 async fn remembered_lookups_end_with_the_session_and_stay_with_their_session() {
@@ -523,7 +523,7 @@ async fn remembered_lookups_end_with_the_session_and_stay_with_their_session() {
     s.stop().await;
 }
 
-/// Issue 24: a connection token is minted for the session's owner. A browser signed in to the
+/// A connection token is minted for the session's owner. A browser signed in to the
 /// console as another member (its console cookie arrives at verify) cannot use it: a forwarded
 /// link opens nothing for a colleague. The owner's own browser, one not signed in, and an admin's
 /// (who may open any session; `session.connect` is audited with the owner) can.

@@ -71,7 +71,7 @@ async fn cli_minted_token_verifies_against_served_jwks() {
 #[tokio::test]
 async fn default_ttl_is_seven_days() {
     let dir = tempfile::tempdir().unwrap();
-    // The key rings a server makes on its first start (the CLI never makes them: issue 14).
+    // The key rings a server makes on its first start (the CLI never makes them).
     let config = gshare::config::Config::for_data_dir(dir.path(), &[]).unwrap();
     gshare::auth::Authorities::open(&config, gshare::clock::Clock::system()).unwrap();
     let out = gshare(dir.path(), &["token", "operator", "--cluster-id", "clu_local"], &[]);

@@ -5,7 +5,7 @@
 //! `auth_request` to an internal location that proxies to verify with `X-Original-URL`,
 //! `X-Original-Method`, `X-Real-IP` and the client's headers, and passes verify's cookie on with
 //! `add_header Set-Cookie $auth_cookie` — which nginx applies only to 200, 201, 204, 206, 301, 302,
-//! 303, 304, 307 and 308 answers (issue 30 items 10–14).
+//! 303, 304, 307 and 308 answers.
 //!
 //! nginx starts on loopback with a temporary prefix and config (no root needed: the port is above
 //! 1024). Without an nginx binary the tests say so and pass; CI installs it (`hack/deps.sh`).

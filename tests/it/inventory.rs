@@ -305,7 +305,9 @@ async fn another_clusters_payload_is_forbidden() {
         "forbidden",
     )
     .await;
-    assert_eq!(body["error"]["details"]["cluster_id"], b);
+    // The refusal names the caller's own cluster, never the owner's.
+    assert!(!body.to_string().contains(b.as_str()), "another cluster's id leaked: {body}");
+    assert_eq!(body["error"]["details"], json!({ "token_cluster": a }), "{body}");
     s.stop().await;
 }
 
@@ -409,7 +411,7 @@ async fn bad_input_is_refused_with_field_errors() {
     // A node name of exactly 253 characters is a valid Kubernetes name.
     let ok_name = ["a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61)].join(".");
     assert_eq!(call(&s, &tok, "/internal/inventory/nodes", &node_report(&id, &ok_name)).await.status(), 202);
-    // Not JSON: 400; over 1 MiB: 413; decommissioned with an empty body: 422 (issue 12 item 11).
+    // Not JSON: 400; over 1 MiB: 413; decommissioned with an empty body: 422.
     let res = s.client.post(s.url("/internal/inventory/nodes")).bearer_auth(&tok).body("{nope").send().await.unwrap();
     expect_error(res, 400, "invalid_json").await;
     let big = json!({"node_id": "n", "role": "x".repeat(1 << 20)});
@@ -457,7 +459,7 @@ async fn jwt_attacks_over_http_are_refused() {
     let report = node_report(&id, "n1");
     assert_eq!(call(&s, &good, "/internal/inventory/nodes", &report).await.status(), 202);
     // A kid this server does not know, on a token its key signed: accepted, as upstream's verifier
-    // tries every key of its JWKS (issue 30 item 8).
+    // tries every key of its JWKS.
     let renamed = sign(&s, Some("internal"), &claims(&s, &sub));
     assert_eq!(call(&s, &renamed, "/internal/inventory/nodes", &report).await.status(), 202);
     let foreign = gshare::auth::keys::SigningKey::generate_for_tests();

@@ -25,6 +25,7 @@ mod schema;
 mod sessions;
 mod signin;
 mod snapshot;
+mod storage_full;
 mod support;
 mod tls;
 mod users;

@@ -1,8 +1,8 @@
-//! The operations kit (issue 28) and who sees what on `/metrics` and `/readyz` (issue 32, item
-//! 11): `/metrics` through Debian's `promtool check metrics` with every family present, in both
-//! views; per-cluster series only for registered clusters, cluster ids only to the metrics token
-//! or an admin; the shipped Prometheus rules through `promtool check rules` and `promtool test
-//! rules`; every metric the Grafana dashboard and the rules name exists in `/metrics`.
+//! The operations kit and who sees what on `/metrics` and `/readyz`: `/metrics` through Debian's
+//! `promtool check metrics` with every family present, in both views; per-cluster series only for
+//! registered clusters, cluster ids only to the metrics token or an admin; the shipped Prometheus
+//! rules through `promtool check rules` and `promtool test rules`; every metric the Grafana
+//! dashboard and the rules name exists in `/metrics`.
 //!
 //! promtool comes from Debian's `prometheus` package (hack/deps.sh installs it).
 

@@ -467,7 +467,7 @@ async fn operator_tokens_and_rejections() {
     assert_eq!(view["state"], "silent");
     assert_eq!(view["last_token_rejection"]["reason"], "unknown_kid", "{view}");
     assert_eq!(view["last_token_rejection"]["counts"]["unknown_kid"], 1, "{view}");
-    // Issue 32 item 10: a forged token claiming this cluster writes no text of its own (its kid),
+    // A forged token claiming this cluster writes no text of its own (its kid),
     // only a count; the real cause stays visible beside it.
     let header = base64::Engine::encode(
         &base64::engine::general_purpose::URL_SAFE_NO_PAD,

@@ -1,4 +1,4 @@
-//! What a real cluster does with what attach applies (issue 30): the operator compatibility
+//! What a real cluster does with what attach applies: the operator compatibility
 //! table (flags, RBAC profile, pull policy), the privileged-session ConfigMap, one attach per
 //! cluster at a time with an overall deadline, and the operator's own pods on the cluster view.
 
@@ -991,7 +991,7 @@ async fn detach_preflights_its_delete_rights() {
     assert!(get(&c, "gshare.io", "v1", "gsharesessions", Some("gshare-sessions"), "ses-1").is_none());
 }
 
-/// Issue 30 item 9, the other two states: an attached operator that never called back
+/// An attached operator that never called back
 /// (`silent`) and an attach that stopped part-way (`attach_incomplete`) refuse a new session
 /// with 409 `operator_not_connected` naming the state and what to do.
 #[tokio::test]
@@ -1028,7 +1028,7 @@ async fn a_session_on_a_silent_or_half_attached_operator_is_refused_naming_the_s
     assert_eq!(sessions_now(&s).await, 0, "a refused session was stored");
 }
 
-/// Issue 30 item 8: a token whose kid names no key here is tried against the ring, and the log
+/// A token whose kid names no key here is tried against the ring, and the log
 /// says which key matched (and the kid claimed), so an admin can set `internal_jwt_kid`.
 #[tokio::test]
 async fn an_unknown_kid_is_matched_by_key_and_logged() {

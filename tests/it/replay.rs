@@ -349,7 +349,7 @@ async fn fields_at_and_beyond_upstreams_limits() {
     }
 
     // Health events: any node (unknown ones are logged), any card or message; the enumerated
-    // fields are checked against their values (issue 12): an unknown kind is 422.
+    // fields are checked against their values: an unknown kind is 422.
     for ev in [
         json!({"node_id": huge, "kind": "xid", "severity": "critical", "action": "alert"}),
         json!({"node_id": "", "kind": "ECC", "severity": "Warn", "action": ""}),
@@ -410,7 +410,7 @@ async fn fields_at_and_beyond_upstreams_limits() {
     s.stop().await;
 }
 
-/// §1 cluster scoping, issue 12 item 7 (operator audit entries), and the §9 state rules.
+/// §1 cluster scoping, the operator's audit entries, and the §9 state rules.
 #[tokio::test]
 async fn scoping_audit_targets_stale_reports_and_modes() {
     let s = server().await;
@@ -579,7 +579,7 @@ async fn scoping_audit_targets_stale_reports_and_modes() {
     s.stop().await;
 }
 
-/// Issue 30 items 7: the session controller's reports around a replaced pod and a resume, with
+/// The session controller's reports around a replaced pod and a resume, with
 /// its bodies (`gsharesession_controller.go`: a live pod with a deletionTimestamp is reported as
 /// `Preparing`; the finalizer's and a finished pod's `Terminated` carry the CR generation they were
 /// built at, and a retried report keeps its first `ts`). Upstream keeps a running session running
@@ -697,7 +697,7 @@ async fn a_token_upstream_minted_keeps_working() {
             jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_rsa_pem(pem.as_bytes()).unwrap())
                 .unwrap();
 
-        // With upstream's kid set, and (issue 30 item 8) without it: a token whose kid names no
+        // With upstream's kid set, and without it: a token whose kid names no
         // key here is checked against each key of the ring, as upstream's verifier does.
         for kid in [Some("internal"), None] {
             let mut env = vec![("GSHARE_INTERNAL_JWT_PRIVATE_KEY", pem.as_str())];
@@ -727,7 +727,7 @@ async fn a_token_upstream_minted_keeps_working() {
     }
 }
 
-/// Issue 12 item 6: a `\n` in an operator-sent `node_id` cannot write a second log line.
+/// A `\n` in an operator-sent `node_id` cannot write a second log line.
 #[tokio::test]
 async fn a_newline_in_node_id_cannot_forge_a_log_line() {
     use std::sync::{Arc, Mutex};

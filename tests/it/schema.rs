@@ -1,4 +1,4 @@
-//! Schema honesty (issue 12, item 11): the OpenAPI document states every answer a route can give
+//! Schema honesty: the OpenAPI document states every answer a route can give
 //! and the limits it enforces; bodies the operator must send are required; names and image
 //! references refuse characters that make text display other than it reads.
 

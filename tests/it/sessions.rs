@@ -151,7 +151,7 @@ pub(crate) async fn verify(s: &TestServer, headers: &[(&str, &str)]) -> reqwest:
     r.send().await.unwrap()
 }
 
-/// Issue 30 item 9: a session is placed only on a cluster whose operator is connected (it called
+/// A session is placed only on a cluster whose operator is connected (it called
 /// back within two heartbeat intervals); otherwise 409 `operator_not_connected` naming the state,
 /// and nothing is stored or applied.
 #[tokio::test]
@@ -1564,7 +1564,7 @@ async fn relayed_upgrade(s: &TestServer, name: &str, from: u8) -> (String, tokio
     (head.lines().next().unwrap_or("").to_string(), ws)
 }
 
-/// Issue 32 item 3: relayed WebSockets stay counted under `max_connections` and the per-address cap
+/// Relayed WebSockets stay counted under `max_connections` and the per-address cap
 /// after the upgrade (with their upstream descriptor), and one session holds at most 64.
 #[tokio::test]
 async fn relayed_websockets_are_counted_against_the_connection_caps() {
@@ -1627,7 +1627,7 @@ async fn one_session_holds_at_most_64_relayed_websockets() {
     s.stop().await;
 }
 
-/// Issue 32 item 4: on a session domain (the origin of every session app) only the relay, verify
+/// On a session domain (the origin of every session app) only the relay, verify
 /// and the health paths answer; the console, the API and sign-in are 421 there and set no cookie.
 #[tokio::test]
 async fn the_console_does_not_answer_on_the_session_origin() {

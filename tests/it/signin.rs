@@ -266,12 +266,12 @@ async fn a_thousand_logins_from_one_address() {
     assert_eq!(addrs, 1);
 }
 
-/// Issue 12: wrong passwords for `admin` from one address throttle that address, never the owner
+/// Wrong passwords for `admin` from one address throttle that address, never the owner
 /// signing in from another one; only an attack from many addresses spends the username's budget.
 #[tokio::test]
 async fn an_attacker_cannot_lock_the_admin_out() {
     // Six failures per address and window (budget per username: 20 x 6), to keep it short; the
-    // attack on main before issue 12 took five to lock the username for every address.
+    // attack on the code before the per-address throttle took five to lock the username for every address.
     let s = TestServer::start_with(&[("GSHARE_TRUSTED_PROXY_HOPS", "1"), ("GSHARE_LOGIN_MAX_FAILURES", "6")]).await;
     let attacker = "192.0.2.66";
     for _ in 0..6 {
@@ -544,7 +544,7 @@ fn account_cli_works_offline_and_through_a_running_server() {
     });
 }
 
-/// Issue 32 item 2: logins of the wrong shape (422) cost the address like wrong passwords and are
+/// Logins of the wrong shape (422) cost the address like wrong passwords and are
 /// written once per address and window, so a flood of them neither passes the throttle nor grows
 /// the audit log.
 #[tokio::test]
@@ -574,7 +574,7 @@ async fn bad_shape_logins_are_throttled_and_coalesced() {
     s.stop().await;
 }
 
-/// Issue 32 item 12: sign-in takes JSON only, and not from another site's page.
+/// Sign-in takes JSON only, and not from another site's page.
 #[tokio::test]
 async fn login_is_json_only_and_same_origin() {
     let s = TestServer::start().await;
@@ -615,7 +615,7 @@ async fn login_is_json_only_and_same_origin() {
     s.stop().await;
 }
 
-/// Issue 32 item 13: two Host headers are refused; so are tokens issued in the future.
+/// Two Host headers are refused; so are tokens issued in the future.
 #[tokio::test]
 async fn two_host_headers_are_refused() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1229,7 +1229,7 @@ try {
     { skipIf: noSession },
   );
 
-  // --- a lab member (issue 24): created by the admin, signs in in a browser of their own, lands on
+  // --- a lab member: created by the admin, signs in in a browser of their own, lands on
   // My sessions, starts a session from the catalogue (keyboard only), watches it go live, opens
   // lab, pauses, resumes and ends it. No admin page is shown, and none is fetched.
   const MEMBER = "e2e-member";

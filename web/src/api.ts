@@ -38,7 +38,7 @@ export function setCsrfToken(token: string | null | undefined) {
 
 /**
  * CSRF protection for cookie-authenticated state-changing requests, in one place: the server
- * (issue 6) wants the session's token echoed in `X-CSRF-Token`; it is also readable from the
+ * wants the session's token echoed in `X-CSRF-Token`; it is also readable from the
  * double-submit cookie `gshare_csrf`, which wins because it follows the current session.
  */
 export function csrfHeaders(method: string, cookie = typeof document === "undefined" ? "" : document.cookie): Record<string, string> {

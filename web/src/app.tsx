@@ -1,5 +1,5 @@
 // The console shell: who is signed in, the header with navigation and sign-out, and the pages.
-// An admin gets every page; a member (issue 24) only My sessions and their account: an admin
+// An admin gets every page; a member only My sessions and their account: an admin
 // page's address shows "not available to members" and fetches nothing.
 
 import type { JSX } from "preact";

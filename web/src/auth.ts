@@ -1,4 +1,4 @@
-// Sign-in (issue 6): the server sets an HttpOnly session cookie; the console never holds the
+// Sign-in: the server sets an HttpOnly session cookie; the console never holds the
 // access token, only the session's CSRF token to echo on changes.
 
 import { ApiError, request, setCsrfToken, type Schemas } from "./api";

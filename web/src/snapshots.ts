@@ -1,4 +1,4 @@
-// State snapshots (issue 17): the schedule and last result, the files in snapshot_dir, and
+// State snapshots: the schedule and last result, the files in snapshot_dir, and
 // "snapshot now".
 
 import { get, request, type Schemas } from "./api";

@@ -1445,7 +1445,7 @@ export interface components {
          * @description The stable, machine-readable reason of an error answer.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
+        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
         ErrorDetail: {
             /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
             code: components["schemas"]["ErrorCode"];
@@ -2035,6 +2035,8 @@ export interface components {
             /** @description `ready` */
             status: string;
             store: boolean;
+            /** @description The state file accepts writes (false while a full disk refuses them; reads go on). */
+            store_writable: boolean;
         };
         /** @description `POST /api/v1/clusters`. Unknown fields are ignored, as upstream does. */
         RegisterRequest: {
@@ -7239,7 +7241,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description store or keys not usable */
+            /** @description store or keys not usable, or the store cannot write (`details.store_writable`, `details.storage_full`) */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -17,7 +17,7 @@ const two = () => [
 ];
 
 describe("ClustersPage", () => {
-  it("shows seed 004's columns, the unset-domain warning, probe errors and stale heartbeats", async () => {
+  it("shows the cluster page's columns, the unset-domain warning, probe errors and stale heartbeats", async () => {
     stubFetch({ "GET /api/v1/clusters": () => ({ body: page(two()) }) });
     const { container } = render(<ClustersPage />);
     await screen.findByText("gpu-b");

@@ -1,4 +1,4 @@
-// The clusters page (seed 004): one row per cluster, live state and heartbeat, a row expands to its
+// The clusters page: one row per cluster, live state and heartbeat, a row expands to its
 // nodes; register, edit, test and unregister through dialogs.
 
 import { memo } from "preact/compat";

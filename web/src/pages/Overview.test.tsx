@@ -178,9 +178,9 @@ describe("overview live updates", () => {
     await screen.findByRole("application");
     const es = FakeEventSource.last!;
     es.emit("hello");
-    // The stream is up: the page settles on the slow fallback poll (one reload as it switches).
-    await new Promise((r) => setTimeout(r, 30));
     const fetched = () => calls.filter((c) => c.path === "/api/v1/overview").length;
+    // The stream is up: the page settles on the slow fallback poll (one reload as it switches).
+    await waitFor(() => expect(fetched()).toBe(2));
     const before = fetched();
     for (const other of ["audit", "offerings"]) es.emit(other);
     await new Promise((r) => setTimeout(r, 20));
