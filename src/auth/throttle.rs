@@ -10,6 +10,7 @@
 use crate::locks::lock;
 use std::collections::VecDeque;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,12 +30,29 @@ pub struct Limited {
 }
 
 /// A granted attempt, counted as a failure until [`LoginThrottle::succeeded`] says otherwise, so
-/// a burst of concurrent attempts cannot slip past the limit.
+/// a burst of concurrent attempts cannot slip past the limit. While it is held (its password
+/// still being checked) it is also counted as undecided for its address: a refusal then says to
+/// retry in a second, not after the window, because the slot may come back at once (a class
+/// signing in behind one NAT address).
 #[derive(Debug)]
 pub struct Attempt {
     addr: AddrKey,
     at_ms: i64,
     username: String,
+    undecided: Arc<AddrState>,
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        self.undecided.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One address's failures in the window and its attempts whose password is still being checked.
+#[derive(Debug, Default)]
+struct AddrState {
+    times: Mutex<VecDeque<i64>>,
+    in_flight: AtomicUsize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,7 +106,7 @@ pub struct LoginThrottle {
     max_failures: usize,
     user_budget: u64,
     window_ms: i64,
-    addrs: moka::sync::Cache<AddrKey, Arc<Mutex<VecDeque<i64>>>>,
+    addrs: moka::sync::Cache<AddrKey, Arc<AddrState>>,
     users: moka::sync::Cache<String, Arc<Mutex<UserState>>>,
 }
 
@@ -133,9 +151,9 @@ impl LoginThrottle {
     /// Grants an attempt (counting it as a failure for now) or says how long to wait.
     pub fn begin(&self, addr: IpAddr, username: &str, now_ms: i64) -> Result<Attempt, Limited> {
         let key = AddrKey::from(addr);
-        let times = self.addrs.get_with(key, Default::default);
-        let mut times = lock(&times);
-        self.address_allows(&mut times, now_ms)?;
+        let state = self.addrs.get_with(key, Default::default);
+        let mut times = lock(&state.times);
+        self.address_allows(&mut times, &state, now_ms)?;
         let user = self.users.get_with(username.to_string(), Default::default);
         let mut user = lock(&user);
         user.roll(now_ms, self.window_ms);
@@ -151,36 +169,43 @@ impl LoginThrottle {
         }
         times.push_back(now_ms);
         user.current = user.current.saturating_add(1);
-        Ok(Attempt { addr: key, at_ms: now_ms, username: username.to_string() })
+        state.in_flight.fetch_add(1, Ordering::AcqRel);
+        Ok(Attempt { addr: key, at_ms: now_ms, username: username.to_string(), undecided: Arc::clone(&state) })
     }
 
     /// A failure that names no usable username (an empty or over-long one, an empty password):
     /// counted against the address only, or refused like any attempt over its limit.
     pub fn fail_address(&self, addr: IpAddr, now_ms: i64) -> Result<(), Limited> {
-        let times = self.addrs.get_with(AddrKey::from(addr), Default::default);
-        let mut times = lock(&times);
-        self.address_allows(&mut times, now_ms)?;
+        let state = self.addrs.get_with(AddrKey::from(addr), Default::default);
+        let mut times = lock(&state.times);
+        self.address_allows(&mut times, &state, now_ms)?;
         times.push_back(now_ms);
         Ok(())
     }
 
     /// Drops an address's failures that left the window; refuses when it still holds
-    /// `max_failures` of them.
-    fn address_allows(&self, times: &mut VecDeque<i64>, now_ms: i64) -> Result<(), Limited> {
+    /// `max_failures` of them (attempts still being checked included). When some of those are
+    /// still being checked, the wait is a second: they free their places as they succeed.
+    fn address_allows(&self, times: &mut VecDeque<i64>, state: &AddrState, now_ms: i64) -> Result<(), Limited> {
         while times.front().is_some_and(|t| *t <= now_ms - self.window_ms) {
             times.pop_front();
         }
         if times.len() >= self.max_failures {
-            let oldest = times.front().copied().unwrap_or(now_ms);
-            return Err(Limited { retry_after_s: ceil_s(oldest + self.window_ms - now_ms), scope: "client_addr" });
+            let retry_after_s = if state.in_flight.load(Ordering::Acquire) > 0 {
+                1
+            } else {
+                let oldest = times.front().copied().unwrap_or(now_ms);
+                ceil_s(oldest + self.window_ms - now_ms)
+            };
+            return Err(Limited { retry_after_s, scope: "client_addr" });
         }
         Ok(())
     }
 
     /// The attempt had the right password: it was no failure after all.
     pub fn succeeded(&self, attempt: Attempt) {
-        if let Some(times) = self.addrs.get(&attempt.addr) {
-            let mut times = lock(&times);
+        if let Some(state) = self.addrs.get(&attempt.addr) {
+            let mut times = lock(&state.times);
             if let Some(pos) = times.iter().rposition(|t| *t == attempt.at_ms) {
                 times.remove(pos);
             }
@@ -229,6 +254,38 @@ mod tests {
         // Another address is unaffected; the window slides.
         t.begin(ip("192.0.2.2"), "x", 2_000).unwrap();
         t.begin(ip("192.0.2.1"), "later", 301_001).unwrap();
+    }
+
+    #[test]
+    fn a_class_behind_one_address_is_told_to_retry_at_once_not_after_the_window() {
+        let t = LoginThrottle::new(10, Duration::from_secs(300));
+        // Ten students' passwords are being checked: the eleventh waits a second, not 300.
+        let held: Vec<_> = (0..10).map(|i| t.begin(ip("192.0.2.9"), &format!("s{i}"), 1_000).unwrap()).collect();
+        let e = t.begin(ip("192.0.2.9"), "s10", 1_000).unwrap_err();
+        assert_eq!(e, Limited { retry_after_s: 1, scope: "client_addr" });
+        // They succeed: their places come back at once.
+        for a in held {
+            t.succeeded(a);
+        }
+        let a = t.begin(ip("192.0.2.9"), "s10", 1_100).unwrap();
+        t.succeeded(a);
+        // Ten decided failures still hold the address for the window, however they were made.
+        for i in 0..10 {
+            drop(t.begin(ip("192.0.2.9"), &format!("x{i}"), 2_000).unwrap());
+        }
+        assert_eq!(
+            t.begin(ip("192.0.2.9"), "y", 2_000).unwrap_err(),
+            Limited { retry_after_s: 300, scope: "client_addr" }
+        );
+        // One undecided among nine failures: the wait is a second again.
+        let t = LoginThrottle::new(10, Duration::from_secs(300));
+        for i in 0..9 {
+            drop(t.begin(ip("192.0.2.9"), &format!("x{i}"), 0).unwrap());
+        }
+        let pending = t.begin(ip("192.0.2.9"), "p", 0).unwrap();
+        assert_eq!(t.begin(ip("192.0.2.9"), "q", 0).unwrap_err().retry_after_s, 1);
+        drop(pending);
+        assert_eq!(t.begin(ip("192.0.2.9"), "q", 0).unwrap_err().retry_after_s, 300);
     }
 
     #[test]
