@@ -310,9 +310,7 @@ async fn patch_user(
     Path(username): Path<String>,
     ApiJson(body): ApiJson<UserPatch>,
 ) -> Result<axum::Json<AccountSummary>, ApiError> {
-    let Ok(name) = Username::parse(&username) else {
-        return Err(ApiError::not_found(format!("no account {username}")));
-    };
+    let name = account_in_path(&username)?;
     let change = AccountPatch {
         role: body.role,
         group: body.group.map(|g| g.map(|g| g.trim().to_string()).filter(|g| !g.is_empty())),
@@ -410,9 +408,7 @@ async fn delete_user(
         return Err(ApiError::conflict("you cannot delete the account you are signed in with; ask another admin")
             .with_details(serde_json::json!({ "username": username, "reason": "self" })));
     }
-    let Ok(name) = Username::parse(&username) else {
-        return Err(ApiError::not_found(format!("no account {username}")));
-    };
+    let name = account_in_path(&username)?;
     let (by, now_ms) = (admin.actor(), app.clock.now_ms());
     let deleted = app.store.write_with(move |txn| accounts::delete_account(txn, &name, &by, now_ms)).await;
     if let Ok(account) = &deleted {
@@ -425,6 +421,11 @@ async fn delete_user(
     crate::audit::record(&app.audit, audit(result).details(details)).await;
     deleted.map_err(account_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The account a `/users/{username}` path names: a name no account could have is a missing one.
+fn account_in_path(username: &str) -> Result<Username, ApiError> {
+    Username::parse(username).map_err(|_| ApiError::not_found(format!("no account {username}")))
 }
 
 /// A password reset's answer: the new password, shown this once.
@@ -454,9 +455,7 @@ async fn reset_password(
         AuditEntry::new(&meta, admin.actor(), "user.reset_password", result)
             .target(crate::audit::truncate(username.clone()))
     };
-    let Ok(name) = Username::parse(&username) else {
-        return Err(ApiError::not_found(format!("no account {username}")));
-    };
+    let name = account_in_path(&username)?;
     let lookup = name.clone();
     if app.store.read(move |txn| accounts::get(txn, lookup.as_str())).await?.is_none() {
         crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
@@ -810,9 +809,7 @@ async fn invite_user(
     meta: RequestMeta,
     Path(username): Path<String>,
 ) -> Result<Response, ApiError> {
-    let Ok(name) = Username::parse(&username) else {
-        return Err(ApiError::not_found(format!("no account {username}")));
-    };
+    let name = account_in_path(&username)?;
     let token = super::invites::new_token().map_err(ApiError::internal)?;
     let now_ms = app.clock.now_ms();
     // The inviter's own account, when it has one: deleting it voids the links it sent.

@@ -14,7 +14,6 @@ import { useLivePoll } from "../live";
 import { idleText, listOfferings, maxRuntimeText, type Offering } from "../offerings";
 import {
   CONNECT_KINDS,
-  connectSession,
   createSession,
   deleteSession,
   listSessions,
@@ -28,7 +27,7 @@ import {
   type SessionAction,
 } from "../sessions";
 import { useTick } from "../tick";
-import { openTab } from "./Sessions";
+import { connectInNewTab } from "./Sessions";
 
 export const MY_PAGE_SIZE = 20;
 
@@ -155,16 +154,10 @@ function SessionCard(props: { session: Session; onChanged: () => void; onEnd: (s
   const connect = (kind: ConnectKind) =>
     run(
       async () => {
-        const w = openTab();
+        // Called before any await: the tab opens as part of the click.
+        const opened = connectInNewTab(s.id, kind);
         setBlocked(null);
-        try {
-          const c = await connectSession(s.id, kind);
-          if (w && !w.closed) w.location.href = c.url;
-          else setBlocked({ kind, url: c.url });
-        } catch (e) {
-          w?.close();
-          throw e;
-        }
+        setBlocked(await opened);
       },
       { key: kind },
     );

@@ -168,6 +168,26 @@ interface RowProps {
   onDelete: (s: Session) => void;
 }
 
+/**
+ * Opens a connection in a new tab: the tab opens at once (as part of the click, before any
+ * await), then is pointed at the one-time URL. When the browser blocked the tab, the answer is
+ * the URL to offer as a link instead; null when the tab has it.
+ */
+export async function connectInNewTab(id: string, kind: ConnectKind): Promise<{ kind: ConnectKind; url: string } | null> {
+  const w = openTab();
+  try {
+    const c = await connectSession(id, kind);
+    if (w && !w.closed) {
+      w.location.href = c.url;
+      return null;
+    }
+    return { kind, url: c.url };
+  } catch (e) {
+    w?.close();
+    throw e;
+  }
+}
+
 /** Opens a tab on the click itself (popup blockers allow that), then points it at the connect URL. */
 export function openTab(): Window | null {
   const w = window.open("", "_blank");
@@ -209,17 +229,10 @@ export const SessionRow = memo(function SessionRow({ session: s, stale, onChange
   const connect = (kind: ConnectKind) =>
     run(
       async () => {
-        // Before the first await: the tab opens as part of the click.
-        const w = openTab();
+        // Called before any await: the tab opens as part of the click.
+        const opened = connectInNewTab(s.id, kind);
         setBlocked(null);
-        try {
-          const c = await connectSession(s.id, kind);
-          if (w && !w.closed) w.location.href = c.url;
-          else setBlocked({ kind, url: c.url });
-        } catch (e) {
-          w?.close();
-          throw e;
-        }
+        setBlocked(await opened);
       },
       { key: kind },
     );
