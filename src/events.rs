@@ -31,7 +31,7 @@ use crate::clusters::model::CLUSTERS;
 use crate::http::error::ErrorBody;
 use crate::inventory::gpu_booking::ALLOCATIONS;
 use crate::inventory::model::{CLUSTER_COUNTS, DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS, VOLUMES};
-use crate::operator::model::ATTACHMENTS;
+use crate::operator::model::{ATTACH_RESULTS, ATTACHMENTS};
 use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS, owner_sessions_key};
 use crate::store::Store;
 
@@ -76,8 +76,14 @@ impl Topic {
 
     /// The tables whose commits this topic announces.
     pub fn tables(self) -> &'static [&'static str] {
-        const CLUSTERS_T: &[&str] =
-            &[CLUSTERS.name(), CLUSTER_COUNTS.name(), NODES.name(), GPUS.name(), ATTACHMENTS.name()];
+        const CLUSTERS_T: &[&str] = &[
+            CLUSTERS.name(),
+            CLUSTER_COUNTS.name(),
+            NODES.name(),
+            GPUS.name(),
+            ATTACHMENTS.name(),
+            ATTACH_RESULTS.name(),
+        ];
         const SESSIONS_T: &[&str] = &[SESSIONS.name(), LIVE_SESSIONS.name(), ALLOCATIONS.name()];
         const OFFERINGS_T: &[&str] = &[OFFERINGS.name()];
         const INVENTORY_T: &[&str] = &[

@@ -277,9 +277,9 @@ pub(super) async fn create_account(
     };
     let password_hash = hash(app, password.clone()).await?;
     let now_ms = app.clock.now_ms();
-    // A password an admin chose or generated is replaced by its owner at first sign-in (not on
-    // the older `POST /api/v1/admins`, whose admins set their own).
-    let must_change_password = action == "user.create";
+    // A password an admin chose or generated is replaced by its owner at first sign-in: a member's
+    // and an admin's added on the Account page (`admin.add`: "their first password") alike.
+    let must_change_password = matches!(action, "user.create" | "admin.add");
     let new = accounts::NewAccount { role, group, must_change_password };
     let added = accounts::store_account(&app.store, name.clone(), password_hash, new, now_ms).await;
     crate::audit::record(

@@ -664,6 +664,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The settings attach and sessions depend on (admins only). */
+        get: operations["settings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/snapshots": {
         parameters: {
             query?: never;
@@ -1169,6 +1186,17 @@ export interface components {
             mem_bytes: number;
             /** @description The session's CR name. */
             session: string;
+        };
+        /** @description The last attach request's outcome, as a cluster's view shows it. */
+        AttachResultView: {
+            /** @description RFC 3339. */
+            at: string;
+            /** @description The refusal's error code, e.g. `setting_required`, `cluster_forbidden`, `cluster_unreachable`. */
+            code?: string | null;
+            message?: string | null;
+            ok: boolean;
+            /** @description For `setting_required`: `public_url` or `session_domain`. */
+            setting?: string | null;
         };
         /** @description One audit entry as a caller describes it; the log adds `id` and `at`. */
         AuditEntry: {
@@ -1866,6 +1894,7 @@ export interface components {
             control_plane_url?: string | null;
             /** @description The image and control-plane URL the operator was deployed with. */
             image?: string | null;
+            last_attach?: components["schemas"]["AttachResultView"] | null;
             /**
              * Format: int64
              * @description Age of the last operator callback, seconds.
@@ -2126,6 +2155,31 @@ export interface components {
             sessions_running: number[];
             /** @description Unix milliseconds of each sample. */
             t: number[];
+        };
+        /**
+         * @description The server's own settings that decide whether a cluster can be attached and its sessions
+         *     opened: what the console's first-run checklist and the attach panel read.
+         */
+        ServerSettings: {
+            /**
+             * @description The configuration file the settings were read from; `null`: built-in defaults and the
+             *     environment (`GSHARE_*`) only.
+             */
+            config_file?: string | null;
+            /** @description `public_url`: the address the operator calls back (and links point at). */
+            public_url: string;
+            /**
+             * @description Why an operator inside a cluster cannot call `public_url` back (a loopback address, say);
+             *     `null` when it can. Attach is refused while this is set.
+             */
+            public_url_problem?: string | null;
+            /**
+             * @description The default session domain (`session_domain`): clusters without their own use it; `null`:
+             *     each cluster needs its own before attach.
+             */
+            session_domain?: string | null;
+            /** @description `https` or `http`: the scheme of session URLs. */
+            session_url_scheme: string;
         };
         /**
          * @description What an admin may do to a session (`actions` on the wire).
@@ -5527,6 +5581,50 @@ export interface operations {
                 };
             };
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServerSettings"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
