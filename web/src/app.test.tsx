@@ -117,7 +117,7 @@ describe("App", () => {
       const calls = stubFetch({ "GET /api/v1/auth/me": me, ...sessionsAndOfferings });
       render(<App />);
       await screen.findByRole("heading", { name: "Change your password" });
-      expect(screen.getByRole("button", { name: "Sign out everywhere" })).toBeTruthy();
+      expect(screen.getByRole("button", { name: "Sign out everywhere…" })).toBeTruthy();
       expect(screen.queryByRole("heading", { name: "Admins" })).toBeNull();
       expect(screen.queryByRole("heading", { name: "Recent sign-ins" })).toBeNull();
       expect(screen.getByRole("link", { name: "alice" }).getAttribute("aria-current")).toBe("page");
