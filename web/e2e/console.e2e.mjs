@@ -1644,7 +1644,8 @@ try {
   );
 
   await step("sessions page: titled, focus on its heading after the route change", async () => {
-    await page.getByRole("link", { name: "Sessions" }).click();
+    // The header's link (the empty Clusters page's checklist links the page too).
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Sessions" }).click();
     await page.getByRole("heading", { name: "Sessions" }).waitFor();
     await waitFor("the page title", async () => (await page.title()) === "Sessions — gShare Edge", 5000).catch(async () => {
       throw new Error(`title: ${await page.title()}`);

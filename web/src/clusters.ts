@@ -78,7 +78,8 @@ export const getSettings = (signal?: AbortSignal) => get<ServerSettings>("/api/v
 
 /** Where a setting is changed, in words: the server's own configuration file when it has one. */
 export function configPlace(s: Pick<ServerSettings, "config_file"> | null | undefined): string {
-  return s?.config_file ? s.config_file : "the server's config.toml";
+  // `/dev/null`: started without a file on purpose (GSHARE_CONFIG=/dev/null); there is none to name.
+  return s?.config_file && s.config_file !== "/dev/null" ? s.config_file : "the server's config.toml";
 }
 
 /** The last attach request's outcome on a cluster. */

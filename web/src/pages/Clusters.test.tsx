@@ -300,7 +300,7 @@ describe("ClustersPage: what the second walk found", () => {
     });
     const { container } = render(<ClustersPage />);
     await screen.findByText(/No cluster is registered yet/);
-    const steps = Array.from(container.querySelectorAll(".first-run .steps > li")).map((li) => li.textContent ?? "");
+    const steps = Array.from(container.querySelectorAll(".first-run-steps > li")).map((li) => li.textContent ?? "");
     expect(steps.length).toBe(4);
     expect(steps[0]).toContain("Register a cluster");
     expect(steps[1]).toContain("Attach the operator");

@@ -11,7 +11,7 @@ import { EditDialog } from "../components/EditDialog";
 import { ListPage } from "../components/ListPage";
 import { NodesPanel } from "../components/NodesPanel";
 import { RegisterDialog } from "../components/RegisterDialog";
-import { attachFailureText, effectiveDomain, getSettings, listClusters, type Cluster, type ServerSettings } from "../clusters";
+import { attachFailureText, configPlace, effectiveDomain, getSettings, listClusters, type Cluster, type ServerSettings } from "../clusters";
 import { usePoll } from "../hooks";
 import { formatAge, formatTime, plural } from "../format";
 import { useLivePoll } from "../live";
@@ -335,7 +335,7 @@ export function FirstRun(props: { settings?: ServerSettings; settingsError?: unk
       <p>
         <strong>No cluster is registered yet.</strong> From a cluster to a running session takes four steps:
       </p>
-      <ol class="steps">
+      <ol class="first-run-steps">
         <li>
           <strong>Register a cluster</strong> with its kubeconfig. The server checks it first: the API server answers, HAMi's device plugin
           and the <code>nvidia</code> RuntimeClass are there.
@@ -353,8 +353,7 @@ export function FirstRun(props: { settings?: ServerSettings; settingsError?: unk
                 {s.public_url_problem ? (
                   <>
                     a public URL clusters can call back — <code>{s.public_url}</code> is not one. Set <code>public_url</code> in{" "}
-                    {s.config_file ? <code>{s.config_file}</code> : "the server's config.toml"} (or <code>GSHARE_PUBLIC_URL</code>) and
-                    restart the server.
+                    {configPlace(s)} (or <code>GSHARE_PUBLIC_URL</code>) and restart the server.
                   </>
                 ) : (
                   <>
@@ -370,7 +369,7 @@ export function FirstRun(props: { settings?: ServerSettings; settingsError?: unk
                 ) : (
                   <>
                     a session domain: the server has no default, so give each cluster its own when you register it (or set{" "}
-                    <code>session_domain</code> in {s.config_file ? <code>{s.config_file}</code> : "the server's config.toml"})
+                    <code>session_domain</code> in {configPlace(s)})
                   </>
                 )}
               </Prereq>
