@@ -421,9 +421,17 @@ signin() {
   mkdir -p "$data"
   echo "signin: $students of $users members sign in during the fleet mix ($clusters clusters x $nodes nodes x $gpus GPUs); $sessions sessions; ${dur}s runs; profile ${BENCH_PROFILE:-release}; $(nproc) cores"
   local ids; ids=$("$seed" seed --data-dir "$data" --clusters "$clusters" --sessions "$sessions" --owners "$users" --out "$plan")
-  # Every sign-in of the bench comes from 127.0.0.1: the per-address failure budget (in-flight
-  # attempts count until they succeed) is raised so it measures the hashing pool, not the throttle.
-  local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s GSHARE_LOGIN_MAX_FAILURES=10000)
+  # Every sign-in of the bench comes from 127.0.0.1, as a class behind one NAT address: measured
+  # with the server's default sign-in limits (in-flight attempts count against the address until
+  # they succeed; a refusal then says Retry-After: 1). BENCH_LOGIN_MAX_FAILURES=N measures with
+  # the per-address budget raised instead (the hashing pool alone).
+  local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s)
+  [ -n "${BENCH_LOGIN_MAX_FAILURES:-}" ] && env+=(GSHARE_LOGIN_MAX_FAILURES="$BENCH_LOGIN_MAX_FAILURES")
+  if [ -n "${BENCH_LOGIN_MAX_FAILURES:-}" ]; then
+    echo "sign-in limits: GSHARE_LOGIN_MAX_FAILURES=$BENCH_LOGIN_MAX_FAILURES"
+  else
+    echo "sign-in limits: the server defaults"
+  fi
   port=$(free_port); url="http://127.0.0.1:$port"
   env "${env[@]}" GSHARE_LISTEN="127.0.0.1:$port" "$bin" serve 2>"$work/signin.log" &
   pid=$!
@@ -472,7 +480,7 @@ import json, sys, threading, time, urllib.error, urllib.request
 url, n, pwfile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 creds = [l.split() for l in open(pwfile)][:n]
 start = threading.Barrier(n + 1)
-done, refused, failed, lock = [], [0], [0], threading.Lock()
+done, refused, failed, lock = [], {}, [0], threading.Lock()
 def one(user, pw):
     body = json.dumps({"username": user, "password": pw}).encode()
     start.wait()
@@ -488,8 +496,12 @@ def one(user, pw):
                 with lock:
                     failed[0] += 1
                 return
+            try:
+                scope = json.load(e)["error"]["details"].get("scope", "?")
+            except Exception:
+                scope = "?"
             with lock:
-                refused[0] += 1
+                refused[scope] = refused.get(scope, 0) + 1
             time.sleep(float(e.headers.get("Retry-After", "1")))
 threads = [threading.Thread(target=one, args=c) for c in creds]
 for t in threads:
@@ -499,7 +511,7 @@ t0 = time.perf_counter()
 for t in threads:
     t.join()
 print(f"{len(done)} of {n} signed in, all within {max(done) - t0:.2f} s (median {sorted(done)[len(done)//2] - t0:.2f} s); "
-      f"429 + Retry-After answered {refused[0]} times; other failures {failed[0]}")
+      f"429 + Retry-After answered {sum(refused.values())} times (by scope: {dict(sorted(refused.items()))}); other failures {failed[0]}")
 PY
   echo "RSS right after the sign-ins: $(rss) MiB (peak since start $(hwm) MiB)"
   wait $w
@@ -510,9 +522,17 @@ PY
 import json, sys, urllib.request
 url, pwfile = sys.argv[1], sys.argv[2]
 user, pw = open(pwfile).readline().split()
-req = urllib.request.Request(f"{url}/api/v1/auth/login", data=json.dumps({"username": user, "password": pw}).encode(),
-                             headers={"Content-Type": "application/json"})
-print(json.load(urllib.request.urlopen(req))["access_token"])
+def login(password):
+    req = urllib.request.Request(f"{url}/api/v1/auth/login", data=json.dumps({"username": user, "password": password}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req))["access_token"]
+# A bulk-imported first password opens nothing but its change, password_change_required: the
+# member chooses their own first, then signs in with it.
+mine = pw + " and my own words"
+req = urllib.request.Request(f"{url}/api/v1/account/password", data=json.dumps({"current_password": pw, "new_password": mine}).encode(),
+                             headers={"Content-Type": "application/json", "Authorization": f"Bearer {login(pw)}"})
+urllib.request.urlopen(req).read()
+print(login(mine))
 PY
 )
   read -r rps p50 p99 bad <<<"$(wrk_line 16 -H "Authorization: Bearer $member" "$url/api/v1/sessions")"

@@ -160,11 +160,14 @@ impl From<&Account> for AccountSummary {
 pub struct Standing {
     pub role: Role,
     pub disabled: bool,
+    /// An admin set the password: until its owner changes it, the guard lets the account reach
+    /// only what changing it needs ([`crate::auth::guard`]).
+    pub must_change_password: bool,
 }
 
 impl From<&Account> for Standing {
     fn from(a: &Account) -> Self {
-        Self { role: a.role, disabled: a.disabled }
+        Self { role: a.role, disabled: a.disabled, must_change_password: a.must_change_password }
     }
 }
 
@@ -478,30 +481,14 @@ pub fn get_in_write(txn: &WriteTxn, name: &str) -> Result<Option<Account>, Store
     ACCOUNTS.get_in_write(txn, name)
 }
 
-/// Removes an account, never the last enabled admin.
-pub fn remove(txn: &WriteTxn, name: &Username) -> Result<(), AccountError> {
-    let Some(account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
-        return Err(AccountError::NotFound(name.to_string()));
-    };
-    if account.role == Role::Admin && !account.disabled && other_enabled_admins(txn, name.as_str())? == 0 {
-        return Err(AccountError::LastAccount(name.to_string()));
-    }
-    ACCOUNTS.delete(txn, name.as_str())?;
-    Ok(())
-}
-
 /// The running server's writes (the console's Account page), one transaction each: a new
-/// password, a new admin, a removed one. The offline CLI's are in `auth::offline`.
-pub async fn store_password(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<(), AccountError> {
-    store.write_with(move |txn| set_password(txn, &name, hash, now_ms)).await
+/// password, a new admin; deletion is `delete_account`. The offline CLI's are in `auth::offline`.
+pub async fn store_password(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<Account, AccountError> {
+    store.write_with(move |txn| set_password_as(txn, &name, hash, now_ms, false)).await
 }
 
 pub async fn store_new(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<(), AccountError> {
     store.write_with(move |txn| add(txn, &name, hash, now_ms)).await
-}
-
-pub async fn store_removal(store: &Store, name: Username) -> Result<(), AccountError> {
-    store.write_with(move |txn| remove(txn, &name)).await
 }
 
 pub async fn store_account(

@@ -56,6 +56,10 @@ pub enum ErrorCode {
     Forbidden,
     /// 403: the caller's role may not call this route (a member on an admin route).
     ForbiddenRole,
+    /// 403: an admin set this account's password (a first password, a reset): until its owner
+    /// changes it (`POST /api/v1/account/password`), the account reads itself, changes the
+    /// password and signs out, nothing else.
+    PasswordChangeRequired,
     /// 401: wrong username or password.
     InvalidCredentials,
     /// 403: the right password for a disabled account.
@@ -168,6 +172,7 @@ impl ErrorCode {
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
             Self::ForbiddenRole => "forbidden_role",
+            Self::PasswordChangeRequired => "password_change_required",
             Self::AccountDisabled => "account_disabled",
             Self::InvalidCredentials => "invalid_credentials",
             Self::CsrfFailed => "csrf_failed",
@@ -242,6 +247,7 @@ mod tests {
         (ErrorCode::Unauthenticated, "unauthenticated"),
         (ErrorCode::Forbidden, "forbidden"),
         (ErrorCode::ForbiddenRole, "forbidden_role"),
+        (ErrorCode::PasswordChangeRequired, "password_change_required"),
         (ErrorCode::AccountDisabled, "account_disabled"),
         (ErrorCode::InvalidCredentials, "invalid_credentials"),
         (ErrorCode::CsrfFailed, "csrf_failed"),

@@ -237,15 +237,17 @@ impl Sessions {
         Ok(self
             .store
             .read(move |txn| {
-                let live_sessions = live_sessions(txn)?;
+                // Counted for admins only: a member is not told the fleet's activity.
+                let live_sessions = if viewer == Viewer::Admin { Some(live_sessions(txn)?) } else { None };
                 let mut out: Vec<OfferingView> = OFFERINGS
                     .list(txn)?
                     .into_iter()
                     .filter(|(_, o)| status.is_none_or(|s| o.status == s))
                     .filter(|(_, o)| viewer.sees(o))
                     .map(|(_, o)| {
-                        let live = live_sessions.iter().filter(|s| s.offering_id == o.id).count();
-                        OfferingView::new(&o, live as u64)
+                        let live =
+                            live_sessions.as_ref().map(|l| l.iter().filter(|s| s.offering_id == o.id).count() as u64);
+                        OfferingView::new(&o, live)
                     })
                     .collect();
                 out.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()).then(a.id.cmp(&b.id)));
@@ -260,8 +262,12 @@ impl Sessions {
         self.store
             .read(move |txn| {
                 let Some(o) = OFFERINGS.get(txn, &id)?.filter(|o| viewer.sees(o)) else { return Ok(None) };
-                let live = live_sessions(txn)?.iter().filter(|s| s.offering_id == o.id).count();
-                Ok(Some(OfferingView::new(&o, live as u64)))
+                let live = if viewer == Viewer::Admin {
+                    Some(live_sessions(txn)?.iter().filter(|s| s.offering_id == o.id).count() as u64)
+                } else {
+                    None
+                };
+                Ok(Some(OfferingView::new(&o, live)))
             })
             .await?
             .ok_or_else(|| SessionError::NotFound("no such offering".into()))
@@ -287,7 +293,7 @@ impl Sessions {
                 Ok::<_, SessionError>(())
             })
             .await?;
-        Ok(OfferingView::new(&record, 0))
+        Ok(OfferingView::new(&record, Some(0)))
     }
 
     pub async fn patch_offering(
@@ -308,7 +314,7 @@ impl Sessions {
                 for (sid, _) in LIVE_SESSIONS.list_in_write(txn)? {
                     live += usize::from(SESSIONS.get_in_write(txn, &sid)?.is_some_and(|s| s.offering_id == id));
                 }
-                Ok((OfferingView::new(&new, live as u64), fields))
+                Ok((OfferingView::new(&new, Some(live as u64)), fields))
             })
             .await
     }

@@ -155,14 +155,16 @@ pub struct OfferingView {
     pub shape: Shape,
     pub status: OfferingStatus,
     pub created_at: String,
-    /// Live sessions created from it.
-    pub sessions: u64,
+    /// Live sessions created from it: admins only (a member is not told how busy the lab is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u64>,
     /// The groups whose members see it; `null`: every member.
     pub visible_to: Option<Vec<String>>,
 }
 
 impl OfferingView {
-    pub fn new(r: &OfferingRecord, live_sessions: u64) -> Self {
+    /// `live_sessions`: `None` for a member's view.
+    pub fn new(r: &OfferingRecord, live_sessions: Option<u64>) -> Self {
         Self {
             id: r.id.clone(),
             name: r.name.clone(),

@@ -22,14 +22,14 @@ import { SessionsPage } from "./pages/Sessions";
 import { UsersPage } from "./pages/Users";
 import { navigate, onLinkClick, usePath } from "./router";
 
-const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
+const PAGES: { path: string; label: string; render: (me: string) => JSX.Element }[] = [
   { path: "/overview", label: "Overview", render: () => <OverviewPage /> },
   { path: "/clusters", label: "Clusters", render: () => <ClustersPage /> },
   { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
   // Admins only: the lab's accounts.
-  { path: "/users", label: "Users", render: () => <UsersPage /> },
+  { path: "/users", label: "Users", render: (me) => <UsersPage me={me} /> },
 ];
 
 /** Where a member lands: their own sessions. */
@@ -206,7 +206,7 @@ export function App() {
           </p>
         )}
         {page ? (
-          page.render()
+          page.render(auth.account.username)
         ) : member && adminPage ? (
           <section aria-labelledby="na-title" class="not-available">
             <h1 id="na-title">Not available to members</h1>

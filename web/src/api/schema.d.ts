@@ -103,7 +103,12 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove an admin: its sessions end. Never the last one, and not oneself (sign in as another). */
+        /**
+         * Remove an account: the same deletion as `DELETE /api/v1/users/{username}` (kept for
+         *     `gshare admin remove` and the Account page). Its sign-ins end at the next request; its
+         *     sessions keep running until an admin ends them; the name is kept and never given again. Never
+         *     the last enabled admin, and not oneself (sign in as another).
+         */
         delete: operations["remove_admin"];
         options?: never;
         head?: never;
@@ -735,7 +740,8 @@ export interface paths {
         put?: never;
         /**
          * Add an account: a member (the default) or an admin, with an optional group. Without a
-         *     `password` one is generated and answered once.
+         *     `password` one is generated and answered once; with `invite: true` an invite link is answered
+         *     instead (the generated password is shown to nobody: the link is the way in).
          */
         post: operations["create_user"];
         delete?: never;
@@ -782,8 +788,9 @@ export interface paths {
         /**
          * Delete an account for good: it can no longer sign in (its tokens and cookies stop at the next
          *     request), its pending invites go; its sessions keep running (an admin still sees and ends
-         *     them) and the audit log keeps its name, which is not given to another account. Never the last
-         *     enabled admin, and not oneself.
+         *     them; their `owner` stays the name, shown as a deleted account's) and the audit log keeps its
+         *     name, which is not given to another account, in any letter case. Never the last enabled
+         *     admin, and not oneself. `DELETE /api/v1/admins/{username}` is the same deletion.
          */
         delete: operations["delete_user"];
         options?: never;
@@ -1433,7 +1440,11 @@ export interface components {
             owner?: string | null;
         };
         CreatedUser: {
-            /** @description The generated first password, shown this once (absent when the request gave one). */
+            invite?: components["schemas"]["InviteLink"] | null;
+            /**
+             * @description The generated first password, shown this once (absent when the request gave one, or
+             *     asked for an invite).
+             */
             password?: string | null;
             user: components["schemas"]["AccountSummary"];
         };
@@ -1473,7 +1484,7 @@ export interface components {
          * @description The stable, machine-readable reason of an error answer.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
+        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "password_change_required" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
         ErrorDetail: {
             /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
             code: components["schemas"]["ErrorCode"];
@@ -1676,7 +1687,15 @@ export interface components {
         };
         NewUser: {
             group?: string | null;
-            /** @description A first password (the rules of any new password); omitted: one is generated and answered once. */
+            /**
+             * @description `true`: answer a single-use invite link (72 h) instead of a password; its owner chooses
+             *     their own with it. Not with `password`.
+             */
+            invite?: boolean | null;
+            /**
+             * @description A first password (the rules of any new password); omitted: one is generated and answered
+             *     once (unless `invite`).
+             */
             password?: string | null;
             role?: components["schemas"]["UserRole"] | null;
             username: string;
@@ -1868,9 +1887,9 @@ export interface components {
             name: string;
             /**
              * Format: int64
-             * @description Live sessions created from it.
+             * @description Live sessions created from it: admins only (a member is not told how busy the lab is).
              */
-            sessions: number;
+            sessions?: number | null;
             status: components["schemas"]["OfferingStatus"];
             /** @description The groups whose members see it; `null`: every member. */
             visible_to?: string[] | null;
@@ -2843,7 +2862,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description removed; its sessions ended */
+            /** @description removed; its sign-ins ended, the name kept */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -4456,7 +4475,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears */
+            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears. A member's stream numbers its own events (`hello` 0, then 1, 2, …) instead of the store's commit generations */
             200: {
                 headers: {
                     [name: string]: unknown;
