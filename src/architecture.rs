@@ -25,6 +25,9 @@ fn layer(path: &str) -> usize {
             "clusters" => 4,
             "inventory" => 5,
             "sessions" => 6,
+            // Volumes: beside sessions (it reads which live sessions mount a volume; sessions
+            // reach it only through the hook the composition root fills).
+            "volumes" => 6,
             // The `/internal/*` handlers: they hand each report to inventory or sessions.
             "callbacks" => 7,
             "operator" => 8,

@@ -31,10 +31,11 @@ use crate::auth::guard::SignedIn;
 use crate::clusters::model::CLUSTERS;
 use crate::http::error::ErrorBody;
 use crate::inventory::gpu_booking::ALLOCATIONS;
-use crate::inventory::model::{CLUSTER_COUNTS, DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS, VOLUMES};
+use crate::inventory::model::{CLUSTER_COUNTS, DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS};
 use crate::operator::model::{ATTACH_RESULTS, ATTACHMENTS};
 use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS, owner_sessions_key};
 use crate::store::Store;
+use crate::volumes::model::{ORPHANS, VOLUMES};
 
 /// Fewest milliseconds between two bursts of events on one connection.
 pub const MIN_GAP: Duration = Duration::from_millis(500);
@@ -94,6 +95,7 @@ impl Topic {
             DRIFT.name(),
             HEALTH_EVENTS.name(),
             VOLUMES.name(),
+            ORPHANS.name(),
             SESSION_DISKS.name(),
         ];
         const OVERVIEW_T: &[&str] = &[

@@ -31,6 +31,7 @@ pub mod sessions;
 pub mod snapshot;
 pub mod store;
 pub mod views;
+pub mod volumes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -79,6 +80,8 @@ pub struct App {
     pub inventory: Arc<inventory::Inventory>,
     /// Offerings, sessions, connection tokens.
     pub sessions: Arc<sessions::Sessions>,
+    /// Members' persistent volumes and the operators' volume syncs.
+    pub volumes: Arc<volumes::Volumes>,
     /// Scheduled and on-demand snapshots of the state file, and their last result.
     pub snapshots: Arc<snapshot::Snapshots>,
     /// The operator on each cluster: attach, detach, token renewal, connection state.
@@ -108,7 +111,8 @@ sub_state! {
     audit::AuditState { store, audit }
     clusters::routes::ClustersState { store, clock, clusters, idempotency, audit }
     inventory::routes::InventoryState { store, inventory, audit }
-    callbacks::CallbacksState { inventory, sessions }
+    callbacks::CallbacksState { inventory, sessions, volumes }
+    volumes::routes::VolumesState { volumes, audit }
     sessions::routes::SessionsState { config, store, clock, sessions, idempotency, audit, tls, signin }
     operator::routes::OperatorState { config, clusters, operator, audit }
     snapshot::routes::SnapshotState { config, snapshots, audit }
@@ -206,14 +210,18 @@ impl App {
                 .map_err(|e| StartError::Other(e.to_string()))?
                 .map_err(StartError::Other)?
         };
-        let sessions = Arc::new(sessions::Sessions::new(
-            store.clone(),
-            clock.clone(),
-            config.clone(),
-            clusters.clone(),
-            connect_keys,
-            Arc::new(operator_gate),
-        ));
+        let volumes = Arc::new(volumes::Volumes::new(store.clone(), clock.clone(), config.clone()));
+        let sessions = Arc::new(
+            sessions::Sessions::new(
+                store.clone(),
+                clock.clone(),
+                config.clone(),
+                clusters.clone(),
+                connect_keys,
+                Arc::new(operator_gate),
+            )
+            .with_volumes(volumes.session_hook()),
+        );
         let operator = Arc::new(operator::Operator::new(
             store.clone(),
             clock.clone(),
@@ -249,6 +257,7 @@ impl App {
                 config_for_inventory,
             )),
             sessions,
+            volumes,
             operator,
         }))
     }

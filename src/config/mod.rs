@@ -76,6 +76,12 @@ pub struct Config {
     /// crash may lose of them).
     pub liveness_flush_every: Duration,
     pub shutdown_grace: Duration,
+    /// A member's home workspace volume, made on their first session on a cluster (GiB). The
+    /// policies' `volume_gb` will override it per member (`volumes::limits`).
+    pub volume_home_gb: i64,
+    /// What a member's volumes may add up to (GiB; 0 = no limit). The policies' `storage_gb`
+    /// will override it per member (`volumes::limits`).
+    pub volume_storage_gb: i64,
     /// Sign-in: nearest proxies allowed to set X-Forwarded-For (empty = any peer, when hops > 0).
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Sign-in: lifetime of the access token (and console cookie) a login returns.
@@ -156,6 +162,8 @@ struct FileLayer {
     heartbeat_stale_after: Option<String>,
     liveness_flush_every: Option<String>,
     shutdown_grace: Option<String>,
+    volume_home_gb: Option<i64>,
+    volume_storage_gb: Option<i64>,
     trusted_proxies: Option<Vec<String>>,
     login_ttl: Option<String>,
     login_max_failures: Option<i64>,
@@ -395,6 +403,19 @@ impl Config {
             Duration::from_secs(0)..=Duration::from_secs(600),
         )?;
 
+        let gib = |key: &str, file: Option<i64>, default: i64, min: i64| -> Result<i64, ConfigError> {
+            match layer.pick_typed(key, file, |s| s.parse::<i64>().ok())? {
+                Some(r) if r.value < min || r.value > 1 << 20 => Err(ConfigError::invalid(
+                    &r.key,
+                    format!("{} is not a size in GiB between {min} and {}", r.value, 1 << 20),
+                )),
+                Some(r) => Ok(r.value),
+                None => Ok(default),
+            }
+        };
+        let volume_home_gb = gib("volume_home_gb", f.volume_home_gb, 10, 1)?;
+        let volume_storage_gb = gib("volume_storage_gb", f.volume_storage_gb, 0, 0)?;
+
         let kubeconfig_exec_allow = match env.get("GSHARE_KUBECONFIG_EXEC_ALLOW") {
             Some(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
             None => f.kubeconfig_exec_allow.unwrap_or_default(),
@@ -622,6 +643,8 @@ impl Config {
             heartbeat_stale_after,
             liveness_flush_every,
             shutdown_grace,
+            volume_home_gb,
+            volume_storage_gb,
             trusted_proxies,
             login_ttl,
             login_max_failures,
@@ -701,6 +724,8 @@ impl Config {
         t.insert("heartbeat_stale_after".into(), d(self.heartbeat_stale_after));
         t.insert("liveness_flush_every".into(), d(self.liveness_flush_every));
         t.insert("shutdown_grace".into(), d(self.shutdown_grace));
+        t.insert("volume_home_gb".into(), toml::Value::Integer(self.volume_home_gb));
+        t.insert("volume_storage_gb".into(), toml::Value::Integer(self.volume_storage_gb));
         t.insert(
             "trusted_proxies".into(),
             toml::Value::Array(self.trusted_proxies.iter().map(|n| s(&n.to_string())).collect()),

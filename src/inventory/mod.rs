@@ -302,17 +302,6 @@ impl Inventory {
         Ok(())
     }
 
-    pub async fn volume_sync(&self, cluster: &ClusterId, r: VolumeSync) -> Result<VolumeSyncAnswer, StoreError> {
-        let now = self.clock.now_ms();
-        let id = cluster.to_string();
-        let answer =
-            self.store.write_batched_in(cluster.as_str(), move |txn| apply::volume_sync(txn, &id, &r, now)).await?;
-        if answer.orphans > 0 {
-            tracing::warn!(cluster_id = %cluster, orphans = answer.orphans, "volume sync: PVCs without a volume id; left untouched");
-        }
-        Ok(answer)
-    }
-
     /// Cordon, uncordon or decommission a node (admin), audited in the same transaction.
     pub async fn node_action(
         &self,

@@ -156,6 +156,24 @@ impl std::fmt::Debug for Gate {
     }
 }
 
+/// The persistent volumes a new session mounts, decided inside its create transaction from the
+/// owner and the cluster it is placed on (the owner's home workspace there, made on their first
+/// session, and their named volumes there). The volumes room (beside this one) decides and writes
+/// its own tables; the composition root hands `Sessions` the function.
+pub type VolumeHook = Arc<
+    dyn Fn(&crate::store::WriteTxn, &str, &ClusterRecord, i64) -> Result<Vec<SessionVolume>, StoreError> + Send + Sync,
+>;
+
+/// The hook as `Sessions` keeps it (a closure has no `Debug`).
+#[derive(Clone)]
+struct Mounts(VolumeHook);
+
+impl std::fmt::Debug for Mounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VolumeHook")
+    }
+}
+
 #[derive(Debug)]
 pub struct Sessions {
     store: Store,
@@ -172,6 +190,8 @@ pub struct Sessions {
     beats: reports::HeldBeats,
     /// Whether a cluster's operator is there to run a new session.
     operator_gate: Gate,
+    /// The volumes a new session mounts (none without it).
+    mounts: Option<Mounts>,
 }
 
 impl Sessions {
@@ -194,7 +214,14 @@ impl Sessions {
             lookups: Default::default(),
             session_hosts: Default::default(),
             beats: Default::default(),
+            mounts: None,
         }
+    }
+
+    /// Sessions created from now on mount what `hook` decides (see [`VolumeHook`]).
+    pub fn with_volumes(mut self, hook: VolumeHook) -> Self {
+        self.mounts = Some(Mounts(hook));
+        self
     }
 
     fn cr_client(&self, cluster_id: &str) -> Result<CrClient, CrError> {
@@ -379,6 +406,7 @@ impl Sessions {
         let wanted = req.cluster_id.clone();
         let offering_id = req.offering_id.clone();
         let (sid, clusters, gate) = (id.clone(), self.clusters.clone(), self.operator_gate.0.clone());
+        let mounts = self.mounts.clone();
         let record = self
             .store
             .write_with(move |txn| {
@@ -394,6 +422,10 @@ impl Sessions {
                     ));
                 }
                 let cluster = pick_cluster(txn, wanted.as_deref(), &clusters, &gate, now)?;
+                let volumes = match &mounts {
+                    Some(Mounts(hook)) => hook(txn, &owner, &cluster, now)?,
+                    None => Vec::new(),
+                };
                 let mut shape = o.shape.clone();
                 if let Some(i) = image {
                     shape.image = i;
@@ -422,6 +454,7 @@ impl Sessions {
                     resumed_at: None,
                     paused: false,
                     cr_applied: false,
+                    volumes,
                 };
                 put_session(txn, &s)?;
                 Ok(s)

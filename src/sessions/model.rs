@@ -268,6 +268,56 @@ pub struct SessionRecord {
     /// The CR exists on the cluster (created and not yet deleted by us).
     #[serde(default)]
     pub cr_applied: bool,
+    /// The persistent volumes its CR mounts (`spec.volumes`), fixed when it is created: the
+    /// owner's home workspace on this cluster and their named volumes there (the volumes room
+    /// decides them, through [`super::VolumeHook`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<SessionVolume>,
+}
+
+/// A volume's access class as the API names it (upstream's `access_mode`: RWO, RWX, ROX).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+pub enum AccessMode {
+    #[serde(rename = "RWO")]
+    ReadWriteOnce,
+    #[serde(rename = "RWX")]
+    ReadWriteMany,
+    #[serde(rename = "ROX")]
+    ReadOnlyMany,
+}
+
+impl AccessMode {
+    /// The API's short name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadWriteOnce => "RWO",
+            Self::ReadWriteMany => "RWX",
+            Self::ReadOnlyMany => "ROX",
+        }
+    }
+
+    /// The PVC access mode the CR's `spec.volumes[].mode` carries (the CRD's enum).
+    pub fn as_kube(self) -> &'static str {
+        match self {
+            Self::ReadWriteOnce => "ReadWriteOnce",
+            Self::ReadWriteMany => "ReadWriteMany",
+            Self::ReadOnlyMany => "ReadOnlyMany",
+        }
+    }
+}
+
+/// One entry of the CR's `spec.volumes` (contract §3: `name` is the volume id, the operator makes
+/// the PVC `vol-…` from it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SessionVolume {
+    /// `vol_<ULID>`.
+    pub volume_id: String,
+    pub mount_path: String,
+    pub mode: AccessMode,
+    #[serde(default)]
+    pub read_only: bool,
+    /// The size the PVC is made with (GiB).
+    pub size_gb: i64,
 }
 
 impl SessionRecord {
@@ -297,6 +347,7 @@ impl SessionRecord {
             resumed_at: None,
             paused: false,
             cr_applied: false,
+            volumes: Vec::new(),
         }
     }
 
@@ -569,6 +620,8 @@ pub struct SessionView {
     pub live: bool,
     /// Allowed now.
     pub actions: Vec<Action>,
+    /// The persistent volumes it mounts (its CR's `spec.volumes`).
+    pub volumes: Vec<SessionVolume>,
 }
 
 impl From<&SessionRecord> for SessionView {
@@ -596,6 +649,7 @@ impl From<&SessionRecord> for SessionView {
             last_report_at: s.last_report_at.map(rfc3339_ms),
             live: s.is_live(),
             actions: s.actions(),
+            volumes: s.volumes.clone(),
         }
     }
 }

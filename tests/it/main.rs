@@ -30,3 +30,4 @@ mod support;
 mod tls;
 mod users;
 mod users_admin;
+mod volumes;

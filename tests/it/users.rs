@@ -217,6 +217,11 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/sessions/{id}/resume"),
     ("post", "/api/v1/sessions/{id}/connect"),
     ("get", "/api/v1/events"),
+    ("get", "/api/v1/volumes"),
+    ("post", "/api/v1/volumes"),
+    ("get", "/api/v1/volumes/{id}"),
+    ("patch", "/api/v1/volumes/{id}"),
+    ("delete", "/api/v1/volumes/{id}"),
 ];
 
 #[tokio::test]
