@@ -4,6 +4,7 @@
 //! Order of work for every change: the record is written first (so a crash leaves a trace that
 //! says what was being done), then the cluster is asked, then the outcome is recorded.
 
+pub mod admission;
 pub mod connect;
 pub mod cr;
 pub mod listing;
@@ -172,6 +173,8 @@ pub struct Sessions {
     beats: reports::HeldBeats,
     /// Whether a cluster's operator is there to run a new session.
     operator_gate: Gate,
+    /// The owner's resource policy and the fit check, before anything is recorded.
+    admission: admission::Admission,
 }
 
 impl Sessions {
@@ -185,6 +188,7 @@ impl Sessions {
     ) -> Self {
         Self {
             operator_gate: Gate(operator_gate),
+            admission: admission::Admission::new(store.clone()),
             store,
             clock,
             config,
@@ -373,6 +377,7 @@ impl Sessions {
         let wanted = req.cluster_id.clone();
         let offering_id = req.offering_id.clone();
         let (sid, clusters, gate) = (id.clone(), self.clusters.clone(), self.operator_gate.0.clone());
+        let admission = self.admission.clone();
         let record = self
             .store
             .write_with(move |txn| {
@@ -392,6 +397,7 @@ impl Sessions {
                 if let Some(i) = image {
                     shape.image = i;
                 }
+                admission.check(txn, &owner, &cluster, &mut shape, None, true)?;
                 let s = SessionRecord {
                     id: sid.clone(),
                     cluster_id: cluster.id.clone(),
@@ -529,6 +535,7 @@ impl Sessions {
         if !s.actions().contains(&Action::Resume) {
             return Err(Self::not_allowed(&s, "resume"));
         }
+        self.admit_resume(&s).await?;
         let now = self.clock.now_ms();
         let excluded = self.excluded_nodes(&s.cluster_id).await;
         let generation = self
@@ -552,6 +559,21 @@ impl Sessions {
             s.set_phase(Phase::Running, now);
         })
         .await
+    }
+
+    /// A resume counts the session against its owner's policy as it is now (a limit lowered
+    /// below use refuses it) and, unless it still holds its card, needs a card that fits.
+    async fn admit_resume(&self, s: &SessionRecord) -> Result<(), SessionError> {
+        let (admission, s) = (self.admission.clone(), s.clone());
+        self.store
+            .write_with(move |txn| {
+                let cluster = CLUSTERS
+                    .get_in_write(txn, &s.cluster_id)?
+                    .ok_or_else(|| SessionError::NotFound(format!("no cluster {}", s.cluster_id)))?;
+                let mut shape = s.shape.clone();
+                admission.check(txn, &s.owner, &cluster, &mut shape, Some(&s.shape), s.bound_gpu_uuid.is_none())
+            })
+            .await
     }
 
     /// Deletes the CR and marks the session terminating (the operator's finalizer reports

@@ -204,6 +204,7 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/sessions/{id}/resume"),
     ("post", "/api/v1/sessions/{id}/connect"),
     ("get", "/api/v1/events"),
+    ("get", "/api/v1/resource-policies/effective"),
 ];
 
 #[tokio::test]
