@@ -75,7 +75,8 @@ async fn run() {
         v["id"].as_str().unwrap().to_string()
     };
     let gpu_off = offering(json!({"name": "slice", "resource_class": "gpu", "image": "x/y:1", "gpu_model": "A100",
-        "gpu_mem_mb": 10240, "gpu_cores": 10})).await;
+        "gpu_mem_mb": 10240, "gpu_cores": 10}))
+    .await;
     let cpu_off = offering(json!({"name": "cpu", "resource_class": "cpu", "image": "x/y:1"})).await;
     let op = app.auth.internal.mint(&format!("operator:{cid}"), Duration::from_secs(3600)).unwrap();
     let node = json!({"node_id": "gpu-node-0", "node_ready": true, "cluster_id": cid});
@@ -95,7 +96,10 @@ async fn run() {
         })
         .await
         .unwrap();
-    println!("{gpus} GPUs on {} nodes in one cluster; the seeded global policy; {creates} creates a kind", gpus.div_ceil(8));
+    println!(
+        "{gpus} GPUs on {} nodes in one cluster; the seeded global policy; {creates} creates a kind",
+        gpus.div_ceil(8)
+    );
 
     let global = app.store.read(|txn| gshare::policy::model::POLICIES.get(txn, "global")).await.unwrap().unwrap();
     let mut owner = 0u64;

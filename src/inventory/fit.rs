@@ -78,7 +78,13 @@ fn schedulable(n: &NodeRecord) -> bool {
 impl FitIndex {
     /// Whether `want` fits a card of `cluster_id` now. Runs inside the caller's transaction (a
     /// create's), reading the cluster's rows only when its summary is stale.
-    pub fn check(&self, store: &Store, txn: &WriteTxn, cluster_id: &str, want: &Want<'_>) -> Result<Result<(), Unfit>, StoreError> {
+    pub fn check(
+        &self,
+        store: &Store,
+        txn: &WriteTxn,
+        cluster_id: &str,
+        want: &Want<'_>,
+    ) -> Result<Result<(), Unfit>, StoreError> {
         let generation = store.table_generation(&[&key(cluster_id)]);
         let cached = lock(&self.clusters).get(cluster_id).filter(|s| s.generation == generation).cloned();
         let summary = match cached {
@@ -161,7 +167,11 @@ impl Summary {
                 best.map(|(mem, cores)| (mem, cores, m.clone()))
             })
             .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        Err(Unfit { largest_free: largest, reported_models: self.reported.iter().cloned().collect(), schedulable_cards: self.cards })
+        Err(Unfit {
+            largest_free: largest,
+            reported_models: self.reported.iter().cloned().collect(),
+            schedulable_cards: self.cards,
+        })
     }
 }
 

@@ -239,7 +239,11 @@ pub struct GroupPatch {
 fn check_description(d: Option<String>) -> Result<Option<String>, PolicyError> {
     let Some(d) = d.map(|d| d.trim().to_string()).filter(|d| !d.is_empty()) else { return Ok(None) };
     if d.chars().count() > 200 || d.chars().any(char::is_control) {
-        return Err(invalid(&["body", "description"], "must be at most 200 characters, without control characters", "value_error"));
+        return Err(invalid(
+            &["body", "description"],
+            "must be at most 200 characters, without control characters",
+            "value_error",
+        ));
     }
     Ok(Some(d))
 }
@@ -340,7 +344,8 @@ impl Policies {
     }
 
     pub async fn list(&self, scope: Option<Scope>) -> Result<Vec<PolicyView>, PolicyError> {
-        let mut all: Vec<PolicyRecord> = self.store.read(|txn| POLICIES.list(txn)).await?.into_iter().map(|(_, p)| p).collect();
+        let mut all: Vec<PolicyRecord> =
+            self.store.read(|txn| POLICIES.list(txn)).await?.into_iter().map(|(_, p)| p).collect();
         all.retain(|p| scope.is_none_or(|s| p.scope == s));
         all.sort_by(|a, b| (a.scope, &a.scope_id).cmp(&(b.scope, &b.scope_id)));
         Ok(all.iter().map(PolicyView::from).collect())
@@ -351,13 +356,21 @@ impl Policies {
         let scope_id = match (req.scope, req.scope_id.as_deref().map(str::trim)) {
             (Scope::Global, None | Some("*" | "")) => "*".to_string(),
             (Scope::Global, Some(_)) => {
-                return Err(invalid(&["body", "scope_id"], "the global policy has no subject: leave it out or send *", "value_error"));
+                return Err(invalid(
+                    &["body", "scope_id"],
+                    "the global policy has no subject: leave it out or send *",
+                    "value_error",
+                ));
             }
             (_, None | Some("")) => {
                 return Err(invalid(&["body", "scope_id"], "names the group or user the policy is for", "missing"));
             }
             (_, Some(s)) if !valid_owner(s) => {
-                return Err(invalid(&["body", "scope_id"], "must be 1–64 characters of A-Z a-z 0-9 . _ @ -", "value_error"));
+                return Err(invalid(
+                    &["body", "scope_id"],
+                    "must be 1–64 characters of A-Z a-z 0-9 . _ @ -",
+                    "value_error",
+                ));
             }
             (_, Some(s)) => s.to_string(),
         };
@@ -543,8 +556,9 @@ impl Policies {
         let name = name.to_string();
         self.store
             .write_with(move |txn| {
-                let mut g =
-                    GROUPS.get_in_write(txn, &name)?.ok_or_else(|| PolicyError::NotFound(format!("no group {name}")))?;
+                let mut g = GROUPS
+                    .get_in_write(txn, &name)?
+                    .ok_or_else(|| PolicyError::NotFound(format!("no group {name}")))?;
                 g.description = description;
                 GROUPS.put(txn, &name, &g)?;
                 Ok(GroupView {

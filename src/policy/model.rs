@@ -161,7 +161,13 @@ pub struct Effective {
     pub sources: BTreeMap<String, Scope>,
 }
 
-fn take<T: Clone>(slot: &mut Option<T>, from: &Option<T>, sources: &mut BTreeMap<String, Scope>, field: &str, s: Scope) {
+fn take<T: Clone>(
+    slot: &mut Option<T>,
+    from: &Option<T>,
+    sources: &mut BTreeMap<String, Scope>,
+    field: &str,
+    s: Scope,
+) {
     if slot.is_none()
         && let Some(v) = from
     {
@@ -248,7 +254,11 @@ impl Usage {
 
 /// Moves a session's charge from `was` (owner and charge while it was live) to `now`; sessions
 /// call it only when the pair changes (a create, an end, an owner change), never per report.
-pub fn charge_moved(txn: &WriteTxn, was: Option<(&str, Charge)>, now: Option<(&str, Charge)>) -> Result<(), StoreError> {
+pub fn charge_moved(
+    txn: &WriteTxn,
+    was: Option<(&str, Charge)>,
+    now: Option<(&str, Charge)>,
+) -> Result<(), StoreError> {
     for (entry, sign) in [(was, -1), (now, 1)] {
         let Some((owner, c)) = entry else { continue };
         let mut u = USAGE.get_in_write(txn, owner)?.unwrap_or_default();
@@ -263,7 +273,10 @@ pub fn charge_moved(txn: &WriteTxn, was: Option<(&str, Charge)>, now: Option<(&s
 }
 
 /// Counts every owner's use again from their live sessions (schema migration, and a repair).
-pub fn recount_usage<'a>(txn: &WriteTxn, live: impl IntoIterator<Item = (&'a str, Charge)>) -> Result<usize, StoreError> {
+pub fn recount_usage<'a>(
+    txn: &WriteTxn,
+    live: impl IntoIterator<Item = (&'a str, Charge)>,
+) -> Result<usize, StoreError> {
     USAGE.delete_prefix(txn, "")?;
     let mut by_owner: BTreeMap<&str, Usage> = BTreeMap::new();
     for (owner, c) in live {
@@ -315,9 +328,7 @@ pub fn admit(p: &Effective, used: &Usage, c: &Charge) -> Result<(), QuotaRefusal
             && used + request > limit
         {
             return Err(QuotaRefusal {
-                message: format!(
-                    "{resource} sum exceeds the policy limit: {used} in use + {request} asked > {limit}"
-                ),
+                message: format!("{resource} sum exceeds the policy limit: {used} in use + {request} asked > {limit}"),
                 details: serde_json::json!({ "resource": resource, "limit": limit, "used": used, "request": request }),
             });
         }
@@ -380,7 +391,10 @@ mod tests {
         lifted.max_concurrent = None;
         let used = Usage { active: 1, gpu_mem_mb: 90_000, ..Usage::default() };
         let r = admit(&lifted, &used, &c).unwrap_err();
-        assert_eq!(r.details, serde_json::json!({"resource": "gpu_mem_mb", "limit": 98_304, "used": 90_000, "request": 20_480}));
+        assert_eq!(
+            r.details,
+            serde_json::json!({"resource": "gpu_mem_mb", "limit": 98_304, "used": 90_000, "request": 20_480})
+        );
         // 0 is no limit.
         lifted.limits.gpu_mem_mb = Some(0);
         assert!(admit(&lifted, &used, &c).is_ok());

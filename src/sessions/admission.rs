@@ -79,10 +79,9 @@ impl Admission {
         let largest = match &unfit.largest_free {
             Some((mem, cores, model)) => format!("the largest free slice is {mem} MiB / {cores} % ({model})"),
             None if unfit.reported_models.is_empty() => "the cluster reports no ready GPU".into(),
-            None => format!(
-                "no card is free on a schedulable node (reported models: {})",
-                unfit.reported_models.join(", ")
-            ),
+            None => {
+                format!("no card is free on a schedulable node (reported models: {})", unfit.reported_models.join(", "))
+            }
         };
         Err(conflict(
             ErrorCode::Unserviceable,

@@ -862,7 +862,10 @@ mod tests {
         store
             .write(move |txn| {
                 for id in ["ses_A", "ses_B"] {
-                    put_session(txn, &SessionRecord { shape: shape.clone(), ..SessionRecord::new(id, "clu_1", "c", "u1", 0) })?;
+                    put_session(
+                        txn,
+                        &SessionRecord { shape: shape.clone(), ..SessionRecord::new(id, "clu_1", "c", "u1", 0) },
+                    )?;
                 }
                 // A report that changes nothing of the charge writes no usage.
                 let mut a = SESSIONS.get_in_write(txn, "ses_A")?.unwrap();

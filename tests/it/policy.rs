@@ -67,10 +67,17 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
 
     // A group policy needs a group that exists.
     let body = json!({"scope": "group", "scope_id": "vision", "max_concurrent": 3});
-    let e = expect_error(call(&s, Method::POST, "/api/v1/resource-policies", Some(body.clone())).await, 422, "validation_failed").await;
+    let e = expect_error(
+        call(&s, Method::POST, "/api/v1/resource-policies", Some(body.clone())).await,
+        422,
+        "validation_failed",
+    )
+    .await;
     assert!(e["error"]["message"].as_str().unwrap().contains("no group named vision"), "{e}");
     send(&s, Method::POST, "/api/v1/groups", Some(json!({"name": "vision", "description": "Vision lab"})), 201).await;
-    let e = expect_error(call(&s, Method::POST, "/api/v1/groups", Some(json!({"name": "VISION"}))).await, 409, "conflict").await;
+    let e =
+        expect_error(call(&s, Method::POST, "/api/v1/groups", Some(json!({"name": "VISION"}))).await, 409, "conflict")
+            .await;
     assert_eq!(e["error"]["details"]["name"], "vision");
     let vision = send(&s, Method::POST, "/api/v1/resource-policies", Some(body.clone()), 201).await;
     let vision_id = vision["id"].as_str().unwrap().to_string();
@@ -100,7 +107,13 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
         assert!(locs.contains(loc), "{body}: {e}");
     }
     // A PATCH with a bad value changes nothing; an unknown id is 404.
-    let res = call(&s, Method::PATCH, &format!("/api/v1/resource-policies/{global_id}"), Some(json!({"max_concurrent": -2, "max_queued": 5}))).await;
+    let res = call(
+        &s,
+        Method::PATCH,
+        &format!("/api/v1/resource-policies/{global_id}"),
+        Some(json!({"max_concurrent": -2, "max_queued": 5})),
+    )
+    .await;
     expect_error(res, 422, "validation_failed").await;
     assert_eq!(policies(&s).await, before, "a refused change was stored");
     let res = call(&s, Method::PATCH, "/api/v1/resource-policies/pol_nope", Some(json!({"max_concurrent": 2}))).await;
@@ -109,8 +122,22 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
     expect_error(res, 404, "not_found").await;
 
     // A member of `vision`: the merge is user → group → global, per field.
-    send(&s, Method::POST, "/api/v1/users", Some(json!({"username": "ann", "group": "vision", "password": "correct horse battery staple"})), 201).await;
-    send(&s, Method::POST, "/api/v1/resource-policies", Some(json!({"scope": "user", "scope_id": "ann", "limits": {"cpu": 8}})), 201).await;
+    send(
+        &s,
+        Method::POST,
+        "/api/v1/users",
+        Some(json!({"username": "ann", "group": "vision", "password": "correct horse battery staple"})),
+        201,
+    )
+    .await;
+    send(
+        &s,
+        Method::POST,
+        "/api/v1/resource-policies",
+        Some(json!({"scope": "user", "scope_id": "ann", "limits": {"cpu": 8}})),
+        201,
+    )
+    .await;
     let ann = as_user(&s, "ann");
     let res = call_as(&s, &ann, Method::GET, "/api/v1/resource-policies/effective", None).await;
     assert_eq!(res.status(), 200);
@@ -119,9 +146,12 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
     assert_eq!(eff["max_concurrent"], 3, "the group's: {eff}");
     assert_eq!(eff["limits"]["cpu"], 8, "the user's: {eff}");
     assert_eq!(eff["limits"]["gpu_mem_mb"], 98304, "the global's: {eff}");
-    assert_eq!(eff["sources"], json!({"max_concurrent": "group", "max_queued": "global", "max_runtime_min": "global",
+    assert_eq!(
+        eff["sources"],
+        json!({"max_concurrent": "group", "max_queued": "global", "max_runtime_min": "global",
         "idle_timeout_sec": "global", "limits.cpu": "user", "limits.mem_gb": "global", "limits.gpu_mem_mb": "global",
-        "limits.gpu_cores": "global", "limits.storage_gb": "global"}));
+        "limits.gpu_cores": "global", "limits.storage_gb": "global"})
+    );
     assert_eq!(eff["used"]["active"], 0);
     assert_eq!(eff["remaining"]["sessions"], 3);
     // Her account page shows the same.
@@ -145,7 +175,14 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
     let e = expect_error(call(&s, Method::DELETE, "/api/v1/groups/vision", None).await, 409, "group_in_use").await;
     assert_eq!(e["error"]["details"], json!({"members": ["ann"], "policy_id": vision_id}));
     // PATCH sets a field, `null` inherits again.
-    let p = send(&s, Method::PATCH, &format!("/api/v1/resource-policies/{vision_id}"), Some(json!({"max_concurrent": null, "idle_timeout_sec": 600})), 200).await;
+    let p = send(
+        &s,
+        Method::PATCH,
+        &format!("/api/v1/resource-policies/{vision_id}"),
+        Some(json!({"max_concurrent": null, "idle_timeout_sec": 600})),
+        200,
+    )
+    .await;
     assert_eq!((p["max_concurrent"].clone(), p["idle_timeout_sec"].clone()), (Value::Null, json!(600)));
     let eff = send(&s, Method::GET, "/api/v1/resource-policies/effective?user=ann", None, 200).await;
     assert_eq!((eff["max_concurrent"].clone(), eff["idle_timeout_sec"].clone()), (json!(1), json!(600)));
@@ -175,11 +212,20 @@ async fn quotas_refuse_in_upstreams_shapes_and_a_lowered_limit_keeps_running_ses
 
     // A user policy lifts the count for admin; the sums still hold: 3 x 30 % cores = 90, a
     // fourth would make 120 > 100.
-    let mine = send(&s, Method::POST, "/api/v1/resource-policies",
-        Some(json!({"scope": "user", "scope_id": "admin", "max_concurrent": 10, "idle_timeout_sec": 600})), 201).await;
+    let mine = send(
+        &s,
+        Method::POST,
+        "/api/v1/resource-policies",
+        Some(json!({"scope": "user", "scope_id": "admin", "max_concurrent": 10, "idle_timeout_sec": 600})),
+        201,
+    )
+    .await;
     let second = send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
     let cr = c.store().get("gshare.io", "v1", "gsharesessions", Some(NS), second["cr_name"].as_str().unwrap()).unwrap();
-    assert_eq!(cr["metadata"]["annotations"]["gshare.io/idle-timeout-sec"], "600", "the policy's, tighter than the offering's");
+    assert_eq!(
+        cr["metadata"]["annotations"]["gshare.io/idle-timeout-sec"], "600",
+        "the policy's, tighter than the offering's"
+    );
     send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off})), 201).await;
     let e = expect_error(create(&s, &off).await, 409, "quota_exceeded").await;
     assert_eq!(e["error"]["details"], json!({"resource": "gpu_cores", "limit": 100, "used": 90, "request": 30}));
@@ -196,7 +242,12 @@ async fn quotas_refuse_in_upstreams_shapes_and_a_lowered_limit_keeps_running_ses
     assert_eq!(e["error"]["details"], json!({"limit": 1, "active": 3}));
     let sid = first["id"].as_str().unwrap();
     send(&s, Method::POST, &format!("/api/v1/sessions/{sid}/pause"), None, 200).await;
-    let e = expect_error(call(&s, Method::POST, &format!("/api/v1/sessions/{sid}/resume"), None).await, 409, "quota_exceeded").await;
+    let e = expect_error(
+        call(&s, Method::POST, &format!("/api/v1/sessions/{sid}/resume"), None).await,
+        409,
+        "quota_exceeded",
+    )
+    .await;
     assert_eq!(e["error"]["details"], json!({"limit": 1, "active": 2}), "the others count, not itself");
     assert_eq!(send(&s, Method::GET, &format!("/api/v1/sessions/{sid}"), None, 200).await["phase"], "paused");
     // Raised again: it resumes.
@@ -266,7 +317,8 @@ async fn a_slice_no_schedulable_node_can_hold_is_refused_before_apply() {
     // Every node cordoned: nothing is schedulable; uncordoned: it fits again.
     let small = gpu_offering(&s, "a100-10g", "A100", 10_240, 10).await;
     let nodes = send(&s, Method::GET, &format!("/api/v1/clusters/{cid}/nodes"), None, 200).await;
-    let names: Vec<String> = nodes.as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<String> =
+        nodes.as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap().to_string()).collect();
     assert!(!names.is_empty());
     for n in &names {
         send(&s, Method::POST, &format!("/api/v1/clusters/{cid}/nodes/{n}/cordon"), None, 200).await;

@@ -9,8 +9,7 @@ import { ErrorBox } from "./Errors";
 
 export type EffectivePolicy = Schemas["EffectiveView"];
 
-export const getEffectivePolicy = (signal?: AbortSignal) =>
-  get<EffectivePolicy>("/api/v1/resource-policies/effective", signal);
+export const getEffectivePolicy = (signal?: AbortSignal) => get<EffectivePolicy>("/api/v1/resource-policies/effective", signal);
 
 /** `used / limit unit`, or `used (no limit)` when the limit is absent or 0. */
 export function usedOf(used: number, limit: number | null | undefined, unit = ""): string {
