@@ -42,7 +42,7 @@ async fn create(s: &TestServer, off: &str) -> reqwest::Response {
 }
 
 async fn live_sessions(s: &TestServer) -> usize {
-    s.app().store.read(|txn| gshare::sessions::model::live_sessions(txn)).await.unwrap().len()
+    s.app().store.read(gshare::sessions::model::live_sessions).await.unwrap().len()
 }
 
 #[tokio::test]
