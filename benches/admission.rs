@@ -122,8 +122,15 @@ async fn run() {
             None => gshare::policy::model::POLICIES.delete(txn, "global").map(drop),
         })
     };
+    // The operator calls back now and then (a silent one takes no sessions after 120 s).
+    let beat = || async {
+        let res =
+            http.post(format!("{base}/internal/inventory/nodes")).bearer_auth(&op).json(&node).send().await.unwrap();
+        assert_eq!(res.status(), 202);
+    };
     // Interleaved in rounds of 20, so both kinds see the same machine.
     for _ in 0..creates / 20 {
+        beat().await;
         set_global(Some(global.clone())).await.unwrap();
         for _ in 0..20 {
             with.push(create(&gpu_off).await);
@@ -137,6 +144,7 @@ async fn run() {
     // Cold: one card changes before each create (the summary is rebuilt inside the create).
     let mut cold = Vec::new();
     for i in 0..(creates / 10).max(5) {
+        beat().await;
         let cid2 = cid.clone();
         app.store
             .write(move |txn| {

@@ -285,8 +285,10 @@ sessions() {
 # Create-session latency with fair sharing's admission (policy + fit check) at 40,000 GPUs
 # against creates that skip both, p50/p99 (benches/admission.rs; BENCH_GPUS, BENCH_CREATES).
 admission() {
+  local profile=()
+  [ "${BENCH_PROFILE:-release}" = dev ] && profile=(--profile dev)
   echo "load before: $(uptime)"
-  nice -n 10 cargo bench --locked --bench admission 2>/dev/null | grep -vE '^(running|test result|$)'
+  nice -n 10 cargo bench --locked "${profile[@]}" --bench admission 2>/dev/null | grep -vE '^(running|test result|$)'
   echo "load after: $(uptime)"
 }
 
