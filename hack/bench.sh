@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
-# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet|all]
+# measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|admission|metrics|fleet|all]
 # (default: all); also slow (stalled-body storms) and console (the e2e with its time budgets enforced).
 # `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
 # `signin` takes flags: --students 200 --users 1000 --sessions 20000 --seconds 10.
@@ -282,6 +282,16 @@ sessions() {
   echo "load after: $(uptime)"
 }
 
+# Create-session latency with fair sharing's admission (policy + fit check) at 40,000 GPUs
+# against creates that skip both, p50/p99 (benches/admission.rs; BENCH_GPUS, BENCH_CREATES).
+admission() {
+  local profile=()
+  [ "${BENCH_PROFILE:-release}" = dev ] && profile=(--profile dev)
+  echo "load before: $(uptime)"
+  nice -n 10 cargo bench --locked "${profile[@]}" --bench admission 2>/dev/null | grep -vE '^(running|test result|$)'
+  echo "load after: $(uptime)"
+}
+
 # GET /metrics against /healthz: the server's CPU per request with 20,000 ended and 2,000 live
 # sessions stored (a scrape's cost must not grow with the sessions).
 metrics() {
@@ -546,6 +556,7 @@ PY
 case "$what" in
   start) start_to_ready ;;
   sessions) sessions ;;
+  admission) admission ;;
   metrics) metrics ;;
   snapshot) snapshot ;;
   rss) idle_rss ;;

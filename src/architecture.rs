@@ -21,7 +21,8 @@ fn layer(path: &str) -> usize {
         _ => match p.split('/').next().unwrap_or(p) {
             "config" | "clock" | "cluster_id" | "store" | "logging" | "locks" | "background" => 0,
             "http" => 1,
-            "auth" | "audit" => 3,
+            // Fair sharing: groups and policies read accounts; sessions and the account view ask it.
+            "auth" | "audit" | "policy" => 3,
             "clusters" => 4,
             "inventory" => 5,
             "sessions" => 6,

@@ -27,6 +27,7 @@ pub mod logging;
 pub mod metrics;
 pub mod operator;
 pub mod overview;
+pub mod policy;
 pub mod sessions;
 pub mod snapshot;
 pub mod store;
@@ -54,6 +55,8 @@ pub const MIGRATIONS: &[store::Migration] = &[
     sessions::model::INDEX_SESSION_LISTS,
     inventory::gpu_booking::COUNT_OPEN_ALLOCATIONS,
     inventory::model::MOVE_CLUSTER_COUNTS,
+    policy::model::SEED_GLOBAL_POLICY,
+    sessions::model::COUNT_OWNER_USAGE,
 ];
 
 /// Everything the server holds, shared as `Arc<App>` through axum's state. Only the composition
@@ -88,6 +91,8 @@ pub struct App {
     pub operator: Arc<operator::Operator>,
     /// The console's fleet picture and its time series (`/api/v1/overview`).
     pub overview: Arc<overview::Overview>,
+    /// Groups and resource policies (fair sharing).
+    pub policies: Arc<policy::Policies>,
     /// When this process opened its state (the clock's milliseconds; `/metrics`).
     pub started_at_ms: i64,
 }
@@ -116,6 +121,7 @@ sub_state! {
     sessions::routes::SessionsState { config, store, clock, sessions, idempotency, audit, tls, signin }
     operator::routes::OperatorState { config, clusters, operator, audit }
     snapshot::routes::SnapshotState { config, snapshots, audit }
+    policy::routes::PolicyState { policies, audit }
 }
 
 /// For callers holding the whole server (tests, `inventory::sweep`).
@@ -236,9 +242,11 @@ impl App {
             (store.clone(), clock.clone(), config.clone());
         let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
         let overview = Arc::new(overview::Overview::new(store.clone(), clock.clone()));
+        let policies = Arc::new(policy::Policies::new(store.clone(), clock.clone()));
         Ok(Arc::new(Self {
             started_at_ms: clock.now_ms(),
             overview,
+            policies,
             snapshots,
             config,
             store,

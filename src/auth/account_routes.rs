@@ -52,6 +52,8 @@ pub struct AccountView {
     pub must_change_password: bool,
     pub created_at: Option<String>,
     pub password_changed_at: Option<String>,
+    /// The resource policy that applies to this account's sessions and what they hold now.
+    pub policy: crate::policy::EffectiveView,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -139,13 +141,15 @@ fn now_rfc(ms: i64) -> String {
     responses((status = 200, body = AccountView), (status = 401, body = ErrorBody)))]
 async fn account(State(app): State<AuthState>, caller: SignedIn) -> Result<axum::Json<AccountView>, ApiError> {
     let name = caller.username.clone();
-    let found = app.store.read(move |txn| accounts::get(txn, &name)).await?;
+    let (found, policy) =
+        app.store.read(move |txn| Ok((accounts::get(txn, &name)?, crate::policy::effective_view(txn, &name)?))).await?;
     Ok(axum::Json(match found {
         Some(a) => AccountView {
             username: caller.username,
             must_change_password: a.must_change_password || still_initial(&app, &a),
             created_at: Some(now_rfc(a.created_at_ms)),
             password_changed_at: Some(now_rfc(a.password_changed_at_ms)),
+            policy,
         },
         // A CLI-minted token may name an admin without an account: nothing to change.
         None => AccountView {
@@ -153,6 +157,7 @@ async fn account(State(app): State<AuthState>, caller: SignedIn) -> Result<axum:
             must_change_password: false,
             created_at: None,
             password_changed_at: None,
+            policy,
         },
     }))
 }

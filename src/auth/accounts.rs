@@ -266,6 +266,22 @@ pub fn get(txn: &ReadTransaction, name: &str) -> Result<Option<Account>, StoreEr
     ACCOUNTS.get(txn, name)
 }
 
+/// The group `name`'s account is in (`None`: no account, or no group), from whichever
+/// transaction the caller holds (fair sharing reads it inside a session's create).
+pub fn group_of(txn: &impl crate::store::Rows, name: &str) -> Result<Option<String>, StoreError> {
+    Ok(txn.get(ACCOUNTS, name)?.and_then(|a| a.group))
+}
+
+/// The accounts in `group`, by name.
+pub fn members_in_write(txn: &WriteTxn, group: &str) -> Result<Vec<String>, StoreError> {
+    Ok(ACCOUNTS
+        .list_in_write(txn)?
+        .into_iter()
+        .filter(|(_, a)| a.group.as_deref() == Some(group))
+        .map(|(n, _)| n)
+        .collect())
+}
+
 pub fn list(txn: &ReadTransaction) -> Result<Vec<Account>, StoreError> {
     Ok(ACCOUNTS.list(txn)?.into_iter().map(|(_, a)| a).collect())
 }

@@ -139,6 +139,16 @@ pub enum ErrorCode {
     /// 502: the relay could not pass the request or its answer on.
     RelayFailed,
 
+    // ----- fair sharing -----
+    /// 409: the owner's resource policy refuses it (`details`: `{limit, active}` or
+    /// `{resource, limit, used, request}`, upstream's shapes).
+    QuotaExceeded,
+    /// 409: no schedulable node of the cluster can hold the slice now (`details` name the largest
+    /// free slice and the GPU models the fleet reports).
+    Unserviceable,
+    /// 409: the group still has members or a policy.
+    GroupInUse,
+
     // ----- snapshots -----
     /// 507: the snapshot could not be written.
     SnapshotFailed,
@@ -208,6 +218,9 @@ impl ErrorCode {
             Self::OfferingInUse => "offering_in_use",
             Self::OfferingInactive => "offering_inactive",
             Self::SessionConflict => "session_conflict",
+            Self::QuotaExceeded => "quota_exceeded",
+            Self::Unserviceable => "unserviceable",
+            Self::GroupInUse => "group_in_use",
             Self::SessionNotRunning => "session_not_running",
             Self::NoSessionDomain => "no_session_domain",
             Self::NoSessionIngress => "no_session_ingress",
@@ -286,6 +299,9 @@ mod tests {
         (ErrorCode::OfferingInUse, "offering_in_use"),
         (ErrorCode::OfferingInactive, "offering_inactive"),
         (ErrorCode::SessionConflict, "session_conflict"),
+        (ErrorCode::QuotaExceeded, "quota_exceeded"),
+        (ErrorCode::Unserviceable, "unserviceable"),
+        (ErrorCode::GroupInUse, "group_in_use"),
         (ErrorCode::SessionNotRunning, "session_not_running"),
         (ErrorCode::NoSessionDomain, "no_session_domain"),
         (ErrorCode::NoSessionIngress, "no_session_ingress"),

@@ -168,6 +168,7 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
             cluster.node_count += 1;
             cluster_changed = true;
             txn.put(NODES, &key, &n)?;
+            super::fit::changed(txn, cluster_id);
             wrote = true;
             n
         }
@@ -183,6 +184,7 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
             }
             if n != before {
                 txn.put(NODES, &key, &n)?;
+                super::fit::changed(txn, cluster_id);
                 wrote = true;
             }
             n
@@ -250,6 +252,7 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
                 status: r.status.clone(),
             };
             txn.put(GPUS, &gpu_key, &g)?;
+            super::fit::changed(txn, cluster_id);
             wrote = true;
             node.gpu_count += 1;
             cluster.gpu_count += 1;
@@ -288,12 +291,14 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
             }
             if g != before {
                 txn.put(GPUS, &gpu_key, &g)?;
+                super::fit::changed(txn, cluster_id);
                 wrote = true;
             }
         }
     }
     if stored_node.as_ref() != Some(&node) {
         txn.put(NODES, &node_key, &node)?;
+        super::fit::changed(txn, cluster_id);
         wrote = true;
     }
     if cluster_changed {
@@ -425,6 +430,7 @@ pub fn node_decommissioned(
         Some(n) if n.decommissioning => {
             let (gone, vram) = remove_node_gpus(txn, cluster_id, hostname)?;
             NODES.delete(txn, &key)?;
+            super::fit::changed(txn, cluster_id);
             cluster.node_count = cluster.node_count.saturating_sub(1);
             cluster.gpu_count = cluster.gpu_count.saturating_sub(gone);
             cluster.vram_total_mb = cluster.vram_total_mb.saturating_sub(vram);
@@ -546,6 +552,7 @@ pub fn node_action(
         return Ok(Outcome::Unchanged(Ok(n)));
     }
     NODES.put(txn, &key, &n)?;
+    super::fit::changed(txn, &n.cluster_id);
     crate::audit::record_in(txn, clock, audit)?;
     Ok(Outcome::Wrote(Ok(n)))
 }
@@ -581,6 +588,7 @@ pub fn record_health_event(
     if ev.action.as_deref().is_some_and(|a| a.eq_ignore_ascii_case("cordon")) && !node.cordoned {
         node.cordoned = true;
         NODES.put(txn, &key, &node)?;
+        super::fit::changed(txn, &node.cluster_id);
     }
     Ok(Outcome::Wrote(true))
 }
@@ -652,6 +660,7 @@ pub fn sweep(
             if !n.offline && !n.decommissioning && n.last_seen.is_none_or(|t| now - t > node_stale_ms) {
                 n.offline = true;
                 NODES.put(txn, &key, &n)?;
+                super::fit::changed(txn, &id);
                 report.nodes_offline.push(key);
             }
         }

@@ -14,6 +14,7 @@
 
 pub mod apply;
 pub mod cluster_part;
+pub mod fit;
 pub mod gpu_booking;
 pub mod metrics;
 pub mod model;

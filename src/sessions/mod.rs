@@ -4,6 +4,7 @@
 //! Order of work for every change: the record is written first (so a crash leaves a trace that
 //! says what was being done), then the cluster is asked, then the outcome is recorded.
 
+pub mod admission;
 pub mod connect;
 pub mod cr;
 pub mod listing;
@@ -192,6 +193,8 @@ pub struct Sessions {
     operator_gate: Gate,
     /// The volumes a new session mounts (none without it).
     mounts: Option<Mounts>,
+    /// The owner's resource policy and the fit check, before anything is recorded.
+    admission: admission::Admission,
 }
 
 impl Sessions {
@@ -205,6 +208,7 @@ impl Sessions {
     ) -> Self {
         Self {
             operator_gate: Gate(operator_gate),
+            admission: admission::Admission::new(store.clone()),
             store,
             clock,
             config,
@@ -407,6 +411,7 @@ impl Sessions {
         let offering_id = req.offering_id.clone();
         let (sid, clusters, gate) = (id.clone(), self.clusters.clone(), self.operator_gate.0.clone());
         let mounts = self.mounts.clone();
+        let admission = self.admission.clone();
         let record = self
             .store
             .write_with(move |txn| {
@@ -422,14 +427,16 @@ impl Sessions {
                     ));
                 }
                 let cluster = pick_cluster(txn, wanted.as_deref(), &clusters, &gate, now)?;
-                let volumes = match &mounts {
-                    Some(Mounts(hook)) => hook(txn, &owner, &cluster, now)?,
-                    None => Vec::new(),
-                };
                 let mut shape = o.shape.clone();
                 if let Some(i) = image {
                     shape.image = i;
                 }
+                admission.check(txn, &owner, &cluster, &mut shape, None, true)?;
+                // Only an admitted session makes a home volume.
+                let volumes = match &mounts {
+                    Some(Mounts(hook)) => hook(txn, &owner, &cluster, now)?,
+                    None => Vec::new(),
+                };
                 let s = SessionRecord {
                     id: sid.clone(),
                     cluster_id: cluster.id.clone(),
@@ -568,6 +575,7 @@ impl Sessions {
         if !s.actions().contains(&Action::Resume) {
             return Err(Self::not_allowed(&s, "resume"));
         }
+        self.admit_resume(&s).await?;
         let now = self.clock.now_ms();
         let excluded = self.excluded_nodes(&s.cluster_id).await;
         let generation = self
@@ -591,6 +599,21 @@ impl Sessions {
             s.set_phase(Phase::Running, now);
         })
         .await
+    }
+
+    /// A resume counts the session against its owner's policy as it is now (a limit lowered
+    /// below use refuses it) and, unless it still holds its card, needs a card that fits.
+    async fn admit_resume(&self, s: &SessionRecord) -> Result<(), SessionError> {
+        let (admission, s) = (self.admission.clone(), s.clone());
+        self.store
+            .write_with(move |txn| {
+                let cluster = CLUSTERS
+                    .get_in_write(txn, &s.cluster_id)?
+                    .ok_or_else(|| SessionError::NotFound(format!("no cluster {}", s.cluster_id)))?;
+                let mut shape = s.shape.clone();
+                admission.check(txn, &s.owner, &cluster, &mut shape, Some(&s.shape), s.bound_gpu_uuid.is_none())
+            })
+            .await
     }
 
     /// Deletes the CR and marks the session terminating (the operator's finalizer reports

@@ -709,6 +709,12 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
         LIVE_SESSIONS.delete(txn, &session.id)?;
     }
     index_for_lists(txn, old.as_ref(), session)?;
+    // Fair sharing: the owner's use moves only when the session starts or stops counting.
+    let was = old.as_ref().filter(|o| o.is_live()).map(|o| (o.owner.as_str(), charge_of(&o.shape)));
+    let now = session.is_live().then(|| (session.owner.as_str(), charge_of(&session.shape)));
+    if was != now {
+        crate::policy::model::charge_moved(txn, was, now)?;
+    }
     // The owner's live events (a member hears of their own sessions only).
     txn.note_key(&owner_sessions_key(&session.owner));
     if let Some(was) = old.as_ref().filter(|o| o.owner != session.owner) {
@@ -716,6 +722,32 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
     }
     SESSIONS.put(txn, &session.id, session)
 }
+
+/// What a live session holds against its owner's resource policy.
+pub fn charge_of(shape: &Shape) -> crate::policy::model::Charge {
+    crate::policy::model::Charge {
+        cpu: shape.cpu,
+        mem_gb: shape.mem_gb,
+        gpu_mem_mb: shape.gpu_mem_mb.unwrap_or(0),
+        gpu_cores: shape.gpu_cores.unwrap_or(0),
+        storage_gb: shape.disk_gb,
+    }
+}
+
+/// Schema 7: each owner's use (fair sharing) counted from the live sessions.
+pub const COUNT_OWNER_USAGE: Migration = Migration {
+    to: 7,
+    what: "each owner's live sessions counted for the resource policies",
+    run: |txn| {
+        let mut live = Vec::new();
+        for (id, _) in LIVE_SESSIONS.list_in_write(txn)? {
+            if let Some(s) = SESSIONS.get_in_write(txn, &id)?.filter(SessionRecord::is_live) {
+                live.push((s.owner.clone(), charge_of(&s.shape)));
+            }
+        }
+        crate::policy::model::recount_usage(txn, live.iter().map(|(o, c)| (o.as_str(), *c))).map(drop)
+    },
+};
 
 /// The name a commit that writes one of `owner`'s sessions is noted under besides its tables
 /// ([`crate::store::WriteTxn::note_key`]): `Store::table_generation(&[&owner_sessions_key(o)])`
@@ -873,5 +905,49 @@ mod tests {
         store.write(|txn| rebuild_list_indexes(txn).map(drop)).await.unwrap();
         let rebuilt = store.read(|txn| SESSION_COUNTS.list(txn)).await.unwrap();
         assert_eq!(kept, rebuilt);
+    }
+
+    /// An owner's use follows their sessions' liveness in the same transaction, and a recount
+    /// (the schema step) gives what the writes kept.
+    #[tokio::test]
+    async fn owner_usage_follows_liveness_and_a_recount_agrees() {
+        use crate::policy::model::{USAGE, Usage};
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), crate::MIGRATIONS).unwrap();
+        let shape = Shape { gpu_mem_mb: Some(1024), gpu_cores: Some(10), ..Shape::default() };
+        store
+            .write(move |txn| {
+                for id in ["ses_A", "ses_B"] {
+                    put_session(
+                        txn,
+                        &SessionRecord { shape: shape.clone(), ..SessionRecord::new(id, "clu_1", "c", "u1", 0) },
+                    )?;
+                }
+                // A report that changes nothing of the charge writes no usage.
+                let mut a = SESSIONS.get_in_write(txn, "ses_A")?.unwrap();
+                a.set_phase(Phase::Running, 1);
+                put_session(txn, &a)
+            })
+            .await
+            .unwrap();
+        let u = store.read(|txn| USAGE.get(txn, "u1")).await.unwrap().unwrap();
+        assert_eq!(u, Usage { active: 2, cpu: 2, mem_gb: 8, gpu_mem_mb: 2048, gpu_cores: 20, storage_gb: 20 });
+        store
+            .write(|txn| {
+                let mut b = SESSIONS.get_in_write(txn, "ses_B")?.unwrap();
+                b.set_phase(Phase::Terminated, 2);
+                put_session(txn, &b)?;
+                let mut a = SESSIONS.get_in_write(txn, "ses_A")?.unwrap();
+                a.owner = "u2".into();
+                put_session(txn, &a)
+            })
+            .await
+            .unwrap();
+        let (u1, u2) = store.read(|txn| Ok((USAGE.get(txn, "u1")?, USAGE.get(txn, "u2")?))).await.unwrap();
+        assert_eq!(u1, None, "no live session: no row");
+        assert_eq!(u2.unwrap().active, 1);
+        let kept = store.read(|txn| USAGE.list(txn)).await.unwrap();
+        store.write(|txn| (COUNT_OWNER_USAGE.run)(txn)).await.unwrap();
+        assert_eq!(store.read(|txn| USAGE.list(txn)).await.unwrap(), kept);
     }
 }

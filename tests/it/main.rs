@@ -19,6 +19,7 @@ mod monitoring;
 mod operator;
 mod overview;
 mod packaging;
+mod policy;
 mod real_clusters;
 mod replay;
 mod schema;

@@ -222,6 +222,7 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/volumes/{id}"),
     ("patch", "/api/v1/volumes/{id}"),
     ("delete", "/api/v1/volumes/{id}"),
+    ("get", "/api/v1/resource-policies/effective"),
 ];
 
 #[tokio::test]

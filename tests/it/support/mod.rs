@@ -37,8 +37,20 @@ impl TestServer {
         let config = Config::for_data_dir(&dir.path().join("data"), &all).expect("config");
         let clock = Clock::system();
         let server = RunningServer::start(config, clock.clone()).await.expect("server starts");
+        // A new state file holds upstream's global policy: one live session per owner. Tests that
+        // are not about fair sharing create several, so it is lifted here; `seed_policy` puts it
+        // back (tests/it/policy.rs).
+        let lifted = server.app.store.write(|txn| gshare::policy::model::POLICIES.delete(txn, "global"));
+        assert!(lifted.await.expect("the seeded policy is lifted"), "a new state file has a global policy");
         let base = server.base_url();
         Self { server: Some(server), dir, base, client: reqwest::Client::new(), clock }
+    }
+
+    /// Puts upstream's global policy back (lifted at start).
+    pub async fn seed_policy(&self) {
+        let now = self.clock.now_ms();
+        let seeded = self.app().store.write(move |txn| gshare::policy::model::seed_global(txn, now));
+        assert!(seeded.await.expect("seed"));
     }
 
     pub fn app(&self) -> &App {

@@ -8,6 +8,7 @@ import { login } from "../auth";
 import { addAdmin, changePassword, listAdmins, MIN_PASSWORD, newPasswordProblem, removeAdmin, signOutEverywhere } from "../account";
 import { ErrorBox } from "../components/Errors";
 import { SnapshotsPanel } from "../components/SnapshotsPanel";
+import { PolicyPanel } from "../components/PolicyPanel";
 import { FieldError, invalidProps } from "../components/Field";
 import { formatTime } from "../format";
 import { onlyFieldErrors, serverFieldMessages } from "../form";
@@ -411,6 +412,9 @@ export function AccountPage(props: { username: string; member?: boolean; onSigne
           <div class="card">
             <SignOutEverywhere onSignedOut={props.onSignedOut} />
           </div>
+          <div class="card">
+            <PolicyPanel />
+          </div>
         </div>
       </section>
     );
@@ -430,6 +434,9 @@ export function AccountPage(props: { username: string; member?: boolean; onSigne
         </div>
         <div class="card">
           <SignIns me={props.username} onSignedOut={props.onSignedOut} reloadKey={changes} />
+        </div>
+        <div class="card">
+          <PolicyPanel />
         </div>
         <div class="card">
           <SnapshotsPanel />
