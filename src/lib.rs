@@ -181,7 +181,8 @@ impl App {
                 "created the admin account `admin`; its password is in this file (sign in, then change it with `gshare admin set-password`)"
             );
         }
-        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?);
+        let directory = auth::directory::Directory::from_config(&config).map_err(StartError::Other)?;
+        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?.with_directory(directory));
         let audit = Arc::new(audit::AuditLog::start(store.clone(), clock.clone(), config.audit_max_entries));
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),
