@@ -327,3 +327,103 @@ pub(super) fn render(s: &LdapSettings) -> toml::Table {
     );
     t
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::config::Config;
+
+    fn load(dir: &std::path::Path, table: &str) -> Result<Config, String> {
+        Config::from_toml(&dir.join("c.toml"), &format!("[ldap]\n{table}"), &BTreeMap::new()).map_err(|e| e.to_string())
+    }
+
+    fn password_file(dir: &std::path::Path, mode: u32) -> std::path::PathBuf {
+        let f = dir.join("pw");
+        std::fs::write(&f, "s3cret-bind-password\nignored\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        f
+    }
+
+    #[test]
+    fn search_then_bind_reads_the_password_file_and_never_prints_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pw = password_file(dir.path(), 0o600);
+        let c = load(
+            dir.path(),
+            &format!(
+                "url = \"ldaps://ldap.lab:636\"\nbind_dn = \"cn=svc,dc=lab\"\nbind_password_file = \"{}\"\nuser_base = \"ou=people,dc=lab\"\ngroup_base = \"ou=groups,dc=lab\"\nadmin_groups = [\"admins\"]\ngroups = [{{ directory = \"ml-lab\", group = \"ml\" }}]\n",
+                pw.display()
+            ),
+        )
+        .unwrap();
+        let l = c.ldap.as_ref().unwrap();
+        assert!(l.tls());
+        match &l.lookup {
+            super::LdapLookup::SearchThenBind { bind_password, user_filter, .. } => {
+                assert_eq!(bind_password.expose(), "s3cret-bind-password");
+                assert_eq!(user_filter, "(uid={username})");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!format!("{c:?}").contains("s3cret"));
+        let rendered = c.render_redacted();
+        assert!(!rendered.contains("s3cret") && rendered.contains("[ldap]"), "{rendered}");
+        assert!(rendered.contains("bind_password_file = \"<redacted>\""), "{rendered}");
+    }
+
+    #[test]
+    fn bad_tables_are_refused_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = password_file(dir.path(), 0o644);
+        let cases = [
+            ("url = \"http://x\"\nuser_dn_template = \"uid={username},dc=x\"\nunmapped = \"member\"", "ldap.url"),
+            (
+                "url = \"ldaps://x\"\nstarttls = true\nuser_dn_template = \"uid={username},dc=x\"\nunmapped = \"member\"",
+                "ldap.starttls",
+            ),
+            ("url = \"ldap://x\"\nunmapped = \"member\"", "ldap.bind_dn"),
+            ("url = \"ldap://x\"\nuser_dn_template = \"dc=x\"\nunmapped = \"member\"", "ldap.user_dn_template"),
+            ("url = \"ldap://x\"\nuser_dn_template = \"uid={username},dc=x\"", "ldap.unmapped"),
+            (
+                &format!(
+                    "url = \"ldap://x\"\nbind_dn = \"cn=a,dc=x\"\nbind_password_file = \"{}\"\nuser_base = \"dc=x\"\nunmapped = \"member\"",
+                    open.display()
+                ),
+                "ldap.bind_password_file",
+            ),
+            (
+                "url = \"ldap://x\"\nuser_dn_template = \"uid={username},dc=x\"\ngroup_base = \"dc=x\"\ngroup_filter = \"member={dn}\"",
+                "ldap.group_filter",
+            ),
+            (
+                "url = \"ldap://x\"\nuser_dn_template = \"uid={username},dc=x\"\ngroup_base = \"dc=x\"\ngroups = [{ directory = \"a\", group = \"no spaces\" }]",
+                "ldap.groups[0].group",
+            ),
+            ("url = \"ldap://x\"\nuser_dn_template = \"uid={username},dc=x\"\nunmapped = \"member\"\ntimeout = \"2h\"", "ldap.timeout"),
+            ("url = \"ldap://x\"\nsurprise = 1", "surprise"),
+        ];
+        for (table, key) in cases {
+            let e = load(dir.path(), table).unwrap_err();
+            assert!(e.contains(key), "{table}: {e}");
+        }
+        // The world-readable password file is named with its mode.
+        let e = load(dir.path(), cases[5].0).unwrap_err();
+        assert!(e.contains("644") && e.contains("chmod 600"), "{e}");
+    }
+
+    #[test]
+    fn no_variable_sets_the_table() {
+        let e = Config::from_toml(
+            std::path::Path::new("c.toml"),
+            "",
+            &BTreeMap::from([("GSHARE_LDAP".to_string(), "x".to_string())]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("GSHARE_LDAP") && e.contains("no such setting"), "{e}");
+    }
+}
