@@ -217,10 +217,16 @@ pub(super) fn build(f: LdapFile) -> Result<LdapSettings, ConfigError> {
         }
         (None, Some(t)) => {
             if !t.contains("{username}") || !t.contains('=') {
-                return Err(bad("user_dn_template", format!("`{t}` needs {{username}}, as uid={{username}},ou=people,…")));
+                return Err(bad(
+                    "user_dn_template",
+                    format!("`{t}` needs {{username}}, as uid={{username}},ou=people,…"),
+                ));
             }
             if f.bind_password_file.is_some() || f.user_base.is_some() || f.user_filter.is_some() {
-                return Err(bad("user_dn_template", "a direct bind takes no bind_password_file, user_base or user_filter"));
+                return Err(bad(
+                    "user_dn_template",
+                    "a direct bind takes no bind_password_file, user_base or user_filter",
+                ));
             }
             LdapLookup::DirectBind { user_dn_template: t.trim().to_string() }
         }
@@ -233,7 +239,8 @@ pub(super) fn build(f: LdapFile) -> Result<LdapSettings, ConfigError> {
     let group_filter = f.group_filter.unwrap_or_else(|| "(member={dn})".into());
     filter_template("group_filter", &group_filter, &["{dn}", "{username}"])?;
     let group_name_attribute = attribute("group_name_attribute", f.group_name_attribute.as_deref().unwrap_or("cn"))?;
-    let admin_groups: Vec<String> = f.admin_groups.unwrap_or_default().into_iter().map(|g| g.trim().to_string()).collect();
+    let admin_groups: Vec<String> =
+        f.admin_groups.unwrap_or_default().into_iter().map(|g| g.trim().to_string()).collect();
     if admin_groups.iter().any(String::is_empty) {
         return Err(bad("admin_groups", "a group name is empty"));
     }
@@ -403,7 +410,10 @@ mod tests {
                 "url = \"ldap://x\"\nuser_dn_template = \"uid={username},dc=x\"\ngroup_base = \"dc=x\"\ngroups = [{ directory = \"a\", group = \"no spaces\" }]",
                 "ldap.groups[0].group",
             ),
-            ("url = \"ldap://x\"\nuser_dn_template = \"uid={username},dc=x\"\nunmapped = \"member\"\ntimeout = \"2h\"", "ldap.timeout"),
+            (
+                "url = \"ldap://x\"\nuser_dn_template = \"uid={username},dc=x\"\nunmapped = \"member\"\ntimeout = \"2h\"",
+                "ldap.timeout",
+            ),
             ("url = \"ldap://x\"\nsurprise = 1", "surprise"),
         ];
         for (table, key) in cases {

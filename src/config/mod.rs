@@ -810,8 +810,7 @@ fn setting_keys() -> &'static [&'static str] {
 /// A `GSHARE_*` variable that is neither a setting nor on [`NOT_SETTINGS`] is refused, naming the
 /// closest setting: a misspelled setting would otherwise be silently ignored.
 fn check_env_names(env: &BTreeMap<String, String>) -> Result<(), ConfigError> {
-    let settings: Vec<String> =
-        std::iter::once("GSHARE_CONFIG".to_string())
+    let settings: Vec<String> = std::iter::once("GSHARE_CONFIG".to_string())
         .chain(setting_keys().iter().filter(|k| !TABLES.contains(k)).map(|k| Layer::env_name(k)))
         .collect();
     for name in env.keys().filter(|k| k.starts_with("GSHARE_")) {

@@ -148,8 +148,7 @@ async fn filter_escaping_keeps_wildcards_and_escapes_out_of_the_search() {
     crate::support::init();
     let files = tempfile::tempdir().unwrap();
     let toml = search_then_bind(&d, files.path(), "");
-    let config =
-        gshare::config::Config::from_toml(&files.path().join("c.toml"), &toml, &Default::default()).unwrap();
+    let config = gshare::config::Config::from_toml(&files.path().join("c.toml"), &toml, &Default::default()).unwrap();
     let dir = LdapDirectory::new(config.ldap.as_ref().unwrap()).unwrap();
     let alice = slapd::password("alice");
     let mut trace = Vec::new();

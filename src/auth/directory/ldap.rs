@@ -192,7 +192,12 @@ impl LdapDirectory {
 
     /// Asks the directory about `username` and `password`. An empty password is refused before
     /// any bind (an LDAP bind with a DN and no password is an anonymous bind, which succeeds).
-    pub async fn authenticate(&self, username: &str, password: &str, trace: &mut Trace) -> Result<Outcome, Unavailable> {
+    pub async fn authenticate(
+        &self,
+        username: &str,
+        password: &str,
+        trace: &mut Trace,
+    ) -> Result<Outcome, Unavailable> {
         if password.is_empty() || username.is_empty() {
             return Ok(Outcome::WrongPassword);
         }
@@ -235,9 +240,11 @@ impl LdapDirectory {
         let (dn, name) = match &s.lookup {
             LdapLookup::SearchThenBind { bind_dn, bind_password, user_base, user_filter: template } => {
                 let started = Instant::now();
-                let res = step(trace, "bind", t, ldap.with_timeout(t).simple_bind(bind_dn, bind_password.expose())).await?;
+                let res =
+                    step(trace, "bind", t, ldap.with_timeout(t).simple_bind(bind_dn, bind_password.expose())).await?;
                 if res.rc != 0 {
-                    let message = format!("the service account {bind_dn} was refused (result {}: {})", res.rc, res.text);
+                    let message =
+                        format!("the service account {bind_dn} was refused (result {}: {})", res.rc, res.text);
                     trace.push(Step { name: "bind", ok: false, detail: message.clone(), elapsed: started.elapsed() });
                     return Err(Unavailable { step: "bind", message });
                 }
@@ -262,7 +269,8 @@ impl LdapDirectory {
                     return Err(Unavailable { step: "search", message });
                 }
                 if entries.len() != 1 {
-                    let detail = format!("{filter} under {user_base}: {} entries (exactly one is needed)", entries.len());
+                    let detail =
+                        format!("{filter} under {user_base}: {} entries (exactly one is needed)", entries.len());
                     trace.push(Step { name: "search", ok: false, detail, elapsed: started.elapsed() });
                     return Ok(Outcome::NoSuchUser);
                 }
@@ -293,7 +301,12 @@ impl LdapDirectory {
                     }
                     rc => {
                         let message = format!("binding as {} failed (result {rc}: {})", entry.dn, res.text);
-                        trace.push(Step { name: "bind as user", ok: false, detail: message.clone(), elapsed: started.elapsed() });
+                        trace.push(Step {
+                            name: "bind as user",
+                            ok: false,
+                            detail: message.clone(),
+                            elapsed: started.elapsed(),
+                        });
                         return Err(Unavailable { step: "bind as user", message });
                     }
                 }
@@ -316,7 +329,12 @@ impl LdapDirectory {
                     }
                     rc => {
                         let message = format!("binding as {dn} failed (result {rc}: {})", res.text);
-                        trace.push(Step { name: "bind", ok: false, detail: message.clone(), elapsed: started.elapsed() });
+                        trace.push(Step {
+                            name: "bind",
+                            ok: false,
+                            detail: message.clone(),
+                            elapsed: started.elapsed(),
+                        });
                         return Err(Unavailable { step: "bind", message });
                     }
                 }

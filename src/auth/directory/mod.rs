@@ -157,7 +157,9 @@ async fn sync(
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 ErrorCode::Conflict,
-                format!("the name `{taken}` belongs to a local or deleted account, not to the directory's user; ask an admin of the lab"),
+                format!(
+                    "the name `{taken}` belongs to a local or deleted account, not to the directory's user; ask an admin of the lab"
+                ),
             ));
         }
         Err(AccountError::Store(e)) => return Err(e.into()),

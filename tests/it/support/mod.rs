@@ -61,7 +61,10 @@ impl TestServer {
 
     /// The first admin's password (`<data_dir>/initial-admin-password`).
     pub fn initial_admin_password(&self) -> String {
-        std::fs::read_to_string(self.data_dir().join("initial-admin-password")).expect("initial password").trim().to_string()
+        std::fs::read_to_string(self.data_dir().join("initial-admin-password"))
+            .expect("initial password")
+            .trim()
+            .to_string()
     }
 
     pub fn app(&self) -> &App {

@@ -26,7 +26,10 @@ pub fn password(user: &str) -> String {
 }
 
 pub fn slapd_bin() -> Option<PathBuf> {
-    ["/usr/sbin/slapd", "/usr/local/sbin/slapd", "/usr/local/libexec/slapd"].iter().map(PathBuf::from).find(|p| p.exists())
+    ["/usr/sbin/slapd", "/usr/local/sbin/slapd", "/usr/local/libexec/slapd"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
 }
 
 /// A CA made for one test, and a PEM file of it.
@@ -154,7 +157,9 @@ impl Slapd {
             ldif.push('\n');
             ldif.push_str(&person(u));
         }
-        for (g, members) in [("gpu-admins", &["alice"][..]), ("ml-lab", &["alice", "bob"][..]), ("physics", &["dave"][..])] {
+        for (g, members) in
+            [("gpu-admins", &["alice"][..]), ("ml-lab", &["alice", "bob"][..]), ("physics", &["dave"][..])]
+        {
             ldif.push('\n');
             ldif.push_str(&group(g, members));
         }
