@@ -273,6 +273,12 @@ async fn a_directory_user_cannot_take_a_local_accounts_name() {
     assert_eq!(local["role"], "member");
     // `Bob` (another case) is the directory's answer for bob, but the name is taken.
     expect_error(login(&s, "Bob", &slapd::password("bob")).await, 409, "conflict").await;
+    // Wrong directory passwords count against the address like wrong local ones (the wrong
+    // password for the local bob above was the first of its 10).
+    for _ in 0..9 {
+        expect_error(login(&s, "alice", "not-alices-password").await, 401, "invalid_credentials").await;
+    }
+    expect_error(login(&s, "alice", &slapd::password("alice")).await, 429, "rate_limited").await;
     s.stop().await;
 }
 
