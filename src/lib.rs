@@ -304,6 +304,7 @@ impl RunningServer {
         operator::spawn_pod_watch(app.operator.clone(), Duration::from_secs(10), rx.clone());
         inventory::spawn_sweeper(app.inventory.clone(), &app.config, rx.clone());
         spawn_memory_flush(app.clone(), rx.clone());
+        spawn_directory_recheck(app.clone(), rx.clone());
         snapshot::spawn(
             snapshot::Upkeep {
                 config: app.config.clone(),
@@ -401,6 +402,30 @@ impl RunningServer {
     pub fn stopper(&self) -> watch::Sender<bool> {
         self.shutdown.clone()
     }
+}
+
+/// Looks the directory's accounts up again every `ldap.recheck_interval` (search-then-bind only).
+fn spawn_directory_recheck(app: Arc<App>, stop: watch::Receiver<bool>) {
+    let Some(dir) = app.signin.directory.clone() else { return };
+    let period = dir.ldap.settings().recheck_interval;
+    if period.is_zero() {
+        return;
+    }
+    tokio::spawn(background::every(period, stop, move || {
+        let (app, dir) = (app.clone(), dir.clone());
+        async move {
+            let parts =
+                auth::directory::Parts { store: &app.store, signin: &app.signin, clock: &app.clock, audit: &app.audit };
+            match auth::directory::recheck(&dir, &parts).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    disabled = n,
+                    "ldap re-check: accounts the directory no longer lets in were disabled"
+                ),
+                Err(e) => tracing::warn!(error = %e.message, "ldap re-check failed"),
+            }
+        }
+    }));
 }
 
 /// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'

@@ -29,6 +29,7 @@ pub(super) struct LdapFile {
     admin_groups: Option<Vec<String>>,
     groups: Option<Vec<GroupMapFile>>,
     unmapped: Option<String>,
+    recheck_interval: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +93,9 @@ pub struct LdapSettings {
     pub admin_groups: Vec<String>,
     pub groups: Vec<GroupMapping>,
     pub unmapped: Unmapped,
+    /// How often the service account looks every directory-made account up again (zero: never;
+    /// a direct bind has no service account and never does).
+    pub recheck_interval: Duration,
 }
 
 impl LdapSettings {
@@ -271,6 +275,14 @@ pub(super) fn build(f: LdapFile) -> Result<LdapSettings, ConfigError> {
             "with no group_base every user is unmapped and would be refused: set group_base, or unmapped = \"member\"",
         ));
     }
+    let recheck_interval = match f.recheck_interval {
+        Some(t) => humantime::parse_duration(t.trim())
+            .map_err(|e| bad("recheck_interval", format!("`{t}` is not a duration like 15m: {e}")))?,
+        None => Duration::from_secs(15 * 60),
+    };
+    if !recheck_interval.is_zero() && recheck_interval < Duration::from_secs(60) {
+        return Err(bad("recheck_interval", "must be 0s (off) or at least 1m"));
+    }
     Ok(LdapSettings {
         url,
         starttls,
@@ -284,6 +296,7 @@ pub(super) fn build(f: LdapFile) -> Result<LdapSettings, ConfigError> {
         admin_groups,
         groups,
         unmapped,
+        recheck_interval,
     })
 }
 
@@ -332,6 +345,7 @@ pub(super) fn render(s: &LdapSettings) -> toml::Table {
             Unmapped::Member => "member",
         }),
     );
+    t.insert("recheck_interval".into(), v(&humantime::format_duration(s.recheck_interval).to_string()));
     t
 }
 

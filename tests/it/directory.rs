@@ -130,6 +130,32 @@ async fn ldaps_search_then_bind_maps_groups_makes_accounts_and_disables_them_whe
     expect_error(login(&s, "bob", &slapd::password("bob")).await, 403, "account_disabled").await;
     assert_eq!(account(&s, &admin, "bob").await.unwrap()["disabled"], true);
 
+    // alice leaves ml-lab, and gpu-admins is removed, while she is signed in: the periodic
+    // re-check (run here by hand) disables her account without waiting for a sign-in, and her
+    // token stops.
+    d.as_root(|mut l| async move {
+        let member = "uid=alice,ou=people,dc=lab,dc=test";
+        let mods = vec![ldap3::Mod::Delete("member", std::collections::HashSet::from([member]))];
+        l.modify("cn=ml-lab,ou=groups,dc=lab,dc=test", mods).await.unwrap().success().unwrap();
+        l.delete("cn=gpu-admins,ou=groups,dc=lab,dc=test").await.unwrap().success().unwrap();
+    })
+    .await;
+    let app = s.app();
+    let parts =
+        gshare::auth::directory::Parts { store: &app.store, signin: &app.signin, clock: &app.clock, audit: &app.audit };
+    let dir = app.signin.directory.clone().unwrap();
+    assert_eq!(
+        gshare::auth::directory::recheck(&dir, &parts).await.unwrap(),
+        1,
+        "alice only (bob was disabled by an admin)"
+    );
+    let local_admin = local["access_token"].as_str().unwrap().to_string();
+    assert_eq!(account(&s, &local_admin, "alice").await.unwrap()["disabled"], true);
+    let res = s.client.get(s.url("/api/v1/auth/me")).bearer_auth(&admin).send().await.unwrap();
+    assert!(matches!(res.status().as_u16(), 401 | 403), "alice's token after the re-check: {}", res.status());
+    assert_eq!(gshare::auth::directory::recheck(&dir, &parts).await.unwrap(), 0, "nothing more to disable");
+    let admin = local_admin;
+
     // dave's entry is deleted: the directory no longer knows him; 401, and his account is disabled.
     d.as_root(|mut l| async move {
         l.delete("uid=dave,ou=people,dc=lab,dc=test").await.unwrap().success().unwrap();

@@ -201,6 +201,33 @@ impl LdapDirectory {
         if password.is_empty() || username.is_empty() {
             return Ok(Outcome::WrongPassword);
         }
+        let (mut ldap, driver) = self.connect(trace).await?;
+        let result = self.ask(&mut ldap, username, password, trace).await;
+        let _ = tokio::time::timeout(self.settings.timeout, ldap.unbind()).await;
+        driver.abort();
+        result
+    }
+
+    /// Asks the directory about a user without their password, with the service account's
+    /// rights: whether the entry is still there and which groups it is in (`None` for a direct
+    /// bind, which has no rights of its own). The periodic re-check uses it.
+    pub async fn lookup(&self, username: &str, trace: &mut Trace) -> Result<Option<Outcome>, Unavailable> {
+        if !matches!(self.settings.lookup, LdapLookup::SearchThenBind { .. }) {
+            return Ok(None);
+        }
+        let (mut ldap, driver) = self.connect(trace).await?;
+        let result = match self.find(&mut ldap, username, trace).await {
+            Ok(Ok((dn, name, groups))) => Ok(Some(self.verdict(dn, name, groups, trace))),
+            Ok(Err(outcome)) => Ok(Some(outcome)),
+            Err(e) => Err(e),
+        };
+        let _ = tokio::time::timeout(self.settings.timeout, ldap.unbind()).await;
+        driver.abort();
+        result
+    }
+
+    /// Opens the connection (TLS as configured) and starts driving it.
+    async fn connect(&self, trace: &mut Trace) -> Result<(ldap3::Ldap, tokio::task::JoinHandle<()>), Unavailable> {
         let s = &self.settings;
         let t = s.timeout;
         let started = Instant::now();
@@ -208,7 +235,7 @@ impl LdapDirectory {
         if let Some(tls) = &self.tls {
             conn_settings = conn_settings.set_config(tls.clone());
         }
-        let (conn, mut ldap) = step(trace, "connect", t, LdapConnAsync::with_settings(conn_settings, &s.url)).await?;
+        let (conn, ldap) = step(trace, "connect", t, LdapConnAsync::with_settings(conn_settings, &s.url)).await?;
         let driver = tokio::spawn(async move {
             if let Err(e) = conn.drive().await {
                 tracing::debug!(error = %e, "ldap connection ended");
@@ -222,10 +249,7 @@ impl LdapDirectory {
             "plain LDAP"
         };
         ok(trace, "connect", format!("{} ({how})", s.url), started);
-        let result = self.ask(&mut ldap, username, password, trace).await;
-        let _ = tokio::time::timeout(t, ldap.unbind()).await;
-        driver.abort();
-        result
+        Ok((ldap, driver))
     }
 
     async fn ask(
@@ -238,69 +262,27 @@ impl LdapDirectory {
         let s = &self.settings;
         let t = s.timeout;
         let (dn, name) = match &s.lookup {
-            LdapLookup::SearchThenBind { bind_dn, bind_password, user_base, user_filter: template } => {
-                let started = Instant::now();
-                let res =
-                    step(trace, "bind", t, ldap.with_timeout(t).simple_bind(bind_dn, bind_password.expose())).await?;
-                if res.rc != 0 {
-                    let message =
-                        format!("the service account {bind_dn} was refused (result {}: {})", res.rc, res.text);
-                    trace.push(Step { name: "bind", ok: false, detail: message.clone(), elapsed: started.elapsed() });
-                    return Err(Unavailable { step: "bind", message });
-                }
-                ok(trace, "bind", format!("as {bind_dn}"), started);
-                let started = Instant::now();
-                let filter = user_filter(template, username);
-                let attrs = vec![s.username_attribute.as_str()];
-                let found = step(
-                    trace,
-                    "search",
-                    t,
-                    ldap.with_timeout(t)
-                        .with_search_options(ldap3::SearchOptions::new().sizelimit(USER_SEARCH_LIMIT))
-                        .search(user_base, Scope::Subtree, &filter, attrs),
-                )
-                .await?;
-                // sizeLimitExceeded (4) means more than one: ambiguous, like two entries.
-                let (entries, rc) = (found.0, found.1.rc);
-                if rc != 0 && rc != 4 {
-                    let message = format!("search under {user_base} failed (result {rc}: {})", found.1.text);
-                    trace.push(Step { name: "search", ok: false, detail: message.clone(), elapsed: started.elapsed() });
-                    return Err(Unavailable { step: "search", message });
-                }
-                if entries.len() != 1 {
-                    let detail =
-                        format!("{filter} under {user_base}: {} entries (exactly one is needed)", entries.len());
-                    trace.push(Step { name: "search", ok: false, detail, elapsed: started.elapsed() });
-                    return Ok(Outcome::NoSuchUser);
-                }
-                let Some(entry) = entries.into_iter().next().map(SearchEntry::construct) else {
-                    return Ok(Outcome::NoSuchUser);
+            LdapLookup::SearchThenBind { .. } => {
+                let (dn, name, groups) = match self.find(ldap, username, trace).await? {
+                    Ok(found) => found,
+                    Err(outcome) => return Ok(outcome),
                 };
-                let name = entry
-                    .attrs
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(&s.username_attribute))
-                    .and_then(|(_, v)| v.iter().find(|v| v.eq_ignore_ascii_case(username)).cloned())
-                    .unwrap_or_else(|| username.to_string());
-                ok(trace, "search", format!("{filter} under {user_base}: {}", entry.dn), started);
-                // The groups are read with the service account's rights, before the user's bind.
-                let groups = self.groups(ldap, &entry.dn, &name, trace).await?;
+                let entry_dn = dn;
                 let started = Instant::now();
-                let res = step(trace, "bind as user", t, ldap.with_timeout(t).simple_bind(&entry.dn, password)).await?;
+                let res = step(trace, "bind as user", t, ldap.with_timeout(t).simple_bind(&entry_dn, password)).await?;
                 match res.rc {
-                    0 => ok(trace, "bind as user", entry.dn.clone(), started),
+                    0 => ok(trace, "bind as user", entry_dn.clone(), started),
                     INVALID_CREDENTIALS => {
                         trace.push(Step {
                             name: "bind as user",
                             ok: false,
-                            detail: format!("{}: wrong password", entry.dn),
+                            detail: format!("{}: wrong password", entry_dn),
                             elapsed: started.elapsed(),
                         });
                         return Ok(Outcome::WrongPassword);
                     }
                     rc => {
-                        let message = format!("binding as {} failed (result {rc}: {})", entry.dn, res.text);
+                        let message = format!("binding as {} failed (result {rc}: {})", entry_dn, res.text);
                         trace.push(Step {
                             name: "bind as user",
                             ok: false,
@@ -310,7 +292,7 @@ impl LdapDirectory {
                         return Err(Unavailable { step: "bind as user", message });
                     }
                 }
-                return Ok(self.verdict(entry.dn, name, groups, trace));
+                return Ok(self.verdict(entry_dn, name, groups, trace));
             }
             LdapLookup::DirectBind { user_dn_template } => {
                 let dn = user_dn(user_dn_template, username);
@@ -343,6 +325,68 @@ impl LdapDirectory {
         };
         let groups = self.groups(ldap, &dn, &name, trace).await?;
         Ok(self.verdict(dn, name, groups, trace))
+    }
+
+    /// Search-then-bind's first half, with the service account: its bind, the user's entry, the
+    /// groups. `Ok(Err(outcome))`: the directory does not know the user.
+    #[allow(clippy::type_complexity)]
+    async fn find(
+        &self,
+        ldap: &mut ldap3::Ldap,
+        username: &str,
+        trace: &mut Trace,
+    ) -> Result<Result<(String, String, Vec<String>), Outcome>, Unavailable> {
+        let s = &self.settings;
+        let t = s.timeout;
+        let LdapLookup::SearchThenBind { bind_dn, bind_password, user_base, user_filter: template } = &s.lookup else {
+            return Ok(Err(Outcome::NoSuchUser));
+        };
+        let started = Instant::now();
+        let res = step(trace, "bind", t, ldap.with_timeout(t).simple_bind(bind_dn, bind_password.expose())).await?;
+        if res.rc != 0 {
+            let message = format!("the service account {bind_dn} was refused (result {}: {})", res.rc, res.text);
+            trace.push(Step { name: "bind", ok: false, detail: message.clone(), elapsed: started.elapsed() });
+            return Err(Unavailable { step: "bind", message });
+        }
+        ok(trace, "bind", format!("as {bind_dn}"), started);
+        let started = Instant::now();
+        let filter = user_filter(template, username);
+        let attrs = vec![s.username_attribute.as_str()];
+        let found =
+            step(
+                trace,
+                "search",
+                t,
+                ldap.with_timeout(t)
+                    .with_search_options(ldap3::SearchOptions::new().sizelimit(USER_SEARCH_LIMIT))
+                    .search(user_base, Scope::Subtree, &filter, attrs),
+            )
+            .await?;
+        // sizeLimitExceeded (4) means more than one: ambiguous, like two entries.
+        let (entries, rc) = (found.0, found.1.rc);
+        if rc != 0 && rc != 4 {
+            let message = format!("search under {user_base} failed (result {rc}: {})", found.1.text);
+            trace.push(Step { name: "search", ok: false, detail: message.clone(), elapsed: started.elapsed() });
+            return Err(Unavailable { step: "search", message });
+        }
+        if entries.len() != 1 {
+            let detail = format!("{filter} under {user_base}: {} entries (exactly one is needed)", entries.len());
+            trace.push(Step { name: "search", ok: false, detail, elapsed: started.elapsed() });
+            return Ok(Err(Outcome::NoSuchUser));
+        }
+        let Some(entry) = entries.into_iter().next().map(SearchEntry::construct) else {
+            return Ok(Err(Outcome::NoSuchUser));
+        };
+        let name = entry
+            .attrs
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(&s.username_attribute))
+            .and_then(|(_, v)| v.iter().find(|v| v.eq_ignore_ascii_case(username)).cloned())
+            .unwrap_or_else(|| username.to_string());
+        ok(trace, "search", format!("{filter} under {user_base}: {}", entry.dn), started);
+        // The groups are read with the service account's rights, before the user's bind.
+        let groups = self.groups(ldap, &entry.dn, &name, trace).await?;
+        Ok(Ok((entry.dn, name, groups)))
     }
 
     /// The names of the groups the user is in (none when no `group_base` is set).

@@ -146,6 +146,25 @@ async fn sync(
     name: Username,
     verdict: DirectoryVerdict,
 ) -> Result<Option<accounts::Account>, ApiError> {
+    let parts = Parts { store: &app.store, signin: &app.signin, clock: &app.clock, audit: &app.audit };
+    sync_with(&parts, Some(meta), name, verdict).await
+}
+
+/// What writing a directory's answer needs (the login route's state, or the server's for the
+/// periodic re-check).
+pub struct Parts<'a> {
+    pub store: &'a crate::store::Store,
+    pub signin: &'a super::login::SignIn,
+    pub clock: &'a crate::clock::Clock,
+    pub audit: &'a std::sync::Arc<crate::audit::AuditLog>,
+}
+
+async fn sync_with(
+    app: &Parts<'_>,
+    meta: Option<&RequestMeta>,
+    name: Username,
+    verdict: DirectoryVerdict,
+) -> Result<Option<accounts::Account>, ApiError> {
     let now = app.clock.now_ms();
     let allowed = verdict.allowed;
     let n = name.clone();
@@ -173,9 +192,13 @@ async fn sync(
             _ => ("", AuditResult::Success),
         };
         if !action.is_empty() {
+            let entry = match meta {
+                Some(meta) => AuditEntry::new(meta, "directory:ldap", action, result),
+                None => AuditEntry::system("directory:ldap", action, result),
+            };
             crate::audit::record(
-                &app.audit,
-                AuditEntry::new(meta, "directory:ldap", action, result).target(name.to_string()).details(
+                app.audit,
+                entry.target(name.to_string()).details(
                     serde_json::json!({ "role": a.role.as_str(), "group": a.group, "reason": if allowed { "first_sign_in" } else { "directory_refused" } }),
                 ),
             )
@@ -183,4 +206,62 @@ async fn sync(
         }
     }
     Ok(account)
+}
+
+/// Asks the directory again about every account it made (search-then-bind only: the service
+/// account looks each user up) and writes what it says: a user no longer found, or no longer in a
+/// mapped group, has the account disabled without waiting for a sign-in (their tokens stop at the
+/// next request); one let in again is enabled. Nothing changes while the directory does not
+/// answer. Answers how many accounts it disabled.
+pub async fn recheck(dir: &Directory, app: &Parts<'_>) -> Result<usize, ApiError> {
+    let names: Vec<String> = app
+        .store
+        .read(|txn| {
+            Ok(accounts::list(txn)?
+                .into_iter()
+                .filter(|a| a.directory.as_ref().is_some_and(|l| l.source == "ldap"))
+                .map(|a| a.username.to_string())
+                .collect())
+        })
+        .await?;
+    let mut disabled = 0;
+    for name in names {
+        let mut trace = ldap::Trace::new();
+        let outcome = match dir.ldap.lookup(&name, &mut trace).await {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(0),
+            Err(e) => {
+                tracing::warn!(step = e.step, error = %e.message, "ldap re-check: the directory did not answer");
+                return Ok(disabled);
+            }
+        };
+        let Ok(username) = Username::parse(&name) else { continue };
+        let verdict = match outcome {
+            ldap::Outcome::Accepted(u) => DirectoryVerdict {
+                source: "ldap",
+                id: u.dn,
+                groups: u.groups,
+                role: u.role,
+                group: u.group,
+                allowed: u.allowed,
+            },
+            ldap::Outcome::NoSuchUser | ldap::Outcome::WrongPassword => DirectoryVerdict {
+                source: "ldap",
+                id: String::new(),
+                groups: Vec::new(),
+                role: accounts::Role::Member,
+                group: None,
+                allowed: false,
+            },
+        };
+        let was_enabled = app.signin.standing(&name).is_some_and(|s| !s.disabled);
+        let allowed = verdict.allowed;
+        match sync_with(app, None, username, verdict).await {
+            Ok(Some(a)) if was_enabled && !allowed && a.disabled => disabled += 1,
+            Ok(_) => {}
+            // A name taken meanwhile by a local account: nothing of the directory's to change.
+            Err(e) => tracing::warn!(account = %name, error = %e.message, "ldap re-check: cannot write the account"),
+        }
+    }
+    Ok(disabled)
 }
