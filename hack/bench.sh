@@ -553,6 +553,106 @@ PY
   echo "load: $(uptime)"
 }
 
+# Sign-in latency, one request at a time (p50 of --count each, one run, one server): a local
+# member (argon2id) as the baseline; directory users' first sign-in (LDAPS search-then-bind against
+# Debian's slapd on loopback, the account made) and their next one (the account updated).
+directory() {
+  local count=200
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --count) count=$2; shift 2 ;;
+      *) echo "directory: unknown flag $1" >&2; return 2 ;;
+    esac
+  done
+  [ -x /usr/sbin/slapd ] || { echo "directory: slapd is missing (hack/deps.sh installs it)" >&2; return 2; }
+  local d="$work/slapd" lport sport port url pid
+  mkdir -p "$d/db"
+  # A CA made for this run, and slapd's certificate from it.
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days 1 -subj "/CN=bench LDAP CA" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout "$d/key.pem" -out "$d/cert.csr" -subj /CN=127.0.0.1 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$d/ext"
+  openssl x509 -req -in "$d/cert.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 1 -extfile "$d/ext" \
+    -out "$d/cert.pem" 2>/dev/null
+  cat >"$d/slapd.conf" <<EOF
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/inetorgperson.schema
+pidfile $d/slapd.pid
+modulepath /usr/lib/ldap
+moduleload back_mdb
+TLSCertificateFile $d/cert.pem
+TLSCertificateKeyFile $d/key.pem
+database mdb
+suffix "dc=lab,dc=test"
+rootdn "cn=root,dc=lab,dc=test"
+rootpw root-secret
+directory $d/db
+maxsize 104857600
+access to attrs=userPassword by anonymous auth by * none
+access to * by dn.exact="cn=gshare,ou=services,dc=lab,dc=test" read by users read by * none
+EOF
+  python3 - "$count" >"$d/data.ldif" <<'PY'
+import sys
+n = int(sys.argv[1])
+print("dn: dc=lab,dc=test\nobjectClass: dcObject\nobjectClass: organization\no: lab\ndc: lab\n")
+for ou in ("people", "groups", "services"):
+    print(f"dn: ou={ou},dc=lab,dc=test\nobjectClass: organizationalUnit\nou: {ou}\n")
+print("dn: cn=gshare,ou=services,dc=lab,dc=test\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\ncn: gshare\nuserPassword: service-secret\n")
+for i in range(n):
+    print(f"dn: uid=ldap{i},ou=people,dc=lab,dc=test\nobjectClass: inetOrgPerson\nuid: ldap{i}\ncn: ldap{i}\nsn: x\nuserPassword: pw-ldap{i}-secret\n")
+print("dn: cn=class,ou=groups,dc=lab,dc=test\nobjectClass: groupOfNames\ncn: class")
+for i in range(n):
+    print(f"member: uid=ldap{i},ou=people,dc=lab,dc=test")
+PY
+  /usr/sbin/slapadd -f "$d/slapd.conf" -l "$d/data.ldif" 2>/dev/null
+  lport=$(free_port); sport=$(free_port)
+  /usr/sbin/slapd -f "$d/slapd.conf" -h "ldap://127.0.0.1:$lport/ ldaps://127.0.0.1:$sport/"
+  trap 'kill "$(cat "$work/slapd/slapd.pid" 2>/dev/null)" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+  printf 'service-secret\n' >"$d/bind-pw"; chmod 600 "$d/bind-pw"
+  cat >"$work/directory.toml" <<EOF
+[ldap]
+url = "ldaps://127.0.0.1:$sport"
+ca_file = "$d/ca.pem"
+bind_dn = "cn=gshare,ou=services,dc=lab,dc=test"
+bind_password_file = "$d/bind-pw"
+user_base = "ou=people,dc=lab,dc=test"
+group_base = "ou=groups,dc=lab,dc=test"
+groups = [ { directory = "class", group = "class" } ]
+EOF
+  local data="$work/directory-data"
+  port=$(free_port); url="http://127.0.0.1:$port"
+  GSHARE_DATA_DIR="$data" GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s GSHARE_LOGIN_MAX_FAILURES=10000 \
+    GSHARE_LISTEN="127.0.0.1:$port" "$bin" --config "$work/directory.toml" serve 2>"$work/directory.log" &
+  pid=$!
+  until curl -fs "$url/readyz" >/dev/null; do sleep 0.05; done
+  local admin; admin=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" admin token 2>/dev/null | tail -n1)
+  echo "directory: sign-in p50 of $count sequential sign-ins each; profile ${BENCH_PROFILE:-release}; $(nproc) cores; slapd $(dpkg-query -W -f='${Version}' slapd 2>/dev/null)"
+  python3 - "$url" "$admin" "$count" <<'PY'
+import json, sys, time, urllib.request
+url, admin, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def call(path, body, token=None):
+    h = {"Content-Type": "application/json"}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), headers=h)
+    t0 = time.perf_counter()
+    urllib.request.urlopen(req, timeout=60).read()
+    return (time.perf_counter() - t0) * 1000
+call("/api/v1/users", {"username": "local0", "password": "local member password 0"}, admin)
+def p50(xs):
+    return sorted(xs)[len(xs) // 2]
+local = [call("/api/v1/auth/login", {"username": "local0", "password": "local member password 0"}) for _ in range(n)]
+first = [call("/api/v1/auth/login", {"username": f"ldap{i}", "password": f"pw-ldap{i}-secret"}) for i in range(n)]
+again = [call("/api/v1/auth/login", {"username": f"ldap{i}", "password": f"pw-ldap{i}-secret"}) for i in range(n)]
+b = p50(local)
+print(f"local (argon2id): p50 {b:.1f} ms (baseline)")
+print(f"LDAPS first sign-in (account made): p50 {p50(first):.1f} ms ({p50(first) / b:.2f}x local)")
+print(f"LDAPS sign-in again (account updated): p50 {p50(again):.1f} ms ({p50(again) / b:.2f}x local)")
+PY
+  kill $pid; wait $pid 2>/dev/null || true
+  kill "$(cat "$d/slapd.pid")" 2>/dev/null || true
+}
+
 case "$what" in
   start) start_to_ready ;;
   sessions) sessions ;;
@@ -568,6 +668,7 @@ case "$what" in
   callbacks) callbacks ;;
   fleet) fleet "$@" ;;
   signin) signin "$@" ;;
+  directory) directory "$@" ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet [flags]|signin [flags]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet [flags]|signin [flags]|directory [--count N]|all]" >&2; exit 2 ;;
 esac

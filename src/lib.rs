@@ -191,7 +191,8 @@ impl App {
                 "created the admin account `admin`; its password is in this file (sign in, then change it with `gshare admin set-password`)"
             );
         }
-        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?);
+        let directory = auth::directory::Directory::from_config(&config).map_err(StartError::Other)?;
+        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?.with_directory(directory));
         let audit = Arc::new(audit::AuditLog::start(store.clone(), clock.clone(), config.audit_max_entries));
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),
@@ -320,6 +321,7 @@ impl RunningServer {
         operator::spawn_pod_watch(app.operator.clone(), Duration::from_secs(10), rx.clone());
         inventory::spawn_sweeper(app.inventory.clone(), &app.config, rx.clone());
         spawn_memory_flush(app.clone(), rx.clone());
+        spawn_directory_recheck(app.clone(), rx.clone());
         snapshot::spawn(
             snapshot::Upkeep {
                 config: app.config.clone(),
@@ -417,6 +419,30 @@ impl RunningServer {
     pub fn stopper(&self) -> watch::Sender<bool> {
         self.shutdown.clone()
     }
+}
+
+/// Looks the directory's accounts up again every `ldap.recheck_interval` (search-then-bind only).
+fn spawn_directory_recheck(app: Arc<App>, stop: watch::Receiver<bool>) {
+    let Some(dir) = app.signin.directory.clone() else { return };
+    let period = dir.ldap.settings().recheck_interval;
+    if period.is_zero() {
+        return;
+    }
+    tokio::spawn(background::every(period, stop, move || {
+        let (app, dir) = (app.clone(), dir.clone());
+        async move {
+            let parts =
+                auth::directory::Parts { store: &app.store, signin: &app.signin, clock: &app.clock, audit: &app.audit };
+            match auth::directory::recheck(&dir, &parts).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    disabled = n,
+                    "ldap re-check: accounts the directory no longer lets in were disabled"
+                ),
+                Err(e) => tracing::warn!(error = %e.message, "ldap re-check failed"),
+            }
+        }
+    }));
 }
 
 /// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'

@@ -116,6 +116,31 @@ pub struct Account {
     /// for a new one at sign-in; changing it clears this.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub must_change_password: bool,
+    /// Made by a directory sign-in (`auth::directory`): no local password (its hash is
+    /// [`NO_PASSWORD`]); role and group follow the directory at each sign-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<DirectoryLink>,
+}
+
+/// The stored hash of an account that has no local password (a directory's): no PHC string, so
+/// [`verify_password`] never matches it.
+pub const NO_PASSWORD: &str = "!directory";
+
+/// Where a directory account comes from, and what the directory last said of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectoryLink {
+    /// `ldap` (issue 26; `oidc` later).
+    pub source: String,
+    /// The user's DN (LDAP) or subject (OIDC) when last seen.
+    pub id: String,
+    /// The directory no longer lets the user in (not found, or in no mapped group): the account
+    /// was disabled by a sign-in, not by an admin, and the directory's next yes enables it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
+    /// The directory groups seen at the last sign-in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    pub synced_at_ms: i64,
 }
 
 /// What is kept of a deleted account: its name (never reused) and who deleted it when.
@@ -361,6 +386,7 @@ pub fn add_account(
         group: new.group,
         disabled: false,
         must_change_password: new.must_change_password,
+        directory: None,
     };
     ACCOUNTS.put(txn, name.as_str(), &account)?;
     Ok(account)
@@ -484,12 +510,99 @@ pub fn add_many(
             group: new.group,
             disabled: false,
             must_change_password: new.must_change_password,
+            directory: None,
         };
         ACCOUNTS.put(txn, name.as_str(), &account)?;
         taken.insert(key, AccountError::Exists(name.to_string()));
         added.push(account);
     }
     Ok(added)
+}
+
+/// What a directory said of a user at sign-in (`auth::directory`).
+#[derive(Debug, Clone)]
+pub struct DirectoryVerdict {
+    /// `ldap`.
+    pub source: &'static str,
+    /// The DN (or subject) the directory knows the user by.
+    pub id: String,
+    pub groups: Vec<String>,
+    pub role: Role,
+    pub group: Option<String>,
+    /// `false`: the directory no longer lets this user in (not found, or in no mapped group).
+    pub allowed: bool,
+}
+
+/// Brings a directory user's account in line with what the directory said: made at the first
+/// sign-in it allows (no local password), its role and group set from the directory at each one,
+/// disabled when the directory no longer lets the user in and enabled again when it does (an
+/// admin's own disabling stays). A local account of that name is never touched (its name is
+/// answered as taken), and neither rule leaves the lab without an enabled admin. Answers the
+/// account as it is now (`None`: refused and there was none).
+pub fn sync_directory(
+    txn: &WriteTxn,
+    name: &Username,
+    verdict: &DirectoryVerdict,
+    now_ms: i64,
+) -> Result<Option<Account>, AccountError> {
+    let existing = ACCOUNTS.get_in_write(txn, name.as_str())?;
+    if existing.as_ref().is_some_and(|a| a.directory.is_none()) {
+        return Err(AccountError::Exists(name.to_string()));
+    }
+    let link = |refused: bool| DirectoryLink {
+        source: verdict.source.to_string(),
+        id: verdict.id.clone(),
+        refused,
+        groups: verdict.groups.clone(),
+        synced_at_ms: now_ms,
+    };
+    if let Some(g) = &verdict.group {
+        check_group(g)?;
+    }
+    let account = match (existing, verdict.allowed) {
+        (None, false) => return Ok(None),
+        (None, true) => {
+            if let Some(e) = taken(txn, name.as_str())? {
+                return Err(e);
+            }
+            Account {
+                username: name.clone(),
+                password_hash: NO_PASSWORD.to_string(),
+                created_at_ms: now_ms,
+                password_changed_at_ms: now_ms,
+                role: verdict.role,
+                group: verdict.group.clone(),
+                disabled: false,
+                must_change_password: false,
+                directory: Some(link(false)),
+            }
+        }
+        (Some(mut a), true) => {
+            let was_refused = a.directory.as_ref().is_some_and(|l| l.refused);
+            let demoted = a.role == Role::Admin && verdict.role != Role::Admin && !a.disabled;
+            if !demoted || other_enabled_admins(txn, name.as_str())? > 0 {
+                a.role = verdict.role;
+            }
+            a.group = verdict.group.clone();
+            if was_refused {
+                a.disabled = false;
+            }
+            a.directory = Some(link(false));
+            a
+        }
+        (Some(mut a), false) => {
+            let last_admin = a.role == Role::Admin && !a.disabled && other_enabled_admins(txn, name.as_str())? == 0;
+            if !last_admin && !a.disabled {
+                a.disabled = true;
+                a.directory = Some(link(true));
+            } else if let Some(l) = a.directory.as_mut() {
+                l.synced_at_ms = now_ms;
+            }
+            a
+        }
+    };
+    ACCOUNTS.put(txn, name.as_str(), &account)?;
+    Ok(Some(account))
 }
 
 /// One account inside a write.

@@ -11,7 +11,9 @@ use serde::Deserialize;
 
 use crate::auth::keys::SigningKey;
 
+pub mod directory;
 pub mod secret;
+pub use directory::LdapSettings;
 pub use secret::Secret;
 
 /// Where the file layer comes from when `--config` and `GSHARE_CONFIG` are both absent.
@@ -130,6 +132,8 @@ pub struct Config {
     pub operator_token_ttl: Duration,
     /// Operator: a token is renewed once this share of its lifetime (percent, 10-90) has passed.
     pub operator_token_renew_percent: u32,
+    /// Sign-in with the lab's directory (`[ldap]`; file only). Unset: local accounts only.
+    pub ldap: Option<LdapSettings>,
 }
 
 /// Upstream's operator image, at the tag upstream's chart uses (only `latest` is published).
@@ -188,6 +192,7 @@ struct FileLayer {
     operator_attach_timeout: Option<String>,
     operator_token_ttl: Option<String>,
     operator_token_renew_percent: Option<i64>,
+    ldap: Option<directory::LdapFile>,
 }
 
 /// One raw value and where it came from, so errors name the key the admin actually wrote.
@@ -617,6 +622,7 @@ impl Config {
                 })?,
                 None => 50,
             };
+        let ldap = f.ldap.map(directory::build).transpose()?;
 
         Ok(Self {
             source,
@@ -669,6 +675,7 @@ impl Config {
             operator_attach_timeout,
             operator_token_ttl,
             operator_token_renew_percent,
+            ldap,
         })
     }
 
@@ -760,6 +767,9 @@ impl Config {
             "operator_token_renew_percent".into(),
             toml::Value::Integer(i64::from(self.operator_token_renew_percent)),
         );
+        if let Some(ldap) = &self.ldap {
+            t.insert("ldap".into(), toml::Value::Table(directory::render(ldap)));
+        }
         toml::to_string(&t).unwrap_or_default()
     }
 
@@ -770,6 +780,9 @@ impl Config {
         Self::build(None, FileLayer::default(), &env)
     }
 }
+
+/// Keys of the file layer that are tables (`[ldap]`): set in the file only, never by a variable.
+const TABLES: &[&str] = &["ldap"];
 
 /// `GSHARE_*` variables that are not settings: read by the CLI, the build, tests or the scripts
 /// of `hack/` and `web/e2e/`, which may leave them in a server's environment.
@@ -788,6 +801,7 @@ const NOT_SETTINGS: &[&str] = &[
     "GSHARE_URL",
     "GSHARE_SCHEMATHESIS_INNER",
     "GSHARE_SCHEMATHESIS_VENV",
+    "GSHARE_LDAP_TEST_PASSWORD",
 ];
 
 /// The keys of the file layer, as its `Deserialize` names them (so the list cannot drift from
@@ -821,8 +835,9 @@ fn setting_keys() -> &'static [&'static str] {
 /// A `GSHARE_*` variable that is neither a setting nor on [`NOT_SETTINGS`] is refused, naming the
 /// closest setting: a misspelled setting would otherwise be silently ignored.
 fn check_env_names(env: &BTreeMap<String, String>) -> Result<(), ConfigError> {
-    let settings: Vec<String> =
-        std::iter::once("GSHARE_CONFIG".to_string()).chain(setting_keys().iter().map(|k| Layer::env_name(k))).collect();
+    let settings: Vec<String> = std::iter::once("GSHARE_CONFIG".to_string())
+        .chain(setting_keys().iter().filter(|k| !TABLES.contains(k)).map(|k| Layer::env_name(k)))
+        .collect();
     for name in env.keys().filter(|k| k.starts_with("GSHARE_")) {
         if settings.contains(name) || NOT_SETTINGS.contains(&name.as_str()) {
             continue;

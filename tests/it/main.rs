@@ -7,6 +7,7 @@ mod admin_socket;
 mod audit;
 mod clusters;
 mod crash;
+mod directory;
 mod events;
 mod exhaustion;
 mod fake_kube;
