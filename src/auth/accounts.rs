@@ -275,6 +275,31 @@ pub fn hash_password(password: &str) -> Result<String, AccountError> {
         .map_err(|e| AccountError::Hash(e.to_string()))
 }
 
+/// A PHC string with the parameters `hash_password` uses today, a random salt and a random output:
+/// verifying any password against it costs one full argon2id run, as for a real account, and
+/// never succeeds (no password is known to hash to 32 random bytes). Sign-in checks unknown
+/// usernames against it so they take as long as known ones. Made without running argon2id, so
+/// starting the server costs neither its time nor its 19 MiB.
+pub fn decoy_hash() -> Result<String, AccountError> {
+    use argon2::password_hash::phc::{Output, ParamsString, PasswordHash, Salt};
+    fn hash_err(e: impl std::fmt::Display) -> AccountError {
+        AccountError::Hash(e.to_string())
+    }
+    let mut salt = [0u8; Salt::RECOMMENDED_LENGTH];
+    let mut output = [0u8; argon2::Params::DEFAULT_OUTPUT_LEN];
+    getrandom::fill(&mut salt).map_err(hash_err)?;
+    getrandom::fill(&mut output).map_err(hash_err)?;
+    let argon2 = Argon2::default();
+    let phc = PasswordHash {
+        algorithm: argon2::Algorithm::default().ident(),
+        version: Some(argon2::Version::default().into()),
+        params: ParamsString::try_from(argon2.params()).map_err(hash_err)?,
+        salt: Some(Salt::new(&salt).map_err(hash_err)?),
+        hash: Some(Output::new(&output).map_err(hash_err)?),
+    };
+    Ok(phc.to_string())
+}
+
 /// Constant-work verification against a PHC string; any parse problem is a mismatch.
 pub fn verify_password(hash: &str, password: &str) -> bool {
     Argon2::default().verify_password(password.as_bytes(), hash).is_ok()
@@ -687,6 +712,24 @@ mod tests {
         assert!(verify_password(&h, "correct horse battery"));
         assert!(!verify_password(&h, "wrong"));
         assert!(!verify_password("not a hash", "x"));
+    }
+
+    #[test]
+    fn the_decoy_costs_what_a_real_hash_costs_and_opens_nothing() {
+        use argon2::password_hash::phc::PasswordHash;
+        let real = hash_password("correct horse battery").unwrap();
+        let (d1, d2) = (decoy_hash().unwrap(), decoy_hash().unwrap());
+        assert_ne!(d1, d2, "random salt and output");
+        let (real, decoy) = (PasswordHash::new(&real).unwrap(), PasswordHash::new(&d1).unwrap());
+        // Same algorithm, version and cost parameters: verifying against it is one full argon2id run.
+        assert_eq!(decoy.algorithm, real.algorithm);
+        assert_eq!(decoy.version, real.version);
+        assert_eq!(decoy.params, real.params);
+        assert_eq!(decoy.salt.unwrap().len(), real.salt.unwrap().len());
+        assert_eq!(decoy.hash.unwrap().len(), real.hash.unwrap().len());
+        for guess in ["", "correct horse battery", "admin"] {
+            assert!(!verify_password(&d1, guess));
+        }
     }
 
     #[test]

@@ -109,11 +109,9 @@ impl SignIn {
             })
             .await?;
         let deleted = store.read(|txn| Ok(accounts::deleted_names(txn)?.into_iter().collect::<HashSet<_>>())).await?;
-        let dummy_hash = tokio::task::spawn_blocking(|| {
-            accounts::random_password().and_then(|p| accounts::hash_password(&p)).unwrap_or_default()
-        })
-        .await
-        .map_err(|e| StoreError::Join(e.to_string()))?;
+        // No argon2id run at start: a decoy PHC string costs a full run to verify against all the same.
+        // Without it unknown usernames would answer at once: refuse to start instead.
+        let dummy_hash = accounts::decoy_hash().map_err(|e| StoreError::Io { full: false, message: e.to_string() })?;
         Ok(Self {
             throttle: LoginThrottle::new(config.login_max_failures, config.login_failure_window),
             revoked: RwLock::new(revoked),
