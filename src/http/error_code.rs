@@ -141,7 +141,8 @@ pub enum ErrorCode {
 
     // ----- fair sharing -----
     /// 409: the owner's resource policy refuses it (`details`: `{limit, active}` or
-    /// `{resource, limit, used, request}`, upstream's shapes).
+    /// `{resource, limit, used, request}`, upstream's shapes; for volumes: scope, limit_gb,
+    /// allocated_gb, requested_gb).
     QuotaExceeded,
     /// 409: no schedulable node of the cluster can hold the slice now (`details` name the largest
     /// free slice and the GPU models the fleet reports).
@@ -154,9 +155,6 @@ pub enum ErrorCode {
     SnapshotFailed,
 
     // ----- volumes -----
-    /// 409: the change would take the owner past their storage limit (`details`: scope,
-    /// limit_gb, allocated_gb, requested_gb; upstream's shape).
-    QuotaExceeded,
     /// 409: a volume only grows (`details`: quota_gb, current_gb).
     VolumeShrinkNotAllowed,
     /// 409: a live session mounts the volume (`details.sessions[{id,name,phase}]`).
@@ -228,7 +226,6 @@ impl ErrorCode {
             Self::IngressUnreachable => "ingress_unreachable",
             Self::RelayFailed => "relay_failed",
             Self::SnapshotFailed => "snapshot_failed",
-            Self::QuotaExceeded => "quota_exceeded",
             Self::VolumeShrinkNotAllowed => "volume_shrink_not_allowed",
             Self::VolumeMounted => "volume_mounted",
         }
@@ -309,7 +306,6 @@ mod tests {
         (ErrorCode::IngressUnreachable, "ingress_unreachable"),
         (ErrorCode::RelayFailed, "relay_failed"),
         (ErrorCode::SnapshotFailed, "snapshot_failed"),
-        (ErrorCode::QuotaExceeded, "quota_exceeded"),
         (ErrorCode::VolumeShrinkNotAllowed, "volume_shrink_not_allowed"),
         (ErrorCode::VolumeMounted, "volume_mounted"),
     ];

@@ -136,6 +136,8 @@ fn walk(schema: &Value, v: &Value, path: &str, causes: &mut Vec<(String, &'stati
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use serde_json::json;
 
     use super::*;

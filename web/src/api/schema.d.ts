@@ -103,7 +103,12 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove an admin: its sessions end. Never the last one, and not oneself (sign in as another). */
+        /**
+         * Remove an account: the same deletion as `DELETE /api/v1/users/{username}` (kept for
+         *     `gshare admin remove` and the Account page). Its sign-ins end at the next request; its
+         *     sessions keep running until an admin ends them; the name is kept and never given again. Never
+         *     the last enabled admin, and not oneself (sign in as another).
+         */
         delete: operations["remove_admin"];
         options?: never;
         head?: never;
@@ -769,6 +774,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The settings attach and sessions depend on (admins only). */
+        get: operations["settings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/snapshots": {
         parameters: {
             query?: never;
@@ -823,7 +845,8 @@ export interface paths {
         put?: never;
         /**
          * Add an account: a member (the default) or an admin, with an optional group. Without a
-         *     `password` one is generated and answered once.
+         *     `password` one is generated and answered once; with `invite: true` an invite link is answered
+         *     instead (the generated password is shown to nobody: the link is the way in).
          */
         post: operations["create_user"];
         delete?: never;
@@ -870,8 +893,9 @@ export interface paths {
         /**
          * Delete an account for good: it can no longer sign in (its tokens and cookies stop at the next
          *     request), its pending invites go; its sessions keep running (an admin still sees and ends
-         *     them) and the audit log keeps its name, which is not given to another account. Never the last
-         *     enabled admin, and not oneself.
+         *     them; their `owner` stays the name, shown as a deleted account's) and the audit log keeps its
+         *     name, which is not given to another account, in any letter case. Never the last enabled
+         *     admin, and not oneself. `DELETE /api/v1/admins/{username}` is the same deletion.
          */
         delete: operations["delete_user"];
         options?: never;
@@ -922,6 +946,49 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Volumes, newest first: an admin's of everyone (by owner, by cluster) with the orphan PVCs the
+         *     operators reported, a member's own.
+         */
+        get: operations["list_volumes"];
+        put?: never;
+        /** Add a named volume on one cluster (the PVC is made when a session first mounts it). */
+        post: operations["create_volume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/volumes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One volume, with the sessions that mount it and what the last sync saw. */
+        get: operations["show_volume"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a volume no live session mounts (409 `volume_mounted` naming them); the cluster's next
+         *     sync answers `reclaim` and the operator deletes the PVC and its data.
+         */
+        delete: operations["delete_volume"];
+        options?: never;
+        head?: never;
+        /** Grow a volume (the cluster's next sync answers the quota; the operator grows the PVC). */
+        patch: operations["grow_volume"];
         trace?: never;
     };
     "/healthz": {
@@ -1164,7 +1231,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** The operator's view of session volumes, pools and scratch disks; a directive per PVC. */
+        /**
+         * The operator's view of session volumes, pools and scratch disks; a directive per PVC: the
+         *     volume's quota, and `reclaim` once it is deleted here. A PVC no volume explains is an orphan
+         *     (counted, kept for an admin, answered nothing).
+         */
         post: operations["volumes_sync"];
         delete?: never;
         options?: never;
@@ -1230,6 +1301,11 @@ export interface components {
         Accepted: {
             accepted: boolean;
         };
+        /**
+         * @description A volume's access class as the API names it (upstream's `access_mode`: RWO, RWX, ROX).
+         * @enum {string}
+         */
+        AccessMode: "RWO" | "RWX" | "ROX";
         /** @description What listings show: never the hash. */
         AccountSummary: {
             created_at: string;
@@ -1276,6 +1352,17 @@ export interface components {
             mem_bytes: number;
             /** @description The session's CR name. */
             session: string;
+        };
+        /** @description The last attach request's outcome, as a cluster's view shows it. */
+        AttachResultView: {
+            /** @description RFC 3339. */
+            at: string;
+            /** @description The refusal's error code, e.g. `setting_required`, `cluster_forbidden`, `cluster_unreachable`. */
+            code?: string | null;
+            message?: string | null;
+            ok: boolean;
+            /** @description For `setting_required`: `public_url` or `session_domain`. */
+            setting?: string | null;
         };
         /** @description One audit entry as a caller describes it; the log adds `id` and `at`. */
         AuditEntry: {
@@ -1512,7 +1599,11 @@ export interface components {
             owner?: string | null;
         };
         CreatedUser: {
-            /** @description The generated first password, shown this once (absent when the request gave one). */
+            invite?: components["schemas"]["InviteLink"] | null;
+            /**
+             * @description The generated first password, shown this once (absent when the request gave one, or
+             *     asked for an invite).
+             */
             password?: string | null;
             user: components["schemas"]["AccountSummary"];
         };
@@ -1577,7 +1668,7 @@ export interface components {
          * @description The stable, machine-readable reason of an error answer.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "quota_exceeded" | "unserviceable" | "group_in_use" | "snapshot_failed";
+        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "password_change_required" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "quota_exceeded" | "unserviceable" | "group_in_use" | "snapshot_failed" | "volume_shrink_not_allowed" | "volume_mounted";
         ErrorDetail: {
             /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
             code: components["schemas"]["ErrorCode"];
@@ -1856,6 +1947,12 @@ export interface components {
             role: components["schemas"]["UserRole"];
             username: string;
         };
+        /** @description A session that mounts a volume. */
+        MountedBy: {
+            id: string;
+            name?: string | null;
+            phase: string;
+        };
         NewAdmin: {
             password: string;
             username: string;
@@ -1865,7 +1962,15 @@ export interface components {
         };
         NewUser: {
             group?: string | null;
-            /** @description A first password (the rules of any new password); omitted: one is generated and answered once. */
+            /**
+             * @description `true`: answer a single-use invite link (72 h) instead of a password; its owner chooses
+             *     their own with it. Not with `password`.
+             */
+            invite?: boolean | null;
+            /**
+             * @description A first password (the rules of any new password); omitted: one is generated and answered
+             *     once (unless `invite`).
+             */
             password?: string | null;
             role?: components["schemas"]["UserRole"] | null;
             username: string;
@@ -2057,9 +2162,9 @@ export interface components {
             name: string;
             /**
              * Format: int64
-             * @description Live sessions created from it.
+             * @description Live sessions created from it: admins only (a member is not told how busy the lab is).
              */
-            sessions: number;
+            sessions?: number | null;
             status: components["schemas"]["OfferingStatus"];
             /** @description The groups whose members see it; `null`: every member. */
             visible_to?: string[] | null;
@@ -2083,6 +2188,7 @@ export interface components {
             control_plane_url?: string | null;
             /** @description The image and control-plane URL the operator was deployed with. */
             image?: string | null;
+            last_attach?: components["schemas"]["AttachResultView"] | null;
             /**
              * Format: int64
              * @description Age of the last operator callback, seconds.
@@ -2128,6 +2234,21 @@ export interface components {
          * @enum {string}
          */
         OperatorState: "not_attached" | "attach_incomplete" | "connected" | "silent";
+        /** @description A PVC no record explains. */
+        OrphanView: {
+            /** Format: int64 */
+            capacity_gb: number;
+            cluster_id: string;
+            first_seen: string;
+            mounted: boolean;
+            /** @description The PVC's name. */
+            name: string;
+            storage_class?: string | null;
+            /** Format: int64 */
+            used_bytes?: number | null;
+            /** @description Its `gshare.io/volume-id` annotation, if any (not a volume of this server). */
+            volume_id?: string | null;
+        };
         /** @description `GET /api/v1/overview`. */
         OverviewAnswer: {
             clusters: components["schemas"]["ClusterCells"][];
@@ -2433,6 +2554,31 @@ export interface components {
             t: number[];
         };
         /**
+         * @description The server's own settings that decide whether a cluster can be attached and its sessions
+         *     opened: what the console's first-run checklist and the attach panel read.
+         */
+        ServerSettings: {
+            /**
+             * @description The configuration file the settings were read from; `null`: built-in defaults and the
+             *     environment (`GSHARE_*`) only.
+             */
+            config_file?: string | null;
+            /** @description `public_url`: the address the operator calls back (and links point at). */
+            public_url: string;
+            /**
+             * @description Why an operator inside a cluster cannot call `public_url` back (a loopback address, say);
+             *     `null` when it can. Attach is refused while this is set.
+             */
+            public_url_problem?: string | null;
+            /**
+             * @description The default session domain (`session_domain`): clusters without their own use it; `null`:
+             *     each cluster needs its own before attach.
+             */
+            session_domain?: string | null;
+            /** @description `https` or `http`: the scheme of session URLs. */
+            session_url_scheme: string;
+        };
+        /**
          * @description What an admin may do to a session (`actions` on the wire).
          * @enum {string}
          */
@@ -2486,6 +2632,24 @@ export interface components {
             phase_changed_at: string;
             reason?: components["schemas"]["SessionReason"] | null;
             started_at?: string | null;
+            /** @description The persistent volumes it mounts (its CR's `spec.volumes`). */
+            volumes: components["schemas"]["SessionVolume"][];
+        };
+        /**
+         * @description One entry of the CR's `spec.volumes` (contract §3: `name` is the volume id, the operator makes
+         *     the PVC `vol-…` from it).
+         */
+        SessionVolume: {
+            mode: components["schemas"]["AccessMode"];
+            mount_path: string;
+            read_only?: boolean;
+            /**
+             * Format: int64
+             * @description The size the PVC is made with (GiB).
+             */
+            size_gb: number;
+            /** @description `vol_<ULID>`. */
+            volume_id: string;
         };
         /**
          * @description What a session runs and with how much: copied from the offering when the session is created,
@@ -2712,6 +2876,24 @@ export interface components {
          * @enum {string}
          */
         UserRole: "admin" | "member";
+        /** @description `POST /api/v1/volumes`. Unknown fields are refused. */
+        VolumeCreate: {
+            /** @description The one cluster it lives on. */
+            cluster_id: string;
+            mode?: components["schemas"]["AccessMode"] | null;
+            /**
+             * @description 1–63 of `a-z 0-9 - _ .`, starting with a letter or digit; mounted at `/data/<name>` in the
+             *     owner's sessions on the cluster. Unique per owner and cluster.
+             */
+            name: string;
+            /** @description Whose volume (admins only; default: the caller). */
+            owner?: string | null;
+            /**
+             * Format: int64
+             * @description GiB, 1–1048576; counted against the owner's storage limit.
+             */
+            size_gb: number;
+        };
         /** @description What the operator should do with one PVC. */
         VolumeDirective: {
             name: string;
@@ -2723,6 +2905,22 @@ export interface components {
             /** @description Delete the claim (only for a volume known deleted). */
             reclaim: boolean;
             volume_id?: string | null;
+        };
+        /** @description `PATCH /api/v1/volumes/{id}`. */
+        VolumeGrow: {
+            /**
+             * Format: int64
+             * @description The new quota in GiB: never smaller than now, within the owner's storage limit.
+             */
+            size_gb: number;
+        };
+        /** @enum {string} */
+        VolumeKind: "home" | "named";
+        /** @description `GET /api/v1/volumes`. */
+        VolumeList: {
+            data: components["schemas"]["VolumeView"][];
+            /** @description PVCs the operators reported that no volume explains (admins only; empty for a member). */
+            orphans: components["schemas"]["OrphanView"][];
         };
         /** @description One PVC the operator sees (§2.8). */
         VolumeObserved: {
@@ -2736,6 +2934,11 @@ export interface components {
             used_bytes?: number | null;
             volume_id?: string | null;
         };
+        /**
+         * @description Where a volume stands.
+         * @enum {string}
+         */
+        VolumeState: "active" | "reclaim_pending" | "reclaimed";
         /** @description `POST /internal/volumes/sync`. */
         VolumeSync: {
             cluster_id?: string | null;
@@ -2750,6 +2953,43 @@ export interface components {
              */
             orphans: number;
             volumes: components["schemas"]["VolumeDirective"][];
+        };
+        /** @description A volume as the API shows it. */
+        VolumeView: {
+            /** Format: int64 */
+            capacity_gb?: number | null;
+            /** @description The one cluster it lives on: a session elsewhere gets another home there. */
+            cluster_id: string;
+            cluster_name: string;
+            created_at: string;
+            deleted_at?: string | null;
+            /** @description `vol_<ULID>` (the CR's `spec.volumes[].name`). */
+            id: string;
+            kind: components["schemas"]["VolumeKind"];
+            mode: components["schemas"]["AccessMode"];
+            mount_path: string;
+            mounted: boolean;
+            /** @description Live sessions whose CR mounts it. */
+            mounted_by: components["schemas"]["MountedBy"][];
+            name: string;
+            /**
+             * @description The kubelet says more is used than the claim holds (possible after a resize, and a sign
+             *     to grow it).
+             */
+            over_capacity: boolean;
+            owner: string;
+            /** @description The PVC as the last sync saw it (null until one reported it). */
+            pvc?: string | null;
+            reported_at?: string | null;
+            /**
+             * Format: int64
+             * @description The quota (GiB); it only grows.
+             */
+            size_gb: number;
+            state: components["schemas"]["VolumeState"];
+            storage_class?: string | null;
+            /** Format: int64 */
+            used_bytes?: number | null;
         };
     };
     responses: never;
@@ -3112,7 +3352,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description removed; its sessions ended */
+            /** @description removed; its sign-ins ended, the name kept */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -4725,7 +4965,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears */
+            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears. A member's stream numbers its own events (`hello` 0, then 1, 2, …) instead of the store's commit generations */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6481,6 +6721,50 @@ export interface operations {
             };
         };
     };
+    settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServerSettings"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_snapshots: {
         parameters: {
             query?: never;
@@ -7174,6 +7458,384 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_volumes: {
+        parameters: {
+            query?: {
+                /** @description An admin's filter: one owner's volumes (a member always gets their own). */
+                owner?: string;
+                cluster_id?: string;
+                /** @description `true`: deleted volumes too (reclaim pending or reclaimed). */
+                deleted?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeList"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VolumeCreate"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a member naming another owner */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such cluster */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description quota_exceeded (details: scope, limit_gb, allocated_gb, requested_gb), or conflict: the name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    show_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description vol_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description vol_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted: state reclaim_pending */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description volume_mounted: details.sessions[{id,name,phase}] */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    grow_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description vol_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VolumeGrow"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description volume_shrink_not_allowed (details: quota_gb, current_gb) or quota_exceeded (details: scope, limit_gb, allocated_gb, requested_gb) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8087,6 +8749,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description cluster_id of another cluster, or PVCs of another cluster's volumes (details.volumes); nothing kept */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8095,7 +8758,6 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description payload_too_large: the body exceeds 1 MiB */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8104,6 +8766,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description details.errors[{loc,msg,type}]: negative sizes, more than 5000 volumes or sessions */
             422: {
                 headers: {
                     [name: string]: unknown;
