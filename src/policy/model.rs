@@ -142,12 +142,23 @@ pub fn seed_global(txn: &WriteTxn, now: i64) -> Result<bool, StoreError> {
     Ok(true)
 }
 
-/// Schema 7: upstream's global policy, so a new lab starts with limits everyone can read.
-pub const SEED_GLOBAL_POLICY: Migration = Migration {
-    to: 7,
-    what: "upstream's global resource policy",
-    run: |txn| seed_global(txn, crate::clock::Clock::system().now_ms()).map(drop),
-};
+/// Schema 7: upstream's global policy, so a new lab starts with limits everyone can read. A lab
+/// upgraded from an earlier schema gets none: its owners already run sessions with no limit, and an
+/// upgrade must not start refusing them (one live session each) before the admin chose limits.
+pub const SEED_GLOBAL_POLICY: Migration =
+    Migration { to: 7, what: "upstream's global resource policy", run: seed_if_new };
+
+fn seed_if_new(txn: &WriteTxn) -> Result<(), StoreError> {
+    if crate::store::schema_before_migration(txn)? == 0 {
+        seed_global(txn, crate::clock::Clock::system().now_ms())?;
+    } else {
+        tracing::warn!(
+            "no global resource policy on this upgraded state: sessions stay unlimited until an admin adds one \
+             (POST /api/v1/resource-policies with scope global; upstream's defaults are 1 concurrent, 720 min)"
+        );
+    }
+    Ok(())
+}
 
 /// The merged policy that applies to one owner, and which scope gave each field.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
@@ -338,7 +349,26 @@ pub fn admit(p: &Effective, used: &Usage, c: &Charge) -> Result<(), QuotaRefusal
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    async fn global_after_open(path: &std::path::Path, migrations: &[Migration]) -> Option<PolicyRecord> {
+        let store = crate::store::Store::open(path, migrations).unwrap();
+        store.read(|txn| POLICIES.get(txn, "global")).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_new_state_gets_upstreams_global_policy_and_an_upgraded_one_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let seed_at = crate::MIGRATIONS.iter().position(|m| m.to == SEED_GLOBAL_POLICY.to).unwrap();
+        let fresh = global_after_open(&tmp.path().join("new.redb"), crate::MIGRATIONS).await.unwrap();
+        assert_eq!(fresh.max_concurrent, Some(1));
+        // A lab that ran the schema before the policy step, then upgrades: no limits appear.
+        let old = tmp.path().join("old.redb");
+        assert!(global_after_open(&old, &crate::MIGRATIONS[..seed_at]).await.is_none());
+        assert!(global_after_open(&old, crate::MIGRATIONS).await.is_none());
+    }
 
     fn pol(scope: Scope, f: impl FnOnce(&mut PolicyRecord)) -> PolicyRecord {
         let mut p = PolicyRecord {

@@ -50,6 +50,13 @@ impl std::fmt::Debug for Migration {
 /// Schema 1 is the first: tables are created on first use, nothing to convert.
 pub const FIRST_SCHEMA: Migration = Migration { to: 1, what: "the first schema", run: |_| Ok(()) };
 
+/// Inside a migration step: the schema version the file had before this open began migrating it
+/// (0 for a new file). The version is written only after every step has run.
+pub fn schema_before_migration(txn: &WriteTxn) -> Result<u64, StoreError> {
+    let meta = txn.open_table(META)?;
+    Ok(meta.get(SCHEMA_KEY)?.map(|g| g.value()).unwrap_or(0))
+}
+
 /// The schema the `migrations` given to [`Store::open`] write.
 pub fn schema_of(migrations: &[Migration]) -> u64 {
     migrations.iter().map(|m| m.to).max().unwrap_or(0)
