@@ -128,7 +128,7 @@ pub enum ErrorCode {
     NoSessionDomain,
     /// 404: this server does not relay `/proxy/` for the session's cluster.
     NoSessionIngress,
-    /// 429: the session has as many WebSockets open as it may.
+    /// 429: the session, or the client's address, has as many WebSockets open as it may.
     TooManyTunnels,
     /// 502: the session ingress did not answer.
     IngressUnreachable,
