@@ -116,10 +116,14 @@ slow_bodies() {
 # once the clients have closed and 30 s later. BENCH_SECONDS (default 20) of storm;
 # STORM_SESSION_COUNT (default 100) sessions; STORM_UPGRADES (default 6000).
 ws_relay() {
-  local profile_flag=(--release) seed
-  [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
-  cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
-  seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  local profile_flag=(--release) seed="${GSHARE_BENCH_SEED:-}"
+  # GSHARE_BENCH_SEED: a fleet_seed binary already built (it only writes the state file; its
+  # profile does not matter to what is measured).
+  if [ -z "$seed" ]; then
+    [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
+    cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
+    seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  fi
   local data="$work/ws-relay" port bport pid bpid host=sessions.bench.test
   mkdir -p "$data"
   "$seed" seed --data-dir "$data" --clusters 1 --sessions "${STORM_SESSION_COUNT:-100}" --out "$work/ws-plan.lua" >/dev/null

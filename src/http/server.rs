@@ -221,9 +221,8 @@ impl ConnectionTicket {
     pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
         let mut table = lock(&self.table);
         let Some((upstream, _, reserve)) = table.admit(self.address, self.caps) else {
-            let address_full = self
-                .address
-                .is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= self.caps.per_address);
+            let address_full =
+                self.address.is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= self.caps.per_address);
             return Err(if address_full { NoRoom::Address(self.caps.per_address) } else { NoRoom::Server });
         };
         if reserve {
