@@ -116,8 +116,8 @@ slow_bodies() {
 # once the clients have closed and 30 s later. BENCH_SECONDS (default 20) of storm;
 # STORM_SESSION_COUNT (default 100) sessions; STORM_UPGRADES (default 6000).
 ws_relay() {
-  local profile_flag=(--release) seed="${GSHARE_BENCH_SEED:-}"
-  # GSHARE_BENCH_SEED: a fleet_seed binary already built (it only writes the state file; its
+  local profile_flag=(--release) seed="${BENCH_SEED_BIN:-}"
+  # BENCH_SEED_BIN: a fleet_seed binary already built (it only writes the state file; its
   # profile does not matter to what is measured).
   if [ -z "$seed" ]; then
     [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()

@@ -13,7 +13,8 @@ without END_HEADERS, then 16 KiB CONTINUATION frames without end), settings-floo
 without reading the ACKs) and ping-flood (the same with PING). ws-upgrades: 2,000 connections from
 127.0.0.4 each asking a WebSocket upgrade of /proxy/<cr>/ (no session: refused) and held open. A probe asks /readyz
 every 100 ms from 127.0.0.200 with a 2 s timeout; the line printed has the probes answered, their
-median and worst latency, and the server's RSS before, at its peak and at the end.
+median and worst latency, and the server's RSS before, at its peak, when the clients have closed and
+30 s later.
 
 ws-relay: WebSockets through real relayed sessions (hack/bench.sh ws-relay starts the server with
 running sessions, GSHARE_SESSION_DOMAIN=$STORM_HOST and GSHARE_SESSION_INGRESS at a backend this
@@ -377,6 +378,9 @@ async def ws_open(source, host, cr, timeout=10):
     return code, r, w
 
 
+failures = {}
+
+
 def healthz_probe(stop, phase, results):
     import http.client
 
@@ -385,10 +389,15 @@ def healthz_probe(stop, phase, results):
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2, source_address=("127.0.0.200", 0))
             c.request("GET", "/healthz")
-            ok = c.getresponse().status == 200
+            status = c.getresponse().status
+            ok = status == 200
             c.close()
-        except Exception:
+            if not ok:
+                failures[f"{phase[0]}: {status}"] = failures.get(f"{phase[0]}: {status}", 0) + 1
+        except Exception as e:
             ok = False
+            kind = f"{phase[0]}: {type(e).__name__}"
+            failures[kind] = failures.get(kind, 0) + 1
         results.append((phase[0], ok, (time.perf_counter() - t0) * 1000))
         time.sleep(0.02)
 
@@ -559,7 +568,7 @@ def ws_relay():
         f"ws-relay ({len(crs)} sessions stormed, {total} upgrades from 64 addresses, {seconds:.0f} s): "
         f"/healthz p50/p99 before {pct(lat['before'], 50):.1f}/{pct(lat['before'], 99):.1f} ms "
         f"({len(lat['before'])} ok, {failed['before']} failed), during {pct(lat['during'], 50):.1f}/{pct(lat['during'], 99):.1f} ms "
-        f"({len(lat['during'])} ok, {failed['during']} failed); answers {dict(sorted(statuses.items()))}; "
+        f"({len(lat['during'])} ok, {failed['during']} failed{': ' + str(failures) if failures else ''}); answers {dict(sorted(statuses.items()))}; "
         f"tunnels held {len(tunnels)}; the other user: {user['echoed']} echoes (median {pct(um, 50):.1f} ms), "
         f"refused {user['refused']}; fds {fd_idle} -> peak {fd_peak[0]} -> {fd_after} ({back_s:.1f} s after the clients closed); "
         f"RSS {rss_idle:.1f} -> peak {peak:.1f} -> {rss_closed:.1f} (clients closed) -> {rss_30:.1f} MiB (30 s later)"
@@ -635,11 +644,14 @@ def main():
     peak = rss_mib("VmHWM")
     stop.set()
     t.join()
+    ended = rss_mib()
+    # Does the memory go back once the clients are gone?
+    time.sleep(30)
     ok = [ms for good, ms in results if good]
     print(
         f"{scenario}: /readyz answered {len(ok)}/{len(results)}, "
         f"median {statistics.median(ok) if ok else float('nan'):.1f} ms, worst {max(ms for _, ms in results):.1f} ms; "
-        f"RSS {before:.1f} -> peak {peak:.1f} -> {rss_mib():.1f} MiB{extra}"
+        f"RSS {before:.1f} -> peak {peak:.1f} -> {ended:.1f} (clients closed) -> {rss_mib():.1f} MiB (30 s later){extra}"
     )
 
 
