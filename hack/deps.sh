@@ -14,6 +14,8 @@ needs=(
   "chromium chromium"               # web/e2e/run.sh drives Debian's Chromium, headless
   "nginx nginx"                     # tests/it/ingress_nginx.rs: the connect path through a real nginx
   "promtool prometheus"             # tests/it/monitoring.rs: promtool check metrics / check rules / test rules
+  "slapd slapd"                     # tests/it/directory.rs: LDAP sign-in against a real OpenLDAP on loopback
+  "ldapsearch ldap-utils"           # looking into that directory by hand (ldapsearch, ldapwhoami)
 )
 
 missing=()
@@ -23,6 +25,7 @@ for n in "${needs[@]}"; do
   [ "$cmd" = chromium ] && [ -x "${CHROMIUM:-/usr/bin/chromium}" ] && continue
   # nginx lives in /usr/sbin, which a non-root PATH may lack.
   [ "$cmd" = nginx ] && [ -x /usr/sbin/nginx ] && continue
+  [ "$cmd" = slapd ] && [ -x /usr/sbin/slapd ] && continue
   command -v "$cmd" >/dev/null || missing+=("$pkg")
 done
 

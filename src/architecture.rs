@@ -21,10 +21,14 @@ fn layer(path: &str) -> usize {
         _ => match p.split('/').next().unwrap_or(p) {
             "config" | "clock" | "cluster_id" | "store" | "logging" | "locks" | "background" => 0,
             "http" => 1,
-            "auth" | "audit" => 3,
+            // Fair sharing: groups and policies read accounts; sessions and the account view ask it.
+            "auth" | "audit" | "policy" => 3,
             "clusters" => 4,
             "inventory" => 5,
             "sessions" => 6,
+            // Volumes: beside sessions (it reads which live sessions mount a volume; sessions
+            // reach it only through the hook the composition root fills).
+            "volumes" => 6,
             // The `/internal/*` handlers: they hand each report to inventory or sessions.
             "callbacks" => 7,
             "operator" => 8,

@@ -13,7 +13,8 @@
 //! sessions (never another's: that would tell other users' activity and its timing), and
 //! `offerings`. Each session write notes its owner's key besides the tables
 //! (`sessions::model::owner_sessions_key`), so a member's check is one map lookup however
-//! many sessions and users there are.
+//! many sessions and users there are. Its `generation`s are the stream's own count (`hello` 0,
+//! then 1, 2, …), not the store's commit generations, which grow with the whole fleet's activity.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -30,10 +31,11 @@ use crate::auth::guard::SignedIn;
 use crate::clusters::model::CLUSTERS;
 use crate::http::error::ErrorBody;
 use crate::inventory::gpu_booking::ALLOCATIONS;
-use crate::inventory::model::{CLUSTER_COUNTS, DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS, VOLUMES};
-use crate::operator::model::ATTACHMENTS;
+use crate::inventory::model::{CLUSTER_COUNTS, DRIFT, GPUS, HEALTH_EVENTS, NODES, POOLS, SESSION_DISKS};
+use crate::operator::model::{ATTACH_RESULTS, ATTACHMENTS};
 use crate::sessions::model::{LIVE_SESSIONS, OFFERINGS, SESSIONS, owner_sessions_key};
 use crate::store::Store;
+use crate::volumes::model::{ORPHANS, VOLUMES};
 
 /// Fewest milliseconds between two bursts of events on one connection.
 pub const MIN_GAP: Duration = Duration::from_millis(500);
@@ -76,8 +78,14 @@ impl Topic {
 
     /// The tables whose commits this topic announces.
     pub fn tables(self) -> &'static [&'static str] {
-        const CLUSTERS_T: &[&str] =
-            &[CLUSTERS.name(), CLUSTER_COUNTS.name(), NODES.name(), GPUS.name(), ATTACHMENTS.name()];
+        const CLUSTERS_T: &[&str] = &[
+            CLUSTERS.name(),
+            CLUSTER_COUNTS.name(),
+            NODES.name(),
+            GPUS.name(),
+            ATTACHMENTS.name(),
+            ATTACH_RESULTS.name(),
+        ];
         const SESSIONS_T: &[&str] = &[SESSIONS.name(), LIVE_SESSIONS.name(), ALLOCATIONS.name()];
         const OFFERINGS_T: &[&str] = &[OFFERINGS.name()];
         const INVENTORY_T: &[&str] = &[
@@ -87,6 +95,7 @@ impl Topic {
             DRIFT.name(),
             HEALTH_EVENTS.name(),
             VOLUMES.name(),
+            ORPHANS.name(),
             SESSION_DISKS.name(),
         ];
         const OVERVIEW_T: &[&str] = &[
@@ -152,10 +161,28 @@ struct Seen {
     store: Store,
     generation: u64,
     watches: Vec<(Topic, Source, u64)>,
+    /// A member's stream numbers its events itself (`hello` 0, then 1, 2, …): the store's
+    /// commit generations would tell them how busy the whole fleet is.
+    own_counter: Option<u64>,
 }
 
 impl Seen {
-    fn new(store: Store, watches: Vec<(Topic, Source)>) -> Self {
+    /// The generation an event shows: the commit's for an admin, the stream's own count for a member.
+    fn shown(&mut self, g: u64) -> u64 {
+        match &mut self.own_counter {
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => g,
+        }
+    }
+
+    fn hello_generation(&self) -> u64 {
+        if self.own_counter.is_some() { 0 } else { self.generation }
+    }
+
+    fn new(store: Store, watches: Vec<(Topic, Source)>, member: bool) -> Self {
         let generation = store.generation();
         let watches = watches
             .into_iter()
@@ -164,7 +191,7 @@ impl Seen {
                 (t, src, g)
             })
             .collect();
-        Self { store, generation, watches }
+        Self { store, generation, watches, own_counter: member.then_some(0) }
     }
 
     /// The topics written since last asked, with their generations.
@@ -177,7 +204,7 @@ impl Seen {
                 out.push((*t, g));
             }
         }
-        out
+        out.into_iter().map(|(t, g)| (t, self.shown(g))).collect()
     }
 
     fn topic_names(&self) -> String {
@@ -189,15 +216,15 @@ impl Seen {
 /// every 500 ms). Admins hear every topic; a member only `sessions` (their own) and `offerings`.
 #[utoipa::path(get, path = "/api/v1/events", tag = "system",
     responses(
-        (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {\"generation\": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears"),
+        (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {\"generation\": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears. A member's stream numbers its own events (`hello` 0, then 1, 2, …) instead of the store's commit generations"),
         (status = 401, body = ErrorBody)))]
 async fn events(State(app): State<Arc<App>>, caller: SignedIn) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let seen = Seen::new(app.store.clone(), watches(&caller));
+    let seen = Seen::new(app.store.clone(), watches(&caller), !caller.is_admin());
     let until = tokio::time::Instant::now() + MAX_STREAM;
     let topics = seen.topic_names();
     let hello = Event::default()
         .event("hello")
-        .data(format!("{{\"generation\":{},\"topics\":[{topics}]}}", seen.generation))
+        .data(format!("{{\"generation\":{},\"topics\":[{topics}]}}", seen.hello_generation()))
         .retry(Duration::from_secs(1));
     // The stream serves the caller as their account stood when it opened: once that changes
     // (disabled, removed, another role) it ends, at the latest STANDING_CHECK later, and the

@@ -27,10 +27,12 @@ pub mod logging;
 pub mod metrics;
 pub mod operator;
 pub mod overview;
+pub mod policy;
 pub mod sessions;
 pub mod snapshot;
 pub mod store;
 pub mod views;
+pub mod volumes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -53,6 +55,8 @@ pub const MIGRATIONS: &[store::Migration] = &[
     sessions::model::INDEX_SESSION_LISTS,
     inventory::gpu_booking::COUNT_OPEN_ALLOCATIONS,
     inventory::model::MOVE_CLUSTER_COUNTS,
+    policy::model::SEED_GLOBAL_POLICY,
+    sessions::model::COUNT_OWNER_USAGE,
 ];
 
 /// Everything the server holds, shared as `Arc<App>` through axum's state. Only the composition
@@ -79,12 +83,16 @@ pub struct App {
     pub inventory: Arc<inventory::Inventory>,
     /// Offerings, sessions, connection tokens.
     pub sessions: Arc<sessions::Sessions>,
+    /// Members' persistent volumes and the operators' volume syncs.
+    pub volumes: Arc<volumes::Volumes>,
     /// Scheduled and on-demand snapshots of the state file, and their last result.
     pub snapshots: Arc<snapshot::Snapshots>,
     /// The operator on each cluster: attach, detach, token renewal, connection state.
     pub operator: Arc<operator::Operator>,
     /// The console's fleet picture and its time series (`/api/v1/overview`).
     pub overview: Arc<overview::Overview>,
+    /// Groups and resource policies (fair sharing).
+    pub policies: Arc<policy::Policies>,
     /// When this process opened its state (the clock's milliseconds; `/metrics`).
     pub started_at_ms: i64,
 }
@@ -108,10 +116,12 @@ sub_state! {
     audit::AuditState { store, audit }
     clusters::routes::ClustersState { store, clock, clusters, idempotency, audit }
     inventory::routes::InventoryState { store, inventory, audit }
-    callbacks::CallbacksState { inventory, sessions }
+    callbacks::CallbacksState { inventory, sessions, volumes }
+    volumes::routes::VolumesState { volumes, audit }
     sessions::routes::SessionsState { config, store, clock, sessions, idempotency, audit, tls, signin }
     operator::routes::OperatorState { config, clusters, operator, audit }
     snapshot::routes::SnapshotState { config, snapshots, audit }
+    policy::routes::PolicyState { policies, audit }
 }
 
 /// For callers holding the whole server (tests, `inventory::sweep`).
@@ -181,7 +191,8 @@ impl App {
                 "created the admin account `admin`; its password is in this file (sign in, then change it with `gshare admin set-password`)"
             );
         }
-        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?);
+        let directory = auth::directory::Directory::from_config(&config).map_err(StartError::Other)?;
+        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?.with_directory(directory));
         let audit = Arc::new(audit::AuditLog::start(store.clone(), clock.clone(), config.audit_max_entries));
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),
@@ -206,14 +217,18 @@ impl App {
                 .map_err(|e| StartError::Other(e.to_string()))?
                 .map_err(StartError::Other)?
         };
-        let sessions = Arc::new(sessions::Sessions::new(
-            store.clone(),
-            clock.clone(),
-            config.clone(),
-            clusters.clone(),
-            connect_keys,
-            Arc::new(operator_gate),
-        ));
+        let volumes = Arc::new(volumes::Volumes::new(store.clone(), clock.clone(), config.clone()));
+        let sessions = Arc::new(
+            sessions::Sessions::new(
+                store.clone(),
+                clock.clone(),
+                config.clone(),
+                clusters.clone(),
+                connect_keys,
+                Arc::new(operator_gate),
+            )
+            .with_volumes(volumes.session_hook()),
+        );
         let operator = Arc::new(operator::Operator::new(
             store.clone(),
             clock.clone(),
@@ -228,9 +243,11 @@ impl App {
             (store.clone(), clock.clone(), config.clone());
         let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
         let overview = Arc::new(overview::Overview::new(store.clone(), clock.clone()));
+        let policies = Arc::new(policy::Policies::new(store.clone(), clock.clone()));
         Ok(Arc::new(Self {
             started_at_ms: clock.now_ms(),
             overview,
+            policies,
             snapshots,
             config,
             store,
@@ -249,6 +266,7 @@ impl App {
                 config_for_inventory,
             )),
             sessions,
+            volumes,
             operator,
         }))
     }
@@ -303,6 +321,7 @@ impl RunningServer {
         operator::spawn_pod_watch(app.operator.clone(), Duration::from_secs(10), rx.clone());
         inventory::spawn_sweeper(app.inventory.clone(), &app.config, rx.clone());
         spawn_memory_flush(app.clone(), rx.clone());
+        spawn_directory_recheck(app.clone(), rx.clone());
         snapshot::spawn(
             snapshot::Upkeep {
                 config: app.config.clone(),
@@ -400,6 +419,30 @@ impl RunningServer {
     pub fn stopper(&self) -> watch::Sender<bool> {
         self.shutdown.clone()
     }
+}
+
+/// Looks the directory's accounts up again every `ldap.recheck_interval` (search-then-bind only).
+fn spawn_directory_recheck(app: Arc<App>, stop: watch::Receiver<bool>) {
+    let Some(dir) = app.signin.directory.clone() else { return };
+    let period = dir.ldap.settings().recheck_interval;
+    if period.is_zero() {
+        return;
+    }
+    tokio::spawn(background::every(period, stop, move || {
+        let (app, dir) = (app.clone(), dir.clone());
+        async move {
+            let parts =
+                auth::directory::Parts { store: &app.store, signin: &app.signin, clock: &app.clock, audit: &app.audit };
+            match auth::directory::recheck(&dir, &parts).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    disabled = n,
+                    "ldap re-check: accounts the directory no longer lets in were disabled"
+                ),
+                Err(e) => tracing::warn!(error = %e.message, "ldap re-check failed"),
+            }
+        }
+    }));
 }
 
 /// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'

@@ -293,7 +293,13 @@ enum KeysCommand {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Check the effective configuration; exits non-zero naming the offending key.
-    Check,
+    Check {
+        /// Also sign USER in against the configured `[ldap]` directory (password typed, or the
+        /// first line of stdin) and print each step: connect, bind, search, groups, role and
+        /// group. Writes nothing.
+        #[arg(long, value_name = "USER")]
+        ldap_test: Option<String>,
+    },
 }
 
 fn process_env() -> BTreeMap<String, String> {
@@ -335,7 +341,10 @@ fn run(cli: Cli) -> Result<()> {
     let env = process_env();
     let config = Config::load(cli.config.as_deref(), &env)?;
     match cli.command {
-        Command::Config(ConfigCommand::Check) => {
+        Command::Config(ConfigCommand::Check { ldap_test }) => {
+            if let Some(user) = ldap_test {
+                return cli::directory::ldap_test(&config, &user);
+            }
             match &config.source {
                 Some(p) => println!("# effective configuration (file: {})", p.display()),
                 None => println!("# effective configuration (no file; defaults and environment)"),

@@ -769,12 +769,16 @@ _gshare() {
             return 0
             ;;
         gshare__subcmd__config__subcmd__check)
-            opts="-h --config --help"
+            opts="-h --ldap-test --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --ldap-test)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -99,6 +99,7 @@ complete -c gshare -n "__fish_gshare_using_subcommand config; and not __fish_see
 complete -c gshare -n "__fish_gshare_using_subcommand config; and not __fish_seen_subcommand_from check help" -s h -l help -d 'Print help'
 complete -c gshare -n "__fish_gshare_using_subcommand config; and not __fish_seen_subcommand_from check help" -f -a "check" -d 'Check the effective configuration; exits non-zero naming the offending key'
 complete -c gshare -n "__fish_gshare_using_subcommand config; and not __fish_seen_subcommand_from check help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gshare -n "__fish_gshare_using_subcommand config; and __fish_seen_subcommand_from check" -l ldap-test -d 'Also sign USER in against the configured `[ldap]` directory (password typed, or the first line of stdin) and print each step: connect, bind, search, groups, role and group. Writes nothing' -r
 complete -c gshare -n "__fish_gshare_using_subcommand config; and __fish_seen_subcommand_from check" -l config -d 'TOML configuration file (default: $GSHARE_CONFIG, else /etc/gshare/config.toml if it exists)' -r -F
 complete -c gshare -n "__fish_gshare_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
 complete -c gshare -n "__fish_gshare_using_subcommand config; and __fish_seen_subcommand_from help" -f -a "check" -d 'Check the effective configuration; exits non-zero naming the offending key'

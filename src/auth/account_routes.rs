@@ -1,7 +1,7 @@
 //! Accounts in the running server (the offline CLI does the same with the server stopped):
 //! `GET /api/v1/account` (who am I, and whether the initial password must still be replaced),
 //! `POST /api/v1/account/password` (change one's own password), `POST /api/v1/account/sign-out-everywhere`,
-//! and `GET/POST /api/v1/admins`, `DELETE /api/v1/admins/{username}`, `POST /api/v1/admins/{username}/password`
+//! and `GET/POST /api/v1/admins`, `DELETE /api/v1/admins/{username}` (the users route's deletion), `POST /api/v1/admins/{username}/password`
 //! (another admin's password, as `gshare admin set-password` sets it).
 //!
 //! Refusals are 422 with one `details.errors[]` entry per field, in words a person can act on.
@@ -52,6 +52,8 @@ pub struct AccountView {
     pub must_change_password: bool,
     pub created_at: Option<String>,
     pub password_changed_at: Option<String>,
+    /// The resource policy that applies to this account's sessions and what they hold now.
+    pub policy: crate::policy::EffectiveView,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -139,13 +141,15 @@ fn now_rfc(ms: i64) -> String {
     responses((status = 200, body = AccountView), (status = 401, body = ErrorBody)))]
 async fn account(State(app): State<AuthState>, caller: SignedIn) -> Result<axum::Json<AccountView>, ApiError> {
     let name = caller.username.clone();
-    let found = app.store.read(move |txn| accounts::get(txn, &name)).await?;
+    let (found, policy) =
+        app.store.read(move |txn| Ok((accounts::get(txn, &name)?, crate::policy::effective_view(txn, &name)?))).await?;
     Ok(axum::Json(match found {
         Some(a) => AccountView {
             username: caller.username,
             must_change_password: a.must_change_password || still_initial(&app, &a),
             created_at: Some(now_rfc(a.created_at_ms)),
             password_changed_at: Some(now_rfc(a.password_changed_at_ms)),
+            policy,
         },
         // A CLI-minted token may name an admin without an account: nothing to change.
         None => AccountView {
@@ -153,6 +157,7 @@ async fn account(State(app): State<AuthState>, caller: SignedIn) -> Result<axum:
             must_change_password: false,
             created_at: None,
             password_changed_at: None,
+            policy,
         },
     }))
 }
@@ -220,7 +225,9 @@ async fn change_password(
     let new_hash = hash(&app, body.new_password).await?;
     let now_ms = app.clock.now_ms();
     let user = account.username.clone();
-    accounts::store_password(&app.store, user, new_hash, now_ms).await.map_err(account_error)?;
+    let changed = accounts::store_password(&app.store, user, new_hash, now_ms).await.map_err(account_error)?;
+    // `must_change_password` is false now: the guard lets the account reach everything again.
+    app.signin.note_account(&changed);
     // Older sessions end (tokens issued before this second), and this one explicitly (its second
     // may be this one); the console signs in again with the new password.
     app.signin.revoke_all_before(&app.store, &caller.username, now_ms.div_euclid(1000)).await?;
@@ -283,16 +290,20 @@ async fn add_admin(
         role: Some(accounts::Role::Admin),
         group: None,
         password: Some(body.password),
+        invite: None,
     };
     let (added, _) = super::user_routes::create_account(&app, &caller, &meta, "admin.add", new).await?;
     Ok((StatusCode::CREATED, axum::Json(AccountSummary::from(&added))).into_response())
 }
 
-/// Remove an admin: its sessions end. Never the last one, and not oneself (sign in as another).
+/// Remove an account: the same deletion as `DELETE /api/v1/users/{username}` (kept for
+/// `gshare admin remove` and the Account page). Its sign-ins end at the next request; its
+/// sessions keep running until an admin ends them; the name is kept and never given again. Never
+/// the last enabled admin, and not oneself (sign in as another).
 #[utoipa::path(delete, path = "/api/v1/admins/{username}", tag = "auth",
     params(("username" = String, Path)),
     responses(
-        (status = 204, description = "removed; its sessions ended"),
+        (status = 204, description = "removed; its sign-ins ended, the name kept"),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "the last admin, or the caller itself")))]
@@ -302,28 +313,7 @@ async fn remove_admin(
     meta: RequestMeta,
     Path(username): Path<String>,
 ) -> Result<Response, ApiError> {
-    let audit = |result| {
-        AuditEntry::new(&meta, caller.actor(), "admin.remove", result).target(crate::audit::truncate(username.clone()))
-    };
-    if username == caller.username {
-        crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
-        return Err(ApiError::conflict(
-            "you cannot remove the account you are signed in with; sign in as another admin",
-        )
-        .with_details(serde_json::json!({ "username": username, "reason": "self" })));
-    }
-    let Ok(name) = Username::parse(&username) else {
-        return Err(ApiError::not_found(format!("no admin account {username}")));
-    };
-    let removed = accounts::store_removal(&app.store, name.clone()).await;
-    if removed.is_ok() {
-        app.signin.forget_account(name.as_str());
-        app.signin.revoke_all_before(&app.store, name.as_str(), app.clock.now_ms().div_euclid(1000) + 1).await?;
-    }
-    crate::audit::record(&app.audit, audit(if removed.is_ok() { AuditResult::Success } else { AuditResult::Failure }))
-        .await;
-    removed.map_err(account_error)?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    super::user_routes::delete_account(&app, &caller, &meta, &username, "admin.remove").await
 }
 
 /// Set an admin's password (no current password: an admin may add and remove admins, so may also
@@ -347,7 +337,7 @@ async fn set_admin_password(
             .target(crate::audit::truncate(username.clone()))
     };
     let Ok(name) = Username::parse(&username) else {
-        return Err(ApiError::not_found(format!("no admin account {username}")));
+        return Err(ApiError::not_found(format!("no admin account {}", crate::http::text::echo(&username))));
     };
     if let Some(e) = password_rules("password", &body.password) {
         crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
@@ -356,7 +346,8 @@ async fn set_admin_password(
     let new_hash = hash(&app, body.password).await?;
     let now_ms = app.clock.now_ms();
     let set = accounts::store_password(&app.store, name.clone(), new_hash, now_ms).await;
-    if set.is_ok() {
+    if let Ok(account) = &set {
+        app.signin.note_account(account);
         app.signin.revoke_all_before(&app.store, name.as_str(), now_ms.div_euclid(1000) + 1).await?;
         if name.as_str() == INITIAL_ADMIN {
             accounts::forget_initial_password(&app.config.data_dir);

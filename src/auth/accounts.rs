@@ -116,6 +116,31 @@ pub struct Account {
     /// for a new one at sign-in; changing it clears this.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub must_change_password: bool,
+    /// Made by a directory sign-in (`auth::directory`): no local password (its hash is
+    /// [`NO_PASSWORD`]); role and group follow the directory at each sign-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<DirectoryLink>,
+}
+
+/// The stored hash of an account that has no local password (a directory's): no PHC string, so
+/// [`verify_password`] never matches it.
+pub const NO_PASSWORD: &str = "!directory";
+
+/// Where a directory account comes from, and what the directory last said of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectoryLink {
+    /// `ldap` (issue 26; `oidc` later).
+    pub source: String,
+    /// The user's DN (LDAP) or subject (OIDC) when last seen.
+    pub id: String,
+    /// The directory no longer lets the user in (not found, or in no mapped group): the account
+    /// was disabled by a sign-in, not by an admin, and the directory's next yes enables it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
+    /// The directory groups seen at the last sign-in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    pub synced_at_ms: i64,
 }
 
 /// What is kept of a deleted account: its name (never reused) and who deleted it when.
@@ -160,11 +185,14 @@ impl From<&Account> for AccountSummary {
 pub struct Standing {
     pub role: Role,
     pub disabled: bool,
+    /// An admin set the password: until its owner changes it, the guard lets the account reach
+    /// only what changing it needs ([`crate::auth::guard`]).
+    pub must_change_password: bool,
 }
 
 impl From<&Account> for Standing {
     fn from(a: &Account) -> Self {
-        Self { role: a.role, disabled: a.disabled }
+        Self { role: a.role, disabled: a.disabled, must_change_password: a.must_change_password }
     }
 }
 
@@ -247,6 +275,31 @@ pub fn hash_password(password: &str) -> Result<String, AccountError> {
         .map_err(|e| AccountError::Hash(e.to_string()))
 }
 
+/// A PHC string with the parameters `hash_password` uses today, a random salt and a random output:
+/// verifying any password against it costs one full argon2id run, as for a real account, and
+/// never succeeds (no password is known to hash to 32 random bytes). Sign-in checks unknown
+/// usernames against it so they take as long as known ones. Made without running argon2id, so
+/// starting the server costs neither its time nor its 19 MiB.
+pub fn decoy_hash() -> Result<String, AccountError> {
+    use argon2::password_hash::phc::{Output, ParamsString, PasswordHash, Salt};
+    fn hash_err(e: impl std::fmt::Display) -> AccountError {
+        AccountError::Hash(e.to_string())
+    }
+    let mut salt = [0u8; Salt::RECOMMENDED_LENGTH];
+    let mut output = [0u8; argon2::Params::DEFAULT_OUTPUT_LEN];
+    getrandom::fill(&mut salt).map_err(hash_err)?;
+    getrandom::fill(&mut output).map_err(hash_err)?;
+    let argon2 = Argon2::default();
+    let phc = PasswordHash {
+        algorithm: argon2::Algorithm::default().ident(),
+        version: Some(argon2::Version::default().into()),
+        params: ParamsString::try_from(argon2.params()).map_err(hash_err)?,
+        salt: Some(Salt::new(&salt).map_err(hash_err)?),
+        hash: Some(Output::new(&output).map_err(hash_err)?),
+    };
+    Ok(phc.to_string())
+}
+
 /// Constant-work verification against a PHC string; any parse problem is a mismatch.
 pub fn verify_password(hash: &str, password: &str) -> bool {
     Argon2::default().verify_password(password.as_bytes(), hash).is_ok()
@@ -261,6 +314,22 @@ pub fn random_password() -> Result<String, AccountError> {
 
 pub fn get(txn: &ReadTransaction, name: &str) -> Result<Option<Account>, StoreError> {
     ACCOUNTS.get(txn, name)
+}
+
+/// The group `name`'s account is in (`None`: no account, or no group), from whichever
+/// transaction the caller holds (fair sharing reads it inside a session's create).
+pub fn group_of(txn: &impl crate::store::Rows, name: &str) -> Result<Option<String>, StoreError> {
+    Ok(txn.get(ACCOUNTS, name)?.and_then(|a| a.group))
+}
+
+/// The accounts in `group`, by name.
+pub fn members_in_write(txn: &WriteTxn, group: &str) -> Result<Vec<String>, StoreError> {
+    Ok(ACCOUNTS
+        .list_in_write(txn)?
+        .into_iter()
+        .filter(|(_, a)| a.group.as_deref() == Some(group))
+        .map(|(n, _)| n)
+        .collect())
 }
 
 pub fn list(txn: &ReadTransaction) -> Result<Vec<Account>, StoreError> {
@@ -342,6 +411,7 @@ pub fn add_account(
         group: new.group,
         disabled: false,
         must_change_password: new.must_change_password,
+        directory: None,
     };
     ACCOUNTS.put(txn, name.as_str(), &account)?;
     Ok(account)
@@ -465,6 +535,7 @@ pub fn add_many(
             group: new.group,
             disabled: false,
             must_change_password: new.must_change_password,
+            directory: None,
         };
         ACCOUNTS.put(txn, name.as_str(), &account)?;
         taken.insert(key, AccountError::Exists(name.to_string()));
@@ -473,35 +544,105 @@ pub fn add_many(
     Ok(added)
 }
 
+/// What a directory said of a user at sign-in (`auth::directory`).
+#[derive(Debug, Clone)]
+pub struct DirectoryVerdict {
+    /// `ldap`.
+    pub source: &'static str,
+    /// The DN (or subject) the directory knows the user by.
+    pub id: String,
+    pub groups: Vec<String>,
+    pub role: Role,
+    pub group: Option<String>,
+    /// `false`: the directory no longer lets this user in (not found, or in no mapped group).
+    pub allowed: bool,
+}
+
+/// Brings a directory user's account in line with what the directory said: made at the first
+/// sign-in it allows (no local password), its role and group set from the directory at each one,
+/// disabled when the directory no longer lets the user in and enabled again when it does (an
+/// admin's own disabling stays). A local account of that name is never touched (its name is
+/// answered as taken), and neither rule leaves the lab without an enabled admin. Answers the
+/// account as it is now (`None`: refused and there was none).
+pub fn sync_directory(
+    txn: &WriteTxn,
+    name: &Username,
+    verdict: &DirectoryVerdict,
+    now_ms: i64,
+) -> Result<Option<Account>, AccountError> {
+    let existing = ACCOUNTS.get_in_write(txn, name.as_str())?;
+    if existing.as_ref().is_some_and(|a| a.directory.is_none()) {
+        return Err(AccountError::Exists(name.to_string()));
+    }
+    let link = |refused: bool| DirectoryLink {
+        source: verdict.source.to_string(),
+        id: verdict.id.clone(),
+        refused,
+        groups: verdict.groups.clone(),
+        synced_at_ms: now_ms,
+    };
+    if let Some(g) = &verdict.group {
+        check_group(g)?;
+    }
+    let account = match (existing, verdict.allowed) {
+        (None, false) => return Ok(None),
+        (None, true) => {
+            if let Some(e) = taken(txn, name.as_str())? {
+                return Err(e);
+            }
+            Account {
+                username: name.clone(),
+                password_hash: NO_PASSWORD.to_string(),
+                created_at_ms: now_ms,
+                password_changed_at_ms: now_ms,
+                role: verdict.role,
+                group: verdict.group.clone(),
+                disabled: false,
+                must_change_password: false,
+                directory: Some(link(false)),
+            }
+        }
+        (Some(mut a), true) => {
+            let was_refused = a.directory.as_ref().is_some_and(|l| l.refused);
+            let demoted = a.role == Role::Admin && verdict.role != Role::Admin && !a.disabled;
+            if !demoted || other_enabled_admins(txn, name.as_str())? > 0 {
+                a.role = verdict.role;
+            }
+            a.group = verdict.group.clone();
+            if was_refused {
+                a.disabled = false;
+            }
+            a.directory = Some(link(false));
+            a
+        }
+        (Some(mut a), false) => {
+            let last_admin = a.role == Role::Admin && !a.disabled && other_enabled_admins(txn, name.as_str())? == 0;
+            if !last_admin && !a.disabled {
+                a.disabled = true;
+                a.directory = Some(link(true));
+            } else if let Some(l) = a.directory.as_mut() {
+                l.synced_at_ms = now_ms;
+            }
+            a
+        }
+    };
+    ACCOUNTS.put(txn, name.as_str(), &account)?;
+    Ok(Some(account))
+}
+
 /// One account inside a write.
 pub fn get_in_write(txn: &WriteTxn, name: &str) -> Result<Option<Account>, StoreError> {
     ACCOUNTS.get_in_write(txn, name)
 }
 
-/// Removes an account, never the last enabled admin.
-pub fn remove(txn: &WriteTxn, name: &Username) -> Result<(), AccountError> {
-    let Some(account) = ACCOUNTS.get_in_write(txn, name.as_str())? else {
-        return Err(AccountError::NotFound(name.to_string()));
-    };
-    if account.role == Role::Admin && !account.disabled && other_enabled_admins(txn, name.as_str())? == 0 {
-        return Err(AccountError::LastAccount(name.to_string()));
-    }
-    ACCOUNTS.delete(txn, name.as_str())?;
-    Ok(())
-}
-
 /// The running server's writes (the console's Account page), one transaction each: a new
-/// password, a new admin, a removed one. The offline CLI's are in `auth::offline`.
-pub async fn store_password(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<(), AccountError> {
-    store.write_with(move |txn| set_password(txn, &name, hash, now_ms)).await
+/// password, a new admin; deletion is `delete_account`. The offline CLI's are in `auth::offline`.
+pub async fn store_password(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<Account, AccountError> {
+    store.write_with(move |txn| set_password_as(txn, &name, hash, now_ms, false)).await
 }
 
 pub async fn store_new(store: &Store, name: Username, hash: String, now_ms: i64) -> Result<(), AccountError> {
     store.write_with(move |txn| add(txn, &name, hash, now_ms)).await
-}
-
-pub async fn store_removal(store: &Store, name: Username) -> Result<(), AccountError> {
-    store.write_with(move |txn| remove(txn, &name)).await
 }
 
 pub async fn store_account(
@@ -571,6 +712,24 @@ mod tests {
         assert!(verify_password(&h, "correct horse battery"));
         assert!(!verify_password(&h, "wrong"));
         assert!(!verify_password("not a hash", "x"));
+    }
+
+    #[test]
+    fn the_decoy_costs_what_a_real_hash_costs_and_opens_nothing() {
+        use argon2::password_hash::phc::PasswordHash;
+        let real = hash_password("correct horse battery").unwrap();
+        let (d1, d2) = (decoy_hash().unwrap(), decoy_hash().unwrap());
+        assert_ne!(d1, d2, "random salt and output");
+        let (real, decoy) = (PasswordHash::new(&real).unwrap(), PasswordHash::new(&d1).unwrap());
+        // Same algorithm, version and cost parameters: verifying against it is one full argon2id run.
+        assert_eq!(decoy.algorithm, real.algorithm);
+        assert_eq!(decoy.version, real.version);
+        assert_eq!(decoy.params, real.params);
+        assert_eq!(decoy.salt.unwrap().len(), real.salt.unwrap().len());
+        assert_eq!(decoy.hash.unwrap().len(), real.hash.unwrap().len());
+        for guess in ["", "correct horse battery", "admin"] {
+            assert!(!verify_password(&d1, guess));
+        }
     }
 
     #[test]

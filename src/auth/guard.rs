@@ -216,15 +216,15 @@ where
         }
         // The account's role now, not the one it had when the token was minted. An `admin:` token
         // without an account is one the command line minted with the key ring (root's): an admin.
-        let role = match app.signin.standing(username) {
+        let (role, must_change) = match app.signin.standing(username) {
             Some(s) if s.disabled => {
                 return Err(ApiError::unauthenticated(format!("the account {username} is disabled")));
             }
-            Some(s) => s.role,
+            Some(s) => (s.role, s.must_change_password),
             None if member_token => {
                 return Err(ApiError::unauthenticated(format!("no account {username}: sign in again")));
             }
-            None => Role::Admin,
+            None => (Role::Admin, false),
         };
         if via == AuthVia::Cookie && !is_safe_method(&parts.method) {
             let expected = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
@@ -236,6 +236,17 @@ where
                     "cookie-authenticated changes need the session's X-CSRF-Token header (see GET /api/v1/auth/me)",
                 ));
             }
+        }
+        if must_change && !reachable_before_password_change(&parts.method, parts.uri.path()) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::PasswordChangeRequired,
+                format!(
+                    "an admin set the password of {username}: change it first (POST /api/v1/account/password); \
+                     until then this account can only read itself and sign out"
+                ),
+            )
+            .with_details(serde_json::json!({ "change_at": PASSWORD_CHANGE_PATH })));
         }
         crate::http::body::mark_authenticated(&parts.extensions);
         Ok(SignedIn { username: username.to_string(), token_id: claims.jti.clone(), via, expires_at: claims.exp, role })
@@ -259,6 +270,21 @@ pub fn console_user(app: &Gate, headers: &axum::http::HeaderMap) -> Option<(Stri
         // An `admin:` token without an account (the CLI's) is an admin's; a `user:` one is nobody's.
         None => claims.sub.starts_with(ADMIN_PREFIX).then(|| (name.to_string(), true)),
     }
+}
+
+/// Where an account changes its own password.
+pub const PASSWORD_CHANGE_PATH: &str = "/api/v1/account/password";
+
+/// What an account whose password an admin set (`must_change_password`) may reach before it
+/// changes it: reading itself (`GET /api/v1/auth/me`, `GET /api/v1/account`), the change, and
+/// signing out. Everything else is 403 `password_change_required`: a first password or a reset
+/// one was seen by an admin (and maybe a spreadsheet), so it opens nothing until replaced.
+pub fn reachable_before_password_change(method: &Method, path: &str) -> bool {
+    matches!(
+        (method.as_str(), path),
+        ("GET" | "HEAD", "/api/v1/auth/me" | "/api/v1/account")
+            | ("POST", PASSWORD_CHANGE_PATH | "/api/v1/auth/logout" | "/api/v1/account/sign-out-everywhere")
+    )
 }
 
 fn is_safe_method(m: &Method) -> bool {

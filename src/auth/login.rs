@@ -58,6 +58,8 @@ pub struct SignIn {
     /// argon2 verifications run, real or decoy: every login attempt that reaches the password
     /// check costs exactly one, whether or not the user exists (tests check this, not timing).
     pub password_checks: std::sync::atomic::AtomicU64,
+    /// The lab's directory, when `[ldap]` is configured (set by the composition root).
+    pub directory: Option<std::sync::Arc<super::directory::Directory>>,
 }
 
 impl std::fmt::Debug for SignIn {
@@ -107,11 +109,9 @@ impl SignIn {
             })
             .await?;
         let deleted = store.read(|txn| Ok(accounts::deleted_names(txn)?.into_iter().collect::<HashSet<_>>())).await?;
-        let dummy_hash = tokio::task::spawn_blocking(|| {
-            accounts::random_password().and_then(|p| accounts::hash_password(&p)).unwrap_or_default()
-        })
-        .await
-        .map_err(|e| StoreError::Join(e.to_string()))?;
+        // No argon2id run at start: a decoy PHC string costs a full run to verify against all the same.
+        // Without it unknown usernames would answer at once: refuse to start instead.
+        let dummy_hash = accounts::decoy_hash().map_err(|e| StoreError::Io { full: false, message: e.to_string() })?;
         Ok(Self {
             throttle: LoginThrottle::new(config.login_max_failures, config.login_failure_window),
             revoked: RwLock::new(revoked),
@@ -123,6 +123,7 @@ impl SignIn {
             secure_cookies: config.tls_enabled(),
             ttl: config.login_ttl,
             password_checks: Default::default(),
+            directory: None,
         })
     }
 
@@ -181,6 +182,12 @@ impl SignIn {
     /// Was `username` a deleted account's name? (Exact name, as sessions record their owner.)
     pub fn was_deleted(&self, username: &str) -> bool {
         read(&self.deleted).contains(username)
+    }
+
+    /// Signs names without a local account in against the lab's directory.
+    pub fn with_directory(mut self, directory: Option<super::directory::Directory>) -> Self {
+        self.directory = directory.map(std::sync::Arc::new);
+        self
     }
 
     pub fn secure_cookies(&self) -> bool {
@@ -400,15 +407,28 @@ async fn login(
             return Err(too_many(limited.retry_after_s, limited.scope));
         }
     };
-    let checked = match check_password(&app, &body.username, body.password).await {
+    // A name without a local account goes to the lab's directory when one is configured
+    // (`auth::directory`); a local account is always checked here, so the first admin (local)
+    // signs in whatever the directory does.
+    let checked = match super::directory::local_or_directory(&app, &body.username).await {
+        Ok(super::directory::Route::Local) => check_password(&app, &body.username, body.password)
+            .await
+            .map(|c| c.map(|(standing, must_change)| (body.username.clone(), standing, must_change))),
+        Ok(super::directory::Route::Directory(dir)) => {
+            super::directory::check(&app, &dir, &body.username, &body.password, &meta).await
+        }
+        Err(e) => Err(e),
+    };
+    let checked = match checked {
         Ok(c) => c,
         Err(e) => {
-            // Not checked (the hashing pool is full): no failure to count.
+            // Not checked (the hashing pool is full, the directory did not answer, or it
+            // refused a right password): no failure to count.
             signin.throttle.succeeded(attempt);
             return Err(e);
         }
     };
-    let Some((standing, must_change_password)) = checked else {
+    let Some((username, standing, must_change_password)) = checked else {
         crate::audit::record(&app.audit, audit(AuditResult::Failure, "invalid_credentials")).await;
         return Err(invalid_credentials());
     };
@@ -422,7 +442,6 @@ async fn login(
             "this account is disabled; ask an admin of the lab to enable it",
         ));
     }
-    let username = body.username;
     let subject = match standing.role {
         accounts::Role::Admin => format!("{ADMIN_PREFIX}{username}"),
         accounts::Role::Member => format!("{USER_PREFIX}{username}"),

@@ -4,6 +4,7 @@
 pub mod account_routes;
 pub mod accounts;
 pub mod cookies;
+pub mod directory;
 pub mod guard;
 pub mod hash_pool;
 pub mod invites;

@@ -156,12 +156,13 @@ pub async fn set_password(
 
 pub async fn remove(store: &Store, clock: &Clock, name: &str) -> Result<Username, OfflineError> {
     let name = Username::parse(name)?;
-    let now = clock.now();
+    let (now, now_ms) = (clock.now(), clock.now_ms());
     let clock = clock.clone();
     let n = name.clone();
     store
         .write_with(move |txn| {
-            accounts::remove(txn, &n)?;
+            // The same deletion as the running server's: the name is kept, never given again.
+            accounts::delete_account(txn, &n, "cli", now_ms)?;
             crate::auth::login::set_not_before(txn, n.as_str(), now)?;
             audit::record_in(txn, &clock, cli_entry("admin.remove", &n))?;
             Ok::<_, OfflineError>(())

@@ -93,16 +93,25 @@ pub struct NewUser {
     #[serde(default)]
     pub role: Option<Role>,
     pub group: Option<String>,
-    /// A first password (the rules of any new password); omitted: one is generated and answered once.
+    /// A first password (the rules of any new password); omitted: one is generated and answered
+    /// once (unless `invite`).
     pub password: Option<String>,
+    /// `true`: answer a single-use invite link (72 h) instead of a password; its owner chooses
+    /// their own with it. Not with `password`.
+    #[serde(default)]
+    pub invite: Option<bool>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedUser {
     pub user: AccountSummary,
-    /// The generated first password, shown this once (absent when the request gave one).
+    /// The generated first password, shown this once (absent when the request gave one, or
+    /// asked for an invite).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// The invite link, shown this once, when the request asked for one (`invite: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invite: Option<InviteLink>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -214,7 +223,8 @@ fn export_csv(accounts: &[&accounts::Account]) -> Result<Response, ApiError> {
 }
 
 /// Add an account: a member (the default) or an admin, with an optional group. Without a
-/// `password` one is generated and answered once.
+/// `password` one is generated and answered once; with `invite: true` an invite link is answered
+/// instead (the generated password is shown to nobody: the link is the way in).
 #[utoipa::path(post, path = "/api/v1/users", tag = "auth", request_body = NewUser,
     responses(
         (status = 201, body = CreatedUser),
@@ -228,8 +238,21 @@ async fn create_user(
     meta: RequestMeta,
     ApiJson(body): ApiJson<NewUser>,
 ) -> Result<Response, ApiError> {
+    let invite = body.invite == Some(true);
+    if invite && body.password.is_some() {
+        return Err(ApiError::field(
+            &["body", "invite"],
+            "an invite link lets its owner choose the password: send `invite: true` or a `password`, not both",
+            "value_error",
+        ));
+    }
     let (added, password) = create_account(&app, &admin, &meta, "user.create", body).await?;
-    let answer = CreatedUser { user: AccountSummary::from(&added), password };
+    let answer = if invite {
+        let link = make_invite(&app, &admin, &meta, &added.username).await?;
+        CreatedUser { user: AccountSummary::from(&added), password: None, invite: Some(link) }
+    } else {
+        CreatedUser { user: AccountSummary::from(&added), password, invite: None }
+    };
     let mut res = (StatusCode::CREATED, axum::Json(answer)).into_response();
     res.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
     Ok(res)
@@ -277,9 +300,9 @@ pub(super) async fn create_account(
     };
     let password_hash = hash(app, password.clone()).await?;
     let now_ms = app.clock.now_ms();
-    // A password an admin chose or generated is replaced by its owner at first sign-in (not on
-    // the older `POST /api/v1/admins`, whose admins set their own).
-    let must_change_password = action == "user.create";
+    // A password an admin chose or generated is replaced by its owner at first sign-in: a member's
+    // and an admin's added on the Account page (`admin.add`: "their first password") alike.
+    let must_change_password = matches!(action, "user.create" | "admin.add");
     let new = accounts::NewAccount { role, group, must_change_password };
     let added = accounts::store_account(&app.store, name.clone(), password_hash, new, now_ms).await;
     crate::audit::record(
@@ -384,8 +407,9 @@ fn invisible(c: char) -> bool {
 
 /// Delete an account for good: it can no longer sign in (its tokens and cookies stop at the next
 /// request), its pending invites go; its sessions keep running (an admin still sees and ends
-/// them) and the audit log keeps its name, which is not given to another account. Never the last
-/// enabled admin, and not oneself.
+/// them; their `owner` stays the name, shown as a deleted account's) and the audit log keeps its
+/// name, which is not given to another account, in any letter case. Never the last enabled
+/// admin, and not oneself. `DELETE /api/v1/admins/{username}` is the same deletion.
 #[utoipa::path(delete, path = "/api/v1/users/{username}", tag = "auth",
     params(("username" = String, Path)),
     responses(
@@ -400,15 +424,29 @@ async fn delete_user(
     meta: RequestMeta,
     Path(username): Path<String>,
 ) -> Result<Response, ApiError> {
+    delete_account(&app, &admin, &meta, &username, "user.delete").await
+}
+
+/// The one deletion of an account, whichever route asks (`action` names it in the audit log):
+/// the name is kept in `deleted_accounts` and never given again (a new account of that name
+/// would otherwise inherit the old one's sessions, which are matched by name), the account's
+/// sign-ins end, its pending invites go, its sessions keep running until an admin ends them.
+pub(super) async fn delete_account(
+    app: &AuthState,
+    admin: &AdminCaller,
+    meta: &RequestMeta,
+    username: &str,
+    action: &'static str,
+) -> Result<Response, ApiError> {
     let audit = |result| {
-        AuditEntry::new(&meta, admin.actor(), "user.delete", result).target(crate::audit::truncate(username.clone()))
+        AuditEntry::new(meta, admin.actor(), action, result).target(crate::audit::truncate(username.to_string()))
     };
     if username == admin.username {
         crate::audit::record(&app.audit, audit(AuditResult::Failure)).await;
         return Err(ApiError::conflict("you cannot delete the account you are signed in with; ask another admin")
             .with_details(serde_json::json!({ "username": username, "reason": "self" })));
     }
-    let name = account_in_path(&username)?;
+    let name = account_in_path(username)?;
     let (by, now_ms) = (admin.actor(), app.clock.now_ms());
     let deleted = app.store.write_with(move |txn| accounts::delete_account(txn, &name, &by, now_ms)).await;
     if let Ok(account) = &deleted {
@@ -425,7 +463,8 @@ async fn delete_user(
 
 /// The account a `/users/{username}` path names: a name no account could have is a missing one.
 fn account_in_path(username: &str) -> Result<Username, ApiError> {
-    Username::parse(username).map_err(|_| ApiError::not_found(format!("no account {username}")))
+    Username::parse(username)
+        .map_err(|_| ApiError::not_found(format!("no account {}", crate::http::text::echo(username))))
 }
 
 /// A password reset's answer: the new password, shown this once.
@@ -467,7 +506,9 @@ async fn reset_password(
     let target = name.clone();
     let set =
         app.store.write_with(move |txn| accounts::set_password_as(txn, &target, password_hash, now_ms, true)).await;
-    if set.is_ok() {
+    if let Ok(account) = &set {
+        // The guard holds the account to the change from its next request on.
+        app.signin.note_account(account);
         // Tokens minted before this second end (not those of this second: its owner signs in
         // with the new password at once; an older one within the same second is the window).
         app.signin.revoke_all_before(&app.store, name.as_str(), now_ms.div_euclid(1000)).await?;
@@ -810,6 +851,17 @@ async fn invite_user(
     Path(username): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = account_in_path(&username)?;
+    let link = make_invite(&app, &admin, &meta, &name).await?;
+    no_store(StatusCode::CREATED, axum::Json(link).into_response())
+}
+
+/// Makes (and audits) an invite link for `name`, replacing its unused one.
+async fn make_invite(
+    app: &AuthState,
+    admin: &AdminCaller,
+    meta: &RequestMeta,
+    name: &Username,
+) -> Result<InviteLink, ApiError> {
     let token = super::invites::new_token().map_err(ApiError::internal)?;
     let now_ms = app.clock.now_ms();
     // The inviter's own account, when it has one: deleting it voids the links it sent.
@@ -833,23 +885,22 @@ async fn invite_user(
     crate::audit::record(
         &app.audit,
         AuditEntry::new(
-            &meta,
+            meta,
             admin.actor(),
             "user.invite",
             if made.is_ok() { AuditResult::Success } else { AuditResult::Failure },
         )
-        .target(crate::audit::truncate(username.clone())),
+        .target(name.to_string()),
     )
     .await;
     let invite = made.map_err(account_error)?;
     let base = app.config.public_url.trim_end_matches('/');
-    let link = InviteLink {
+    Ok(InviteLink {
         username: invite.username,
         url: format!("{base}/invite#{token}"),
         token,
         expires_at: crate::clock::rfc3339_ms(invite.expires_at_ms),
-    };
-    no_store(StatusCode::CREATED, axum::Json(link).into_response())
+    })
 }
 
 /// Accepting an invite link.

@@ -34,6 +34,7 @@ use wire::*;
 pub struct CallbacksState {
     pub inventory: Arc<crate::inventory::Inventory>,
     pub sessions: Arc<crate::sessions::Sessions>,
+    pub volumes: Arc<crate::volumes::Volumes>,
 }
 
 pub fn routes<S>() -> OpenApiRouter<S>
@@ -206,10 +207,15 @@ async fn health_events(
     Ok(accepted())
 }
 
-/// The operator's view of session volumes, pools and scratch disks; a directive per PVC.
+/// The operator's view of session volumes, pools and scratch disks; a directive per PVC: the
+/// volume's quota, and `reclaim` once it is deleted here. A PVC no volume explains is an orphan
+/// (counted, kept for an admin, answered nothing).
 #[utoipa::path(post, path = "/internal/volumes/sync", tag = "internal",
     request_body = VolumeSync,
-    responses((status = 200, body = VolumeSyncAnswer), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = VolumeSyncAnswer), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "cluster_id of another cluster, or PVCs of another cluster's volumes (details.volumes); nothing kept"),
+        (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "details.errors[{loc,msg,type}]: negative sizes, more than 5000 volumes or sessions")))]
 async fn volumes_sync(
     State(app): State<CallbacksState>,
     caller: OperatorCaller,
@@ -217,8 +223,34 @@ async fn volumes_sync(
 ) -> Result<Json<VolumeSyncAnswer>, ApiError> {
     let mut r = intake::volume_sync(&body)?;
     scope(&caller, r.cluster_id.as_deref())?;
+    for (loc, n, max) in [
+        ("volumes", r.volumes.len(), crate::volumes::MAX_SYNC_VOLUMES),
+        ("sessions", r.sessions.len(), crate::volumes::MAX_SYNC_SESSIONS),
+    ] {
+        if n > max {
+            return Err(ApiError::field(
+                &["body", loc],
+                format!(
+                    "at most {max} {loc} in one sync (its answer must stay under the 1 MiB the operator reads); this one has {n}"
+                ),
+                "too_long",
+            ));
+        }
+    }
     r.bound();
-    Ok(Json(app.inventory.volume_sync(&caller.cluster_id, r).await?))
+    match app.volumes.sync(&caller.cluster_id, r).await {
+        Ok(answer) => Ok(Json(answer)),
+        Err(crate::volumes::SyncError::OtherCluster { mut pvcs }) => {
+            let named = pvcs.len();
+            pvcs.truncate(20);
+            let c = caller.cluster_id.as_str();
+            Err(ApiError::forbidden(format!(
+                "this sync names {named} PVC(s) of volumes that live on another cluster, not on {c}; nothing was kept"
+            ))
+            .with_details(serde_json::json!({ "token_cluster": c, "volumes": pvcs })))
+        }
+        Err(crate::volumes::SyncError::Store(e)) => Err(e.into()),
+    }
 }
 
 /// An image build's progress (upstream's `GShareImageBuild` reconciler).

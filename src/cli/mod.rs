@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod audit;
 pub mod client;
+pub mod directory;
 pub mod keys;
 pub mod operator;
 mod prompt;

@@ -11,7 +11,9 @@ use serde::Deserialize;
 
 use crate::auth::keys::SigningKey;
 
+pub mod directory;
 pub mod secret;
+pub use directory::LdapSettings;
 pub use secret::Secret;
 
 /// Where the file layer comes from when `--config` and `GSHARE_CONFIG` are both absent.
@@ -76,6 +78,12 @@ pub struct Config {
     /// crash may lose of them).
     pub liveness_flush_every: Duration,
     pub shutdown_grace: Duration,
+    /// A member's home workspace volume, made on their first session on a cluster (GiB). The
+    /// policies' `volume_gb` will override it per member (`volumes::limits`).
+    pub volume_home_gb: i64,
+    /// What a member's volumes may add up to (GiB; 0 = no limit). The policies' `storage_gb`
+    /// will override it per member (`volumes::limits`).
+    pub volume_storage_gb: i64,
     /// Sign-in: nearest proxies allowed to set X-Forwarded-For (empty = any peer, when hops > 0).
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Sign-in: lifetime of the access token (and console cookie) a login returns.
@@ -124,6 +132,8 @@ pub struct Config {
     pub operator_token_ttl: Duration,
     /// Operator: a token is renewed once this share of its lifetime (percent, 10-90) has passed.
     pub operator_token_renew_percent: u32,
+    /// Sign-in with the lab's directory (`[ldap]`; file only). Unset: local accounts only.
+    pub ldap: Option<LdapSettings>,
 }
 
 /// Upstream's operator image, at the tag upstream's chart uses (only `latest` is published).
@@ -156,6 +166,8 @@ struct FileLayer {
     heartbeat_stale_after: Option<String>,
     liveness_flush_every: Option<String>,
     shutdown_grace: Option<String>,
+    volume_home_gb: Option<i64>,
+    volume_storage_gb: Option<i64>,
     trusted_proxies: Option<Vec<String>>,
     login_ttl: Option<String>,
     login_max_failures: Option<i64>,
@@ -180,6 +192,7 @@ struct FileLayer {
     operator_attach_timeout: Option<String>,
     operator_token_ttl: Option<String>,
     operator_token_renew_percent: Option<i64>,
+    ldap: Option<directory::LdapFile>,
 }
 
 /// One raw value and where it came from, so errors name the key the admin actually wrote.
@@ -395,6 +408,19 @@ impl Config {
             Duration::from_secs(0)..=Duration::from_secs(600),
         )?;
 
+        let gib = |key: &str, file: Option<i64>, default: i64, min: i64| -> Result<i64, ConfigError> {
+            match layer.pick_typed(key, file, |s| s.parse::<i64>().ok())? {
+                Some(r) if r.value < min || r.value > 1 << 20 => Err(ConfigError::invalid(
+                    &r.key,
+                    format!("{} is not a size in GiB between {min} and {}", r.value, 1 << 20),
+                )),
+                Some(r) => Ok(r.value),
+                None => Ok(default),
+            }
+        };
+        let volume_home_gb = gib("volume_home_gb", f.volume_home_gb, 10, 1)?;
+        let volume_storage_gb = gib("volume_storage_gb", f.volume_storage_gb, 0, 0)?;
+
         let kubeconfig_exec_allow = match env.get("GSHARE_KUBECONFIG_EXEC_ALLOW") {
             Some(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
             None => f.kubeconfig_exec_allow.unwrap_or_default(),
@@ -596,6 +622,7 @@ impl Config {
                 })?,
                 None => 50,
             };
+        let ldap = f.ldap.map(directory::build).transpose()?;
 
         Ok(Self {
             source,
@@ -622,6 +649,8 @@ impl Config {
             heartbeat_stale_after,
             liveness_flush_every,
             shutdown_grace,
+            volume_home_gb,
+            volume_storage_gb,
             trusted_proxies,
             login_ttl,
             login_max_failures,
@@ -646,6 +675,7 @@ impl Config {
             operator_attach_timeout,
             operator_token_ttl,
             operator_token_renew_percent,
+            ldap,
         })
     }
 
@@ -701,6 +731,8 @@ impl Config {
         t.insert("heartbeat_stale_after".into(), d(self.heartbeat_stale_after));
         t.insert("liveness_flush_every".into(), d(self.liveness_flush_every));
         t.insert("shutdown_grace".into(), d(self.shutdown_grace));
+        t.insert("volume_home_gb".into(), toml::Value::Integer(self.volume_home_gb));
+        t.insert("volume_storage_gb".into(), toml::Value::Integer(self.volume_storage_gb));
         t.insert(
             "trusted_proxies".into(),
             toml::Value::Array(self.trusted_proxies.iter().map(|n| s(&n.to_string())).collect()),
@@ -735,6 +767,9 @@ impl Config {
             "operator_token_renew_percent".into(),
             toml::Value::Integer(i64::from(self.operator_token_renew_percent)),
         );
+        if let Some(ldap) = &self.ldap {
+            t.insert("ldap".into(), toml::Value::Table(directory::render(ldap)));
+        }
         toml::to_string(&t).unwrap_or_default()
     }
 
@@ -745,6 +780,9 @@ impl Config {
         Self::build(None, FileLayer::default(), &env)
     }
 }
+
+/// Keys of the file layer that are tables (`[ldap]`): set in the file only, never by a variable.
+const TABLES: &[&str] = &["ldap"];
 
 /// `GSHARE_*` variables that are not settings: read by the CLI, the build, tests or the scripts
 /// of `hack/` and `web/e2e/`, which may leave them in a server's environment.
@@ -763,6 +801,7 @@ const NOT_SETTINGS: &[&str] = &[
     "GSHARE_URL",
     "GSHARE_SCHEMATHESIS_INNER",
     "GSHARE_SCHEMATHESIS_VENV",
+    "GSHARE_LDAP_TEST_PASSWORD",
 ];
 
 /// The keys of the file layer, as its `Deserialize` names them (so the list cannot drift from
@@ -796,8 +835,9 @@ fn setting_keys() -> &'static [&'static str] {
 /// A `GSHARE_*` variable that is neither a setting nor on [`NOT_SETTINGS`] is refused, naming the
 /// closest setting: a misspelled setting would otherwise be silently ignored.
 fn check_env_names(env: &BTreeMap<String, String>) -> Result<(), ConfigError> {
-    let settings: Vec<String> =
-        std::iter::once("GSHARE_CONFIG".to_string()).chain(setting_keys().iter().map(|k| Layer::env_name(k))).collect();
+    let settings: Vec<String> = std::iter::once("GSHARE_CONFIG".to_string())
+        .chain(setting_keys().iter().filter(|k| !TABLES.contains(k)).map(|k| Layer::env_name(k)))
+        .collect();
     for name in env.keys().filter(|k| k.starts_with("GSHARE_")) {
         if settings.contains(name) || NOT_SETTINGS.contains(&name.as_str()) {
             continue;

@@ -56,6 +56,10 @@ pub enum ErrorCode {
     Forbidden,
     /// 403: the caller's role may not call this route (a member on an admin route).
     ForbiddenRole,
+    /// 403: an admin set this account's password (a first password, a reset): until its owner
+    /// changes it (`POST /api/v1/account/password`), the account reads itself, changes the
+    /// password and signs out, nothing else.
+    PasswordChangeRequired,
     /// 401: wrong username or password.
     InvalidCredentials,
     /// 403: the right password for a disabled account.
@@ -135,9 +139,28 @@ pub enum ErrorCode {
     /// 502: the relay could not pass the request or its answer on.
     RelayFailed,
 
+    // ----- fair sharing -----
+    /// 409: the owner's resource policy refuses it (`details`: `{limit, active}` or
+    /// `{resource, limit, used, request}`, upstream's shapes).
+    QuotaExceeded,
+    /// 409: no schedulable node of the cluster can hold the slice now (`details` name the largest
+    /// free slice and the GPU models the fleet reports).
+    Unserviceable,
+    /// 409: the group still has members or a policy.
+    GroupInUse,
+
     // ----- snapshots -----
     /// 507: the snapshot could not be written.
     SnapshotFailed,
+
+    // ----- volumes -----
+    /// 409: the change would take the owner past their storage limit (`details`: scope,
+    /// limit_gb, allocated_gb, requested_gb; upstream's shape).
+    QuotaExceeded,
+    /// 409: a volume only grows (`details`: quota_gb, current_gb).
+    VolumeShrinkNotAllowed,
+    /// 409: a live session mounts the volume (`details.sessions[{id,name,phase}]`).
+    VolumeMounted,
 }
 
 impl ErrorCode {
@@ -168,6 +191,7 @@ impl ErrorCode {
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
             Self::ForbiddenRole => "forbidden_role",
+            Self::PasswordChangeRequired => "password_change_required",
             Self::AccountDisabled => "account_disabled",
             Self::InvalidCredentials => "invalid_credentials",
             Self::CsrfFailed => "csrf_failed",
@@ -194,6 +218,9 @@ impl ErrorCode {
             Self::OfferingInUse => "offering_in_use",
             Self::OfferingInactive => "offering_inactive",
             Self::SessionConflict => "session_conflict",
+            Self::QuotaExceeded => "quota_exceeded",
+            Self::Unserviceable => "unserviceable",
+            Self::GroupInUse => "group_in_use",
             Self::SessionNotRunning => "session_not_running",
             Self::NoSessionDomain => "no_session_domain",
             Self::NoSessionIngress => "no_session_ingress",
@@ -201,6 +228,9 @@ impl ErrorCode {
             Self::IngressUnreachable => "ingress_unreachable",
             Self::RelayFailed => "relay_failed",
             Self::SnapshotFailed => "snapshot_failed",
+            Self::QuotaExceeded => "quota_exceeded",
+            Self::VolumeShrinkNotAllowed => "volume_shrink_not_allowed",
+            Self::VolumeMounted => "volume_mounted",
         }
     }
 }
@@ -242,6 +272,7 @@ mod tests {
         (ErrorCode::Unauthenticated, "unauthenticated"),
         (ErrorCode::Forbidden, "forbidden"),
         (ErrorCode::ForbiddenRole, "forbidden_role"),
+        (ErrorCode::PasswordChangeRequired, "password_change_required"),
         (ErrorCode::AccountDisabled, "account_disabled"),
         (ErrorCode::InvalidCredentials, "invalid_credentials"),
         (ErrorCode::CsrfFailed, "csrf_failed"),
@@ -268,6 +299,9 @@ mod tests {
         (ErrorCode::OfferingInUse, "offering_in_use"),
         (ErrorCode::OfferingInactive, "offering_inactive"),
         (ErrorCode::SessionConflict, "session_conflict"),
+        (ErrorCode::QuotaExceeded, "quota_exceeded"),
+        (ErrorCode::Unserviceable, "unserviceable"),
+        (ErrorCode::GroupInUse, "group_in_use"),
         (ErrorCode::SessionNotRunning, "session_not_running"),
         (ErrorCode::NoSessionDomain, "no_session_domain"),
         (ErrorCode::NoSessionIngress, "no_session_ingress"),
@@ -275,6 +309,9 @@ mod tests {
         (ErrorCode::IngressUnreachable, "ingress_unreachable"),
         (ErrorCode::RelayFailed, "relay_failed"),
         (ErrorCode::SnapshotFailed, "snapshot_failed"),
+        (ErrorCode::QuotaExceeded, "quota_exceeded"),
+        (ErrorCode::VolumeShrinkNotAllowed, "volume_shrink_not_allowed"),
+        (ErrorCode::VolumeMounted, "volume_mounted"),
     ];
 
     #[test]

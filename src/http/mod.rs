@@ -36,6 +36,8 @@ use error::ApiError;
         (name = "audit", description = "Who changed what: logins and admin changes"),
         (name = "clusters", description = "GPU clusters: registration, probe, inventory"),
         (name = "sessions", description = "Offerings and sessions: GShareSession apply, pause, resume, delete, connect"),
+        (name = "volumes", description = "Members' persistent volumes: home workspaces, named volumes, quotas, reclaim, orphans"),
+        (name = "policies", description = "Fair sharing: groups, resource policies (global, group, user) and their effective merge"),
         (name = "internal", description = "Operator callbacks (upstream's /internal API): operator JWT, sub=operator:<cluster_id>"),
     )
 )]
@@ -59,6 +61,8 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::inventory::routes::routes())
         .merge(crate::callbacks::routes())
         .merge(crate::sessions::routes::routes())
+        .merge(crate::volumes::routes::routes())
+        .merge(crate::policy::routes::routes())
         .merge(crate::snapshot::routes::routes())
         .merge(crate::operator::routes::routes())
         .merge(crate::metrics::routes())

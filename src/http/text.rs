@@ -10,9 +10,40 @@ pub fn is_deceptive(c: char) -> bool {
 /// What a refusal says about [`is_deceptive`] characters.
 pub const DECEPTIVE_MESSAGE: &str = "must not contain bidirectional-control or zero-width characters (U+200B–U+200F, U+202A–U+202E, U+2060, U+2066–U+2069, U+FEFF, U+061C)";
 
+/// Most characters of a client-sent name an answer repeats.
+pub const MAX_ECHO_CHARS: usize = 64;
+
+/// A name from a request (a path segment) as an error message may repeat it: at most
+/// [`MAX_ECHO_CHARS`] characters (then `…`), control and [`is_deceptive`] characters written as
+/// `U+XXXX`, so an answer neither grows with what it was sent nor displays other than it reads.
+pub fn echo(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if i == MAX_ECHO_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || is_deceptive(c) {
+            out.push_str(&format!("U+{:04X}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_echoed_name_is_bounded_and_shows_what_hides() {
+        assert_eq!(echo("alice"), "alice");
+        let long = "a".repeat(5000);
+        assert_eq!(echo(&long), format!("{}…", "a".repeat(MAX_ECHO_CHARS)));
+        assert_eq!(echo("\u{202E}nimda\0x"), "U+202EnimdaU+0000x");
+        assert_eq!(echo("東京"), "東京");
+    }
 
     #[test]
     fn the_disguising_characters_and_only_those() {

@@ -168,6 +168,7 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
             cluster.node_count += 1;
             cluster_changed = true;
             txn.put(NODES, &key, &n)?;
+            super::fit::changed(txn, cluster_id);
             wrote = true;
             n
         }
@@ -183,6 +184,7 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
             }
             if n != before {
                 txn.put(NODES, &key, &n)?;
+                super::fit::changed(txn, cluster_id);
                 wrote = true;
             }
             n
@@ -250,6 +252,7 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
                 status: r.status.clone(),
             };
             txn.put(GPUS, &gpu_key, &g)?;
+            super::fit::changed(txn, cluster_id);
             wrote = true;
             node.gpu_count += 1;
             cluster.gpu_count += 1;
@@ -288,12 +291,14 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
             }
             if g != before {
                 txn.put(GPUS, &gpu_key, &g)?;
+                super::fit::changed(txn, cluster_id);
                 wrote = true;
             }
         }
     }
     if stored_node.as_ref() != Some(&node) {
         txn.put(NODES, &node_key, &node)?;
+        super::fit::changed(txn, cluster_id);
         wrote = true;
     }
     if cluster_changed {
@@ -425,6 +430,7 @@ pub fn node_decommissioned(
         Some(n) if n.decommissioning => {
             let (gone, vram) = remove_node_gpus(txn, cluster_id, hostname)?;
             NODES.delete(txn, &key)?;
+            super::fit::changed(txn, cluster_id);
             cluster.node_count = cluster.node_count.saturating_sub(1);
             cluster.gpu_count = cluster.gpu_count.saturating_sub(gone);
             cluster.vram_total_mb = cluster.vram_total_mb.saturating_sub(vram);
@@ -546,6 +552,7 @@ pub fn node_action(
         return Ok(Outcome::Unchanged(Ok(n)));
     }
     NODES.put(txn, &key, &n)?;
+    super::fit::changed(txn, &n.cluster_id);
     crate::audit::record_in(txn, clock, audit)?;
     Ok(Outcome::Wrote(Ok(n)))
 }
@@ -581,74 +588,24 @@ pub fn record_health_event(
     if ev.action.as_deref().is_some_and(|a| a.eq_ignore_ascii_case("cordon")) && !node.cordoned {
         node.cordoned = true;
         NODES.put(txn, &key, &node)?;
+        super::fit::changed(txn, &node.cluster_id);
     }
     Ok(Outcome::Wrote(true))
 }
 
-/// `POST /internal/volumes/sync`: records PVCs, pools and session disks; answers a directive per
-/// PVC. No quota change and no reclaim unless a volume is known deleted.
-pub fn volume_sync(
+/// The inventory's part of `POST /internal/volumes/sync` (the volumes room applies the PVCs and
+/// calls this in the same transaction): the storage pools' capacity and each session pod's
+/// scratch-disk use. Names that cannot be Kubernetes object names were dropped by
+/// `VolumeSync::bound`. Returns whether anything changed.
+pub fn storage_report(
     txn: &WriteTxn,
     cluster_id: &str,
-    r: &VolumeSync,
+    pools: &[PoolCapacity],
+    sessions: &[SessionDisk],
     now: i64,
-) -> Result<Outcome<VolumeSyncAnswer>, StoreError> {
-    let answer_only = |r: &VolumeSync| VolumeSyncAnswer {
-        volumes: r
-            .volumes
-            .iter()
-            .map(|v| VolumeDirective {
-                name: v.name.clone(),
-                volume_id: v.volume_id.clone(),
-                quota_gb: None,
-                reclaim: false,
-            })
-            .collect(),
-        orphans: r.volumes.iter().filter(|v| v.volume_id.is_none()).count() as u64,
-    };
-    if live_cluster(txn, cluster_id)?.is_none() {
-        return Ok(Outcome::Unchanged(answer_only(r)));
-    }
+) -> Result<bool, StoreError> {
     let mut wrote = false;
-    let mut out = Vec::with_capacity(r.volumes.len());
-    let mut orphans = 0;
-    for v in &r.volumes {
-        if !is_dns_subdomain(&v.name) {
-            // No PVC has such a name: answered, never stored.
-            orphans += u64::from(v.volume_id.is_none());
-            out.push(VolumeDirective {
-                name: v.name.clone(),
-                volume_id: v.volume_id.clone(),
-                quota_gb: None,
-                reclaim: false,
-            });
-            continue;
-        }
-        let key = format!("{cluster_id}/{}", v.name);
-        let stored = VOLUMES.get_in_write(txn, &key)?;
-        let mut rec = stored.clone().unwrap_or(VolumeRecord {
-            cluster_id: cluster_id.to_string(),
-            observed: v.clone(),
-            deleted_at: None,
-            quota_gb: None,
-        });
-        let volume_id = v.volume_id.clone().or_else(|| rec.observed.volume_id.clone());
-        rec.observed = VolumeObserved { volume_id: volume_id.clone(), ..v.clone() };
-        if stored.as_ref() != Some(&rec) {
-            VOLUMES.put(txn, &key, &rec)?;
-            wrote = true;
-        }
-        if volume_id.is_none() {
-            orphans += 1;
-        }
-        out.push(VolumeDirective {
-            name: v.name.clone(),
-            volume_id,
-            quota_gb: rec.quota_gb,
-            reclaim: rec.deleted_at.is_some(),
-        });
-    }
-    for p in r.pools.iter().filter(|p| p.capacity_bytes > 0) {
+    for p in pools.iter().filter(|p| p.capacity_bytes > 0) {
         let key = format!("{cluster_id}/{}", p.storage_class);
         let stored = POOLS.get_in_write(txn, &key)?;
         let mut value = stored
@@ -665,7 +622,7 @@ pub fn volume_sync(
             wrote = true;
         }
     }
-    for s in &r.sessions {
+    for s in sessions {
         let key = format!("{cluster_id}/{}", s.name);
         let rec = SessionDiskRecord {
             cluster_id: cluster_id.to_string(),
@@ -678,7 +635,7 @@ pub fn volume_sync(
             wrote = true;
         }
     }
-    Ok(outcome(wrote, VolumeSyncAnswer { volumes: out, orphans }))
+    Ok(wrote)
 }
 
 /// The sweep: nodes not seen for `node_stale_after` go offline; a cluster whose operator has
@@ -703,6 +660,7 @@ pub fn sweep(
             if !n.offline && !n.decommissioning && n.last_seen.is_none_or(|t| now - t > node_stale_ms) {
                 n.offline = true;
                 NODES.put(txn, &key, &n)?;
+                super::fit::changed(txn, &id);
                 report.nodes_offline.push(key);
             }
         }

@@ -26,6 +26,7 @@ pub struct ClusterPart;
 impl InventoryPart for ClusterPart {
     fn seed(&self, txn: &WriteTxn, cluster_id: &str, nodes: &[ProbedNode], now: i64) -> Result<Seeded, StoreError> {
         let mut seeded = Seeded { nodes: nodes.len() as u64, ..Seeded::default() };
+        super::fit::changed(txn, cluster_id);
         for n in nodes {
             let key = format!("{cluster_id}/{}", n.name);
             NODES.put(
@@ -80,6 +81,7 @@ impl InventoryPart for ClusterPart {
 
     fn forget(&self, txn: &WriteTxn, cluster_id: &str) -> Result<(), StoreError> {
         let prefix = format!("{cluster_id}/");
+        super::fit::changed(txn, cluster_id);
         NODES.delete_prefix(txn, &prefix)?;
         GPUS.delete_prefix(txn, &prefix)?;
         POOLS.delete_prefix(txn, &prefix)?;

@@ -14,6 +14,7 @@
 
 pub mod apply;
 pub mod cluster_part;
+pub mod fit;
 pub mod gpu_booking;
 pub mod metrics;
 pub mod model;
@@ -300,17 +301,6 @@ impl Inventory {
         self.tags.bump(cluster.as_str());
         tracing::warn!(cluster_id = %cluster, node = %log.node_id, kind = %log.kind, severity = %log.severity, action = ?log.action, known_node = known, "node health event");
         Ok(())
-    }
-
-    pub async fn volume_sync(&self, cluster: &ClusterId, r: VolumeSync) -> Result<VolumeSyncAnswer, StoreError> {
-        let now = self.clock.now_ms();
-        let id = cluster.to_string();
-        let answer =
-            self.store.write_batched_in(cluster.as_str(), move |txn| apply::volume_sync(txn, &id, &r, now)).await?;
-        if answer.orphans > 0 {
-            tracing::warn!(cluster_id = %cluster, orphans = answer.orphans, "volume sync: PVCs without a volume id; left untouched");
-        }
-        Ok(answer)
     }
 
     /// Cordon, uncordon or decommission a node (admin), audited in the same transaction.

@@ -1,11 +1,11 @@
 //! What the store keeps of the clusters' inventory — nodes, GPUs, storage pools — and of the
-//! operator's other reports (drift, health events, volumes, scratch disks), and the node views. The reports themselves, as the operator sends them, are
+//! operator's other reports (drift, health events, scratch disks), and the node views. The reports themselves, as the operator sends them, are
 //! `crate::callbacks::wire`'s.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::callbacks::wire::{GpuStatus, VolumeObserved};
+use crate::callbacks::wire::GpuStatus;
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::ClusterCounts;
 use crate::store::{JsonTable, Migration, StoreError};
@@ -23,8 +23,6 @@ pub const CLUSTER_COUNTS: JsonTable<ClusterCounts> = JsonTable::new("cluster_cou
 pub const DRIFT: JsonTable<DriftRecord> = JsonTable::new("inventory_drift");
 /// `<cluster_id>/<node>/<ulid>` -> a node health event.
 pub const HEALTH_EVENTS: JsonTable<HealthEventRecord> = JsonTable::new("node_health_events");
-/// `<cluster_id>/<pvc name>` -> what volume sync last saw of a PVC.
-pub const VOLUMES: JsonTable<VolumeRecord> = JsonTable::new("volumes");
 /// `<cluster_id>/<CR name>` -> a session pod's scratch-disk usage.
 pub const SESSION_DISKS: JsonTable<SessionDiskRecord> = JsonTable::new("session_disks");
 
@@ -48,19 +46,6 @@ pub struct HealthEventRecord {
     pub gpu_uuid: Option<String>,
     pub message: Option<String>,
     pub at: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VolumeRecord {
-    pub cluster_id: String,
-    #[serde(flatten)]
-    pub observed: VolumeObserved,
-    /// Set when the volume is deleted in gShare; its PVC may then be reclaimed.
-    #[serde(default)]
-    pub deleted_at: Option<i64>,
-    /// Desired size, when gShare manages one.
-    #[serde(default)]
-    pub quota_gb: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

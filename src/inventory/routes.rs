@@ -87,7 +87,7 @@ async fn admin_node_action(
             .details(serde_json::json!({ "cluster_id": id.as_str(), "node": node }))
     };
     if !is_dns_subdomain(node) {
-        return Err(ApiError::not_found(format!("cluster {id} has no node {node}")));
+        return Err(ApiError::not_found(format!("cluster {id} has no node {}", crate::http::text::echo(node))));
     }
     match app.inventory.node_action(&id, node.to_string(), action, entry(AuditResult::Success)).await? {
         Ok(record) => {

@@ -31,7 +31,9 @@ use crate::sessions::model::LIVE_SESSIONS;
 use crate::store::{Store, StoreError};
 use apply::{ApplyFailure, CrdDifference, Denied, ExistingInstall, ObjectResult};
 use manifests::Params;
-use model::{ATTACHMENTS, AppliedObject, Attachment, LEFTOVERS, Leftovers, Rotation, TokenInfo};
+use model::{
+    ATTACH_RESULTS, ATTACHMENTS, AppliedObject, AttachResult, Attachment, LEFTOVERS, Leftovers, Rotation, TokenInfo,
+};
 
 /// The operator's status heartbeat period (operator-contract §2.1): "connected" means a callback
 /// within two of them.
@@ -220,7 +222,7 @@ impl Operator {
                 continue;
             }
             let Ok(detail) = self.clusters.get(&id).await else { continue };
-            if self.connection(&detail.cluster, Some(a)).state == status::OperatorState::Connected {
+            if self.connection(&detail.cluster, Some(a), None).state == status::OperatorState::Connected {
                 continue;
             }
             due.push(id);
@@ -322,6 +324,27 @@ impl Operator {
     }
 
     // ---- attach and detach -------------------------------------------------------------------
+
+    /// Keeps how this attach request ended, for the cluster's view (one row per cluster, the
+    /// latest replaces the one before).
+    pub async fn record_attach_result(
+        &self,
+        id: &ClusterId,
+        ok: bool,
+        code: Option<&str>,
+        message: Option<&str>,
+        setting: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let key = id.to_string();
+        let record = AttachResult {
+            at_ms: self.clock.now_ms(),
+            ok,
+            code: code.map(str::to_string),
+            message: message.map(|m| m.chars().take(2000).collect()),
+            setting: setting.map(str::to_string),
+        };
+        self.store.write(move |txn| ATTACH_RESULTS.put(txn, &key, &record)).await
+    }
 
     pub async fn attachment(&self, id: &str) -> Result<Option<Attachment>, StoreError> {
         let key = id.to_string();
@@ -805,6 +828,8 @@ impl Operator {
                 self.store
                     .write(move |txn| {
                         ATTACHMENTS.delete(txn, &key)?;
+                        // Detached: an earlier attach's outcome no longer describes the cluster.
+                        ATTACH_RESULTS.delete(txn, &key)?;
                         if kept_crds.is_empty() {
                             LEFTOVERS.delete(txn, &key)?;
                         } else {

@@ -13,6 +13,23 @@ pub const ATTACHMENTS: JsonTable<Attachment> = JsonTable::new("operator_attachme
 /// detach removes them once nothing holds them.
 pub const LEFTOVERS: JsonTable<Leftovers> = JsonTable::new("operator_leftovers");
 
+/// `clu_…` -> how the last attach through the API ended: the cluster's row says it after the
+/// dialog that showed it is closed (a refusal otherwise read as plain "not attached").
+pub const ATTACH_RESULTS: JsonTable<AttachResult> = JsonTable::new("operator_attach_results");
+
+/// The outcome of one attach request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachResult {
+    /// Unix ms.
+    pub at_ms: i64,
+    pub ok: bool,
+    /// The refusal's error code (`setting_required`, `cluster_forbidden`, …) and message.
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// For `setting_required`: which setting (`public_url`, `session_domain`).
+    pub setting: Option<String>,
+}
+
 /// What a completed detach left on a cluster, still gShare's to remove.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Leftovers {

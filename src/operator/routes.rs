@@ -41,6 +41,40 @@ where
         .routes(routes!(detach))
         .routes(routes!(operator_token))
         .routes(routes!(operator_manifests))
+        .routes(routes!(settings))
+}
+
+/// The server's own settings that decide whether a cluster can be attached and its sessions
+/// opened: what the console's first-run checklist and the attach panel read.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ServerSettings {
+    /// `public_url`: the address the operator calls back (and links point at).
+    pub public_url: String,
+    /// Why an operator inside a cluster cannot call `public_url` back (a loopback address, say);
+    /// `null` when it can. Attach is refused while this is set.
+    pub public_url_problem: Option<String>,
+    /// The default session domain (`session_domain`): clusters without their own use it; `null`:
+    /// each cluster needs its own before attach.
+    pub session_domain: Option<String>,
+    /// `https` or `http`: the scheme of session URLs.
+    pub session_url_scheme: String,
+    /// The configuration file the settings were read from; `null`: built-in defaults and the
+    /// environment (`GSHARE_*`) only.
+    pub config_file: Option<String>,
+}
+
+/// The settings attach and sessions depend on (admins only).
+#[utoipa::path(get, path = "/api/v1/settings", tag = "system",
+    responses((status = 200, body = ServerSettings), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn settings(State(app): State<OperatorState>, _admin: AdminCaller) -> axum::Json<ServerSettings> {
+    let c = &app.config;
+    axum::Json(ServerSettings {
+        public_url: c.public_url.clone(),
+        public_url_problem: super::manifests::check_control_plane_url(&c.public_url, "public_url").err(),
+        session_domain: c.session_domain.clone(),
+        session_url_scheme: c.session_url_scheme.clone(),
+        config_file: c.source.as_ref().map(|p| p.display().to_string()),
+    })
 }
 
 impl From<OperatorError> for ApiError {
@@ -321,6 +355,19 @@ async fn attach(
         Err(e) => json!({ "force": force, "message": e.message }),
     };
     audit(&app.audit, &meta, &admin, "cluster.attach", id.as_str(), details, &outcome).await;
+    // Kept on the cluster (its view's `operator.last_attach`), except for a cluster that is not
+    // there: nothing to keep it on.
+    let kept = match &outcome {
+        Ok(_) => Some((true, None, None, None)),
+        Err(e) if e.code == ErrorCode::NotFound => None,
+        Err(e) => Some((false, Some(e.code.as_str()), Some(e.message.as_str()), e.details["setting"].as_str())),
+    };
+    if let Some((ok, code, message, setting)) = kept {
+        // The attach itself happened; failing to note its outcome must not turn its answer into an error.
+        if let Err(e) = app.operator.record_attach_result(&id, ok, code, message, setting).await {
+            tracing::warn!(cluster = %id, error = %e, "could not keep the attach result");
+        }
+    }
     Ok(axum::Json(outcome?))
 }
 

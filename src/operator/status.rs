@@ -3,7 +3,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::model::Attachment;
+use super::model::{AttachResult, Attachment};
 use super::{CALLBACK_INTERVAL, Operator, Rejection, TokenView};
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::ClusterView;
@@ -41,11 +41,43 @@ pub struct OperatorConnection {
     /// The operator's Deployment, pods, log tail and Events as last read from the cluster
     /// (while it is silent, at most every 30 s, and on every connection test).
     pub pod: Option<super::pod::OperatorPods>,
+    /// How the last attach request ended (kept until the next one, or a detach).
+    pub last_attach: Option<AttachResultView>,
+}
+
+/// The last attach request's outcome, as a cluster's view shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct AttachResultView {
+    /// RFC 3339.
+    pub at: String,
+    pub ok: bool,
+    /// The refusal's error code, e.g. `setting_required`, `cluster_forbidden`, `cluster_unreachable`.
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// For `setting_required`: `public_url` or `session_domain`.
+    pub setting: Option<String>,
+}
+
+impl From<&AttachResult> for AttachResultView {
+    fn from(r: &AttachResult) -> Self {
+        Self {
+            at: rfc3339_ms(r.at_ms),
+            ok: r.ok,
+            code: r.code.clone(),
+            message: r.message.clone(),
+            setting: r.setting.clone(),
+        }
+    }
 }
 
 impl Operator {
     /// The operator's state for a cluster, from its attachment, its last callback and refused tokens.
-    pub fn connection(&self, view: &ClusterView, attachment: Option<&Attachment>) -> OperatorConnection {
+    pub fn connection(
+        &self,
+        view: &ClusterView,
+        attachment: Option<&Attachment>,
+        last_attach: Option<&AttachResult>,
+    ) -> OperatorConnection {
         let now = self.clock.now_ms();
         let age = view.heartbeat_age_s;
         let fresh = age.is_some_and(|a| a <= 2 * CALLBACK_INTERVAL.as_secs() as i64);
@@ -97,6 +129,7 @@ impl Operator {
             image: attachment.map(|a| a.image.clone()),
             control_plane_url: attachment.map(|a| a.control_plane_url.clone()),
             pod: pods,
+            last_attach: last_attach.map(AttachResultView::from),
         }
     }
 
@@ -107,8 +140,16 @@ impl Operator {
         &self,
         views: &[ClusterView],
     ) -> Result<Vec<OperatorConnection>, crate::store::StoreError> {
-        let all = self.store.read(|txn| super::model::ATTACHMENTS.list(txn)).await?;
+        let (all, results) = self
+            .store
+            .read(|txn| Ok((super::model::ATTACHMENTS.list(txn)?, super::model::ATTACH_RESULTS.list(txn)?)))
+            .await?;
         let by_id: std::collections::HashMap<&str, &Attachment> = all.iter().map(|(k, a)| (k.as_str(), a)).collect();
-        Ok(views.iter().map(|v| self.connection(v, by_id.get(v.id.as_str()).copied())).collect())
+        let last: std::collections::HashMap<&str, &AttachResult> =
+            results.iter().map(|(k, r)| (k.as_str(), r)).collect();
+        Ok(views
+            .iter()
+            .map(|v| self.connection(v, by_id.get(v.id.as_str()).copied(), last.get(v.id.as_str()).copied()))
+            .collect())
     }
 }

@@ -124,6 +124,43 @@ impl ConnectKeys {
     }
 }
 
+/// The header the `/proxy/` relay passes a verified console user in (the console's cookie itself
+/// never crosses the relay): an HS256 value signed with the session-cookie key, `{cu, adm, exp}`,
+/// good for [`CONSOLE_USER_TTL_S`]. The ingress hands it to verify with the request's headers.
+/// It can only narrow what verify allows (a member's name refuses other members' links; no
+/// value allows what a browser without a console cookie is allowed), and a client cannot make
+/// one: the relay drops every client-sent `X-GShare-*` and verify checks the signature.
+pub const CONSOLE_USER_HEADER: &str = "x-gshare-console-user";
+pub const CONSOLE_USER_TTL_S: i64 = 60;
+
+/// What [`CONSOLE_USER_HEADER`] carries. Its fields differ from a cookie's (`sid`, `owner`), so
+/// neither is ever read as the other.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsoleUserClaims {
+    cu: String,
+    adm: bool,
+    exp: i64,
+}
+
+impl ConnectKeys {
+    /// The relay's signed statement that the browser is signed in to the console as `name`.
+    pub(crate) fn console_user_assertion(&self, name: &str, admin: bool, now_s: i64) -> Option<String> {
+        let c = ConsoleUserClaims { cu: name.to_string(), adm: admin, exp: now_s + CONSOLE_USER_TTL_S };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &c, &self.encoding).ok()
+    }
+
+    /// The console user a relay's [`CONSOLE_USER_HEADER`] names, when signed here and not expired.
+    pub(crate) fn asserted_console_user(&self, value: &str, now_s: i64) -> Option<(String, bool)> {
+        let mut v = Validation::new(Algorithm::HS256);
+        v.set_required_spec_claims(&["exp"]);
+        v.validate_exp = false;
+        v.leeway = 0;
+        let c = jsonwebtoken::decode::<ConsoleUserClaims>(value, &self.decoding, &v).ok()?.claims;
+        (c.exp > now_s).then_some((c.cu, c.adm))
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct CookieClaims {
     sid: String,
@@ -156,7 +193,8 @@ pub struct VerifyRequest {
     pub client_addr: Option<String>,
     pub user_agent: Option<String>,
     /// The account the browser is signed in to the console as, when its console cookie came
-    /// along, and whether it is an admin's: a token minted for another account is refused to a
+    /// along (or, through the `/proxy/` relay, which drops that cookie, the relay's signed
+    /// [`CONSOLE_USER_HEADER`]), and whether it is an admin's: a token minted for another account is refused to a
     /// member (a forwarded link opens nothing for a colleague); an admin may open any session.
     pub console_user: Option<(String, bool)>,
 }
@@ -347,6 +385,16 @@ impl Sessions {
             token,
             expires_at: rfc3339_ms(now + TOKEN_TTL_MS),
         })
+    }
+
+    /// The console user a relay asserted in [`CONSOLE_USER_HEADER`] (see there).
+    pub fn asserted_console_user(&self, value: &str) -> Option<(String, bool)> {
+        self.connect.asserted_console_user(value, self.clock().now_ms().div_euclid(1000))
+    }
+
+    /// [`CONSOLE_USER_HEADER`]'s value for a browser signed in to the console as `name`.
+    pub fn console_user_assertion(&self, name: &str, admin: bool) -> Option<String> {
+        self.connect.console_user_assertion(name, admin, self.clock().now_ms().div_euclid(1000))
     }
 
     /// The sid of a valid (signed, unexpired) `gshare_session` cookie.

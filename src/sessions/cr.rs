@@ -125,6 +125,9 @@ pub fn build(s: &SessionRecord, namespace: &str, excluded: &[String]) -> Value {
     }
     spec.insert("paused".into(), json!(s.paused));
     spec.insert("excludedNodes".into(), json!(excluded));
+    if !s.volumes.is_empty() {
+        spec.insert("volumes".into(), Value::Array(s.volumes.iter().map(volume_spec).collect()));
+    }
     json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": KIND,
@@ -135,6 +138,18 @@ pub fn build(s: &SessionRecord, namespace: &str, excluded: &[String]) -> Value {
             "annotations": annotations,
         },
         "spec": spec,
+    })
+}
+
+/// One `spec.volumes[]` entry as the CRD's `VolumeSpec` takes it: `name` is the volume id (the
+/// operator's PVC is its sanitized form), `mode` the PVC access mode, `sizeGb` the claim's size.
+fn volume_spec(v: &super::model::SessionVolume) -> Value {
+    json!({
+        "name": v.volume_id,
+        "mountPath": v.mount_path,
+        "mode": v.mode.as_kube(),
+        "readOnly": v.read_only,
+        "sizeGb": v.size_gb,
     })
 }
 
@@ -289,9 +304,41 @@ mod tests {
         assert_eq!(spec["memGb"], 4);
         assert_eq!(spec["paused"], false);
         assert_eq!(spec["excludedNodes"], json!(["gpu-2", "gpu-9"]));
+        assert!(spec.get("volumes").is_none(), "no volumes: the key is left out (merged over as null)");
         let m = merge_over(&o);
+        assert!(m["spec"]["volumes"].is_null() && m["spec"].get("volumes").is_some());
         assert!(m["spec"]["pinnedGpuUuid"].is_null() && m["spec"].get("pinnedGpuUuid").is_some());
         assert!(m["metadata"]["annotations"].get("gshare.io/max-runtime-sec").is_some_and(Value::is_null));
+    }
+
+    #[test]
+    fn volumes_are_the_crds_volume_specs() {
+        use crate::sessions::model::{AccessMode, SessionVolume};
+        let mut s = session();
+        s.volumes = vec![
+            SessionVolume {
+                volume_id: "vol_01JHOME0000000000000000000".into(),
+                mount_path: "/workspace".into(),
+                mode: AccessMode::ReadWriteOnce,
+                read_only: false,
+                size_gb: 20,
+            },
+            SessionVolume {
+                volume_id: "vol_01JDATA0000000000000000000".into(),
+                mount_path: "/data/imagenet".into(),
+                mode: AccessMode::ReadOnlyMany,
+                read_only: true,
+                size_gb: 500,
+            },
+        ];
+        let o = build(&s, "gshare-sessions", &[]);
+        assert_eq!(
+            o["spec"]["volumes"],
+            json!([
+                {"name": "vol_01JHOME0000000000000000000", "mountPath": "/workspace", "mode": "ReadWriteOnce", "readOnly": false, "sizeGb": 20},
+                {"name": "vol_01JDATA0000000000000000000", "mountPath": "/data/imagenet", "mode": "ReadOnlyMany", "readOnly": true, "sizeGb": 500}
+            ])
+        );
     }
 
     #[test]

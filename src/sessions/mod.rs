@@ -4,6 +4,7 @@
 //! Order of work for every change: the record is written first (so a crash leaves a trace that
 //! says what was being done), then the cluster is asked, then the outcome is recorded.
 
+pub mod admission;
 pub mod connect;
 pub mod cr;
 pub mod listing;
@@ -156,6 +157,24 @@ impl std::fmt::Debug for Gate {
     }
 }
 
+/// The persistent volumes a new session mounts, decided inside its create transaction from the
+/// owner and the cluster it is placed on (the owner's home workspace there, made on their first
+/// session, and their named volumes there). The volumes room (beside this one) decides and writes
+/// its own tables; the composition root hands `Sessions` the function.
+pub type VolumeHook = Arc<
+    dyn Fn(&crate::store::WriteTxn, &str, &ClusterRecord, i64) -> Result<Vec<SessionVolume>, StoreError> + Send + Sync,
+>;
+
+/// The hook as `Sessions` keeps it (a closure has no `Debug`).
+#[derive(Clone)]
+struct Mounts(VolumeHook);
+
+impl std::fmt::Debug for Mounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VolumeHook")
+    }
+}
+
 #[derive(Debug)]
 pub struct Sessions {
     store: Store,
@@ -172,6 +191,10 @@ pub struct Sessions {
     beats: reports::HeldBeats,
     /// Whether a cluster's operator is there to run a new session.
     operator_gate: Gate,
+    /// The volumes a new session mounts (none without it).
+    mounts: Option<Mounts>,
+    /// The owner's resource policy and the fit check, before anything is recorded.
+    admission: admission::Admission,
 }
 
 impl Sessions {
@@ -185,6 +208,7 @@ impl Sessions {
     ) -> Self {
         Self {
             operator_gate: Gate(operator_gate),
+            admission: admission::Admission::new(store.clone()),
             store,
             clock,
             config,
@@ -194,7 +218,14 @@ impl Sessions {
             lookups: Default::default(),
             session_hosts: Default::default(),
             beats: Default::default(),
+            mounts: None,
         }
+    }
+
+    /// Sessions created from now on mount what `hook` decides (see [`VolumeHook`]).
+    pub fn with_volumes(mut self, hook: VolumeHook) -> Self {
+        self.mounts = Some(Mounts(hook));
+        self
     }
 
     fn cr_client(&self, cluster_id: &str) -> Result<CrClient, CrError> {
@@ -237,15 +268,17 @@ impl Sessions {
         Ok(self
             .store
             .read(move |txn| {
-                let live_sessions = live_sessions(txn)?;
+                // Counted for admins only: a member is not told the fleet's activity.
+                let live_sessions = if viewer == Viewer::Admin { Some(live_sessions(txn)?) } else { None };
                 let mut out: Vec<OfferingView> = OFFERINGS
                     .list(txn)?
                     .into_iter()
                     .filter(|(_, o)| status.is_none_or(|s| o.status == s))
                     .filter(|(_, o)| viewer.sees(o))
                     .map(|(_, o)| {
-                        let live = live_sessions.iter().filter(|s| s.offering_id == o.id).count();
-                        OfferingView::new(&o, live as u64)
+                        let live =
+                            live_sessions.as_ref().map(|l| l.iter().filter(|s| s.offering_id == o.id).count() as u64);
+                        OfferingView::new(&o, live)
                     })
                     .collect();
                 out.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()).then(a.id.cmp(&b.id)));
@@ -260,8 +293,12 @@ impl Sessions {
         self.store
             .read(move |txn| {
                 let Some(o) = OFFERINGS.get(txn, &id)?.filter(|o| viewer.sees(o)) else { return Ok(None) };
-                let live = live_sessions(txn)?.iter().filter(|s| s.offering_id == o.id).count();
-                Ok(Some(OfferingView::new(&o, live as u64)))
+                let live = if viewer == Viewer::Admin {
+                    Some(live_sessions(txn)?.iter().filter(|s| s.offering_id == o.id).count() as u64)
+                } else {
+                    None
+                };
+                Ok(Some(OfferingView::new(&o, live)))
             })
             .await?
             .ok_or_else(|| SessionError::NotFound("no such offering".into()))
@@ -287,7 +324,7 @@ impl Sessions {
                 Ok::<_, SessionError>(())
             })
             .await?;
-        Ok(OfferingView::new(&record, 0))
+        Ok(OfferingView::new(&record, Some(0)))
     }
 
     pub async fn patch_offering(
@@ -308,7 +345,7 @@ impl Sessions {
                 for (sid, _) in LIVE_SESSIONS.list_in_write(txn)? {
                     live += usize::from(SESSIONS.get_in_write(txn, &sid)?.is_some_and(|s| s.offering_id == id));
                 }
-                Ok((OfferingView::new(&new, live as u64), fields))
+                Ok((OfferingView::new(&new, Some(live as u64)), fields))
             })
             .await
     }
@@ -373,6 +410,8 @@ impl Sessions {
         let wanted = req.cluster_id.clone();
         let offering_id = req.offering_id.clone();
         let (sid, clusters, gate) = (id.clone(), self.clusters.clone(), self.operator_gate.0.clone());
+        let mounts = self.mounts.clone();
+        let admission = self.admission.clone();
         let record = self
             .store
             .write_with(move |txn| {
@@ -392,6 +431,12 @@ impl Sessions {
                 if let Some(i) = image {
                     shape.image = i;
                 }
+                admission.check(txn, &owner, &cluster, &mut shape, None, true)?;
+                // Only an admitted session makes a home volume.
+                let volumes = match &mounts {
+                    Some(Mounts(hook)) => hook(txn, &owner, &cluster, now)?,
+                    None => Vec::new(),
+                };
                 let s = SessionRecord {
                     id: sid.clone(),
                     cluster_id: cluster.id.clone(),
@@ -416,6 +461,7 @@ impl Sessions {
                     resumed_at: None,
                     paused: false,
                     cr_applied: false,
+                    volumes,
                 };
                 put_session(txn, &s)?;
                 Ok(s)
@@ -529,6 +575,7 @@ impl Sessions {
         if !s.actions().contains(&Action::Resume) {
             return Err(Self::not_allowed(&s, "resume"));
         }
+        self.admit_resume(&s).await?;
         let now = self.clock.now_ms();
         let excluded = self.excluded_nodes(&s.cluster_id).await;
         let generation = self
@@ -552,6 +599,21 @@ impl Sessions {
             s.set_phase(Phase::Running, now);
         })
         .await
+    }
+
+    /// A resume counts the session against its owner's policy as it is now (a limit lowered
+    /// below use refuses it) and, unless it still holds its card, needs a card that fits.
+    async fn admit_resume(&self, s: &SessionRecord) -> Result<(), SessionError> {
+        let (admission, s) = (self.admission.clone(), s.clone());
+        self.store
+            .write_with(move |txn| {
+                let cluster = CLUSTERS
+                    .get_in_write(txn, &s.cluster_id)?
+                    .ok_or_else(|| SessionError::NotFound(format!("no cluster {}", s.cluster_id)))?;
+                let mut shape = s.shape.clone();
+                admission.check(txn, &s.owner, &cluster, &mut shape, Some(&s.shape), s.bound_gpu_uuid.is_none())
+            })
+            .await
     }
 
     /// Deletes the CR and marks the session terminating (the operator's finalizer reports

@@ -155,14 +155,16 @@ pub struct OfferingView {
     pub shape: Shape,
     pub status: OfferingStatus,
     pub created_at: String,
-    /// Live sessions created from it.
-    pub sessions: u64,
+    /// Live sessions created from it: admins only (a member is not told how busy the lab is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u64>,
     /// The groups whose members see it; `null`: every member.
     pub visible_to: Option<Vec<String>>,
 }
 
 impl OfferingView {
-    pub fn new(r: &OfferingRecord, live_sessions: u64) -> Self {
+    /// `live_sessions`: `None` for a member's view.
+    pub fn new(r: &OfferingRecord, live_sessions: Option<u64>) -> Self {
         Self {
             id: r.id.clone(),
             name: r.name.clone(),
@@ -266,6 +268,56 @@ pub struct SessionRecord {
     /// The CR exists on the cluster (created and not yet deleted by us).
     #[serde(default)]
     pub cr_applied: bool,
+    /// The persistent volumes its CR mounts (`spec.volumes`), fixed when it is created: the
+    /// owner's home workspace on this cluster and their named volumes there (the volumes room
+    /// decides them, through [`super::VolumeHook`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<SessionVolume>,
+}
+
+/// A volume's access class as the API names it (upstream's `access_mode`: RWO, RWX, ROX).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+pub enum AccessMode {
+    #[serde(rename = "RWO")]
+    ReadWriteOnce,
+    #[serde(rename = "RWX")]
+    ReadWriteMany,
+    #[serde(rename = "ROX")]
+    ReadOnlyMany,
+}
+
+impl AccessMode {
+    /// The API's short name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadWriteOnce => "RWO",
+            Self::ReadWriteMany => "RWX",
+            Self::ReadOnlyMany => "ROX",
+        }
+    }
+
+    /// The PVC access mode the CR's `spec.volumes[].mode` carries (the CRD's enum).
+    pub fn as_kube(self) -> &'static str {
+        match self {
+            Self::ReadWriteOnce => "ReadWriteOnce",
+            Self::ReadWriteMany => "ReadWriteMany",
+            Self::ReadOnlyMany => "ReadOnlyMany",
+        }
+    }
+}
+
+/// One entry of the CR's `spec.volumes` (contract §3: `name` is the volume id, the operator makes
+/// the PVC `vol-…` from it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SessionVolume {
+    /// `vol_<ULID>`.
+    pub volume_id: String,
+    pub mount_path: String,
+    pub mode: AccessMode,
+    #[serde(default)]
+    pub read_only: bool,
+    /// The size the PVC is made with (GiB).
+    pub size_gb: i64,
 }
 
 impl SessionRecord {
@@ -295,6 +347,7 @@ impl SessionRecord {
             resumed_at: None,
             paused: false,
             cr_applied: false,
+            volumes: Vec::new(),
         }
     }
 
@@ -567,6 +620,8 @@ pub struct SessionView {
     pub live: bool,
     /// Allowed now.
     pub actions: Vec<Action>,
+    /// The persistent volumes it mounts (its CR's `spec.volumes`).
+    pub volumes: Vec<SessionVolume>,
 }
 
 impl From<&SessionRecord> for SessionView {
@@ -594,6 +649,7 @@ impl From<&SessionRecord> for SessionView {
             last_report_at: s.last_report_at.map(rfc3339_ms),
             live: s.is_live(),
             actions: s.actions(),
+            volumes: s.volumes.clone(),
         }
     }
 }
@@ -653,6 +709,12 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
         LIVE_SESSIONS.delete(txn, &session.id)?;
     }
     index_for_lists(txn, old.as_ref(), session)?;
+    // Fair sharing: the owner's use moves only when the session starts or stops counting.
+    let was = old.as_ref().filter(|o| o.is_live()).map(|o| (o.owner.as_str(), charge_of(&o.shape)));
+    let now = session.is_live().then(|| (session.owner.as_str(), charge_of(&session.shape)));
+    if was != now {
+        crate::policy::model::charge_moved(txn, was, now)?;
+    }
     // The owner's live events (a member hears of their own sessions only).
     txn.note_key(&owner_sessions_key(&session.owner));
     if let Some(was) = old.as_ref().filter(|o| o.owner != session.owner) {
@@ -660,6 +722,32 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
     }
     SESSIONS.put(txn, &session.id, session)
 }
+
+/// What a live session holds against its owner's resource policy.
+pub fn charge_of(shape: &Shape) -> crate::policy::model::Charge {
+    crate::policy::model::Charge {
+        cpu: shape.cpu,
+        mem_gb: shape.mem_gb,
+        gpu_mem_mb: shape.gpu_mem_mb.unwrap_or(0),
+        gpu_cores: shape.gpu_cores.unwrap_or(0),
+        storage_gb: shape.disk_gb,
+    }
+}
+
+/// Schema 7: each owner's use (fair sharing) counted from the live sessions.
+pub const COUNT_OWNER_USAGE: Migration = Migration {
+    to: 7,
+    what: "each owner's live sessions counted for the resource policies",
+    run: |txn| {
+        let mut live = Vec::new();
+        for (id, _) in LIVE_SESSIONS.list_in_write(txn)? {
+            if let Some(s) = SESSIONS.get_in_write(txn, &id)?.filter(SessionRecord::is_live) {
+                live.push((s.owner.clone(), charge_of(&s.shape)));
+            }
+        }
+        crate::policy::model::recount_usage(txn, live.iter().map(|(o, c)| (o.as_str(), *c))).map(drop)
+    },
+};
 
 /// The name a commit that writes one of `owner`'s sessions is noted under besides its tables
 /// ([`crate::store::WriteTxn::note_key`]): `Store::table_generation(&[&owner_sessions_key(o)])`
@@ -817,5 +905,49 @@ mod tests {
         store.write(|txn| rebuild_list_indexes(txn).map(drop)).await.unwrap();
         let rebuilt = store.read(|txn| SESSION_COUNTS.list(txn)).await.unwrap();
         assert_eq!(kept, rebuilt);
+    }
+
+    /// An owner's use follows their sessions' liveness in the same transaction, and a recount
+    /// (the schema step) gives what the writes kept.
+    #[tokio::test]
+    async fn owner_usage_follows_liveness_and_a_recount_agrees() {
+        use crate::policy::model::{USAGE, Usage};
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("gshare.redb"), crate::MIGRATIONS).unwrap();
+        let shape = Shape { gpu_mem_mb: Some(1024), gpu_cores: Some(10), ..Shape::default() };
+        store
+            .write(move |txn| {
+                for id in ["ses_A", "ses_B"] {
+                    put_session(
+                        txn,
+                        &SessionRecord { shape: shape.clone(), ..SessionRecord::new(id, "clu_1", "c", "u1", 0) },
+                    )?;
+                }
+                // A report that changes nothing of the charge writes no usage.
+                let mut a = SESSIONS.get_in_write(txn, "ses_A")?.unwrap();
+                a.set_phase(Phase::Running, 1);
+                put_session(txn, &a)
+            })
+            .await
+            .unwrap();
+        let u = store.read(|txn| USAGE.get(txn, "u1")).await.unwrap().unwrap();
+        assert_eq!(u, Usage { active: 2, cpu: 2, mem_gb: 8, gpu_mem_mb: 2048, gpu_cores: 20, storage_gb: 20 });
+        store
+            .write(|txn| {
+                let mut b = SESSIONS.get_in_write(txn, "ses_B")?.unwrap();
+                b.set_phase(Phase::Terminated, 2);
+                put_session(txn, &b)?;
+                let mut a = SESSIONS.get_in_write(txn, "ses_A")?.unwrap();
+                a.owner = "u2".into();
+                put_session(txn, &a)
+            })
+            .await
+            .unwrap();
+        let (u1, u2) = store.read(|txn| Ok((USAGE.get(txn, "u1")?, USAGE.get(txn, "u2")?))).await.unwrap();
+        assert_eq!(u1, None, "no live session: no row");
+        assert_eq!(u2.unwrap().active, 1);
+        let kept = store.read(|txn| USAGE.list(txn)).await.unwrap();
+        store.write(|txn| (COUNT_OWNER_USAGE.run)(txn)).await.unwrap();
+        assert_eq!(store.read(|txn| USAGE.list(txn)).await.unwrap(), kept);
     }
 }

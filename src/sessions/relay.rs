@@ -8,7 +8,9 @@
 //! path it routed, never the raw one. Credentials and identity do not cross it: the request loses
 //! `Authorization`, the console's cookies, other sessions' `gshare_session` cookies, any client-sent
 //! `X-GShare-*`, `X-Original-*` and `X-Forwarded-*`; it gains `X-GShare-Session`/`X-GShare-User` from
-//! the session record and the session's own `Host`. The response loses any `Set-Cookie` for the
+//! the session record, the session's own `Host`, and, when the browser sent a valid console
+//! cookie, `X-GShare-Console-User`: who that cookie signs in, signed for verify (the
+//! `other_user` check), never the cookie. The response loses any `Set-Cookie` for the
 //! console's cookies or for another session's path; otherwise the app's answer is passed on as it
 //! came (its error pages and headers: no JSON envelope, no console CSP or frame options).
 
@@ -212,7 +214,11 @@ fn relay_error(status: StatusCode, code: ErrorCode, message: String) -> Response
 }
 
 /// `ANY /proxy/{cr}/…`.
-pub async fn relay(State(app): State<SessionsState>, mut req: Request) -> Response {
+pub async fn relay(
+    State(app): State<SessionsState>,
+    State(gate): State<crate::auth::guard::Gate>,
+    mut req: Request,
+) -> Response {
     let raw = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
     let routed = match route(&raw) {
         Ok(r) => r,
@@ -304,6 +310,14 @@ pub async fn relay(State(app): State<SessionsState>, mut req: Request) -> Respon
             "the session domain is not a header value".into(),
         );
     };
+    // The console's cookie does not cross (it is a credential), but who it signs in matters to
+    // verify (a member's browser opens no other member's link): passed on as the relay's signed
+    // statement, which verify checks as it would the cookie (see `CONSOLE_USER_HEADER`).
+    if let Some((name, admin)) = crate::auth::guard::console_user(&gate, &parts.headers)
+        && let Some(v) = app.sessions.console_user_assertion(&name, admin).and_then(|v| HeaderValue::from_str(&v).ok())
+    {
+        headers.insert(HeaderName::from_static(super::connect::CONSOLE_USER_HEADER), v);
+    }
     headers.insert(header::HOST, host.clone());
     headers.insert(HeaderName::from_static("x-forwarded-host"), host);
     for (name, value) in [("x-gshare-session", &session.session_id), ("x-gshare-user", &session.owner)] {

@@ -519,7 +519,10 @@ async fn connect_verify(
         client_addr: text("x-real-ip")
             .or_else(|| text("x-forwarded-for").and_then(|v| v.split(',').next().map(|a| a.trim().to_string()))),
         user_agent: text("user-agent"),
-        console_user: crate::auth::guard::console_user(&gate, &headers),
+        // The console cookie when the ingress forwards it; through our relay (which drops it)
+        // the user the relay verified and signed.
+        console_user: crate::auth::guard::console_user(&gate, &headers)
+            .or_else(|| text(super::connect::CONSOLE_USER_HEADER).and_then(|v| app.sessions.asserted_console_user(&v))),
     };
     match app.sessions.verify(req).await? {
         Ok(v) => {

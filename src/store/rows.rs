@@ -18,6 +18,9 @@ pub trait Rows {
     -> Result<(), StoreError>;
     /// Whether writes here are durable (a write transaction) or only noted (a dry run).
     fn durable(&self) -> bool;
+    /// Notes a finer name than a table that this change touches ([`WriteTxn::note_key`]); a dry
+    /// run notes nothing.
+    fn note_key(&self, _name: &str) {}
 }
 
 impl Rows for WriteTxn {
@@ -36,6 +39,10 @@ impl Rows for WriteTxn {
 
     fn durable(&self) -> bool {
         true
+    }
+
+    fn note_key(&self, name: &str) {
+        WriteTxn::note_key(self, name);
     }
 }
 

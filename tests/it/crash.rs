@@ -65,6 +65,12 @@ async fn answered_writes_survive_kill_9_and_counters_stay_exact() {
     let offering = json!({"name": "slice", "resource_class": "gpu", "image": "ghcr.io/lab/x:1", "gpu_mem_mb": 1024, "gpu_cores": 10});
     let res = http.post(format!("{base}/api/v1/offerings")).bearer_auth(&admin).json(&offering).send().await.unwrap();
     let off = res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    // The seeded global policy allows one live session per owner; this test creates many.
+    let res = http.get(format!("{base}/api/v1/resource-policies")).bearer_auth(&admin).send().await.unwrap();
+    for p in res.json::<Value>().await.unwrap()["data"].as_array().unwrap() {
+        let url = format!("{base}/api/v1/resource-policies/{}", p["id"].as_str().unwrap());
+        assert_eq!(http.delete(url).bearer_auth(&admin).send().await.unwrap().status(), 204);
+    }
     // The operator's first callback: sessions are placed only where one is connected.
     let node = json!({"node_id": "crash-node-0", "node_ready": true, "cluster_id": cid});
     let res = http.post(format!("{base}/internal/inventory/nodes")).bearer_auth(&op).json(&node).send().await.unwrap();

@@ -105,7 +105,7 @@ async fn a_members_stream_hears_of_their_own_sessions_and_not_of_others() {
     let cid = crate::sessions::register(&s, "gpu-m", &c).await;
     let off = crate::sessions::offering(&s, "slice").await;
     let body = json!({"username": "alice", "password": "alice's long passphrase"});
-    crate::sessions::send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    crate::users::create_own(&s, body).await;
     let alice = s.app().auth.api.mint("user:alice", Duration::from_secs(3600)).unwrap();
     let op = crate::sessions::operator(&s, &cid);
 
@@ -144,6 +144,15 @@ async fn a_members_stream_hears_of_their_own_sessions_and_not_of_others() {
     let cr = hers["cr_name"].as_str().unwrap();
     crate::sessions::report(&s, &op, cr, json!({"phase": "Running", "ts": crate::sessions::ts(&s)})).await;
     read_until_from(&mut stream, &mut text, seen, "event: sessions\n").await;
+    // Her stream counts its own events (hello 0, then 1, 2, …): the store's commit generations
+    // (dozens by now: the cluster, the offerings, bob's session) would tell the fleet's activity.
+    let shown: Vec<u64> = text
+        .match_indices(r#""generation":"#)
+        .map(|(i, m)| text[i + m.len()..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap())
+        .collect();
+    let counted: Vec<u64> = (0..shown.len() as u64).collect();
+    assert_eq!(shown, counted, "{text}");
+    assert!(shown.len() >= 3, "{text}");
     // The admin's other topics never reach a member.
     for other in ["clusters", "inventory", "overview", "audit"] {
         assert!(!text.contains(&format!("event: {other}\n")), "{other} in {text}");

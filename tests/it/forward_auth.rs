@@ -534,7 +534,7 @@ async fn a_link_minted_for_one_member_opens_nothing_for_another() {
     let mut console = std::collections::HashMap::new();
     for name in ["alice", "bob"] {
         let body = json!({"username": name, "password": format!("{name}'s long passphrase")});
-        send(&s, reqwest::Method::POST, "/api/v1/users", Some(body), 201).await;
+        crate::users::create_own(&s, body).await;
         let res = s
             .client
             .post(s.url("/api/v1/auth/login"))
@@ -588,5 +588,69 @@ async fn a_link_minted_for_one_member_opens_nothing_for_another() {
     assert_eq!(res.status(), 200);
     let v = send(&s, reqwest::Method::GET, "/api/v1/audit?action=session.connect&actor=user:alice", None, 200).await;
     assert_eq!(v["data"][0]["details"]["as_admin"], false, "{v}");
+    s.stop().await;
+}
+
+/// Signs `name` in to the console: `gshare_console=<token>`.
+async fn console_cookie(s: &TestServer, name: &str) -> String {
+    let body = json!({"username": name, "password": format!("{name}'s long passphrase")});
+    let res = s.client.post(s.url("/api/v1/auth/login")).json(&body).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    format!("gshare_console={}", v["access_token"].as_str().unwrap())
+}
+
+#[tokio::test]
+async fn through_the_relay_a_members_console_cookie_opens_no_other_members_link() {
+    let (s, _c, cid, [a, b]) = two_sessions("fa-relay-members").await;
+    let (ingress, _st) = auth_ingress(&s).await;
+    let body = json!({"session_ingress": ingress.to_string()});
+    send(&s, reqwest::Method::PATCH, &format!("/api/v1/clusters/{cid}"), Some(body), 200).await;
+    for name in ["alice", "bob"] {
+        let body = json!({"username": name, "password": format!("{name}'s long passphrase")});
+        crate::users::create_own(&s, body).await;
+    }
+    let (alice, bob) = (console_cookie(&s, "alice").await, console_cookie(&s, "bob").await);
+    let admin = format!("gshare_console={}", crate::sessions::admin(&s));
+    let ar = a.cr.as_str();
+
+    // Alice's link opened through the relay in Bob's browser: the relay drops his console cookie
+    // but tells verify who it signs in, and verify refuses (the token is not spent).
+    let t = token(&s, &a.sid).await;
+    let target = format!("/proxy/{ar}/lab?gshare_cnx={t}");
+    let r = raw(&s, &target, &[("Cookie", &bob)]).await;
+    assert_eq!((r.status, r.body["error"]["details"]["reason"].as_str()), (401, Some("other_user")), "{:?}", r.body);
+    // A statement a client makes up itself does not cross the relay (nor pass verify's check).
+    let r = raw(&s, &target, &[("Cookie", &bob), ("X-GShare-Console-User", "alice")]).await;
+    assert_eq!(r.status, 401, "{:?}", r.body);
+    // In her own browser it opens; the app sees neither console cookie.
+    let r = raw(&s, &target, &[("Cookie", &alice)]).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(!r.body["headers"].to_string().contains(alice.trim_start_matches("gshare_console=")), "{:?}", r.body);
+    // An admin's browser opens anyone's; so does one signed in to no console (as before).
+    let t = token(&s, &b.sid).await;
+    let r = raw(&s, &format!("/proxy/{}/lab?gshare_cnx={t}", b.cr), &[("Cookie", &admin)]).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+
+    // Verify itself: the relay's statement is checked (signature, expiry), never taken on trust.
+    let url = |t: &str| format!("http://{DOMAIN}/proxy/{ar}/lab?gshare_cnx={t}");
+    let signed = s.app().sessions.console_user_assertion("bob", false).unwrap();
+    let t = token(&s, &a.sid).await;
+    let res = verify(&s, &[("X-Original-URL", &url(&t)), ("X-GShare-Console-User", &signed)]).await;
+    assert_eq!(outcome(res).await.2, "other_user");
+    for junk in
+        ["bob", "eyJhbGciOiJub25lIn0.eyJjdSI6ImJvYiIsImFkbSI6ZmFsc2UsImV4cCI6OTk5OTk5OTk5OX0.", &"x".repeat(5000)]
+    {
+        // A HEAD: answered without redeeming, so the one token serves each try.
+        let headers =
+            [("X-Original-URL", url(&t)), ("X-Original-Method", "HEAD".into()), ("X-GShare-Console-User", junk.into())];
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let res = verify(&s, &headers).await;
+        assert_eq!(res.status(), 200, "an unsigned statement counts as none: {junk:.40}");
+    }
+    s.clock.advance(std::time::Duration::from_secs(gshare::sessions::connect::CONSOLE_USER_TTL_S as u64));
+    let t = token(&s, &a.sid).await;
+    let res = verify(&s, &[("X-Original-URL", &url(&t)), ("X-GShare-Console-User", &signed)]).await;
+    assert_eq!(res.status(), 200, "an expired statement counts as none");
     s.stop().await;
 }

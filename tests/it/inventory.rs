@@ -853,7 +853,8 @@ async fn volumes_status_samples_health_and_operator_audit() {
             json!({"volumes": [
                 {"name": "vol-01abc", "volume_id": "vol_01ABC", "quota_gb": null, "reclaim": false},
                 {"name": "stray-pvc", "volume_id": null, "quota_gb": null, "reclaim": false}
-            ], "orphans": 1})
+            ], "orphans": 2}),
+            "as upstream's volume_sync.py: a PVC no volume record explains is an orphan, annotated or not"
         );
     }
     let key = format!("{id}/zfs");

@@ -662,3 +662,50 @@ async fn hack_scripts_with_upstreams_interfaces() {
     let out = run(script("gen-secrets.sh", &[("OUT", out_pem.to_str().unwrap())], &[])).await;
     assert_eq!(out.status.code(), Some(1), "never overwrites");
 }
+
+/// An attach refusal stays on the cluster after its answer (`operator.last_attach`), replaced by
+/// the next attach and cleared by a detach; `/api/v1/settings` says what attach needs of the
+/// server itself (a public URL operators reach, a default session domain).
+#[tokio::test]
+async fn the_last_attach_result_stays_on_the_cluster_and_settings_name_what_attach_needs() {
+    // Neither a public URL nor a session domain: the settings say so, and so does the cluster.
+    let plain = TestServer::start().await;
+    let set = send(&plain, reqwest::Method::GET, "/api/v1/settings", None, 200).await;
+    assert!(set["public_url_problem"].as_str().unwrap().contains("cannot reach"), "{set}");
+    assert_eq!(set["session_domain"], Value::Null, "{set}");
+    let c0 = fake("gpu-y").await;
+    let id0 = register(&plain, "gpu-y", &c0).await;
+    assert_eq!(operator_view(&plain, &id0).await["last_attach"], Value::Null);
+    expect_error(attach(&plain, &id0, "").await, 422, "setting_required").await;
+    let last = operator_view(&plain, &id0).await["last_attach"].clone();
+    assert_eq!((last["ok"].as_bool(), last["code"].as_str()), (Some(false), Some("setting_required")), "{last}");
+    assert_eq!(last["setting"], "public_url", "{last}");
+    assert!(last["at"].as_str().is_some_and(|t| t.ends_with('Z')), "{last}");
+    // A cluster that is not there keeps nothing.
+    expect_error(attach(&plain, "clu_01J0000000000000000000000Z", "").await, 404, "not_found").await;
+    plain.stop().await;
+
+    let s = server().await;
+    let set = send(&s, reqwest::Method::GET, "/api/v1/settings", None, 200).await;
+    assert_eq!((set["public_url"].as_str(), set["public_url_problem"].as_str()), (Some(PUBLIC), None), "{set}");
+    assert_eq!(set["session_domain"], "lab.example.test", "{set}");
+    let c = fake("gpu-x").await;
+    let id = register(&s, "gpu-x", &c).await;
+    c.knobs().forbid("clusterroles", true);
+    expect_error(attach(&s, &id, "").await, 422, "cluster_forbidden").await;
+    let view = operator_view(&s, &id).await;
+    assert_eq!(view["state"], "not_attached", "{view}");
+    assert_eq!(view["last_attach"]["code"], "cluster_forbidden", "{view}");
+    assert!(view["last_attach"]["message"].as_str().unwrap().contains("clusterroles"), "{view}");
+    // The list carries it too (the console's rows).
+    let list = send(&s, reqwest::Method::GET, "/api/v1/clusters", None, 200).await;
+    let row = list["data"].as_array().unwrap().iter().find(|r| r["id"] == id.as_str()).unwrap().clone();
+    assert_eq!(row["operator"]["last_attach"]["code"], "cluster_forbidden", "{row}");
+    c.knobs().forbid("clusterroles", false);
+    attach(&s, &id, "").await.error_for_status().unwrap();
+    let last = operator_view(&s, &id).await["last_attach"].clone();
+    assert_eq!((last["ok"].as_bool(), last["code"].as_str()), (Some(true), None), "{last}");
+    send(&s, reqwest::Method::POST, &format!("/api/v1/clusters/{id}/detach"), None, 200).await;
+    assert_eq!(operator_view(&s, &id).await["last_attach"], Value::Null);
+    s.stop().await;
+}

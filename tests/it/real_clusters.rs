@@ -470,7 +470,9 @@ fn session_cr(name: &str, ns: &str) -> Value {
         "apiVersion": "gshare.io/v1",
         "kind": "GShareSession",
         "metadata": {"name": name, "namespace": ns, "finalizers": ["gshare.io/session-finalizer"]},
-        "spec": {"user": "u"},
+        // What the CRD requires of every session (the fake API server checks it as a real one does).
+        "spec": {"clusterId": "clu_x", "offeringId": "off_x", "owner": "u", "clusterMode": "single",
+                 "resourceClass": "cpu", "image": "ghcr.io/lab/jupyter:4"},
     })
 }
 

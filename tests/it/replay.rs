@@ -219,16 +219,24 @@ async fn every_operator_call_with_upstreams_bodies() {
     let m = v["message"].as_str().unwrap();
     assert!(m.starts_with("pod rejected: Pod") && m.contains("…[truncated ") && m.len() < long.len(), "{m}");
 
-    // §2.8 the leader's volume sync, with a scratch-disk reading and a pool.
-    let sync = json!({"volumes": [{"name": "vol-01jabc", "volume_id": "vol_01JABC", "capacity_gb": 10, "used_bytes": 4096, "mounted": true, "storage_class": "zfs-nvme"},
+    // §2.8 the leader's volume sync, with a scratch-disk reading and a pool: the session's home
+    // workspace (its CR's spec.volumes[0]) as the PVC the operator made of it, a PVC with an id
+    // that is not ours and one without any (`volume_id` and `used_bytes` omitempty in Go).
+    let home = session(&s, &sid2).await["volumes"][0]["volume_id"].as_str().unwrap().to_string();
+    let home_pvc = home.to_lowercase().replace('_', "-");
+    let sync = json!({"volumes": [{"name": home_pvc, "volume_id": home, "capacity_gb": 10, "used_bytes": 4096, "mounted": true, "storage_class": "zfs-nvme"},
+                                  {"name": "vol-01jabc", "volume_id": "vol_01JABC", "capacity_gb": 10, "used_bytes": 4096, "mounted": true, "storage_class": "zfs-nvme"},
                                   {"name": "stray", "capacity_gb": 5, "mounted": false}],
                       "sessions": [{"name": cr2, "ephemeral_used_bytes": 1_048_576, "ephemeral_limit_bytes": 10_737_418_240u64}],
                       "pools": [{"storage_class": "zfs-nvme", "capacity_bytes": 1_000_000_000_000u64}], "cluster_id": cid});
     let answer = accepted(&s, &op, "/internal/volumes/sync", &sync).await;
-    assert_eq!(answer["orphans"], 1);
+    // What `VolumeSyncResult` decodes: a directive per PVC, `quota_gb` a number or null.
+    assert_eq!(answer["orphans"], 2);
     assert_eq!(
-        answer["volumes"][0],
-        json!({"name": "vol-01jabc", "volume_id": "vol_01JABC", "quota_gb": null, "reclaim": false})
+        answer["volumes"],
+        json!([{"name": home_pvc, "volume_id": home, "quota_gb": 10, "reclaim": false},
+               {"name": "vol-01jabc", "volume_id": "vol_01JABC", "quota_gb": null, "reclaim": false},
+               {"name": "stray", "volume_id": null, "quota_gb": null, "reclaim": false}])
     );
 
     // §2.10 the node agent's samples.

@@ -438,7 +438,8 @@ async fn after_a_restore_unknown_crs_are_listed_not_deleted() {
     let cr: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "gshare.io/v1", "kind": "GShareSession",
         "metadata": {"name": "ses-01jorphan0000000000000000", "namespace": "gshare-sessions"},
-        "spec": {"user": "u"}}))
+        "spec": {"clusterId": cid, "offeringId": "off_x", "owner": "u", "clusterMode": "single",
+                 "resourceClass": "cpu", "image": "ghcr.io/lab/jupyter:4"}}))
     .unwrap();
     api.create(&PostParams::default(), &cr).await.unwrap();
     ok(&gshare(&data, &["snapshot", "restore", file.to_str().unwrap()], &[]));

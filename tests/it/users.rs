@@ -33,21 +33,34 @@ async fn as_user(s: &TestServer, token: &str, method: Method, path: &str, body: 
 }
 
 /// Creates a member and returns its first password (generated when `password` is None).
+/// A member of group `vision` whose password is their own (`password`, or one chosen here):
+/// made with an invite link and accepted, as an admin-set password opens nothing but its change.
 async fn member(s: &TestServer, name: &str, password: Option<&str>) -> String {
-    let mut body = json!({"username": name, "group": "vision"});
-    if let Some(p) = password {
-        body["password"] = json!(p);
-    }
-    let v = send(s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    let password = password.map_or_else(|| format!("{name}'s own long passphrase"), str::to_string);
+    let v = create_own(s, json!({"username": name, "group": "vision", "password": password})).await;
     assert_eq!(v["user"]["role"], "member", "{v}");
     assert_eq!(v["user"]["group"], "vision", "{v}");
-    match password {
-        Some(p) => {
-            assert!(v.get("password").is_none(), "a given password is not echoed: {v}");
-            p.to_string()
-        }
-        None => v["password"].as_str().unwrap().to_string(),
-    }
+    password
+}
+
+/// Creates an account whose owner chose its password (an admin-set one opens nothing but the
+/// password change, `password_change_required`): `POST /api/v1/users` with `invite: true`, then
+/// the link accepted with the body's `password`. Answers the create's answer.
+pub async fn create_own(s: &TestServer, mut body: Value) -> Value {
+    let password = body.as_object_mut().unwrap().remove("password").expect("a password to choose");
+    body["invite"] = json!(true);
+    let v = send(s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    assert!(v.get("password").is_none(), "an invited account's generated password is shown to nobody: {v}");
+    let token = v["invite"]["token"].as_str().unwrap();
+    let res = s
+        .client
+        .post(s.url("/api/v1/auth/invite"))
+        .json(&json!({"token": token, "password": password}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap_or_default());
+    v
 }
 
 #[tokio::test]
@@ -204,6 +217,12 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/sessions/{id}/resume"),
     ("post", "/api/v1/sessions/{id}/connect"),
     ("get", "/api/v1/events"),
+    ("get", "/api/v1/volumes"),
+    ("post", "/api/v1/volumes"),
+    ("get", "/api/v1/volumes/{id}"),
+    ("patch", "/api/v1/volumes/{id}"),
+    ("delete", "/api/v1/volumes/{id}"),
+    ("get", "/api/v1/resource-policies/effective"),
 ];
 
 #[tokio::test]

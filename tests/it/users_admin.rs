@@ -165,7 +165,7 @@ async fn a_deleted_account_is_gone_but_its_sessions_and_history_stay() {
     let cid = register(&s, "gpu-d", &c).await;
     let off = offering(&s, "slice").await;
     let body = json!({"username": "ida", "password": "ida's long passphrase"});
-    send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    crate::users::create_own(&s, body).await;
     let v = signed_in(&s, "ida", "ida's long passphrase").await;
     let ida = v["access_token"].as_str().unwrap().to_string();
     let res = as_user(&s, &ida, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "cluster_id": cid})));
@@ -383,7 +383,7 @@ async fn invite_links_are_single_use_for_72_hours_and_die_with_their_inviter() {
 
     // An inviter deleted since: the links they sent stop working.
     let body = json!({"username": "root2", "role": "admin", "password": "root2's long passphrase"});
-    send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    crate::users::create_own(&s, body).await;
     let root2 = signed_in(&s, "root2", "root2's long passphrase").await["access_token"].as_str().unwrap().to_string();
     send(&s, Method::POST, "/api/v1/users", Some(json!({"username": "jay"})), 201).await;
     let res = as_user(&s, &root2, Method::POST, "/api/v1/users/jay/invite", None).await;
@@ -429,9 +429,9 @@ async fn members_see_and_use_only_the_offerings_visible_to_them() {
     assert_eq!(made["visible_to"], json!(["vision"]));
 
     let body = json!({"username": "vic", "group": "vision", "password": "vic's long passphrase"});
-    send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    crate::users::create_own(&s, body).await;
     let body = json!({"username": "nog", "password": "nog's long passphrase"});
-    send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    crate::users::create_own(&s, body).await;
     let vic = signed_in(&s, "vic", "vic's long passphrase").await["access_token"].as_str().unwrap().to_string();
     let nog = signed_in(&s, "nog", "nog's long passphrase").await["access_token"].as_str().unwrap().to_string();
     let listed = |t: String| {
@@ -442,6 +442,15 @@ async fn members_see_and_use_only_the_offerings_visible_to_them() {
         }
     };
     assert_eq!(listed(vic.clone()).await, ["everyone", "made-visible", "vision-only"]);
+    // How many live sessions each offering has is the admin's to know, not a member's.
+    let v: Value = as_user(&s, &vic, Method::GET, "/api/v1/offerings", None).await.json().await.unwrap();
+    assert!(v["data"].as_array().unwrap().iter().all(|o| o.get("sessions").is_none()), "{v}");
+    let one = format!("/api/v1/offerings/{}", made["id"].as_str().unwrap());
+    let v: Value = as_user(&s, &vic, Method::GET, &one, None).await.json().await.unwrap();
+    assert!(v.get("sessions").is_none() && v["name"] == "made-visible", "{v}");
+    let v = send(&s, Method::GET, "/api/v1/offerings", None, 200).await;
+    assert!(v["data"].as_array().unwrap().iter().all(|o| o["sessions"].is_u64()), "{v}");
+    assert!(send(&s, Method::GET, &one, None, 200).await["sessions"].is_u64());
     assert_eq!(listed(nog.clone()).await, ["everyone"], "no group: only what every member sees");
     let v = send(&s, Method::GET, "/api/v1/offerings", None, 200).await;
     assert_eq!(v["data"].as_array().unwrap().len(), 4, "an admin sees all: {v}");
@@ -519,7 +528,7 @@ async fn an_admin_sees_whether_a_sessions_owner_is_an_account_a_deleted_one_or_f
     let off = offering(&s, "slice").await;
     for name in ["olga", "pete"] {
         let body = json!({"username": name, "password": format!("{name}'s long passphrase")});
-        send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+        crate::users::create_own(&s, body).await;
     }
     // Owners: two accounts, a free-text name from before accounts, and one differing from an
     // account's only in case (sessions match their owner exactly, so it is not olga's).
@@ -556,5 +565,166 @@ async fn an_admin_sees_whether_a_sessions_owner_is_an_account_a_deleted_one_or_f
     let path = format!("/api/v1/sessions/{}", ids[0].1);
     let v: Value = as_user(&s, &olga, Method::GET, &path, None).await.json().await.unwrap();
     assert!(v.get("owner_account").is_none(), "{v}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn one_deletion_whichever_route_keeps_the_name_and_the_sessions() {
+    let s = server().await;
+    let c = cluster("gpu-del").await;
+    let cid = register(&s, "gpu-del", &c).await;
+    let off = offering(&s, "slice").await;
+    crate::users::create_own(&s, json!({"username": "fay", "password": "fay's long passphrase"})).await;
+    let fay = signed_in(&s, "fay", "fay's long passphrase").await["access_token"].as_str().unwrap().to_string();
+    let res = as_user(&s, &fay, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "cluster_id": cid})));
+    let hers: Value = res.await.json().await.unwrap();
+    let sid = hers["id"].as_str().unwrap().to_string();
+    let body = json!({"username": "gus", "password": "gus's long passphrase"});
+    send(&s, Method::POST, "/api/v1/admins", Some(body), 201).await;
+
+    // The older admins route deletes as the users route does: the name is kept.
+    assert_eq!(call(&s, Method::DELETE, "/api/v1/admins/fay", None).await.status(), 204);
+    assert_eq!(call(&s, Method::DELETE, "/api/v1/users/gus", None).await.status(), 204);
+    expect_error(as_user(&s, &fay, Method::GET, "/api/v1/account", None).await, 401, "unauthenticated").await;
+    for name in ["fay", "FAY", "gus", "Gus"] {
+        let v = expect_error(
+            call(&s, Method::POST, "/api/v1/users", Some(json!({"username": name}))).await,
+            409,
+            "conflict",
+        )
+        .await;
+        assert_eq!(v["error"]["details"]["reason"], "deleted", "{name}: {v}");
+        let body = json!({"username": name, "password": "a new owner's long phrase"});
+        let v = expect_error(call(&s, Method::POST, "/api/v1/admins", Some(body)).await, 409, "conflict").await;
+        assert_eq!(v["error"]["details"]["reason"], "deleted", "{name}: {v}");
+        let rows = format!("username\n{name}\n");
+        let res = bulk(&s, "text/csv", rows).await;
+        assert_eq!(res.status(), 422, "{name}");
+    }
+    // Her session keeps running under her name, marked as a deleted account's; nobody new owns it.
+    let v = send(&s, Method::GET, &format!("/api/v1/sessions/{sid}"), None, 200).await;
+    assert_eq!((v["owner"].as_str(), v["owner_account"].as_str()), (Some("fay"), Some("deleted")), "{v}");
+    assert_eq!(v["phase"], hers["phase"], "{v}");
+    // Deleting again (either route) finds nothing; the audit names each route's action.
+    expect_error(call(&s, Method::DELETE, "/api/v1/admins/gus", None).await, 404, "not_found").await;
+    expect_error(call(&s, Method::DELETE, "/api/v1/users/fay", None).await, 404, "not_found").await;
+    let v = send(&s, Method::GET, "/api/v1/audit?action=admin.remove", None, 200).await;
+    let fay_removed = |e: &&Value| e["target"] == "fay" && e["result"] == "success";
+    assert!(v["data"].as_array().unwrap().iter().any(|e| fay_removed(&e)), "{v}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_name_a_404_repeats_is_bounded_and_shows_hidden_characters() {
+    let s = TestServer::start().await;
+    let long = "a".repeat(5000);
+    let bidi = "%E2%80%AEnimda";
+    let paths = [
+        (Method::PATCH, format!("/api/v1/users/{long}"), Some(json!({"disabled": true}))),
+        (Method::DELETE, format!("/api/v1/users/{long}"), None),
+        (Method::POST, format!("/api/v1/users/{long}/password"), None),
+        (Method::POST, format!("/api/v1/users/{long}/invite"), None),
+        (Method::DELETE, format!("/api/v1/admins/{long}"), None),
+        (Method::POST, format!("/api/v1/admins/{long}/password"), Some(json!({"password": "a long enough phrase"}))),
+        (Method::DELETE, format!("/api/v1/users/{bidi}"), None),
+        (Method::POST, format!("/api/v1/users/{bidi}/password"), None),
+        (Method::DELETE, format!("/api/v1/admins/{bidi}"), None),
+    ];
+    for (method, path, body) in paths {
+        let v = expect_error(call(&s, method.clone(), &path, body).await, 404, "not_found").await;
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.chars().count() < 120, "{method} {}…: {} characters", &path[..40], message.len());
+        assert!(!message.contains('\u{202E}'), "{method} {path}: {message:?}");
+        if path.contains("%E2%80%AE") {
+            assert!(message.contains("U+202Enimda"), "{method} {path}: {message:?}");
+        } else {
+            assert!(message.ends_with('…'), "{method}: {message:?}");
+        }
+    }
+    // The server kept serving.
+    assert_eq!(s.client.get(s.url("/healthz")).send().await.unwrap().status(), 200);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_admin_set_password_opens_nothing_but_its_change() {
+    let s = TestServer::start().await;
+    let body = json!({"username": "hal", "password": "hal's first long phrase"});
+    let v = send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    assert!(v.get("password").is_none(), "a given password is not echoed: {v}");
+    let res = login(&s, "hal", "hal's first long phrase").await;
+    let cookie = res
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
+        .find(|c| c.starts_with("gshare_console="))
+        .unwrap();
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["must_change_password"], true, "{v}");
+    let hal = v["access_token"].as_str().unwrap().to_string();
+    // What changing the password needs answers; nothing else does, by token or by cookie.
+    for path in ["/api/v1/auth/me", "/api/v1/account"] {
+        assert_eq!(as_user(&s, &hal, Method::GET, path, None).await.status(), 200, "{path}");
+    }
+    let refused = [
+        (Method::GET, "/api/v1/sessions", None),
+        (Method::GET, "/api/v1/offerings", None),
+        (Method::GET, "/api/v1/events", None),
+        (Method::POST, "/api/v1/sessions", Some(json!({"offering_id": "off_x"}))),
+        (Method::GET, "/api/v1/users", None),
+    ];
+    for (method, path, body) in &refused {
+        let res = as_user(&s, &hal, method.clone(), path, body.clone()).await;
+        let v = expect_error(res, 403, "password_change_required").await;
+        assert_eq!(v["error"]["details"]["change_at"], "/api/v1/account/password", "{v}");
+    }
+    let res = s.client.get(s.url("/api/v1/sessions")).header("cookie", &cookie).send().await.unwrap();
+    expect_error(res, 403, "password_change_required").await;
+    // Changed: everything a member may reach opens again (sign in anew: the change ends sessions).
+    let body = json!({"current_password": "hal's first long phrase", "new_password": "hal's very own phrase"});
+    assert_eq!(as_user(&s, &hal, Method::POST, "/api/v1/account/password", Some(body)).await.status(), 204);
+    let hal = signed_in(&s, "hal", "hal's very own phrase").await["access_token"].as_str().unwrap().to_string();
+    assert_eq!(as_user(&s, &hal, Method::GET, "/api/v1/sessions", None).await.status(), 200);
+    assert_eq!(as_user(&s, &hal, Method::GET, "/api/v1/offerings", None).await.status(), 200);
+    // A reset holds the account to a change again, from its first sign-in with the new password.
+    let reset = send(&s, Method::POST, "/api/v1/users/hal/password", None, 200).await;
+    let hal =
+        signed_in(&s, "hal", reset["password"].as_str().unwrap()).await["access_token"].as_str().unwrap().to_string();
+    expect_error(as_user(&s, &hal, Method::GET, "/api/v1/sessions", None).await, 403, "password_change_required").await;
+    // Signing out still works.
+    assert_eq!(as_user(&s, &hal, Method::POST, "/api/v1/auth/logout", None).await.status(), 204);
+    expect_error(as_user(&s, &hal, Method::GET, "/api/v1/account", None).await, 401, "unauthenticated").await;
+    // An admin with an admin-set password is held the same way (not told `forbidden_role`).
+    let body = json!({"username": "ike", "role": "admin", "password": "ike's first long phrase"});
+    send(&s, Method::POST, "/api/v1/users", Some(body), 201).await;
+    let ike = signed_in(&s, "ike", "ike's first long phrase").await["access_token"].as_str().unwrap().to_string();
+    expect_error(as_user(&s, &ike, Method::GET, "/api/v1/users", None).await, 403, "password_change_required").await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_account_created_with_an_invite_answers_the_link_not_a_password() {
+    let s = TestServer::start().await;
+    let v = send(&s, Method::POST, "/api/v1/users", Some(json!({"username": "joy", "invite": true})), 201).await;
+    assert!(v.get("password").is_none(), "{v}");
+    assert_eq!(v["user"]["username"], "joy");
+    let url = v["invite"]["url"].as_str().unwrap();
+    let token = v["invite"]["token"].as_str().unwrap();
+    assert!(token.starts_with("inv_") && url.ends_with(&format!("/invite#{token}")), "{v}");
+    assert!(v["invite"]["expires_at"].is_string(), "{v}");
+    let res = accept(&s, token, "joy's own long phrase").await;
+    assert_eq!(res.status(), 200);
+    let joy = signed_in(&s, "joy", "joy's own long phrase").await;
+    assert_eq!(joy["must_change_password"], false, "{joy}");
+    // Bad input: an invite and a password at once; a non-boolean invite.
+    let body = json!({"username": "kim", "invite": true, "password": "kim's long passphrase"});
+    let v = expect_error(call(&s, Method::POST, "/api/v1/users", Some(body)).await, 422, "validation_failed").await;
+    assert_eq!(v["error"]["details"]["errors"][0]["loc"], json!(["body", "invite"]), "{v}");
+    let body = json!({"username": "kim", "invite": "yes"});
+    expect_error(call(&s, Method::POST, "/api/v1/users", Some(body)).await, 422, "validation_failed").await;
+    // Nothing was made for kim.
+    let v = send(&s, Method::GET, "/api/v1/users?q=kim", None, 200).await;
+    assert!(names(&v).is_empty(), "{v}");
     s.stop().await;
 }

@@ -355,6 +355,9 @@ try {
 
   for (const bad of badKubeconfigs) {
     await step(`register refused at probe stage ${bad.stage}`, async () => {
+      // One of them on a phone: the refusal appears below the fields and is brought into view.
+      const phone = bad.stage === "connect";
+      if (phone) await page.setViewportSize(NARROW);
       await page.getByRole("button", { name: "Register cluster" }).first().click();
       const dialog = page.getByRole("dialog");
       await dialog.getByLabel("Name").fill(bad.name);
@@ -362,6 +365,19 @@ try {
       await dialog.getByRole("button", { name: "Register" }).click();
       const alert = dialog.locator(".error.probe");
       await alert.waitFor({ timeout: 20000 });
+      if (phone) {
+        await waitFor(
+          "the refusal in view at 390 px",
+          () =>
+            page.evaluate(() => {
+              const r = document.querySelector(".error.probe").getBoundingClientRect();
+              return r.top >= 0 && r.top < innerHeight - 80;
+            }),
+          5000,
+        );
+        await shot("03-register-failed-connect-390");
+        await page.setViewportSize(WIDE);
+      }
       const stage = await alert.locator("code.stage").textContent();
       const text = await alert.textContent();
       await shot(`03-register-failed-${bad.stage}`);
@@ -437,12 +453,16 @@ try {
     await page.getByRole("heading", { name: "Cluster registered" }).waitFor({ timeout: 20000 });
     clusterId = (await page.locator("code.new-cluster-id").textContent()).trim();
     if (!/^clu_[0-9A-HJKMNP-TV-Z]{26}$/.test(clusterId)) throw new Error(`id ${clusterId}`);
-    // The attach panel's commands for deploying by hand use the cluster's id and real subcommands.
-    const manual = await page.locator(".command pre code").first().textContent();
-    // `operator manifests` prints the token Secret too (minted through the running server).
-    if (!manual.includes(`gshare operator manifests --cluster-id ${clusterId}`) || !manual.includes("kubectl apply -f -"))
-      throw new Error(`manual commands: ${manual}`);
+    // No session domain here and none by default: attach is not offered (it could only be refused);
+    // what it needs is said, with the field to set it.
+    await page.getByText("Before the operator can be attached").waitFor();
+    if (await page.getByRole("dialog").getByRole("button", { name: "Attach operator" }).count())
+      throw new Error("Attach is offered although the cluster has no session domain");
+    await page.getByLabel("Session domain for gpu-a").waitFor();
     await shot("04-registered");
+    await page.setViewportSize(NARROW);
+    await shot("04-registered-390");
+    await page.setViewportSize(WIDE);
     await page.getByRole("button", { name: "Done" }).click();
     await page.locator(`[data-cluster-id="${clusterId}"]`).waitFor();
     return clusterId;
@@ -506,52 +526,74 @@ try {
     async () => {
       const row = page.locator(`[data-cluster-id="${clusterId}"]`);
       await waitFor(
-        "state connected and counts",
+        "API server reachable and counts",
         async () => {
           const t = await row.textContent();
-          return /connected/.test(t) && /4 \/ 32 \//.test(t);
+          return /reachable/.test(t) && /4 \/ 32 \//.test(t);
         },
         15000,
       );
       await shot("05-clusters");
+      // 1440 px: the table fits its box; nothing (the row's Attach operator) is cut off.
+      const fit = await page.evaluate((id) => {
+        const wrap = document.querySelector(".list-wrap");
+        const btn = document.querySelector(`[data-cluster-id="${id}"] td.actions button:last-child`);
+        const w = wrap.getBoundingClientRect();
+        const b = btn?.getBoundingClientRect();
+        return {
+          scroll: wrap.scrollWidth,
+          client: wrap.clientWidth,
+          right: b ? b.right : 0,
+          box: w.right,
+          row: document.querySelector(`[data-cluster-id="${id}"]`).getBoundingClientRect().height,
+        };
+      }, clusterId);
+      if (fit.scroll > fit.client + 1 || fit.right > fit.box + 1)
+        throw new Error(`the clusters table overflows at 1440 px: ${JSON.stringify(fit)}`);
+      if (fit.row > 200) throw new Error(`a cluster row is ${fit.row} px tall`);
       return (await row.textContent()).replace(/\s+/g, " ");
     },
     { skipIf: clusterId ? undefined : "no cluster was registered" },
   );
 
   await step(
-    "attach before the cluster has a session domain: refused in the panel, naming the setting; nothing applied",
+    "attach before the cluster has a session domain: not offered; the panel says what is missing and sets it; nothing applied",
     async () => {
       const row = page.locator(`[data-cluster-id="${clusterId}"]`);
       await row.locator(".badge.operator-not_attached").waitFor({ timeout: 10000 });
       await row.getByRole("button", { name: "Attach operator to gpu-a" }).click();
       const dialog = page.getByRole("dialog", { name: "Attach the operator to gpu-a" });
-      await dialog.getByRole("button", { name: "Attach operator" }).click();
-      const err = dialog.getByRole("alert");
-      await err.waitFor({ timeout: 20000 });
-      const text = (await err.textContent()).replace(/\s+/g, " ");
-      if (!/session domain/i.test(text)) throw new Error(`refusal: ${text}`);
-      await shot("05b-attach-refused-no-domain");
+      await dialog.getByText("Before the operator can be attached").waitFor();
+      if (await dialog.getByRole("button", { name: "Attach operator" }).count()) throw new Error("Attach offered without a session domain");
+      const text = (await dialog.locator(".attach-blockers").textContent()).replace(/\s+/g, " ");
+      if (/PATCH|--control-plane-url/.test(text)) throw new Error(`speaks API: ${text}`);
+      await shot("05b-attach-needs-domain");
+      // Set right there; attach is offered then, with the commands for deploying by hand.
+      await dialog.getByLabel("Session domain for gpu-a").fill("lab.gpu-a.test");
+      await dialog.getByRole("button", { name: "Set the session domain" }).click();
+      await dialog.getByRole("button", { name: "Attach operator" }).waitFor();
+      await dialog.getByText("Deploy by hand instead").click();
+      const manual = await dialog.locator(".command pre code").first().textContent();
+      // `operator manifests` prints the token Secret too (minted through the running server).
+      if (!manual.includes(`gshare operator manifests --cluster-id ${clusterId}`) || !manual.includes("kubectl apply -f -"))
+        throw new Error(`manual commands: ${manual}`);
+      // The copy button sits beside the command's label, not over its text (both widths).
+      for (const size of [WIDE, NARROW]) {
+        await page.setViewportSize(size);
+        const overlap = await page.evaluate(() => {
+          const c = document.querySelector(".command");
+          const b = c.querySelector("button.copy").getBoundingClientRect();
+          const p = c.querySelector("pre").getBoundingClientRect();
+          return b.bottom > p.top + 1 && b.top < p.bottom - 1 && b.right > p.left && b.left < p.right;
+        });
+        await shot(`05b-attach-manual-${size.width}`);
+        if (overlap) throw new Error(`the copy button overlaps the command at ${size.width} px`);
+      }
+      await page.setViewportSize(WIDE);
       await dialog.getByRole("button", { name: "Close" }).last().click();
       await dialog.waitFor({ state: "detached" });
       const deps = await kubectl("get", "deployments", "-A", "-o", "name");
       if (deps.code === 0 && /gshare-operator/.test(deps.stdout)) throw new Error(`a Deployment was applied: ${deps.stdout}`);
-      // As the message says: the cluster's session domain is set (PATCH; the Edit dialog is covered
-      // by the edit step), then the row shows it live and attach can go ahead.
-      const patched = await page.evaluate(async (id) => {
-        const csrf =
-          document.cookie
-            .split(";")
-            .map((c) => c.trim().split("="))
-            .find(([k]) => k === "gshare_csrf")?.[1] ?? "";
-        const r = await fetch(`/api/v1/clusters/${id}`, {
-          method: "PATCH",
-          headers: { "Content-Type": "application/json", "X-CSRF-Token": decodeURIComponent(csrf) },
-          body: JSON.stringify({ session_domain: "lab.gpu-a.test" }),
-        });
-        return r.status;
-      }, clusterId);
-      if (patched !== 200) throw new Error(`PATCH session_domain: ${patched}`);
       await row.getByText("lab.gpu-a.test").waitFor({ timeout: 10000 });
       return text.slice(0, 200);
     },
@@ -611,13 +653,12 @@ try {
       // Attached. Silent (no callback yet, with the likely causes), or already connected when the
       // heartbeat step's callback is recent enough; either way a callback with the token attach
       // wrote into the cluster's Secret keeps it connected.
-      await row.locator(".badge.operator-silent, .badge.operator-connected").first().waitFor({ timeout: 10000 });
+      // Just attached, no callback yet: "starting" (not yet "silent" with likely causes), or
+      // already connected when the heartbeat step's callback is recent enough.
+      await row.locator(".badge.operator-starting, .badge.operator-connected").first().waitFor({ timeout: 10000 });
       const before = (await row.locator(".operator-state .badge").textContent()).trim();
-      if (before === "silent") {
-        await row.getByText("no callback yet: likely causes").click();
-        const causes = (await row.locator(".operator-causes").textContent()).replace(/\s+/g, " ");
-        if (!causes.includes("gshare-e2e.test")) throw new Error(`causes do not name the public URL: ${causes}`);
-      }
+      if (before === "starting" && (await row.getByText("no callback yet: likely causes").count()))
+        throw new Error("likely causes of silence shown right after attach");
       await shot("05d-operator-attached");
       const sec = await kubectl(
         "get",
@@ -637,7 +678,9 @@ try {
       });
       if (cb.status !== 202) throw new Error(`callback: ${cb.status} ${await cb.text()}`);
       await row.locator(".badge.operator-connected").waitFor({ timeout: 10000 });
-      await row.getByText(/last callback \d+s ago/).waitFor({ timeout: 10000 });
+      // How long ago it reported is said once, under Last report.
+      await row.locator(".heartbeat").waitFor({ timeout: 10000 });
+      if (await row.getByText(/last callback/).count()) throw new Error("the report's age is said twice");
       if (!(await page.evaluate(() => window.__e2eNoReload))) throw new Error("the page was reloaded");
       if (await row.getByRole("button", { name: "Attach operator to gpu-a" }).count())
         throw new Error("Attach is still offered on a connected cluster");
@@ -1494,7 +1537,7 @@ try {
             await page.getByRole("dialog").waitFor();
           },
         },
-        { name: "Account", path: "/account", ready: () => page.getByRole("button", { name: "Sign out everywhere" }).waitFor() },
+        { name: "Account", path: "/account", ready: () => page.getByRole("button", { name: "Sign out everywhere…" }).waitFor() },
         {
           name: "Not available",
           path: "/clusters",
@@ -1601,7 +1644,8 @@ try {
   );
 
   await step("sessions page: titled, focus on its heading after the route change", async () => {
-    await page.getByRole("link", { name: "Sessions" }).click();
+    // The header's link (the empty Clusters page's checklist links the page too).
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Sessions" }).click();
     await page.getByRole("heading", { name: "Sessions" }).waitFor();
     await waitFor("the page title", async () => (await page.title()) === "Sessions — gShare Edge", 5000).catch(async () => {
       throw new Error(`title: ${await page.title()}`);
@@ -1664,7 +1708,19 @@ try {
       await form.getByLabel("Their first password").fill("carol's first passphrase");
       await form.getByRole("button", { name: "Add admin" }).click();
       await page.locator(".admins li", { hasText: "carol" }).waitFor();
-      await page.getByRole("button", { name: "Remove carol" }).click();
+      await page.getByRole("status").getByText("Added carol.").waitFor();
+      // Removing asks first; the question has focus on its way back.
+      await page.getByRole("button", { name: "Remove carol…" }).click();
+      await page.getByRole("group", { name: "Confirm removing carol" }).waitFor();
+      const focused = await page.evaluate(() => document.activeElement?.textContent?.trim());
+      if (focused !== "Keep carol") throw new Error(`focus on ${focused}`);
+      await shot("27-account-confirm-remove");
+      await page.setViewportSize(NARROW);
+      await shot("27-account-confirm-remove-390");
+      const axeConfirm = await axeViolations();
+      await page.setViewportSize(WIDE);
+      if (axeConfirm.length) throw new Error(`account confirm: ${axeConfirm.join("\n")}`);
+      await page.getByRole("button", { name: "Remove carol", exact: true }).click();
       await page.locator(".admins li", { hasText: "carol" }).waitFor({ state: "detached" });
       await page.locator(".signins li").first().waitFor();
       if (existsSync(join(dataDir, "initial-admin-password"))) throw new Error("the initial password file is still there");

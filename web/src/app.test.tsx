@@ -83,7 +83,8 @@ describe("App", () => {
       "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
       "GET /api/v1/account": () => ({ body: { username: "alice", must_change_password: false } }),
     };
-    const adminCalls = (calls: { path: string }[]) => calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|account|auth)\b/.test(c.path));
+    const adminCalls = (calls: { path: string }[]) =>
+      calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|volumes|account|auth)\b/.test(c.path));
 
     it("lands on My sessions with no admin navigation and never reads an admin route", async () => {
       const calls = stubFetch({ "GET /api/v1/auth/me": me, ...sessionsAndOfferings });
@@ -117,7 +118,7 @@ describe("App", () => {
       const calls = stubFetch({ "GET /api/v1/auth/me": me, ...sessionsAndOfferings });
       render(<App />);
       await screen.findByRole("heading", { name: "Change your password" });
-      expect(screen.getByRole("button", { name: "Sign out everywhere" })).toBeTruthy();
+      expect(screen.getByRole("button", { name: "Sign out everywhere…" })).toBeTruthy();
       expect(screen.queryByRole("heading", { name: "Admins" })).toBeNull();
       expect(screen.queryByRole("heading", { name: "Recent sign-ins" })).toBeNull();
       expect(screen.getByRole("link", { name: "alice" }).getAttribute("aria-current")).toBe("page");

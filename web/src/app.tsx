@@ -3,11 +3,11 @@
 // page's address shows "not available to members" and fetches nothing.
 
 import type { JSX } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { setUnauthenticatedHandler } from "./api";
 import { currentAccount, isMember, logout, type Account } from "./auth";
 import { ErrorBox } from "./components/Errors";
-import { RouteAnnouncer } from "./components/RouteAnnouncer";
+import { pageTitle, RouteAnnouncer } from "./components/RouteAnnouncer";
 import { getAccount } from "./account";
 import { get } from "./api";
 import { AccountPage, PasswordForm } from "./pages/Account";
@@ -22,14 +22,14 @@ import { SessionsPage } from "./pages/Sessions";
 import { UsersPage } from "./pages/Users";
 import { navigate, onLinkClick, usePath } from "./router";
 
-const PAGES: { path: string; label: string; render: () => JSX.Element }[] = [
+const PAGES: { path: string; label: string; render: (me: string) => JSX.Element }[] = [
   { path: "/overview", label: "Overview", render: () => <OverviewPage /> },
   { path: "/clusters", label: "Clusters", render: () => <ClustersPage /> },
   { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
   // Admins only: the lab's accounts.
-  { path: "/users", label: "Users", render: () => <UsersPage /> },
+  { path: "/users", label: "Users", render: (me) => <UsersPage me={me} /> },
 ];
 
 /** Where a member lands: their own sessions. */
@@ -41,6 +41,23 @@ type SignIn =
 export function App() {
   const path = usePath();
   const [auth, setAuth] = useState<SignIn>({ state: "checking" });
+  /** Said on the first page after the forced password change (gone on the next page). */
+  const [notice, setNotice] = useState("");
+  const noticePage = useRef("");
+  useEffect(() => {
+    // "/" and "/login" are not pages: the first page is where they lead.
+    if (!notice || path === "/" || path === "/login") return;
+    if (!noticePage.current) noticePage.current = path;
+    else if (noticePage.current !== path) {
+      noticePage.current = "";
+      setNotice("");
+    }
+  }, [notice, path]);
+  // The pages outside the console's shell (sign-in, the forced change) have titles of their own.
+  const outside = auth.state === "out" ? "Sign in" : auth.state === "in" && auth.mustChange ? "Choose your own password" : null;
+  useEffect(() => {
+    if (outside) document.title = pageTitle(outside);
+  }, [outside]);
 
   /** Signed in: still on the initial password? Then a new one is asked for first. */
   const signedIn = async (account: Account, known = getAccount()) => {
@@ -118,7 +135,17 @@ export function App() {
             username={auth.account.username}
             initial
             member={member}
-            onChanged={() => setAuth({ ...auth, mustChange: false })}
+            onChanged={() => {
+              setNotice("Your password is changed; you are signed in with it.");
+              setAuth({ ...auth, mustChange: false });
+            }}
+            onSignOut={() => {
+              const out = () => {
+                setAuth({ state: "out" });
+                navigate("/login", true);
+              };
+              void logout().then(out, out);
+            }}
           />
         </div>
       </main>
@@ -173,8 +200,13 @@ export function App() {
         </button>
       </header>
       <main id="main" tabIndex={-1}>
+        {notice && (
+          <p class="ok notice" role="status">
+            {notice}
+          </p>
+        )}
         {page ? (
-          page.render()
+          page.render(auth.account.username)
         ) : member && adminPage ? (
           <section aria-labelledby="na-title" class="not-available">
             <h1 id="na-title">Not available to members</h1>

@@ -70,3 +70,65 @@ export const patchCluster = (id: string, patch: ClusterPatch) =>
 export const testConnection = (id: string) => request<ConnectionTest>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/connection-test`);
 
 export const unregisterCluster = (id: string) => request<void>("DELETE", `/api/v1/clusters/${encodeURIComponent(id)}`);
+
+/** What attach and sessions need of the server itself (`GET /api/v1/settings`). */
+export type ServerSettings = Schemas["ServerSettings"];
+
+export const getSettings = (signal?: AbortSignal) => get<ServerSettings>("/api/v1/settings", signal);
+
+/** Where a setting is changed, in words: the server's own configuration file when it has one. */
+export function configPlace(s: Pick<ServerSettings, "config_file"> | null | undefined): string {
+  // `/dev/null`: started without a file on purpose (GSHARE_CONFIG=/dev/null); there is none to name.
+  return s?.config_file && s.config_file !== "/dev/null" ? s.config_file : "the server's config.toml";
+}
+
+/** The last attach request's outcome on a cluster. */
+export type AttachResult = Schemas["AttachResultView"];
+
+/** Why attach cannot work yet, in the console's words (not the API's): each with what to do. */
+export interface AttachBlocker {
+  setting: "public_url" | "session_domain";
+  text: string;
+}
+
+/**
+ * What stops attach on this cluster, from the server's settings and the cluster's effective
+ * session domain: attach would be refused for each (`setting_required`).
+ */
+export function attachBlockers(
+  settings: ServerSettings | null | undefined,
+  c: { name: string; effective_session_domain?: string | null },
+): AttachBlocker[] {
+  const out: AttachBlocker[] = [];
+  if (settings?.public_url_problem) out.push({ setting: "public_url", text: publicUrlText(settings) });
+  if (!c.effective_session_domain)
+    out.push({
+      setting: "session_domain",
+      text: `${c.name} has no session domain: the operator needs the host its sessions are opened under.`,
+    });
+  return out;
+}
+
+/** The loopback public URL, in words: what to set where, and that the server must restart. */
+export function publicUrlText(s: Pick<ServerSettings, "public_url" | "config_file"> | null | undefined): string {
+  const url = s?.public_url ? `The server's public URL (${s.public_url})` : "The server's public URL";
+  return (
+    `${url} is not an address an operator inside a cluster can call back. Set public_url in ${configPlace(s)} ` +
+    "(or GSHARE_PUBLIC_URL) to the address clusters reach this server at, e.g. https://gshare.example.com, then restart the server."
+  );
+}
+
+/**
+ * An attach failure in the console's words: a missing setting says where it is set here (the
+ * API's message names PATCH and CLI flags); anything else keeps the server's message.
+ */
+export function attachFailureText(
+  r: Pick<AttachResult, "code" | "message" | "setting">,
+  settings?: ServerSettings | null,
+  clusterName = "This cluster",
+): string {
+  if (r.code === "setting_required" && r.setting === "public_url") return publicUrlText(settings);
+  if (r.code === "setting_required" && r.setting === "session_domain")
+    return `${clusterName} has no session domain. Set it with Edit (or below), then attach again.`;
+  return r.message ?? "attach failed";
+}

@@ -18,12 +18,15 @@ export function hostnameProblem(v: string): string {
   return "";
 }
 
-/** An API server URL ("" when fine or empty). */
+/**
+ * An API server URL ("" when fine or empty): what the server accepts at registration and on edit
+ * alike (kubeconfig::parse_server: http or https with a host), so Register and Edit agree.
+ */
 export function apiServerProblem(v: string): string {
   const s = v.trim();
   if (!s) return "";
   if (/\s/.test(s)) return "An address has no spaces — e.g. https://10.0.0.5:6443.";
-  if (!/^https:\/\/[^/]+/i.test(s)) return "Give the API server's https:// address — e.g. https://10.0.0.5:6443.";
+  if (!/^https?:\/\/[^/:]+/i.test(s)) return "Give the API server's address with https:// (or http://) — e.g. https://10.0.0.5:6443.";
   return "";
 }
 

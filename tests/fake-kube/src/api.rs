@@ -1085,6 +1085,12 @@ fn go_label_selector(sel: &Value) -> String {
 fn guard_write(app: &App, st: &StoreState, call: &Call, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
     let rt = &call.rt;
     let name = meta_str(new, "name").unwrap_or_default();
+    if rt.custom && call.sub.is_none() {
+        let crds = st.list("apiextensions.k8s.io", "customresourcedefinitions", None).map(|(_, c)| c);
+        if let Some(schema) = crate::schema::crd_schema(crds, &rt.group, &rt.plural, &rt.version) {
+            crate::schema::check(schema, new, &rt.kind, &rt.group, name)?;
+        }
+    }
     if let Some(old) = old
         && rt.group == "apps"
         && matches!(rt.plural.as_str(), "deployments" | "replicasets" | "daemonsets" | "statefulsets")

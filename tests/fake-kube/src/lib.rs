@@ -14,6 +14,7 @@ mod pki;
 mod proto;
 mod rbac;
 mod resources;
+mod schema;
 mod seed;
 mod select;
 mod server;

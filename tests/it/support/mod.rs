@@ -10,6 +10,8 @@ use gshare::clock::Clock;
 use gshare::config::Config;
 use gshare::{App, RunningServer};
 
+pub mod slapd;
+
 pub fn init() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
@@ -37,8 +39,44 @@ impl TestServer {
         let config = Config::for_data_dir(&dir.path().join("data"), &all).expect("config");
         let clock = Clock::system();
         let server = RunningServer::start(config, clock.clone()).await.expect("server starts");
+        // A new state file holds upstream's global policy: one live session per owner. Tests that
+        // are not about fair sharing create several, so it is lifted here; `seed_policy` puts it
+        // back (tests/it/policy.rs).
+        let lifted = server.app.store.write(|txn| gshare::policy::model::POLICIES.delete(txn, "global"));
+        assert!(lifted.await.expect("the seeded policy is lifted"), "a new state file has a global policy");
         let base = server.base_url();
         Self { server: Some(server), dir, base, client: reqwest::Client::new(), clock }
+    }
+
+    /// Puts upstream's global policy back (lifted at start).
+    pub async fn seed_policy(&self) {
+        let now = self.clock.now_ms();
+        let seeded = self.app().store.write(move |txn| gshare::policy::model::seed_global(txn, now));
+        assert!(seeded.await.expect("seed"));
+    }
+
+    /// Starts with a TOML configuration file's settings (tables such as `[ldap]` are file-only),
+    /// with `env` on top.
+    pub async fn start_with_toml(toml: &str, env: &[(&str, &str)]) -> Self {
+        init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut all: std::collections::BTreeMap<String, String> =
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        all.insert("GSHARE_LISTEN".into(), "127.0.0.1:0".into());
+        all.insert("GSHARE_DATA_DIR".into(), dir.path().join("data").display().to_string());
+        let config = Config::from_toml(&dir.path().join("config.toml"), toml, &all).expect("config");
+        let clock = Clock::system();
+        let server = RunningServer::start(config, clock.clone()).await.expect("server starts");
+        let base = server.base_url();
+        Self { server: Some(server), dir, base, client: reqwest::Client::new(), clock }
+    }
+
+    /// The first admin's password (`<data_dir>/initial-admin-password`).
+    pub fn initial_admin_password(&self) -> String {
+        std::fs::read_to_string(self.data_dir().join("initial-admin-password"))
+            .expect("initial password")
+            .trim()
+            .to_string()
     }
 
     pub fn app(&self) -> &App {

@@ -474,6 +474,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The groups, by name, with their members (accounts whose `group` names one; a group accounts
+         *     name that was never created here is listed too, `created_at` null) and policy.
+         */
+        get: operations["list_groups"];
+        put?: never;
+        /**
+         * Add a group (names are unique without regard to case). Members join by their account's
+         *     `group` (`PATCH /api/v1/users/{username}`).
+         */
+        post: operations["create_group"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a group with no members and no policy (409 `group_in_use` names them). */
+        delete: operations["delete_group"];
+        options?: never;
+        head?: never;
+        /** Change a group's description. */
+        patch: operations["patch_group"];
+        trace?: never;
+    };
     "/api/v1/keys/rotate": {
         parameters: {
             query?: never;
@@ -572,6 +614,69 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/resource-policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every resource policy, global first, then by group and user name. */
+        get: operations["list_policies"];
+        put?: never;
+        /**
+         * Add a policy for the global scope, a group (one that exists) or a user; one per subject
+         *     (409 `conflict` names the existing one). Numbers are 0 or more and bounded (422 otherwise).
+         */
+        post: operations["create_policy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/resource-policies/effective": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The policy that applies to the caller (admins: `?user=`), merged per field user → group →
+         *     global, with current use and what is left.
+         */
+        get: operations["effective_policy"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/resource-policies/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a policy (the global one too: then only group and user policies limit). */
+        delete: operations["delete_policy"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a policy: a field given is set (`null`: inherit from the wider scope); `limits`, when
+         *     given, replaces the whole object. Lowering a limit below current use keeps running sessions
+         *     running; new ones (and resumes) are refused.
+         */
+        patch: operations["patch_policy"];
         trace?: never;
     };
     "/api/v1/sessions": {
@@ -1146,6 +1251,8 @@ export interface components {
              */
             must_change_password: boolean;
             password_changed_at?: string | null;
+            /** @description The resource policy that applies to this account's sessions and what they hold now. */
+            policy: components["schemas"]["EffectiveView"];
             username: string;
         };
         AdminList: {
@@ -1437,6 +1544,31 @@ export interface components {
             used_mem_mb?: number | null;
             uuid?: string | null;
         };
+        /**
+         * @description What `GET /api/v1/resource-policies/effective` and `GET /api/v1/account` show: the merged
+         *     policy, the owner's current use and what is left.
+         */
+        EffectiveView: {
+            group?: string | null;
+            /** @description False when no policy exists at any scope (then nothing is limited). */
+            has_policy: boolean;
+            /** Format: int64 */
+            idle_timeout_sec?: number | null;
+            limits: components["schemas"]["Limits"];
+            /** Format: int64 */
+            max_concurrent?: number | null;
+            /** Format: int64 */
+            max_queued?: number | null;
+            /** Format: int64 */
+            max_runtime_min?: number | null;
+            remaining: components["schemas"]["Remaining"];
+            /** @description Field -> the scope that set it. */
+            sources: {
+                [key: string]: components["schemas"]["Scope"];
+            };
+            used: components["schemas"]["Usage"];
+            user: string;
+        };
         /** @description The JSON body of every error answer. */
         ErrorBody: {
             error: components["schemas"]["ErrorDetail"];
@@ -1445,7 +1577,7 @@ export interface components {
          * @description The stable, machine-readable reason of an error answer.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "snapshot_failed";
+        ErrorCode: "bad_request" | "invalid_json" | "validation_failed" | "payload_too_large" | "body_timeout" | "timeout" | "headers_too_large" | "unsupported_media_type" | "method_not_allowed" | "not_found" | "conflict" | "idempotency_key_reused" | "rate_limited" | "too_many_requests" | "server_busy" | "unavailable" | "internal" | "storage_full" | "unauthenticated" | "forbidden" | "forbidden_role" | "invalid_credentials" | "account_disabled" | "csrf_failed" | "cross_origin" | "invite_used" | "invite_expired" | "invite_revoked" | "wrong_host" | "probe_failed" | "cluster_in_use" | "kubeconfig_other_cluster" | "no_cluster" | "cluster_unavailable" | "cluster_unreachable" | "cluster_apply_failed" | "setting_required" | "cluster_forbidden" | "operator_exists" | "finalizers_pending" | "crd_conflict" | "attach_deadline" | "cluster_refused" | "not_attached" | "operator_not_connected" | "node_decommissioning" | "node_in_use" | "offering_in_use" | "offering_inactive" | "session_conflict" | "session_not_running" | "no_session_domain" | "no_session_ingress" | "too_many_tunnels" | "ingress_unreachable" | "relay_failed" | "quota_exceeded" | "unserviceable" | "group_in_use" | "snapshot_failed";
         ErrorDetail: {
             /** @description Stable machine-readable code, e.g. `unauthenticated`, `validation_failed`, `probe_failed`. */
             code: components["schemas"]["ErrorCode"];
@@ -1537,6 +1669,31 @@ export interface components {
             used_mem_mb: number;
             uuid: string;
         };
+        /** @description `POST /api/v1/groups`. */
+        GroupCreate: {
+            description?: string | null;
+            /** @description 1–64 of `A-Z a-z 0-9 - _ . @` (the accounts' group rule). */
+            name: string;
+        };
+        /** @description `GET /api/v1/groups`. */
+        GroupList: {
+            data: components["schemas"]["GroupView"][];
+        };
+        /** @description `PATCH /api/v1/groups/{name}`. */
+        GroupPatch: {
+            description?: string | null;
+        };
+        /** @description A group as the API shows it. */
+        GroupView: {
+            /** @description Null for a group accounts name that was never created here (shown so nobody is hidden). */
+            created_at?: string | null;
+            description?: string | null;
+            /** @description The accounts in it, by name. */
+            members: string[];
+            name: string;
+            /** @description Its group-scope policy, if any. */
+            policy_id?: string | null;
+        };
         Health: {
             /** @description `ok` */
             status: string;
@@ -1589,6 +1746,66 @@ export interface components {
         };
         Jwks: {
             keys: components["schemas"]["Jwk"][];
+        };
+        /**
+         * @description Upstream's `limits` keys. Sums over an owner's live sessions; `null` inherits, `0` means no
+         *     limit (upstream checks a limit only when it is above 0).
+         */
+        Limits: {
+            /** @description May the owner start privileged sessions (recorded; offerings have no privileged mode). */
+            allow_privileged?: boolean | null;
+            /**
+             * Format: int64
+             * @description vCPUs.
+             */
+            cpu?: number | null;
+            /**
+             * Format: int64
+             * @description % of a card's cores, summed (two 50 % slices are 100).
+             */
+            gpu_cores?: number | null;
+            /**
+             * Format: int64
+             * @description MiB of GPU memory.
+             */
+            gpu_mem_mb?: number | null;
+            /**
+             * Format: int64
+             * @description GiB of memory.
+             */
+            mem_gb?: number | null;
+            /**
+             * @description May sessions spill onto shared nodes when the group holds a pool (recorded; node pools
+             *     are not built yet).
+             */
+            shared_pool?: boolean | null;
+            /**
+             * Format: int64
+             * @description GiB of session disks.
+             */
+            storage_gb?: number | null;
+            /**
+             * Format: int64
+             * @description GiB of volumes (recorded and shown; volumes are not counted against it yet).
+             */
+            volume_gb?: number | null;
+        };
+        /** @description `limits` as a request gives it: unknown keys are refused. */
+        LimitsIn: {
+            allow_privileged?: boolean | null;
+            /** Format: int64 */
+            cpu?: number | null;
+            /** Format: int64 */
+            gpu_cores?: number | null;
+            /** Format: int64 */
+            gpu_mem_mb?: number | null;
+            /** Format: int64 */
+            mem_gb?: number | null;
+            shared_pool?: boolean | null;
+            /** Format: int64 */
+            storage_gb?: number | null;
+            /** Format: int64 */
+            volume_gb?: number | null;
         };
         LogTail: {
             container: string;
@@ -1971,6 +2188,74 @@ export interface components {
             /** @description PodScheduled False: the scheduler's reason and message. */
             unschedulable?: string | null;
         };
+        /** @description `POST /api/v1/resource-policies`. A field left out (or `null`) inherits from the wider scope. */
+        PolicyCreate: {
+            /** Format: int64 */
+            idle_timeout_sec?: number | null;
+            limits?: components["schemas"]["LimitsIn"] | null;
+            /** Format: int64 */
+            max_concurrent?: number | null;
+            /** Format: int64 */
+            max_queued?: number | null;
+            /** Format: int64 */
+            max_runtime_min?: number | null;
+            scope: components["schemas"]["Scope"];
+            /**
+             * @description The group's name (`scope=group`, a group that exists) or the user's (`scope=user`);
+             *     absent or `*` for `global`.
+             */
+            scope_id?: string | null;
+        };
+        /** @description `GET /api/v1/resource-policies`. */
+        PolicyList: {
+            data: components["schemas"]["PolicyView"][];
+        };
+        /**
+         * @description `PATCH /api/v1/resource-policies/{id}`: a field given is set (`null`: inherit); `limits`, when
+         *     given, replaces the whole object.
+         */
+        PolicyPatch: {
+            /** Format: int64 */
+            idle_timeout_sec?: number | null;
+            limits?: components["schemas"]["LimitsIn"] | null;
+            /** Format: int64 */
+            max_concurrent?: number | null;
+            /** Format: int64 */
+            max_queued?: number | null;
+            /** Format: int64 */
+            max_runtime_min?: number | null;
+        };
+        /** @description A policy as the API shows it (upstream's `_policy_view` names). */
+        PolicyView: {
+            created_at: string;
+            id: string;
+            /**
+             * Format: int64
+             * @description Seconds idle before the session is paused; 0 = never. The offering's is an upper bound.
+             */
+            idle_timeout_sec?: number | null;
+            limits: components["schemas"]["Limits"];
+            /**
+             * Format: int64
+             * @description Live sessions an owner may hold (`null`: inherited).
+             */
+            max_concurrent?: number | null;
+            /**
+             * Format: int64
+             * @description Queued sessions an owner may hold (recorded; the queue is not built: a session that does
+             *     not fit is refused).
+             */
+            max_queued?: number | null;
+            /**
+             * Format: int64
+             * @description Minutes one run may last; 0 = unlimited.
+             */
+            max_runtime_min?: number | null;
+            scope: components["schemas"]["Scope"];
+            /** @description The group's or user's name; `*` for the global policy. */
+            scope_id: string;
+            updated_at: string;
+        };
         PoolCapacity: {
             /** Format: int64 */
             capacity_bytes?: number;
@@ -2068,6 +2353,21 @@ export interface components {
             /** @description The last one's reason code (`expired`, `bad_signature`, `unknown_kid`, …). */
             reason: string;
         };
+        /** @description What is left under each limit (`null`: unlimited). */
+        Remaining: {
+            /** Format: int64 */
+            cpu?: number | null;
+            /** Format: int64 */
+            gpu_cores?: number | null;
+            /** Format: int64 */
+            gpu_mem_mb?: number | null;
+            /** Format: int64 */
+            mem_gb?: number | null;
+            /** Format: int64 */
+            sessions?: number | null;
+            /** Format: int64 */
+            storage_gb?: number | null;
+        };
         /** @description The answer of attach and detach. */
         Report: {
             /** @description Objects created or changed by this call. */
@@ -2115,6 +2415,11 @@ export interface components {
             /** Format: int64 */
             unknown?: number | null;
         };
+        /**
+         * @description Where a policy applies.
+         * @enum {string}
+         */
+        Scope: "global" | "group" | "user";
         /** @description Time series, oldest first, one value per sample (columns of equal length). */
         Series: {
             /** @description Operator callbacks answered per second since the previous sample. */
@@ -2359,6 +2664,24 @@ export interface components {
             first_seen_at: string;
             name: string;
             reason: string;
+        };
+        /** @description An owner's live sessions and what they hold together. */
+        Usage: {
+            /**
+             * Format: int64
+             * @description Live sessions (pending, preparing, running, paused, terminating: upstream's active set).
+             */
+            active: number;
+            /** Format: int64 */
+            cpu: number;
+            /** Format: int64 */
+            gpu_cores: number;
+            /** Format: int64 */
+            gpu_mem_mb: number;
+            /** Format: int64 */
+            mem_gb: number;
+            /** Format: int64 */
+            storage_gb: number;
         };
         /** @description One page of accounts, by username. */
         UserList: {
@@ -4439,6 +4762,277 @@ export interface operations {
             };
         };
     };
+    list_groups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupList"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_group: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupCreate"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_group: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description group_in_use */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    patch_group: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GroupPatch"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     rotate_keys: {
         parameters: {
             query?: never;
@@ -4940,6 +5534,357 @@ export interface operations {
             };
             /** @description no such node in the fleet */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_policies: {
+        parameters: {
+            query?: {
+                /** @description `global`, `group` or `user`. */
+                scope?: "global" | "group" | "user";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyList"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_policy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyCreate"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the subject has a policy */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    effective_policy: {
+        parameters: {
+            query?: {
+                /** @description Admins only: whose policy (default: the caller's). */
+                user?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EffectiveView"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `?user=` from a member */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_policy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description pol_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    patch_policy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description pol_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyPatch"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -40,15 +40,17 @@ export function CopyButton(props: { text: string; label?: string }) {
   );
 }
 
-/** A command line shown in full with a copy button. */
+/** A command line shown in full with a copy button beside its label (never over the command's text). */
 export function CommandBlock(props: { command: string; label: string }) {
   return (
     <div class="command">
-      <div class="command-label">{props.label}</div>
+      <div class="command-head">
+        <span class="command-label">{props.label}</span>
+        <CopyButton text={props.command} />
+      </div>
       <pre>
         <code>{props.command}</code>
       </pre>
-      <CopyButton text={props.command} />
     </div>
   );
 }

@@ -49,7 +49,15 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
     document.addEventListener("keydown", onKey);
     return () => {
       document.removeEventListener("keydown", onKey);
-      before?.focus?.();
+      // Back where it was; if that control is gone (the empty state's button once the first item
+      // exists), to the page's heading rather than nowhere.
+      if (before?.isConnected && before !== document.body) before.focus?.();
+      // Gone, or disabled meanwhile (its row is ending): focus would fall to the page's start.
+      if (!before || document.activeElement !== before) {
+        const h1 = document.querySelector<HTMLElement>("main h1");
+        if (h1 && !h1.hasAttribute("tabindex")) h1.tabIndex = -1;
+        h1?.focus();
+      }
     };
   }, []);
   return (

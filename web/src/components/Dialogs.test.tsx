@@ -1,7 +1,10 @@
 import { fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { EditDialog } from "./EditDialog";
 import { RegisterDialog } from "./RegisterDialog";
-import { cluster, stubFetch } from "../test/fetch";
+import { cluster, stubFetch, type Call } from "../test/fetch";
+
+/** What a dialog sent, without the server settings it reads on opening. */
+const sent = (calls: Call[]) => calls.filter((c) => c.path !== "/api/v1/settings");
 
 const probeFailed = {
   status: 422,
@@ -39,17 +42,17 @@ describe("RegisterDialog", () => {
     expect(alert.textContent).toContain("connection refused (127.0.0.1:6443)");
     expect(alert.textContent).toContain("Hint: the control plane must reach 127.0.0.1 itself");
     expect(alert.querySelectorAll(".checks li.bad").length).toBe(1);
-    const first = calls[0];
+    const first = sent(calls)[0];
     expect(first.body).toEqual({ name: "gpu-a", role: "primary", kubeconfig_b64: btoa("apiVersion: v1\nkind: Config\n") });
     expect(first.headers["Idempotency-Key"]).toMatch(/^[0-9a-f-]{36}$/);
 
     fireEvent.click(screen.getByRole("button", { name: "Register" }));
-    await waitFor(() => expect(calls.length).toBe(2));
-    expect(calls[1].headers["Idempotency-Key"]).toBe(first.headers["Idempotency-Key"]);
+    await waitFor(() => expect(sent(calls).length).toBe(2));
+    expect(sent(calls)[1].headers["Idempotency-Key"]).toBe(first.headers["Idempotency-Key"]);
     fill("gpu-b", "apiVersion: v1\nkind: Config\n");
     fireEvent.click(screen.getByRole("button", { name: "Register" }));
-    await waitFor(() => expect(calls.length).toBe(3));
-    expect(calls[2].headers["Idempotency-Key"]).not.toBe(first.headers["Idempotency-Key"]);
+    await waitFor(() => expect(sent(calls).length).toBe(3));
+    expect(sent(calls)[2].headers["Idempotency-Key"]).not.toBe(first.headers["Idempotency-Key"]);
   });
 
   it("shows the new id, attaches the operator with per-object results, and offers commands that exist", async () => {
@@ -297,7 +300,7 @@ describe("RegisterDialog: what a new admin stumbles on", () => {
     fireEvent.input(screen.getByLabelText(/API address/), { target: { value: "" } });
     fireEvent.click(screen.getByRole("button", { name: "Register" }));
     await waitFor(() => expect(document.getElementById("reg-domain-error")?.textContent).toContain("without a path"));
-    expect(calls).toEqual([]);
+    expect(sent(calls)).toEqual([]);
   });
 
   it("sends the API address when one is given", async () => {
@@ -306,8 +309,8 @@ describe("RegisterDialog: what a new admin stumbles on", () => {
     fill("gpu-a", "kind: Config");
     fireEvent.input(screen.getByLabelText(/API address/), { target: { value: " https://10.0.0.5:6443 " } });
     fireEvent.click(screen.getByRole("button", { name: "Register" }));
-    await waitFor(() => expect(calls.length).toBe(1));
-    expect((calls[0].body as { api_server?: string }).api_server).toBe("https://10.0.0.5:6443");
+    await waitFor(() => expect(sent(calls).length).toBe(1));
+    expect((sent(calls)[0].body as { api_server?: string }).api_server).toBe("https://10.0.0.5:6443");
   });
 
   it("refuses a 10 MB file and binary junk in the file picker, keeping nothing of it", async () => {
@@ -331,6 +334,79 @@ describe("RegisterDialog: what a new admin stumbles on", () => {
     fireEvent.input(screen.getByLabelText("Name"), { target: { value: "gpu-a" } });
     fireEvent.click(screen.getByRole("button", { name: "Register" }));
     await waitFor(() => expect(document.getElementById("reg-kc-error")?.textContent).toBe("Choose a kubeconfig file or paste one."));
-    expect(calls).toEqual([]);
+    expect(sent(calls)).toEqual([]);
+  });
+});
+
+describe("Register and Edit: what the second walk found", () => {
+  const settings = (over: Record<string, unknown> = {}) => ({
+    body: {
+      public_url: "https://gshare.example.com",
+      public_url_problem: null,
+      session_domain: null,
+      session_url_scheme: "https",
+      config_file: null,
+      ...over,
+    },
+  });
+
+  it("does not offer Attach after registering a cluster the server cannot attach yet, and says why", async () => {
+    stubFetch({
+      "GET /api/v1/settings": () => settings({ public_url: "http://127.0.0.1:8080", public_url_problem: "loopback" }),
+      "POST /api/v1/clusters": () => ({ status: 201, body: { ...cluster(), session_domain: null, effective_session_domain: null } }),
+    });
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} />);
+    fill("gpu-a", "kind: Config");
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    await screen.findByText("Before the operator can be attached");
+    expect(screen.queryByRole("button", { name: "Attach operator" })).toBeNull();
+    const why = Array.from(document.querySelectorAll(".attach-blockers li")).map((li) => li.textContent);
+    expect(why[0]).toContain(
+      "The server's public URL (http://127.0.0.1:8080) is not an address an operator inside a cluster can call back",
+    );
+    expect(why[0]).toContain("Set public_url in the server's config.toml (or GSHARE_PUBLIC_URL)");
+    expect(why[1]).toBe("gpu-a has no session domain: the operator needs the host its sessions are opened under.");
+  });
+
+  it("says what an empty session domain means on this server", async () => {
+    stubFetch({ "GET /api/v1/settings": () => settings({ session_domain: "lab.example" }) });
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} />);
+    await waitFor(() =>
+      expect(document.getElementById("reg-domain-help")?.textContent).toContain("Empty: the server's default, lab.example"),
+    );
+    expect(document.getElementById("reg-domain-help")?.textContent).not.toContain("cannot be opened");
+  });
+
+  it("brings a refusal into view (on a phone it appears below the screen's edge)", async () => {
+    const scrolled = vi.fn();
+    Element.prototype.scrollIntoView = scrolled;
+    stubFetch({ "POST /api/v1/clusters": () => probeFailed, "GET /api/v1/settings": () => settings() });
+    render(<RegisterDialog onClose={() => {}} onRegistered={() => {}} />);
+    fill("gpu-a", "kind: Config");
+    fireEvent.click(screen.getByRole("button", { name: "Register" }));
+    const alert = await screen.findByRole("alert");
+    await waitFor(() => expect(scrolled).toHaveBeenCalled());
+    expect((scrolled.mock.contexts[0] as Element).contains(alert)).toBe(true);
+  });
+
+  it("saves a session domain without re-checking the untouched API address taken from the kubeconfig", async () => {
+    const calls = stubFetch({ "PATCH /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA": () => ({ body: cluster() }) });
+    const onClose = vi.fn();
+    // An http:// address from the kubeconfig, accepted at registration.
+    const c = cluster({ api_server: "http://10.0.0.1:8080", session_domain: null, effective_session_domain: null });
+    render(<EditDialog cluster={c as never} onClose={onClose} onChanged={() => {}} />);
+    fireEvent.input(screen.getByLabelText("Session domain"), { target: { value: "s.example" } });
+    fireEvent.click(screen.getByRole("button", { name: "Save" }));
+    await waitFor(() => expect(onClose).toHaveBeenCalled());
+    expect(calls.map((x) => x.body)).toEqual([{ session_domain: "s.example" }]);
+  });
+
+  it("Register and Edit accept the same API addresses (http:// too, as the server does)", async () => {
+    const calls = stubFetch({ "PATCH /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA": () => ({ body: cluster() }) });
+    render(<EditDialog cluster={cluster() as never} onClose={() => {}} onChanged={() => {}} />);
+    fireEvent.input(screen.getByLabelText("API address"), { target: { value: "http://10.0.0.9:8080" } });
+    fireEvent.click(screen.getByRole("button", { name: "Save" }));
+    await waitFor(() => expect(calls.length).toBe(1));
+    expect(calls[0].body).toEqual({ api_server: "http://10.0.0.9:8080" });
   });
 });

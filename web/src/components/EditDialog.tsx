@@ -108,10 +108,12 @@ export function EditDialog(props: { cluster: Cluster; onClose: () => void; onCha
   if (ingress.trim() !== (c.session_ingress ?? "")) patch.session_ingress = ingress.trim();
   const dirty = Object.keys(patch).length > 0;
 
+  // Only what is being changed is checked: the address taken from the kubeconfig at registration
+  // (which the server accepted) stays as it is when, say, only the session domain is set.
   const local: Record<string, string> = {
     name: name.trim() ? "" : "Required.",
-    api_server: apiServer.trim() ? apiServerProblem(apiServer) : "Required: the API server's https:// address.",
-    session_domain: hostnameProblem(domain),
+    api_server: patch.api_server === undefined ? "" : apiServerProblem(apiServer),
+    session_domain: patch.session_domain === undefined ? "" : hostnameProblem(domain),
   };
   const [showLocal, setShowLocal] = useState(false);
   const server = serverFieldMessages(error);

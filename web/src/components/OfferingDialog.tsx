@@ -3,7 +3,9 @@
 // marked; its message says why.
 
 import { useState } from "preact/hooks";
-import { useAction } from "../hooks";
+import { useAction, usePoll } from "../hooks";
+import { formatDuration, formatMib } from "../format";
+import { getOverview } from "../overview";
 import { ApiError } from "../api";
 import { imageProblem, onlyFieldErrors, sentence, serverFieldMessages } from "../form";
 import { FieldError, invalidProps } from "./Field";
@@ -40,9 +42,11 @@ function formOf(o?: Offering): Form {
     gpu_model: o?.gpu_model ?? "",
     gpu_mem_mb: str(o?.gpu_mem_mb),
     gpu_cores: str(o?.gpu_cores),
-    cpu: str(o?.cpu),
-    mem_gb: str(o?.mem_gb),
-    disk_gb: str(o?.disk_gb),
+    // A new offering shows the server's defaults (1 CPU, 4 GB, 10 GB disk) rather than leaving
+    // them unsaid: what is in the fields is what sessions get.
+    cpu: o ? str(o.cpu) : "1",
+    mem_gb: o ? str(o.mem_gb) : "4",
+    disk_gb: o ? str(o.disk_gb) : "10",
     idle_timeout_sec: o ? str(o.idle_timeout_sec) : "1800",
     max_runtime_sec: o ? str(o.max_runtime_sec) : "0",
     status: o?.status === "inactive" ? "inactive" : "active",
@@ -139,8 +143,28 @@ const SHOWN = [
   "mode",
 ];
 
+/** The card models the fleet reports, for the GPU model field's suggestions (none when unknown). */
+export function fleetModels(o: { clusters?: { nodes?: { models?: string[] }[] }[] } | undefined): string[] {
+  const all = new Set<string>();
+  for (const c of o?.clusters ?? []) for (const n of c.nodes ?? []) for (const m of n.models ?? []) if (m) all.add(m);
+  return [...all].sort();
+}
+
+/** A number field's value in words: "= 20 GiB", "= 30m"; "" when empty or not a number. */
+function inWords(k: NumField, v: string): string {
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n)) return "";
+  if (k === "gpu_mem_mb") return n >= 1024 ? `= ${formatMib(n)}` : "";
+  if (k === "idle_timeout_sec") return `= ${formatDuration(n, "never times out")}`;
+  if (k === "max_runtime_sec") return `= ${formatDuration(n, "no cap")}`;
+  return "";
+}
+
 export function OfferingDialog(props: { offering?: Offering; onClose: () => void; onSaved: (o: Offering) => void }) {
   const original = props.offering;
+  // What the fleet has: the GPU model is picked from it (or typed, for cards not there yet).
+  const overview = usePoll((signal) => getOverview(signal), 0);
+  const models = fleetModels(overview.data);
   const [f, setF] = useState<Form>(() => formOf(original));
   const { busy: running, error, setError, run } = useAction();
   const busy = running !== "";
@@ -154,17 +178,28 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
   const bad = { has: (k: string) => !!msg(k) };
 
   const set = (k: keyof Form) => (e: Event) => setF({ ...f, [k]: (e.target as HTMLInputElement | HTMLSelectElement).value });
-  const field = (k: keyof Form, label: string, extra: Record<string, unknown> = {}) => (
+  const field = (k: keyof Form, label: string, extra: Record<string, unknown> = {}, help = "") => (
     <div class="field">
       <label>
         {label}
-        <input name={k} value={f[k]} onInput={set(k)} {...invalidProps(`off-${k}`, msg(k))} {...extra} />
+        <input
+          name={k}
+          value={f[k]}
+          onInput={set(k)}
+          {...invalidProps(`off-${k}`, msg(k), help ? `off-${k}-help` : undefined)}
+          {...extra}
+        />
       </label>
       <FieldError id={`off-${k}-error`} message={msg(k)} />
+      {help && (
+        <p class="small muted help" id={`off-${k}-help`}>
+          {help}
+        </p>
+      )}
     </div>
   );
   const number = (k: NumField, label: string, extra: Record<string, unknown> = {}) =>
-    field(k, label, { type: "number", inputMode: "numeric", step: 1, min: 0, ...extra });
+    field(k, label, { type: "number", inputMode: "numeric", step: 1, min: 0, ...extra }, inWords(k, f[k]));
 
   const submit = (e: Event) => {
     e.preventDefault();
@@ -224,7 +259,17 @@ export function OfferingDialog(props: { offering?: Offering; onClose: () => void
                 <option value="exclusive">exclusive (a whole GPU)</option>
               </select>
             </label>
-            {field("gpu_model", "GPU model", { placeholder: "any", autocomplete: "off" })}
+            {field(
+              "gpu_model",
+              "GPU model",
+              { placeholder: "any", autocomplete: "off", list: "off-gpu-models" },
+              models.length ? `The fleet has: ${models.join(", ")}. Empty: any model.` : "Empty: any model.",
+            )}
+            <datalist id="off-gpu-models">
+              {models.map((m) => (
+                <option key={m} value={m} />
+              ))}
+            </datalist>
             {number("gpu_mem_mb", "GPU memory (MiB)")}
             {number("gpu_cores", "GPU cores (%)", { max: 100 })}
           </fieldset>

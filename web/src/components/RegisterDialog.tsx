@@ -2,10 +2,10 @@
 // probes the cluster before accepting; a failure shows the stage, cause, hint and checks. Success
 // shows the new id and the attach button (or the commands for deploying by hand).
 
-import { useRef, useState } from "preact/hooks";
-import { useAction } from "../hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { useAction, usePoll } from "../hooks";
 import { ApiError, base64Utf8, newIdempotencyKey } from "../api";
-import { registerCluster, type ClusterDetail, type RegisterBody, type Role } from "../clusters";
+import { getSettings, registerCluster, type ClusterDetail, type RegisterBody, type Role } from "../clusters";
 import { AttachPanel } from "./AttachPanel";
 import { CopyButton } from "./Copy";
 import { Dialog } from "./Dialog";
@@ -63,6 +63,14 @@ export function RegisterDialog(props: {
   const { busy: running, error, setError, run } = useAction();
   const busy = running !== "";
   const [created, setCreated] = useState<ClusterDetail | null>(null);
+  // The server's default session domain decides what an empty domain field means.
+  const settings = usePoll((signal) => getSettings(signal), 0);
+  const defaultDomain = settings.data?.session_domain ?? null;
+  // A refusal appears below the fields; on a phone that is off the screen: bring it into view.
+  const problem = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (error) problem.current?.scrollIntoView?.({ block: "nearest", behavior: "smooth" });
+  }, [error]);
   // One key per distinct body: a retry of the same request replays, an edited form is a new request.
   const attempt = useRef<{ body: string; key: string } | null>(null);
 
@@ -125,7 +133,7 @@ export function RegisterDialog(props: {
             <CopyButton text={created.id} label="Copy id" />
           </p>
           {created.checks && <Checks checks={created.checks} />}
-          <AttachPanel clusterId={created.id} onAttached={() => props.onRegistered(created)} />
+          <AttachPanel cluster={created} onAttached={() => props.onRegistered(created)} onChanged={() => props.onRegistered(created)} />
         </div>
         <footer class="dialog-foot">
           <button type="button" class="primary" autoFocus onClick={props.onClose}>
@@ -231,21 +239,28 @@ export function RegisterDialog(props: {
           </label>
           <FieldError id="reg-domain-error" message={msg("session_domain")} />
           <p class="small muted help" id="reg-domain-help">
-            The host sessions on this cluster are opened under; sessions cannot be opened until it is set (Edit can set it later).
+            The host sessions on this cluster are opened under.{" "}
+            {defaultDomain
+              ? `Empty: the server's default, ${defaultDomain} (give this cluster its own if that domain's ingress is on another cluster).`
+              : settings.data
+                ? "The server has no default: the operator cannot be attached and sessions cannot be opened until it is set (Edit can set it later)."
+                : "Edit can set it later."}
           </p>
         </div>
-        {dup ? (
-          <div class="error duplicate" role="alert">
-            <p>{(error as ApiError).message}.</p>
-            {props.onOpenCluster && (
-              <button type="button" onClick={() => props.onOpenCluster?.(dup.id)}>
-                Open {dup.name}
-              </button>
-            )}
-          </div>
-        ) : (
-          !onlyFieldErrors(error, ["name", "kubeconfig_b64", "api_server", "session_domain"]) && <ErrorBox error={error} />
-        )}
+        <div ref={problem} class="register-problem">
+          {dup ? (
+            <div class="error duplicate" role="alert">
+              <p>{(error as ApiError).message}.</p>
+              {props.onOpenCluster && (
+                <button type="button" onClick={() => props.onOpenCluster?.(dup.id)}>
+                  Open {dup.name}
+                </button>
+              )}
+            </div>
+          ) : (
+            !onlyFieldErrors(error, ["name", "kubeconfig_b64", "api_server", "session_domain"]) && <ErrorBox error={error} />
+          )}
+        </div>
         <footer class="dialog-foot">
           <button type="button" onClick={props.onClose}>
             Cancel

@@ -2,20 +2,28 @@
 // and sign out everywhere; an admin also sees the other admins (add, remove), recent sign-ins and
 // the snapshots (a member cannot read those: they stay off a member's page).
 
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, get, type Schemas } from "../api";
 import { login } from "../auth";
 import { addAdmin, changePassword, listAdmins, MIN_PASSWORD, newPasswordProblem, removeAdmin, signOutEverywhere } from "../account";
 import { ErrorBox } from "../components/Errors";
 import { SnapshotsPanel } from "../components/SnapshotsPanel";
+import { PolicyPanel } from "../components/PolicyPanel";
 import { FieldError, invalidProps } from "../components/Field";
 import { formatTime } from "../format";
 import { onlyFieldErrors, serverFieldMessages } from "../form";
-import { useAction, usePoll } from "../hooks";
+import { useAction } from "../hooks";
 import { useLivePoll } from "../live";
 
 /** Change one's password; on success the console signs in again with it (older sessions end). */
-export function PasswordForm(props: { username: string; initial?: boolean; member?: boolean; onChanged: () => void }) {
+export function PasswordForm(props: {
+  username: string;
+  initial?: boolean;
+  member?: boolean;
+  onChanged: () => void;
+  /** The forced change (before the console opens): the way out is to sign out. */
+  onSignOut?: () => void;
+}) {
   const [current, setCurrent] = useState("");
   const [next, setNext] = useState("");
   const [repeat, setRepeat] = useState("");
@@ -23,6 +31,12 @@ export function PasswordForm(props: { username: string; initial?: boolean; membe
   const { busy: running, error, run } = useAction();
   const busy = running !== "";
   const [done, setDone] = useState(false);
+  // The forced change opens on its first field: `autofocus` is honoured once per page load, and the
+  // sign-in form used it already.
+  const first = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    if (props.initial) first.current?.focus();
+  }, [props.initial]);
   const local: Record<string, string> = checked
     ? {
         current_password: current ? "" : "Required.",
@@ -55,11 +69,18 @@ export function PasswordForm(props: { username: string; initial?: boolean; membe
 
   return (
     <form class="form password-form" onSubmit={submit} noValidate aria-labelledby="password-title">
-      <h2 id="password-title">{props.initial ? "Choose your own password" : "Change your password"}</h2>
-      {props.initial && !props.member && (
+      {/* The forced change is a page of its own (no console around it): its heading is the page's h1. */}
+      {props.initial ? <h1 id="password-title">Choose your own password</h1> : <h2 id="password-title">Change your password</h2>}
+      {props.initial && !props.member && props.username === "admin" && (
         <p>
           You signed in with the initial password from <code>initial-admin-password</code>. Choose a password of your own (at least{" "}
           {MIN_PASSWORD} characters); the file is deleted once you have.
+        </p>
+      )}
+      {props.initial && !props.member && props.username !== "admin" && (
+        <p>
+          You signed in with the first password another admin chose for you. Choose a password of your own (at least {MIN_PASSWORD}{" "}
+          characters) before you go on.
         </p>
       )}
       {props.initial && props.member && (
@@ -76,7 +97,7 @@ export function PasswordForm(props: { username: string; initial?: boolean; membe
             name="current_password"
             autocomplete="current-password"
             value={current}
-            autoFocus={props.initial}
+            ref={first}
             onInput={(e) => setCurrent((e.target as HTMLInputElement).value)}
             {...invalidProps("pw-current", msg("current_password"))}
           />
@@ -97,7 +118,8 @@ export function PasswordForm(props: { username: string; initial?: boolean; membe
         </label>
         <FieldError id="pw-new-error" message={msg("new_password")} />
         <p class="small muted help" id="pw-new-help">
-          At least {MIN_PASSWORD} characters; not the initial password. Your other sessions are signed out.
+          At least {MIN_PASSWORD} characters{props.initial ? "; not the one you signed in with" : "; not the initial password"}.
+          {!props.initial && " Your other sign-ins end; this one continues."}
         </p>
       </div>
       <div class="field">
@@ -121,6 +143,11 @@ export function PasswordForm(props: { username: string; initial?: boolean; membe
         </p>
       )}
       <div class="dialog-foot">
+        {props.onSignOut && (
+          <button type="button" onClick={props.onSignOut}>
+            Sign out
+          </button>
+        )}
         <button type="submit" class="primary" disabled={busy}>
           {busy ? "Changing…" : "Change password"}
         </button>
@@ -130,7 +157,11 @@ export function PasswordForm(props: { username: string; initial?: boolean; membe
 }
 
 function Admins(props: { me: string }) {
-  const admins = usePoll((signal) => listAdmins(signal), 0);
+  // An admin added or removed elsewhere is an audit entry: the list follows the audit topic.
+  const admins = useLivePoll((signal) => listAdmins(signal), ["audit"], { pollMs: 0 });
+  const [added, setAdded] = useState("");
+  /** The admin whose removal is being confirmed. */
+  const [confirming, setConfirming] = useState("");
   const [name, setName] = useState("");
   const [password, setPassword] = useState("");
   const [checked, setChecked] = useState(false);
@@ -160,8 +191,10 @@ function Admins(props: { me: string }) {
     setChecked(true);
     const bad = !/^[A-Za-z0-9._@-]{1,64}$/.test(name.trim()) || newPasswordProblem(password, "");
     if (bad) return;
+    setAdded("");
     adding.run(async () => {
       await addAdmin(name.trim(), password);
+      setAdded(name.trim());
       setName("");
       setPassword("");
       setChecked(false);
@@ -172,6 +205,7 @@ function Admins(props: { me: string }) {
     removing.run(
       async () => {
         await removeAdmin(u);
+        setConfirming("");
         admins.reload();
       },
       { key: u },
@@ -189,16 +223,24 @@ function Admins(props: { me: string }) {
               <strong>{a.username}</strong>
               {a.username === props.me && <span class="muted"> (you)</span>}
               <span class="small muted"> · password set {formatTime(a.password_changed_at)}</span>
-              {a.username !== props.me && (
+              {a.username !== props.me && confirming !== a.username && (
                 <button
                   type="button"
                   class="danger"
                   disabled={busy !== ""}
-                  onClick={() => remove(a.username)}
-                  aria-label={`Remove ${a.username}`}
+                  onClick={() => (setConfirming(a.username), removing.setError(null))}
+                  aria-label={`Remove ${a.username}…`}
                 >
-                  {busy === a.username ? "Removing…" : "Remove"}
+                  Remove…
                 </button>
+              )}
+              {confirming === a.username && (
+                <ConfirmRemove
+                  name={a.username}
+                  busy={busy === a.username}
+                  onKeep={() => setConfirming("")}
+                  onRemove={() => remove(a.username)}
+                />
               )}
             </li>
           ))}
@@ -231,9 +273,15 @@ function Admins(props: { me: string }) {
             />
           </label>
           <FieldError id="adm-pw-error" message={msg("password")} />
+          <p class="small muted help">They replace it with their own at their first sign-in.</p>
         </div>
         {!onlyFieldErrors(error, ["username", "password"]) && !(error instanceof ApiError && error.status === 409) && (
           <ErrorBox error={error} title="Not added" />
+        )}
+        {added && (
+          <p class="ok" role="status">
+            Added {added}. Give them the password you chose; they choose their own at their first sign-in.
+          </p>
         )}
         <div class="dialog-foot">
           <button type="submit" disabled={busy !== ""}>
@@ -245,15 +293,82 @@ function Admins(props: { me: string }) {
   );
 }
 
-function SignIns(props: { me: string; onSignedOut: () => void }) {
+/** "Remove carol?" in place of the button: what goes, and a way back that has focus. */
+function ConfirmRemove(props: { name: string; busy: boolean; onKeep: () => void; onRemove: () => void }) {
+  const keep = useRef<HTMLButtonElement>(null);
+  useEffect(() => keep.current?.focus(), []);
+  return (
+    <div class="confirm" role="group" aria-label={`Confirm removing ${props.name}`}>
+      <p class="small">
+        Remove the admin <strong>{props.name}</strong>? Their sign-ins end now and they can no longer sign in.
+      </p>
+      <div class="row">
+        <button type="button" ref={keep} onClick={props.onKeep}>
+          Keep {props.name}
+        </button>
+        <button type="button" class="danger" disabled={props.busy} onClick={props.onRemove}>
+          {props.busy ? "Removing…" : `Remove ${props.name}`}
+        </button>
+      </div>
+    </div>
+  );
+}
+
+/** Sign out everywhere, asked first: it ends this sign-in too. */
+function SignOutEverywhereButton(props: { onSignedOut: () => void }) {
+  const { busy, error, run } = useAction();
+  const [asking, setAsking] = useState(false);
+  const keep = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (asking) keep.current?.focus();
+  }, [asking]);
+  return (
+    <>
+      <ErrorBox error={error} title="Not signed out" />
+      {!asking ? (
+        <button type="button" class="danger" onClick={() => setAsking(true)}>
+          Sign out everywhere…
+        </button>
+      ) : (
+        <div class="confirm" role="group" aria-label="Confirm signing out everywhere">
+          <p class="small">End every sign-in of yours, on every computer — this one too? You sign in again afterwards.</p>
+          <div class="row">
+            <button type="button" ref={keep} onClick={() => setAsking(false)}>
+              Stay signed in
+            </button>
+            <button
+              type="button"
+              class="danger"
+              disabled={busy !== ""}
+              onClick={() =>
+                run(async () => {
+                  await signOutEverywhere();
+                  props.onSignedOut();
+                })
+              }
+            >
+              {busy ? "Signing out…" : "Sign out everywhere"}
+            </button>
+          </div>
+        </div>
+      )}
+    </>
+  );
+}
+
+function SignIns(props: { me: string; onSignedOut: () => void; reloadKey?: number }) {
   const q = new URLSearchParams({ action: "auth.login", actor: `admin:${props.me}`, size: "10", page: "1" }).toString();
   // A sign-in elsewhere is an audit entry: the list follows the audit topic.
-  const recent = useLivePoll((signal) => get<Schemas["AuditPage"]>(`/api/v1/audit?${q}`, signal), ["audit"], { pollMs: 0, deps: [q] });
-  const { error, run } = useAction();
+  // A password change signs this console in again under a new token; its event stream may miss
+  // that sign-in, so the page reloads the list then (reloadKey).
+  const recent = useLivePoll((signal) => get<Schemas["AuditPage"]>(`/api/v1/audit?${q}`, signal), ["audit"], {
+    pollMs: 0,
+    deps: [q, props.reloadKey],
+  });
   return (
     <section aria-labelledby="signins-title">
       <h2 id="signins-title">Recent sign-ins</h2>
-      <ErrorBox error={recent.error ?? error} />
+      <ErrorBox error={recent.error} />
       {recent.data && (
         <ul class="signins">
           {recent.data.data.map((s, i) => (
@@ -264,48 +379,25 @@ function SignIns(props: { me: string; onSignedOut: () => void }) {
           ))}
         </ul>
       )}
-      <button
-        type="button"
-        class="danger"
-        onClick={() =>
-          run(async () => {
-            await signOutEverywhere();
-            props.onSignedOut();
-          })
-        }
-      >
-        Sign out everywhere
-      </button>
+      <SignOutEverywhereButton onSignedOut={props.onSignedOut} />
     </section>
   );
 }
 
 /** A member's sign-out everywhere (their sign-in history is in the admins' audit log). */
 function SignOutEverywhere(props: { onSignedOut: () => void }) {
-  const { busy, error, run } = useAction();
   return (
     <section aria-labelledby="signout-title">
       <h2 id="signout-title">Sign-ins</h2>
       <p>Signed in on another computer and left it? This ends every sign-in of yours, this one too.</p>
-      <ErrorBox error={error} title="Not signed out" />
-      <button
-        type="button"
-        class="danger"
-        disabled={busy !== ""}
-        onClick={() =>
-          run(async () => {
-            await signOutEverywhere();
-            props.onSignedOut();
-          })
-        }
-      >
-        Sign out everywhere
-      </button>
+      <SignOutEverywhereButton onSignedOut={props.onSignedOut} />
     </section>
   );
 }
 
 export function AccountPage(props: { username: string; member?: boolean; onSignedOut: () => void }) {
+  // Bumped by a password change: the sign-ins list then shows the sign-in it made.
+  const [changes, setChanges] = useState(0);
   if (props.member)
     return (
       <section aria-labelledby="account-title" class="account-page">
@@ -320,6 +412,9 @@ export function AccountPage(props: { username: string; member?: boolean; onSigne
           <div class="card">
             <SignOutEverywhere onSignedOut={props.onSignedOut} />
           </div>
+          <div class="card">
+            <PolicyPanel />
+          </div>
         </div>
       </section>
     );
@@ -332,13 +427,16 @@ export function AccountPage(props: { username: string; member?: boolean; onSigne
       </div>
       <div class="card-grid">
         <div class="card">
-          <PasswordForm username={props.username} onChanged={() => {}} />
+          <PasswordForm username={props.username} onChanged={() => setChanges((n) => n + 1)} />
         </div>
         <div class="card">
           <Admins me={props.username} />
         </div>
         <div class="card">
-          <SignIns me={props.username} onSignedOut={props.onSignedOut} />
+          <SignIns me={props.username} onSignedOut={props.onSignedOut} reloadKey={changes} />
+        </div>
+        <div class="card">
+          <PolicyPanel />
         </div>
         <div class="card">
           <SnapshotsPanel />

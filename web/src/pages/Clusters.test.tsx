@@ -22,19 +22,13 @@ describe("ClustersPage", () => {
     const { container } = render(<ClustersPage />);
     await screen.findByText("gpu-b");
     const headers = Array.from(container.querySelectorAll("thead th")).map((th) => th.textContent);
-    expect(headers.slice(0, 7)).toEqual([
-      "Cluster",
-      "API address",
-      "Session domain",
-      "State",
-      "Operator",
-      "Nodes / GPUs / sessions",
-      "Heartbeat",
-    ]);
+    // One column for the API server (address and what the probe found), one for the operator; the
+    // age of the last report once, under Last report (1440 px: "Attach operator" fits).
+    expect(headers.slice(0, 6)).toEqual(["Cluster", "API server", "Session domain", "Operator", "Nodes / GPUs / sessions", "Last report"]);
     const rowB = container.querySelector('[data-cluster-id="clu_01JBBBBBBBBBBBBBBBBBBBBBBB"]') as HTMLElement;
-    expect(
-      within(rowB).getByRole("button", { name: /Session domain of gpu-b not set: sessions get the server's default domain/ }),
-    ).toBeTruthy();
+    // The only cluster on the server's default domain: said in words, no unexplained mark.
+    expect(rowB.textContent).toContain("the server's default");
+    expect(within(rowB).queryByRole("button", { name: /Session domain of gpu-b/ })).toBeNull();
     expect(rowB.textContent).toContain("connect");
     expect(rowB.textContent).toContain("connection refused");
     expect(rowB.querySelector(".heartbeat.stale")).toBeTruthy();
@@ -81,7 +75,10 @@ describe("ClustersPage", () => {
     const { container } = render(<ClustersPage />);
     await screen.findByText("c-149");
     expect(container.querySelectorAll("tr.cluster-row").length).toBe(150);
-    expect(calls.map((c) => c.path)).toEqual(["/api/v1/clusters?page=1&size=100", "/api/v1/clusters?page=2&size=100"]);
+    expect(calls.map((c) => c.path).filter((p) => p.startsWith("/api/v1/clusters"))).toEqual([
+      "/api/v1/clusters?page=1&size=100",
+      "/api/v1/clusters?page=2&size=100",
+    ]);
   });
 
   it("expands a row into its nodes and cordons one", async () => {
@@ -181,6 +178,190 @@ describe("ClustersPage", () => {
     stubFetch({ "GET /api/v1/clusters": () => ({ status: 500, body: { error: { code: "internal", message: "boom", details: {} } } }) });
     render(<ClustersPage />);
     await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("Cannot load clusters"));
+  });
+});
+
+const settings = (over: Record<string, unknown> = {}) => ({
+  public_url: "https://gshare.example.com",
+  public_url_problem: null,
+  session_domain: null,
+  session_url_scheme: "https",
+  config_file: "/etc/gshare/config.toml",
+  ...over,
+});
+const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
+
+describe("ClustersPage: what the second walk found", () => {
+  it("says reachable for the API server and connected for the operator once each, the report's age only under Last report", async () => {
+    stubFetch({
+      "GET /api/v1/clusters": () => ({
+        body: page([cluster({ operator: { state: "connected", last_callback_age_s: 12, likely_causes: [] }, heartbeat_age_s: 12 })]),
+      }),
+      "GET /api/v1/settings": () => ({ body: settings() }),
+    });
+    const { container } = render(<ClustersPage />);
+    await screen.findByText("gpu-a");
+    const row = container.querySelector("tr.cluster-row") as HTMLElement;
+    expect(within(row).getAllByText("connected").length).toBe(1);
+    expect(within(row).getByText("reachable")).toBeTruthy();
+    expect(row.textContent).not.toContain("last callback");
+  });
+
+  it("a cluster on the default domain shared with another says so in words", async () => {
+    const b = { id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB", name: "gpu-b", session_domain: null, effective_session_domain: "lab.example" };
+    stubFetch({
+      "GET /api/v1/clusters": () => ({
+        body: page([cluster({ session_domain: null, effective_session_domain: "lab.example" }), cluster(b)]),
+      }),
+      "GET /api/v1/settings": () => ({ body: settings({ session_domain: "lab.example" }) }),
+    });
+    render(<ClustersPage />);
+    const marks = await screen.findAllByRole("button", { name: /the server's default, shared by 2 clusters/ });
+    expect(marks.length).toBe(2);
+    expect(marks[0].textContent).toBe("⚠ shared by 2 clusters");
+  });
+
+  it("keeps the last attach failure on the row, in the console's words, after the dialog is gone", async () => {
+    stubFetch({
+      "GET /api/v1/clusters": () => ({
+        body: page([
+          cluster({
+            session_domain: null,
+            effective_session_domain: null,
+            operator: {
+              state: "not_attached",
+              likely_causes: [],
+              last_attach: {
+                at: minutesAgo(2),
+                ok: false,
+                code: "setting_required",
+                setting: "session_domain",
+                message:
+                  "cluster clu_x has no session domain: set session_domain in the configuration (GSHARE_SESSION_DOMAIN) or the cluster's own (PATCH /api/v1/clusters/clu_x)",
+              },
+            },
+          }),
+          cluster({
+            id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+            name: "gpu-b",
+            operator: {
+              state: "not_attached",
+              likely_causes: [],
+              last_attach: {
+                at: minutesAgo(1),
+                ok: false,
+                code: "cluster_forbidden",
+                message: "the credentials may not create clusterroles",
+              },
+            },
+          }),
+        ]),
+      }),
+      "GET /api/v1/settings": () => ({ body: settings() }),
+    });
+    const { container } = render(<ClustersPage />);
+    await screen.findByText("gpu-b");
+    const [a, b] = Array.from(container.querySelectorAll(".last-attach")).map((e) => e.textContent ?? "");
+    expect(a).toContain("Last attach failed");
+    expect(a).toContain("gpu-a has no session domain. Set it with Edit");
+    expect(a).not.toContain("PATCH");
+    expect(b).toContain("the credentials may not create clusterroles");
+  });
+
+  it("calls an operator starting for the first minutes after attach, then silent", async () => {
+    stubFetch({
+      "GET /api/v1/clusters": () => ({
+        body: page([
+          cluster({ operator: { state: "silent", attached_at: minutesAgo(0.5), likely_causes: ["the pod is not running"] } }),
+          cluster({
+            id: "clu_01JBBBBBBBBBBBBBBBBBBBBBBB",
+            name: "gpu-b",
+            operator: { state: "silent", attached_at: minutesAgo(10), likely_causes: ["the pod is not running"] },
+          }),
+        ]),
+      }),
+      "GET /api/v1/settings": () => ({ body: settings() }),
+    });
+    const { container } = render(<ClustersPage />);
+    await screen.findByText("gpu-b");
+    const rows = container.querySelectorAll("tr.cluster-row");
+    expect(rows[0].querySelector(".operator-state .badge")?.textContent).toBe("starting");
+    expect(rows[0].textContent).not.toContain("likely causes");
+    expect(rows[1].querySelector(".operator-state .badge")?.textContent).toBe("silent");
+    expect(rows[1].textContent).toContain("likely causes");
+  });
+
+  it("an empty fleet shows the path and what this server still lacks, read from its settings", async () => {
+    stubFetch({
+      "GET /api/v1/clusters": () => ({ body: page([]) }),
+      "GET /api/v1/settings": () => ({
+        body: settings({ public_url: "http://127.0.0.1:8080", public_url_problem: "public_url is loopback" }),
+      }),
+    });
+    const { container } = render(<ClustersPage />);
+    await screen.findByText(/No cluster is registered yet/);
+    const steps = Array.from(container.querySelectorAll(".first-run-steps > li")).map((li) => li.textContent ?? "");
+    expect(steps.length).toBe(4);
+    expect(steps[0]).toContain("Register a cluster");
+    expect(steps[1]).toContain("Attach the operator");
+    expect(steps[1]).toMatch(
+      /to do: a public URL clusters can call back — http:\/\/127\.0\.0\.1:8080 is not one\. Set public_url in \/etc\/gshare\/config\.toml/,
+    );
+    expect(steps[1]).toContain("restart");
+    expect(steps[1]).toMatch(/to do: a session domain: the server has no default/);
+    expect(steps[2]).toContain("Create an offering");
+    expect(steps[3]).toContain("Start a session");
+    expect(screen.getByRole("link", { name: "Offerings" }).getAttribute("href")).toBe("/offerings");
+    expect(screen.getByRole("button", { name: "Register the first cluster" })).toBeTruthy();
+  });
+
+  it("attach is not offered while the cluster lacks a session domain; it is set right there, then attach is offered", async () => {
+    const calls = stubFetch({
+      "GET /api/v1/clusters": () => ({
+        body: page([
+          cluster({ session_domain: null, effective_session_domain: null, operator: { state: "not_attached", likely_causes: [] } }),
+        ]),
+      }),
+      "GET /api/v1/settings": () => ({ body: settings() }),
+      "PATCH /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA": () => ({ body: cluster({ session_domain: "s.example" }) }),
+    });
+    render(<ClustersPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "Attach operator to gpu-a" }));
+    const dialog = await screen.findByRole("dialog", { name: "Attach the operator to gpu-a" });
+    await within(dialog).findByText("Before the operator can be attached");
+    expect(within(dialog).queryByRole("button", { name: "Attach operator" })).toBeNull();
+    expect(dialog.textContent).toContain("gpu-a has no session domain");
+    fireEvent.input(within(dialog).getByLabelText("Session domain for gpu-a"), { target: { value: "s.example" } });
+    fireEvent.click(within(dialog).getByRole("button", { name: "Set the session domain" }));
+    await within(dialog).findByRole("button", { name: "Attach operator" });
+    expect(calls.filter((c) => c.method === "PATCH").map((c) => c.body)).toEqual([{ session_domain: "s.example" }]);
+  });
+
+  it("says how to fix a loopback public URL where the server's refusal named a CLI flag", async () => {
+    stubFetch({
+      "GET /api/v1/clusters": () => ({ body: page([cluster({ operator: { state: "not_attached", likely_causes: [] } })]) }),
+      // The settings cannot be read: attach is offered, and its refusal is put in the console's words.
+      "GET /api/v1/settings": () => ({ status: 500, body: { error: { code: "internal", message: "boom", details: {} } } }),
+      "POST /api/v1/clusters/clu_01JAAAAAAAAAAAAAAAAAAAAAAA/attach": () => ({
+        status: 422,
+        body: {
+          error: {
+            code: "setting_required",
+            message:
+              "public_url is `http://127.0.0.1:8080`, which an operator inside the cluster cannot reach; set public_url (GSHARE_PUBLIC_URL) …, or pass --control-plane-url",
+            details: { setting: "public_url" },
+          },
+        },
+      }),
+    });
+    render(<ClustersPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "Attach operator to gpu-a" }));
+    const dialog = await screen.findByRole("dialog", { name: "Attach the operator to gpu-a" });
+    fireEvent.click(within(dialog).getByRole("button", { name: "Attach operator" }));
+    const alert = await within(dialog).findByRole("alert");
+    expect(alert.textContent).toContain("Set public_url in the server's config.toml (or GSHARE_PUBLIC_URL)");
+    expect(alert.textContent).toContain("then restart the server");
+    expect(alert.textContent).not.toContain("--control-plane-url");
   });
 });
 

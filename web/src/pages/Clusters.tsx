@@ -1,8 +1,9 @@
 // The clusters page: one row per cluster, live state and heartbeat, a row expands to its
 // nodes; register, edit, test and unregister through dialogs.
 
+import type { ComponentChildren } from "preact";
 import { memo } from "preact/compat";
-import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { AttachPanel } from "../components/AttachPanel";
 import { CopyButton } from "../components/Copy";
 import { Dialog } from "../components/Dialog";
@@ -10,7 +11,8 @@ import { EditDialog } from "../components/EditDialog";
 import { ListPage } from "../components/ListPage";
 import { NodesPanel } from "../components/NodesPanel";
 import { RegisterDialog } from "../components/RegisterDialog";
-import { effectiveDomain, listClusters, type Cluster } from "../clusters";
+import { attachFailureText, configPlace, effectiveDomain, getSettings, listClusters, type Cluster, type ServerSettings } from "../clusters";
+import { usePoll } from "../hooks";
 import { formatAge, formatTime, plural } from "../format";
 import { useLivePoll } from "../live";
 import { useTick } from "../tick";
@@ -18,7 +20,18 @@ import { useTick } from "../tick";
 /** An operator that has not reported for this long is shown in red (the operator contract's liveness). */
 export const HEARTBEAT_STALE_S = 300;
 
-const COLUMNS = 8;
+const COLUMNS = 7;
+
+/** After attach, an operator that has not reported yet is "starting" this long, not "silent". */
+export const STARTING_S = 180;
+
+/** The probe's verdict on the cluster's API server (the operator's state is its own column). */
+const STATUS_LABEL: Record<string, string> = {
+  connected: "reachable",
+  degraded: "degraded",
+  unreachable: "unreachable",
+  pending: "checking",
+};
 
 export function HeartbeatCell(props: { ageS: number | null | undefined; loadedAt: number }) {
   const now = useTick();
@@ -46,7 +59,7 @@ export function StateCell(props: { cluster: Cluster }) {
   const err = c.last_error;
   return (
     <div class="state">
-      <span class={`badge status-${c.status}`}>{c.status}</span>
+      <span class={`badge status-${c.status}`}>{STATUS_LABEL[c.status] ?? c.status}</span>
       {c.status === "pending" && !err && <div class="small muted">first probe running</div>}
       {err && (err.stage || err.cause) && (
         <div class="small probe-error" title={err.hint}>
@@ -115,18 +128,52 @@ function OperatorPodState(props: { pods: NonNullable<Cluster["operator"]>["pod"]
   );
 }
 
-/** Registered / attached / connected (with the last callback's age) / silent (with likely causes). */
-export function OperatorCell(props: { cluster: Cluster }) {
+/** Seconds since an RFC 3339 time, or null. */
+const ageOf = (at: string | null | undefined, now: number) => {
+  const t = at ? Date.parse(at) : NaN;
+  return Number.isFinite(t) ? Math.max(0, (now - t) / 1000) : null;
+};
+
+/**
+ * Not attached / attach incomplete / connected / silent (with likely causes); "starting" for the
+ * first minutes after attach, before the operator could have reported; the last attach's failure
+ * stays on the row after its dialog is closed. How long ago it reported is the Last report column.
+ */
+/** "starting" with the time since attach, ticking; "silent" once the grace is over. */
+function Starting(props: { attachedAt: string }) {
+  const now = useTick();
+  const since = ageOf(props.attachedAt, now) ?? 0;
+  if (since >= STARTING_S) return <span class="badge operator-silent">silent</span>;
+  return (
+    <>
+      <span class="badge operator-starting">starting</span>
+      <div class="small muted">attached {formatAge(since)} ago; its first report is due within a minute or two</div>
+    </>
+  );
+}
+
+export function OperatorCell(props: { cluster: Cluster; settings?: ServerSettings }) {
   const op = props.cluster.operator;
   if (!op) return <span class="muted">—</span>;
   const causes = op.likely_causes ?? [];
+  const sinceAttach = ageOf(op.attached_at, Date.now());
+  // Only these cells tick (a fleet of silent operators does not re-render every second).
+  const starting = op.state === "silent" && op.attached_at && sinceAttach != null && sinceAttach < STARTING_S ? op.attached_at : null;
+  const failed = op.last_attach && !op.last_attach.ok && op.state !== "connected" ? op.last_attach : null;
   return (
     <div class="operator-state">
-      <span class={`badge operator-${op.state}`}>{OPERATOR_LABEL[op.state] ?? op.state}</span>
-      {op.state === "connected" && op.last_callback_age_s != null && (
-        <div class="small muted">last callback {formatAge(op.last_callback_age_s)} ago</div>
+      {starting ? (
+        <Starting attachedAt={starting} />
+      ) : (
+        <span class={`badge operator-${op.state}`}>{OPERATOR_LABEL[op.state] ?? op.state}</span>
       )}
-      {op.state === "silent" && causes.length > 0 && (
+      {failed && (
+        <div class="small last-attach">
+          <span class="probe-error">Last attach failed</span> <span class="muted">({formatTime(failed.at)})</span>:{" "}
+          {attachFailureText(failed, props.settings, props.cluster.name)}
+        </div>
+      )}
+      {op.state === "silent" && !starting && causes.length > 0 && (
         <details class="small operator-causes">
           <summary>no callback yet: likely causes</summary>
           <ul>
@@ -150,7 +197,9 @@ export function OperatorCell(props: { cluster: Cluster }) {
 interface RowProps {
   cluster: Cluster;
   expanded: boolean;
-  multiCluster: boolean;
+  /** How many clusters use the server's default session domain (none of their own). */
+  onDefaultDomain: number;
+  settings?: ServerSettings;
   loadedAt: number;
   onToggle: (id: string) => void;
   onEdit: (c: Cluster) => void;
@@ -162,7 +211,8 @@ interface RowProps {
 export const ClusterRow = memo(function ClusterRow({
   cluster: c,
   expanded,
-  multiCluster,
+  onDefaultDomain,
+  settings,
   loadedAt,
   onToggle,
   onEdit,
@@ -196,33 +246,41 @@ export const ClusterRow = memo(function ClusterRow({
             <code class="cluster-id">{c.id}</code> <CopyButton text={c.id} label="Copy id" />
           </div>
         </td>
-        <td>
+        <td class="api-cell">
           <code class="api-server">{c.api_server}</code>
+          <StateCell cluster={c} />
         </td>
-        <td>
-          {domain ? <span>{domain}</span> : <span class="muted">—</span>}
-          {domainUnset && (!domain || multiCluster) && (
+        <td class="domain-cell">
+          {domain ? <span class="domain">{domain}</span> : <span class="muted">—</span>}
+          {domainUnset && !domain && (
             <button
               type="button"
               class="warn-mark"
-              aria-label={`Session domain of ${c.name} not set: ${domain ? "sessions get the server's default domain, whose ingress is elsewhere" : "sessions cannot be opened"}. Edit to set it.`}
-              title={
-                domain
-                  ? `Not set: sessions on this cluster get the server's default domain (${domain}), whose ingress is on another cluster, so their URLs 404. Set it with Edit.`
-                  : "Not set: sessions on this cluster cannot be opened until it is. Set it with Edit."
-              }
+              aria-label={`Session domain of ${c.name} not set: sessions cannot be opened. Edit to set it.`}
+              title="Not set: sessions on this cluster cannot be opened until it is. Set it with Edit."
               onClick={() => onEdit(c)}
             >
-              ⚠<span class="warn-text">{domain ? "" : " not set"}</span>
+              ⚠<span class="warn-text"> not set</span>
             </button>
           )}
-          {domainUnset && domain && <div class="small muted">default</div>}
+          {domainUnset && domain && <div class="small muted">the server's default</div>}
+          {domainUnset && domain && onDefaultDomain > 1 && (
+            // Said in words, not only by a mark: which clusters share it and why that matters.
+            <button
+              type="button"
+              class="warn-mark shared-default"
+              aria-label={`Session domain of ${c.name}: the server's default, shared by ${onDefaultDomain} clusters. Edit to give it its own.`}
+              onClick={() => onEdit(c)}
+            >
+              ⚠ shared by {onDefaultDomain} clusters
+            </button>
+          )}
+          {domainUnset && domain && onDefaultDomain > 1 && (
+            <div class="small muted">only the cluster its DNS points at can serve sessions under it</div>
+          )}
         </td>
         <td>
-          <StateCell cluster={c} />
-        </td>
-        <td>
-          <OperatorCell cluster={c} />
+          <OperatorCell cluster={c} settings={settings} />
         </td>
         <td class="num">
           <span title="nodes">{c.node_count ?? "—"}</span> / <span title="GPUs">{c.gpu_count ?? "—"}</span> /{" "}
@@ -253,9 +311,90 @@ export const ClusterRow = memo(function ClusterRow({
   );
 });
 
+/** A yes/no line of the first-run checklist: the mark is also said in words. */
+function Prereq(props: { ok: boolean; children: ComponentChildren }) {
+  return (
+    <li class={props.ok ? "ok" : "bad"}>
+      <span class="mark" aria-hidden="true">
+        {props.ok ? "✓" : "✗"}
+      </span>
+      <span class="sr-only">{props.ok ? "ready: " : "to do: "}</span>
+      <span>{props.children}</span>
+    </li>
+  );
+}
+
+/**
+ * What a new admin does first, in order — register, attach, offering, session — with what attach
+ * needs of this server read from its own settings (a public URL operators reach, a session domain).
+ */
+export function FirstRun(props: { settings?: ServerSettings; settingsError?: unknown; onRegister: () => void }) {
+  const s = props.settings;
+  return (
+    <div class="empty first-run">
+      <p>
+        <strong>No cluster is registered yet.</strong> From a cluster to a running session takes four steps:
+      </p>
+      <ol class="first-run-steps">
+        <li>
+          <strong>Register a cluster</strong> with its kubeconfig. The server checks it first: the API server answers, HAMi's device plugin
+          and the <code>nvidia</code> RuntimeClass are there.
+          <div>
+            <button type="button" class="primary" onClick={props.onRegister}>
+              Register the first cluster
+            </button>
+          </div>
+        </li>
+        <li>
+          <strong>Attach the operator</strong> (one button on the cluster's row). It needs of this server:
+          {s ? (
+            <ul class="prereqs">
+              <Prereq ok={!s.public_url_problem}>
+                {s.public_url_problem ? (
+                  <>
+                    a public URL clusters can call back — <code>{s.public_url}</code> is not one. Set <code>public_url</code> in{" "}
+                    {configPlace(s)} (or <code>GSHARE_PUBLIC_URL</code>) and restart the server.
+                  </>
+                ) : (
+                  <>
+                    a public URL clusters can call back: <code>{s.public_url}</code>
+                  </>
+                )}
+              </Prereq>
+              <Prereq ok={!!s.session_domain}>
+                {s.session_domain ? (
+                  <>
+                    a session domain: the default is <code>{s.session_domain}</code> (a cluster may have its own)
+                  </>
+                ) : (
+                  <>
+                    a session domain: the server has no default, so give each cluster its own when you register it (or set{" "}
+                    <code>session_domain</code> in {configPlace(s)})
+                  </>
+                )}
+              </Prereq>
+            </ul>
+          ) : props.settingsError ? (
+            <span class="muted"> (the server's settings could not be read)</span>
+          ) : null}
+        </li>
+        <li>
+          <strong>Create an offering</strong> on <a href="/offerings">Offerings</a>: the image and the GPU share, CPU, memory and disk a
+          session gets.
+        </li>
+        <li>
+          <strong>Start a session</strong> from it on <a href="/sessions">Sessions</a>; its URL is under the session domain.
+        </li>
+      </ol>
+    </div>
+  );
+}
+
 export function ClustersPage() {
   // Server-sent events reload the list on change; polling is only the fallback.
   const polled = useLivePoll((signal) => listClusters(signal), ["clusters"]);
+  // The server's own settings: the first-run checklist and what attach needs. Read once.
+  const settings = usePoll((signal) => getSettings(signal), 0);
   const [expanded, setExpanded] = useState<Set<string>>(new Set());
   const [filter, setFilter] = useState("");
   const [dialog, setDialog] = useState<
@@ -297,7 +436,16 @@ export function ClustersPage() {
     if (!f) return clusters;
     return clusters.filter((c) => [c.name, c.id, c.api_server, c.status].some((v) => v?.toLowerCase().includes(f)));
   }, [clusters, filter]);
-  const multiCluster = clusters.length > 1;
+  const onDefaultDomain = useMemo(() => clusters.filter((c) => !c.session_domain && c.effective_session_domain).length, [clusters]);
+  // After registering: focus goes to the new cluster's row when the dialog closes (the empty
+  // state's button that opened it is gone by then).
+  const registered = useRef<string | null>(null);
+  const [focusRow, setFocusRow] = useState("");
+  useEffect(() => {
+    if (!focusRow || !polled.data?.some((c) => c.id === focusRow)) return;
+    document.querySelector<HTMLElement>(`tr[data-cluster-id="${focusRow}"] button.disclosure`)?.focus();
+    setFocusRow("");
+  }, [focusRow, polled.data]);
   const totals = useMemo(
     () =>
       clusters.reduce(
@@ -339,26 +487,30 @@ export function ClustersPage() {
         </>
       }
       isEmpty={clusters.length === 0}
-      empty={
-        <div class="empty">
-          <p>No cluster is registered yet.</p>
-          <button type="button" class="primary" onClick={() => setDialog({ kind: "register" })}>
-            Register the first cluster
-          </button>
-        </div>
-      }
+      empty={<FirstRun settings={settings.data} settingsError={settings.error} onRegister={() => setDialog({ kind: "register" })} />}
       showTable={shown.length > 0}
       regionLabel="Cluster list"
       after={
         <>
           {polled.data && clusters.length > 0 && shown.length === 0 && <p class="muted">No cluster matches “{filter}”.</p>}
           {dialog?.kind === "register" && (
-            <RegisterDialog onClose={() => setDialog(null)} onRegistered={reload} onOpenCluster={openCluster} />
+            <RegisterDialog
+              onClose={() => {
+                setDialog(null);
+                if (registered.current) setFocusRow(registered.current);
+                registered.current = null;
+              }}
+              onRegistered={(c) => {
+                registered.current = c.id;
+                reload();
+              }}
+              onOpenCluster={openCluster}
+            />
           )}
           {dialog?.kind === "attach" && (
             <Dialog title={`Attach the operator to ${dialog.cluster.name}`} onClose={() => setDialog(null)} wide>
               <div class="dialog-body">
-                <AttachPanel clusterId={dialog.cluster.id} onAttached={reload} />
+                <AttachPanel cluster={dialog.cluster} onAttached={reload} onChanged={reload} />
               </div>
               <footer class="dialog-foot">
                 <button type="button" onClick={() => setDialog(null)}>
@@ -375,14 +527,13 @@ export function ClustersPage() {
         <thead>
           <tr>
             <th scope="col">Cluster</th>
-            <th scope="col">API address</th>
+            <th scope="col">API server</th>
             <th scope="col">Session domain</th>
-            <th scope="col">State</th>
             <th scope="col">Operator</th>
             <th scope="col" class="num">
               Nodes / GPUs / sessions
             </th>
-            <th scope="col">Heartbeat</th>
+            <th scope="col">Last report</th>
             <th scope="col">
               <span class="sr-only">Actions</span>
             </th>
@@ -394,7 +545,8 @@ export function ClustersPage() {
               key={c.id}
               cluster={c}
               expanded={expanded.has(c.id)}
-              multiCluster={multiCluster}
+              onDefaultDomain={onDefaultDomain}
+              settings={settings.data}
               loadedAt={polled.loadedAt}
               onToggle={onToggle}
               onEdit={onEdit}

@@ -104,7 +104,9 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
           {busy ? "Signing in…" : waiting > 0 ? `Sign in (in ${waitText(waiting)})` : "Sign in"}
         </button>
         <p class="small muted">
-          First start wrote the password of <code>admin</code> to <code>&lt;data_dir&gt;/initial-admin-password</code>.
+          A new server's first admin is <code>admin</code>: its first start writes the password to{" "}
+          <code>&lt;data_dir&gt;/initial-admin-password</code>, and the file is deleted once <code>admin</code> has chosen their own. Other
+          accounts get their password from an admin.
         </p>
       </form>
     </main>

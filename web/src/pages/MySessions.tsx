@@ -1,11 +1,13 @@
 // A member's landing page: their own sessions as cards (live phase, pending → preparing →
 // running as it happens; open code / lab / terminal; pause, resume, end), and the catalogue of
-// offerings they may start a session from, with what each gives.
+// offerings they may start a session from, with what each gives; their persistent volumes ("My
+// workspace") between the two.
 
 import { useRef, useState } from "preact/hooks";
 import { ApiError, newIdempotencyKey } from "../api";
 import { Advice } from "../components/Advice";
 import { Dialog } from "../components/Dialog";
+import { MyWorkspace } from "../components/MyWorkspace";
 import { ErrorBox } from "../components/Errors";
 import { Pager } from "../components/Pager";
 import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
@@ -411,6 +413,7 @@ export function MySessionsPage(props: { username: string }) {
         </ul>
       )}
       {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
+      <MyWorkspace />
       <Catalogue onStart={(offering) => setDialog({ kind: "start", offering })} />
       {dialog?.kind === "start" && (
         <StartDialog

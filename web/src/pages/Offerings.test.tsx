@@ -95,6 +95,7 @@ describe("OfferingsPage", () => {
       image: "NOT-AN-IMAGE!",
       cpu: 2,
       mem_gb: 4,
+      disk_gb: 10,
       idle_timeout_sec: 1800,
       max_runtime_sec: 0,
     });
@@ -132,6 +133,9 @@ describe("OfferingsPage", () => {
       gpu_model: "NVIDIA A100",
       gpu_mem_mb: 20480,
       gpu_cores: 30,
+      cpu: 1,
+      mem_gb: 4,
+      disk_gb: 10,
       idle_timeout_sec: 0,
       max_runtime_sec: 0,
     });
@@ -186,7 +190,12 @@ describe("OfferingsPage", () => {
     const calls = stubFetch({
       "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
       "DELETE /api/v1/offerings/off_01JAAAAAAAAAAAAAAAAAAAAAAA": () =>
-        err(409, "offering_in_use", "2 sessions reference this offering", { sessions: 2 }),
+        err(
+          409,
+          "offering_in_use",
+          "2 sessions were created from this offering (ended ones count: their history names it); deactivate it instead",
+          { sessions: 2 },
+        ),
       "PATCH /api/v1/offerings/off_01JAAAAAAAAAAAAAAAAAAAAAAA": () => ({ body: offering({ status: "inactive" }) }),
     });
     render(<OfferingsPage />);
@@ -196,13 +205,57 @@ describe("OfferingsPage", () => {
     expect(within(dialog).queryByRole("button", { name: "Deactivate instead" })).toBeNull();
     fireEvent.click(within(dialog).getByRole("button", { name: "Delete offering" }));
     const alert = await within(dialog).findByRole("alert");
-    expect(alert.textContent).toContain("Refused: the offering is in use: 2 sessions reference this offering");
+    // Said once: the title, then why and what to do (the server's message says the same again).
+    expect(alert.textContent).toContain("Refused: the offering is in use.");
     expect(alert.textContent).toContain("Deactivate it instead");
+    expect(alert.textContent?.match(/created from/g)?.length).toBe(1);
+    expect(alert.textContent?.match(/deactivate/gi)?.length).toBe(1);
     fireEvent.click(within(dialog).getByRole("button", { name: "Deactivate instead" }));
     await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
     expect(calls.filter((c) => c.method !== "GET").map((c) => [c.method, c.path, c.body])).toEqual([
       ["DELETE", "/api/v1/offerings/off_01JAAAAAAAAAAAAAAAAAAAAAAA", undefined],
       ["PATCH", "/api/v1/offerings/off_01JAAAAAAAAAAAAAAAAAAAAAAA", { status: "inactive" }],
     ]);
+  });
+});
+
+/** Everything the field's aria-describedby points at. */
+const described = (input: HTMLElement) =>
+  (input.getAttribute("aria-describedby") ?? "")
+    .split(" ")
+    .map((id) => document.getElementById(id)?.textContent ?? "")
+    .join(" ");
+
+describe("OfferingDialog: what the second walk found", () => {
+  it("shows the defaults a new offering gets, memory and times in words, and the GPU models the fleet reports", async () => {
+    stubFetch({
+      "GET /api/v1/offerings": () => ({ body: { data: [] } }),
+      "GET /api/v1/overview": () => ({
+        body: {
+          clusters: [
+            {
+              nodes: [
+                { name: "n0", models: ["NVIDIA A100-SXM4-80GB"] },
+                { name: "n1", models: ["NVIDIA L4", "NVIDIA A100-SXM4-80GB"] },
+              ],
+            },
+          ],
+        },
+      }),
+    });
+    render(<OfferingsPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "Create the first offering" }));
+    const dialog = screen.getByRole("dialog", { name: "New offering" });
+    // Not a silent default: the disk a session gets is in its field.
+    expect((within(dialog).getByLabelText("Disk (GB)") as HTMLInputElement).value).toBe("10");
+    expect((within(dialog).getByLabelText("CPU cores") as HTMLInputElement).value).toBe("1");
+    const gpuMem = within(dialog).getByLabelText("GPU memory (MiB)");
+    fireEvent.input(gpuMem, { target: { value: "20480" } });
+    expect(described(gpuMem)).toContain("= 20 GiB");
+    expect(described(within(dialog).getByLabelText("Idle timeout (seconds, 0 = never)"))).toContain("= 30m");
+    const model = within(dialog).getByLabelText("GPU model") as HTMLInputElement;
+    await waitFor(() => expect(described(model)).toContain("The fleet has: NVIDIA A100-SXM4-80GB, NVIDIA L4."));
+    const options = Array.from(document.querySelectorAll(`#${model.getAttribute("list")} option`)).map((o) => o.getAttribute("value"));
+    expect(options).toEqual(["NVIDIA A100-SXM4-80GB", "NVIDIA L4"]);
   });
 });

@@ -50,9 +50,17 @@ function DeleteOfferingDialog(props: { offering: Offering; onClose: () => void; 
           Delete offering <strong>{o.name}</strong> <code>{o.id}</code>? No new session can be started from it. Deleting is refused while
           sessions use it.
         </p>
-        <ErrorBox error={error} title={inUse ? "Refused: the offering is in use" : "Delete failed"}>
-          <Advice error={error} />
-        </ErrorBox>
+        {inUse ? (
+          // The server's message and the advice say the same: once, in the console's words.
+          <div class="error" role="alert">
+            <strong>Refused: the offering is in use.</strong>
+            <Advice error={error} />
+          </div>
+        ) : (
+          <ErrorBox error={error} title="Delete failed">
+            <Advice error={error} />
+          </ErrorBox>
+        )}
         <footer class="dialog-foot">
           <button type="button" autoFocus onClick={props.onClose}>
             Keep it

@@ -70,7 +70,45 @@ describe("UsersPage", () => {
     expect(within(done).getByText("Gen3ratedPassw0rd")).toBeTruthy();
     expect(within(done).getByRole("button", { name: "Copy first password: Gen3ratedPassw0rd" })).toBeTruthy();
     const post = calls.filter((c) => c.method === "POST").pop();
-    expect(post?.body).toEqual({ username: "carol", role: "member", group: "nlp", password: null });
+    expect(post?.body).toEqual({ username: "carol", role: "member", group: "nlp", password: null, invite: false });
+  });
+
+  it("creates a user with an invite link instead of a password when asked", async () => {
+    const calls = stubFetch({
+      "GET /api/v1/users": () => list([]),
+      "POST /api/v1/users": () => ({
+        status: 201,
+        body: {
+          user: user({ username: "dora", must_change_password: true }),
+          invite: { username: "dora", token: "inv_abc", url: "http://lab.test/invite#inv_abc", expires_at: "2026-12-04T09:00:00.000Z" },
+        },
+      }),
+    });
+    render(<UsersPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "New user" }));
+    const dialog = screen.getByRole("dialog", { name: "New user" });
+    fireEvent.input(within(dialog).getByLabelText("Username"), { target: { value: "dora" } });
+    fireEvent.click(within(dialog).getByLabelText(/invite link instead of a password/));
+    fireEvent.click(within(dialog).getByRole("button", { name: "Create user" }));
+    const done = await screen.findByRole("dialog", { name: "User created" });
+    expect(within(done).getByText("http://lab.test/invite#inv_abc")).toBeTruthy();
+    expect(within(done).queryByText(/first password/)).toBeNull();
+    const post = calls.filter((c) => c.method === "POST").pop();
+    expect(post?.body).toEqual({ username: "dora", role: "member", group: null, password: null, invite: true });
+  });
+
+  it("offers no disable, role change or delete on the signed-in admin's own row", async () => {
+    stubFetch({
+      "GET /api/v1/users": () => list([user({ username: "root", role: "admin", group: null }), user()]),
+    });
+    const { container } = render(<UsersPage me="root" />);
+    await screen.findByText("root");
+    const mine = container.querySelector('[data-username="root"]') as HTMLElement;
+    expect(within(mine).getByText("(you)")).toBeTruthy();
+    for (const name of ["Disable root", "Demote root", "Delete root"]) expect(within(mine).queryByRole("button", { name })).toBeNull();
+    expect(within(mine).getByRole("button", { name: "Reset root's password" })).toBeTruthy();
+    const alice = container.querySelector('[data-username="alice"]') as HTMLElement;
+    for (const name of ["Disable alice", "Promote alice", "Delete alice"]) expect(within(alice).getByRole("button", { name })).toBeTruthy();
   });
 
   it("imports CSV: a refused file shows each row's problem, an accepted one each password", async () => {

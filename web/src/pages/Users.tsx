@@ -65,6 +65,7 @@ function NewUserDialog(props: { onClose: () => void; onSaved: () => void }) {
   const [username, setUsername] = useState("");
   const [role, setRole] = useState<Role>("member");
   const [group, setGroup] = useState("");
+  const [invite, setInvite] = useState(false);
   const [created, setCreated] = useState<Schemas["CreatedUser"] | null>(null);
   const { busy, error, run } = useAction();
   const fields = serverFieldMessages(error);
@@ -72,10 +73,18 @@ function NewUserDialog(props: { onClose: () => void; onSaved: () => void }) {
     return (
       <Dialog title="User created" onClose={props.onClose}>
         <div class="dialog-body">
-          <p>
-            <strong>{created.user.username}</strong> ({created.user.role}) can sign in with this first password. It is shown only now; they
-            choose their own at first sign-in.
-          </p>
+          {created.invite ? (
+            <p>
+              Send <strong>{created.user.username}</strong> ({created.user.role}) this invite link: it works once, until{" "}
+              {formatTime(created.invite.expires_at)}, and they choose their own password with it. It is shown only now.
+            </p>
+          ) : (
+            <p>
+              <strong>{created.user.username}</strong> ({created.user.role}) can sign in with this first password. It is shown only now;
+              they choose their own at first sign-in.
+            </p>
+          )}
+          {created.invite && <Secret label="Invite link" value={created.invite.url} />}
           {created.password && <Secret label="First password" value={created.password} />}
           <footer class="dialog-foot">
             <button type="button" class="primary" autoFocus onClick={props.onClose}>
@@ -91,7 +100,7 @@ function NewUserDialog(props: { onClose: () => void; onSaved: () => void }) {
         class="dialog-body"
         onSubmit={(e) => {
           e.preventDefault();
-          run(() => createUser({ username: username.trim(), role, group: group.trim() || null, password: null }), {
+          run(() => createUser({ username: username.trim(), role, group: group.trim() || null, password: null, invite }), {
             key: "create",
             onSuccess: (c) => {
               setCreated(c);
@@ -126,7 +135,15 @@ function NewUserDialog(props: { onClose: () => void; onSaved: () => void }) {
             {...invalidProps("nu-group", fields.group)}
           />
         </Field>
-        <p class="muted small">A first password is generated and shown once; the user replaces it at first sign-in.</p>
+        <label class="check-line">
+          <input type="checkbox" checked={invite} onChange={(e) => setInvite((e.target as HTMLInputElement).checked)} /> Send an invite link
+          instead of a password
+        </label>
+        <p class="muted small">
+          {invite
+            ? "An invite link (single use, 72 hours) is shown once; the user chooses their own password with it."
+            : "A first password is generated and shown once; the user replaces it at first sign-in."}
+        </p>
         <ErrorBox error={Object.keys(fields).length ? null : error} title="Cannot create the user">
           <Advice error={error} />
         </ErrorBox>
@@ -361,7 +378,8 @@ function DeleteUserDialog(props: { user: User; onClose: () => void; onChanged: (
 
 type DialogState = { kind: "new" | "import" } | { kind: "reset" | "invite" | "delete"; user: User } | null;
 
-export function UsersPage() {
+/** `me`: the signed-in admin, whose own row offers no disable, demote or delete (the server refuses them). */
+export function UsersPage(props: { me?: string } = {}) {
   const [filters, setFilters] = useState<UserFilters>({});
   const [page, setPage] = useState(1);
   const qs = usersQuery({ ...filters, page, size: PAGE_SIZE });
@@ -467,49 +485,57 @@ export function UsersPage() {
         <tbody>
           {users.map((u) => {
             const busy = rowAction.busy.endsWith(`:${u.username}`);
+            const self = u.username === props.me;
             return (
               <tr key={u.username} class="user-row" data-username={u.username}>
                 <td>
                   <span class="user-name">{u.username}</span>
+                  {self && <span class="muted small"> (you)</span>}
                 </td>
                 <td>{u.role}</td>
                 <td>{u.group ?? <span class="muted">—</span>}</td>
                 <td>
                   <span class={`badge user-${u.disabled ? "disabled" : "enabled"}`}>{u.disabled ? "disabled" : "enabled"}</span>
-                  {u.must_change_password && <span class="badge">password to change</span>}
+                  {u.must_change_password && <span class="badge nowrap">password to change</span>}
                 </td>
                 <td>{formatTime(u.created_at)}</td>
                 <td class="actions">
-                  <button
-                    type="button"
-                    disabled={busy}
-                    aria-label={`${u.disabled ? "Enable" : "Disable"} ${u.username}`}
-                    onClick={() => change(u, { disabled: !u.disabled }, "disable")}
-                  >
-                    {u.disabled ? "Enable" : "Disable"}
-                  </button>{" "}
-                  <button
-                    type="button"
-                    disabled={busy}
-                    aria-label={`${u.role === "admin" ? "Demote" : "Promote"} ${u.username}`}
-                    onClick={() => change(u, { role: u.role === "admin" ? "member" : "admin" }, "role")}
-                  >
-                    {u.role === "admin" ? "Make member" : "Make admin"}
-                  </button>{" "}
+                  {!self && (
+                    <>
+                      <button
+                        type="button"
+                        disabled={busy}
+                        aria-label={`${u.disabled ? "Enable" : "Disable"} ${u.username}`}
+                        onClick={() => change(u, { disabled: !u.disabled }, "disable")}
+                      >
+                        {u.disabled ? "Enable" : "Disable"}
+                      </button>{" "}
+                      <button
+                        type="button"
+                        disabled={busy}
+                        aria-label={`${u.role === "admin" ? "Demote" : "Promote"} ${u.username}`}
+                        onClick={() => change(u, { role: u.role === "admin" ? "member" : "admin" }, "role")}
+                      >
+                        {u.role === "admin" ? "Make member" : "Make admin"}
+                      </button>{" "}
+                    </>
+                  )}
                   <button type="button" aria-label={`Reset ${u.username}'s password`} onClick={() => setDialog({ kind: "reset", user: u })}>
                     Reset password
                   </button>{" "}
                   <button type="button" aria-label={`Invite link for ${u.username}`} onClick={() => setDialog({ kind: "invite", user: u })}>
                     Invite link
                   </button>{" "}
-                  <button
-                    type="button"
-                    class="danger"
-                    aria-label={`Delete ${u.username}`}
-                    onClick={() => setDialog({ kind: "delete", user: u })}
-                  >
-                    Delete
-                  </button>
+                  {!self && (
+                    <button
+                      type="button"
+                      class="danger"
+                      aria-label={`Delete ${u.username}`}
+                      onClick={() => setDialog({ kind: "delete", user: u })}
+                    >
+                      Delete
+                    </button>
+                  )}
                 </td>
               </tr>
             );
