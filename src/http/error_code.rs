@@ -154,9 +154,8 @@ pub enum ErrorCode {
     SnapshotFailed,
 
     // ----- volumes -----
-    /// 409: the change would take the owner past their storage limit (`details`: scope,
-    /// limit_gb, allocated_gb, requested_gb; upstream's shape).
-    QuotaExceeded,
+    // 409 `QuotaExceeded` (above) also answers a change that would take the owner past their
+    // storage limit (`details`: scope, limit_gb, allocated_gb, requested_gb; upstream's shape).
     /// 409: a volume only grows (`details`: quota_gb, current_gb).
     VolumeShrinkNotAllowed,
     /// 409: a live session mounts the volume (`details.sessions[{id,name,phase}]`).
@@ -228,7 +227,6 @@ impl ErrorCode {
             Self::IngressUnreachable => "ingress_unreachable",
             Self::RelayFailed => "relay_failed",
             Self::SnapshotFailed => "snapshot_failed",
-            Self::QuotaExceeded => "quota_exceeded",
             Self::VolumeShrinkNotAllowed => "volume_shrink_not_allowed",
             Self::VolumeMounted => "volume_mounted",
         }
@@ -309,7 +307,6 @@ mod tests {
         (ErrorCode::IngressUnreachable, "ingress_unreachable"),
         (ErrorCode::RelayFailed, "relay_failed"),
         (ErrorCode::SnapshotFailed, "snapshot_failed"),
-        (ErrorCode::QuotaExceeded, "quota_exceeded"),
         (ErrorCode::VolumeShrinkNotAllowed, "volume_shrink_not_allowed"),
         (ErrorCode::VolumeMounted, "volume_mounted"),
     ];
