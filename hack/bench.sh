@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Operator-facing benchmarks on a release build. Prints medians; every ratio is against a baseline
 # measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|admission|metrics|fleet|all]
-# (default: all); also slow (stalled-body storms) and console (the e2e with its time budgets enforced).
+# (default: all); also slow (stalled-body storms), ws-relay (WebSockets through relayed sessions) and
+# console (the e2e with its time budgets enforced).
 # `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
 # `signin` takes flags: --students 200 --users 1000 --sessions 20000 --seconds 10.
 # BENCH_PROFILE=dev measures a debug build instead (quicker to build, much slower to run).
@@ -98,10 +99,6 @@ idle_rss() {
   echo "(targets at 10 s: <= 32 MiB empty, <= 40 MiB with 200 clusters)"
 }
 
-# RSS before, during (peak) and after an attack storm: 300 alias-bomb kubeconfig
-# registrations, 3,000 failed logins from one address, 3,000 malformed bodies and 400 bodies at the
-# 1 MiB limit (half just over it), 16 at a time; RSS right after and after 5 s and 30 s idle (does
-# the allocator give memory back?).
 # Stalled request bodies: /readyz latency and RSS while 4,200 sign-ins from one
 # address, 66 from each of 64 addresses, or 200 streams of one h2c connection hold their bodies
 # open (hack/storm_slow.py); then HTTP/2 abuse (rapid reset, CONTINUATION, SETTINGS and PING floods)
@@ -123,6 +120,49 @@ slow_bodies() {
   done
 }
 
+# WebSockets through real relayed sessions (hack/storm_slow.py ws-relay): S running sessions seeded
+# into the state (examples/fleet_seed.rs, one cluster), the server's session domain and ingress set,
+# the ingress and app played by `storm_slow.py ws-backend` (101, then an echo). 6,000 upgrades from 64
+# addresses held idle, trickling frames or never reading, 200 upgrade heads sent a byte every 2 s,
+# and one well-behaved user; /healthz p50/p99 before and during, fds and RSS before, at the peak,
+# once the clients have closed and 30 s later. BENCH_SECONDS (default 20) of storm;
+# STORM_SESSION_COUNT (default 100) sessions; STORM_UPGRADES (default 6000).
+ws_relay() {
+  local profile_flag=(--release) seed="${BENCH_SEED_BIN:-}"
+  # BENCH_SEED_BIN: a fleet_seed binary already built (it only writes the state file; its
+  # profile does not matter to what is measured).
+  if [ -z "$seed" ]; then
+    [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
+    cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
+    seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  fi
+  local data="$work/ws-relay" port bport pid bpid host=sessions.bench.test
+  mkdir -p "$data"
+  "$seed" seed --data-dir "$data" --clusters 1 --sessions "${STORM_SESSION_COUNT:-100}" --out "$work/ws-plan.lua" >/dev/null
+  # The sessions' CR names: ses_<ULID> -> ses-<ulid>.
+  grep '^sessions' "$work/ws-plan.lua" | grep -oE 'ses_[0-9A-Z]+' | tr 'A-Z_' 'a-z-' >"$work/ws-crs"
+  bport=$(free_port)
+  python3 hack/storm_slow.py ws-backend "$bport" &
+  bpid=$!
+  port=$(free_port)
+  GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LISTEN="127.0.0.1:$port" GSHARE_LOG_LEVEL=error \
+    GSHARE_PROBE_INTERVAL=86400s GSHARE_SESSION_DOMAIN="$host" GSHARE_SESSION_URL_SCHEME=http \
+    GSHARE_SESSION_INGRESS="127.0.0.1:$bport" "$bin" serve 2>"$work/ws-relay.log" &
+  pid=$!
+  until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.05; done
+  until python3 -c "import socket; socket.create_connection(('127.0.0.1', $bport)).close()" 2>/dev/null; do sleep 0.05; done
+  for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null; done
+  echo "ws-relay: $(wc -l <"$work/ws-crs") sessions, max_connections 4096 (default), profile ${BENCH_PROFILE:-release}, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  STORM_HOST="$host" STORM_SESSIONS="$work/ws-crs" STORM_UPGRADES="${STORM_UPGRADES:-6000}" \
+    python3 hack/storm_slow.py "$port" "$pid" ws-relay "${BENCH_SECONDS:-20}"
+  kill "$pid" "$bpid"; wait "$pid" "$bpid" 2>/dev/null || true
+}
+
+# RSS before, during (peak) and after an attack storm: 300 alias-bomb kubeconfig
+# registrations, 3,000 failed logins from one address, 3,000 malformed bodies and 400 bodies at the
+# 1 MiB limit (half just over it), 16 at a time; RSS right after and after 5 s and 30 s idle (does
+# the allocator give memory back?). /healthz p50/p99 (from another address) for 3 s before the
+# storm, the baseline of the same run, and during it.
 storm_rss() {
   local data="$work/storm" port pid admin
   mkdir -p "$data"
@@ -176,10 +216,41 @@ jobs += [("/api/v1/clusters", b'{"name": [[[[[[[[' * 200, admin) for i in range(
 big = json.dumps({"name": "big", "role": "primary", "kubeconfig_b64": "A" * (1024 * 1024 - 100)}).encode()
 jobs += [("/api/v1/clusters", big, admin) for i in range(200)]
 jobs += [("/api/v1/clusters", big + b" " * 200, admin) for i in range(200)]
+# /healthz from an address of its own (a new connection every 20 ms): 3 s before the storm (the
+# baseline of this run) and during it.
+import http.client, threading, time
+lat, phase, stop = [], ["before"], threading.Event()
+def probe():
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", int(port), timeout=2, source_address=("127.0.0.200", 0))
+            c.request("GET", "/healthz")
+            ok = c.getresponse().status == 200
+            c.close()
+        except Exception:
+            ok = False
+        lat.append((phase[0], ok, (time.perf_counter() - t0) * 1000))
+        time.sleep(0.02)
+t = threading.Thread(target=probe)
+t.start()
+time.sleep(3)
+phase[0] = "during"
+t0 = time.perf_counter()
 with ThreadPoolExecutor(16) as ex:
     codes = list(ex.map(lambda j: post(*j), jobs))
+took = time.perf_counter() - t0
+stop.set()
+t.join()
 five = sum(1 for c in codes if c >= 500 or c == 0)
-print(f"storm: {len(codes)} requests, 5xx or dropped: {five}")
+print(f"storm: {len(codes)} requests in {took:.1f} s, 5xx or dropped: {five}")
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else float("nan")
+for ph in ("before", "during"):
+    ok = [ms for p, good, ms in lat if p == ph and good]
+    bad = sum(1 for p, good, _ in lat if p == ph and not good)
+    print(f"storm: /healthz {ph} the storm: p50 {pct(ok, 50):.1f} ms, p99 {pct(ok, 99):.1f} ms ({len(ok)} answered, {bad} failed)")
 PY
   echo "storm: RSS right after: $(rss)"
   echo "storm: RSS peak during the storm (VmHWM): $(awk '/VmHWM/ {printf "%.1f MiB", $2/1024}' /proc/$pid/status)"
@@ -674,6 +745,7 @@ case "$what" in
   rss) idle_rss ;;
   storm) storm_rss ;;
   slow) slow_bodies ;;
+  ws-relay) ws_relay ;;
   console) E2E_ENFORCE_BUDGET=1 web/e2e/run.sh ;;
   size) binary_size ;;
   jwt) jwt ;;
@@ -682,5 +754,5 @@ case "$what" in
   signin) signin "$@" ;;
   directory) directory "$@" ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|storm|size|jwt|callbacks|snapshot|sessions|metrics|fleet [flags]|signin [flags]|directory [--count N]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|slow|ws-relay|size|jwt|callbacks|snapshot|sessions|admission|metrics|fleet [flags]|signin [flags]|directory [--count N]|all]" >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets of fuzz/ (entry points: src/fuzzing.rs) and prints, per target, the
-# seconds run, the executions and whether it crashed:
+# wall seconds, the executions and their rate, libFuzzer's coverage (cov, ft) and corpus size at the
+# end, and whether it crashed:
 #   ./hack/fuzz.sh                  -> every target for FUZZ_SECONDS (default 20) each
 #   ./hack/fuzz.sh jwt 600          -> one target for 600 s
 # Targets: kubeconfig jwt internal_body hami_node verify_uri set_cookie relay_headers. New corpus entries go to
@@ -38,19 +39,26 @@ for t in "${targets[@]}"; do
     log="fuzz/artifacts/$t/last-run.log"
     max_len=4096
     [ "$t" = kubeconfig ] && max_len=16384
+    started=$(date +%s)
     set +e
     cargo fuzz run "${flags[@]}" "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
         -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 >"$log" 2>&1
     rc=$?
     set -e
+    wall=$(($(date +%s) - started))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    # libFuzzer's last status line: "#N DONE cov: C ft: F corp: U/SIZE ... exec/s: E rss: R".
+    last=$(grep -E '^#[0-9]+' "$log" | tail -1 | grep -oE '(cov|ft|corp|rss): [^ ]+' | tr '\n' ' ' | sed 's/ $//')
+    line="$t: ${seconds}s asked, ${wall}s wall, ${execs:-?} executions (${rate:-?}/s), ${last:-no status line}"
+    echo "== $line (exit $rc)" >&2
     if [ "$rc" -ne 0 ]; then
         failed=1
-        summary+=("$t: ${seconds}s, ${execs:-?} executions, CRASHED (exit $rc): see $log and fuzz/artifacts/$t/")
+        summary+=("$line, CRASHED (exit $rc): see $log and fuzz/artifacts/$t/")
         tail -40 "$log" >&2
     else
-        summary+=("$t: ${seconds}s, ${execs:-?} executions, 0 crashes")
+        summary+=("$line, 0 crashes")
     fi
 done
 echo "== fuzz summary"

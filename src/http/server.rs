@@ -204,9 +204,15 @@ pub struct ConnectionTicket {
     caps: Caps,
 }
 
-/// Why a tunnel was refused.
+/// Why a tunnel was refused: which cap is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoRoom;
+pub enum NoRoom {
+    /// Every connection slot of the server is busy (`max_connections`).
+    Server,
+    /// The client's address has as many busy connections as it may (`max_connections_per_address`,
+    /// the number carried); each tunnel holds two.
+    Address(usize),
+}
 
 impl ConnectionTicket {
     /// Keeps this connection counted against `max_connections` and its address's cap while a
@@ -214,10 +220,14 @@ impl ConnectionTicket {
     /// connection) as one more connection of the same address. `Err` when there is no room for it.
     pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
         let mut table = lock(&self.table);
-        let (upstream, _, reserve) = table.admit(self.address, self.caps).ok_or(NoRoom)?;
+        let Some((upstream, _, reserve)) = table.admit(self.address, self.caps) else {
+            let address_full =
+                self.address.is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= self.caps.per_address);
+            return Err(if address_full { NoRoom::Address(self.caps.per_address) } else { NoRoom::Server });
+        };
         if reserve {
             table.remove(upstream);
-            return Err(NoRoom);
+            return Err(NoRoom::Server);
         }
         if let Some(o) = table.open.get(&upstream) {
             // Busy for as long as it lives: never closed as idle.
@@ -554,7 +564,7 @@ mod tests {
         let t2 = ticket.tunnel().unwrap();
         assert_eq!(lock(&table).per_address[&ip(1).unwrap()], 3);
         // The address is full of busy connections (tunnels are never idle): no third tunnel.
-        assert_eq!(ticket.tunnel().err(), Some(NoRoom));
+        assert_eq!(ticket.tunnel().err(), Some(NoRoom::Address(3)));
         assert!(lock(&table).admit(ip(1), caps).is_none());
         // hyper is done with the connection after the upgrade: it stays counted while tunnels use it.
         slot.ended.store(true, Ordering::Release);

@@ -31,7 +31,7 @@ use super::proxy_path::{Refusal, route};
 use super::routes::SessionsState;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::middleware::PassedThrough;
-use crate::http::server::ConnectionTicket;
+use crate::http::server::{ConnectionTicket, NoRoom};
 use crate::locks::lock;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -372,11 +372,20 @@ pub async fn relay(
     };
     let tunnel = match ticket.as_ref().map(ConnectionTicket::tunnel) {
         Some(Ok(t)) => Some(t),
-        Some(Err(_)) => {
+        Some(Err(NoRoom::Server)) => {
             return relay_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::ServerBusy,
                 "every connection slot is taken; the WebSocket was not opened".into(),
+            );
+        }
+        Some(Err(NoRoom::Address(limit))) => {
+            return relay_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::TooManyTunnels,
+                format!(
+                    "your address has {limit} connections open (max_connections_per_address; a WebSocket holds two); close some first"
+                ),
             );
         }
         // Only in router tests without a socket.

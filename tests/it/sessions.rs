@@ -1627,6 +1627,65 @@ async fn one_session_holds_at_most_64_relayed_websockets() {
     s.stop().await;
 }
 
+/// One address holds at most its share of relayed WebSockets (each takes two of its places: its
+/// connection and the upstream one): the next is refused with 429 `too_many_tunnels` naming the
+/// cap, while another address still opens one to the same session, the tunnels carry bytes and the
+/// health paths answer; a closed tunnel gives its places back.
+#[tokio::test]
+async fn one_address_holds_at_most_its_share_of_relayed_websockets() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = TestServer::start_with(&[
+        ("GSHARE_SESSION_DOMAIN", "sessions.lab.test"),
+        ("GSHARE_SESSION_URL_SCHEME", "http"),
+        ("GSHARE_MAX_CONNECTIONS_PER_ADDRESS", "9"),
+    ])
+    .await;
+    let (_c, name, _ingress) = running_behind_an_ingress(&s, "gpu-pa").await;
+    let mut open = Vec::new();
+    for i in 0..4 {
+        let (status, ws) = relayed_upgrade(&s, &name, 60).await;
+        assert!(status.starts_with("HTTP/1.1 101"), "tunnel {i}: {status}");
+        open.push(ws);
+    }
+    // The fifth connection takes the address's ninth place; its upstream would be the tenth.
+    let (status, mut ws) = relayed_upgrade(&s, &name, 60).await;
+    assert!(status.starts_with("HTTP/1.1 429"), "{status}");
+    let mut rest = String::new();
+    let _ = ws.read_to_string(&mut rest).await;
+    let body: Value = serde_json::from_str(rest.trim()).unwrap_or_else(|e| panic!("{e}: {rest}"));
+    assert_eq!(body["error"]["code"], "too_many_tunnels", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("max_connections_per_address") && message.contains('9'), "{body}");
+    drop(ws);
+    // Another address opens one to the same session; tunnels of both carry bytes both ways.
+    let (status, other) = relayed_upgrade(&s, &name, 61).await;
+    assert!(status.starts_with("HTTP/1.1 101"), "{status}");
+    for ws in [open.first_mut().unwrap(), &mut { other }] {
+        ws.write_all(b"ping").await.unwrap();
+        let mut echo = [0u8; 4];
+        ws.read_exact(&mut echo).await.unwrap();
+        assert_eq!(&echo, b"ping");
+    }
+    assert_eq!(s.get("/readyz").await.status(), 200);
+    assert_eq!(s.get("/healthz").await.status(), 200);
+    // A closed tunnel gives its two places back (once the server has seen it close).
+    drop(open.pop());
+    let mut reopened = false;
+    for _ in 0..200 {
+        let (status, ws) = relayed_upgrade(&s, &name, 60).await;
+        if status.starts_with("HTTP/1.1 101") {
+            open.push(ws);
+            reopened = true;
+            break;
+        }
+        assert!(status.is_empty() || status.starts_with("HTTP/1.1 429"), "{status}");
+        tokio::task::yield_now().await;
+    }
+    assert!(reopened, "the places of a closed tunnel came back");
+    drop(open);
+    s.stop().await;
+}
+
 /// On a session domain (the origin of every session app) only the relay, verify
 /// and the health paths answer; the console, the API and sign-in are 421 there and set no cookie.
 #[tokio::test]
