@@ -122,12 +122,9 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
     expect_error(res, 404, "not_found").await;
 
     // A member of `vision`: the merge is user → group → global, per field.
-    send(
+    crate::users::create_own(
         &s,
-        Method::POST,
-        "/api/v1/users",
-        Some(json!({"username": "ann", "group": "vision", "password": "correct horse battery staple"})),
-        201,
+        json!({"username": "ann", "group": "vision", "password": "correct horse battery staple"}),
     )
     .await;
     send(

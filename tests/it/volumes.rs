@@ -22,10 +22,11 @@ async fn server() -> TestServer {
     .await
 }
 
-/// A member's bearer token (the account made by an admin, then signed in).
+/// A member's bearer token (the account made by an invite they accepted, then signed in: an
+/// admin-set password opens nothing but its change).
 async fn member(s: &TestServer, name: &str) -> String {
     let pw = format!("{name}'s long passphrase");
-    send(s, Method::POST, "/api/v1/users", Some(json!({"username": name, "password": pw})), 201).await;
+    crate::users::create_own(s, json!({"username": name, "password": pw})).await;
     let res = s.client.post(s.url("/api/v1/auth/login")).json(&json!({"username": name, "password": pw})).send();
     let v: Value = res.await.unwrap().json().await.unwrap();
     v["access_token"].as_str().unwrap().to_string()
