@@ -26,30 +26,32 @@ export function MyWorkspace() {
         <p class="empty">Your first session on a cluster makes your workspace there: files under /workspace outlive a pause.</p>
       )}
       {volumes.length > 0 && (
-        <table aria-label="Your volumes">
-          <thead>
-            <tr>
-              <th scope="col">Volume</th>
-              <th scope="col">Mounted at</th>
-              <th scope="col">Size</th>
-              <th scope="col">Used</th>
-              <th scope="col">Cluster</th>
-            </tr>
-          </thead>
-          <tbody>
-            {volumes.map((v) => (
-              <tr key={v.id} data-volume={v.id}>
-                <td>{v.kind === "home" ? "Home" : v.name}</td>
-                <td>
-                  <code>{v.mount_path}</code>
-                </td>
-                <td>{v.size_gb} GiB</td>
-                <td class={v.over_capacity ? "warn" : undefined}>{usedText(v)}</td>
-                <td>{v.cluster_name}</td>
+        <div class="table-wrap" role="region" aria-label="Your volumes, scrolls sideways" tabIndex={0}>
+          <table aria-label="Your volumes">
+            <thead>
+              <tr>
+                <th scope="col">Volume</th>
+                <th scope="col">Mounted at</th>
+                <th scope="col">Size</th>
+                <th scope="col">Used</th>
+                <th scope="col">Cluster</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {volumes.map((v) => (
+                <tr key={v.id} data-volume={v.id}>
+                  <td>{v.kind === "home" ? "Home" : v.name}</td>
+                  <td>
+                    <code>{v.mount_path}</code>
+                  </td>
+                  <td>{v.size_gb} GiB</td>
+                  <td class={v.over_capacity ? "warn" : undefined}>{usedText(v)}</td>
+                  <td>{v.cluster_name}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {volumes.length > 0 && (
         <p class="small muted">A volume lives on one cluster. A session on another cluster starts with a new, empty workspace there.</p>
