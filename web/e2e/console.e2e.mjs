@@ -1607,6 +1607,65 @@ try {
   page = adminPage;
 
   await step(
+    "invite: the admin invites a member; in a fresh browser at 390 px they choose a password on /invite and land signed in",
+    async () => {
+      const INVITEE = "e2e-invitee";
+      const created = await adminPage.evaluate(async (username) => {
+        const csrf = document.cookie.match(/(?:^|; )(?:__Host-)?gshare_csrf=([^;]*)/)?.[1] ?? "";
+        const res = await fetch("/api/v1/users", {
+          method: "POST",
+          headers: { "Content-Type": "application/json", "X-CSRF-Token": decodeURIComponent(csrf) },
+          body: JSON.stringify({ username, role: "member", invite: true }),
+        });
+        return { status: res.status, body: await res.json() };
+      }, INVITEE);
+      const token = created.body.invite?.token;
+      if (created.status !== 201 || !token || created.body.password) throw new Error(`invite at create: ${JSON.stringify(created)}`);
+      const problems = [];
+      for (const [label, viewport] of [
+        ["390", NARROW],
+        ["1440", WIDE],
+      ]) {
+        const ctx = await browser.newContext({ viewport });
+        page = await ctx.newPage();
+        try {
+          if (label === "1440") {
+            // The link is single use: the second browser is told so, in words, with a way on.
+            await page.goto(`${base}/invite#${token}`);
+            await page.getByLabel("Password", { exact: true }).fill("a second try at this link");
+            await page.getByLabel("Password again").fill("a second try at this link");
+            await page.getByRole("button", { name: "Set password and sign in" }).click();
+            await page.getByRole("alert").waitFor();
+            await shot("39-invite-used");
+          } else {
+            await page.goto(`${base}/invite#${token}`);
+            await page.getByRole("heading", { name: "Choose your password" }).waitFor();
+            // Too short first: said next to the field, nothing sent.
+            await page.getByLabel("Password", { exact: true }).fill("short");
+            await page.getByRole("button", { name: "Set password and sign in" }).click();
+            await page.locator("#invite-pw-error").waitFor();
+            await shot("39-invite-390");
+            problems.push(...(await axeViolations()).map((v) => `invite @390: ${v}`));
+            problems.push(...(await layoutProblems()).map((v) => `invite @390: ${v}`));
+            await page.getByLabel("Password", { exact: true }).fill("the invitee chose this passphrase");
+            await page.getByLabel("Password again").fill("the invitee chose this passphrase");
+            await page.getByRole("button", { name: "Set password and sign in" }).click();
+            await page.getByRole("heading", { name: "My sessions" }).waitFor();
+            if (new URL(page.url()).pathname !== "/my") throw new Error(`landed on ${page.url()}`);
+            await shot("39-invite-signed-in-390");
+            problems.push(...(await axeViolations()).map((v) => `signed in @390: ${v}`));
+          }
+        } finally {
+          await ctx.close();
+        }
+      }
+      if (problems.length) throw new Error(problems.join("\n"));
+      return "password set through the link, signed in; the used link refused in a second browser";
+    },
+  );
+  page = adminPage;
+
+  await step(
     "offering in use: delete refused (409 offering_in_use), Deactivate instead works",
     async () => {
       await toPage("Offerings");
