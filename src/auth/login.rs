@@ -208,7 +208,35 @@ where
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(login)).routes(routes!(logout)).routes(routes!(me))
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(logout))
+        .routes(routes!(me))
+        .routes(routes!(sign_in_options))
+}
+
+/// What the sign-in page offers, asked before anyone signs in.
+#[derive(Serialize, ToSchema)]
+pub struct SignInOptions {
+    /// The first start's admin password still waits in `<data_dir>/initial-admin-password` (the
+    /// page says where to find it; once `admin` chose their own the file is gone and so is the hint).
+    pub initial_admin_password: bool,
+    /// How names sign in with the password form: `local` accounts always; `ldap` too when the lab's
+    /// directory is configured (a name with no local account is asked of it).
+    pub methods: Vec<&'static str>,
+}
+
+/// The sign-in page's options: which methods the password form serves and whether the first
+/// admin's password file is still there. Needs no credential and names nobody.
+#[utoipa::path(get, path = "/api/v1/auth/options", tag = "auth",
+    responses((status = 200, body = SignInOptions)))]
+async fn sign_in_options(State(app): State<AuthState>) -> axum::Json<SignInOptions> {
+    let initial_admin_password = app.config.data_dir.join(accounts::INITIAL_PASSWORD_FILE).is_file();
+    let mut methods = vec!["local"];
+    if app.config.ldap.is_some() {
+        methods.push("ldap");
+    }
+    axum::Json(SignInOptions { initial_admin_password, methods })
 }
 
 #[derive(Deserialize, ToSchema)]

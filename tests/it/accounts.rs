@@ -96,6 +96,27 @@ async fn initial_password_is_replaced_from_the_console_with_each_refusal_per_fie
 }
 
 #[tokio::test]
+async fn the_sign_in_page_hints_at_the_initial_password_file_only_while_it_is_there() {
+    let s = TestServer::start().await;
+    let options =
+        || async { s.client.get(s.url("/api/v1/auth/options")).send().await.unwrap().json::<Value>().await.unwrap() };
+    // No credential needed: the page asks before anyone signs in.
+    assert_eq!(options().await, json!({"initial_admin_password": true, "methods": ["local"]}));
+    let (token, _, _) = login(&s, None).await;
+    let res = call(
+        &s,
+        reqwest::Method::POST,
+        "/api/v1/account/password",
+        &token,
+        Some(json!({"current_password": initial_password(&s), "new_password": "admin chose this passphrase"})),
+    )
+    .await;
+    assert_eq!(res.status(), 204);
+    assert_eq!(options().await, json!({"initial_admin_password": false, "methods": ["local"]}));
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn the_initial_password_cannot_come_back_as_a_new_one() {
     let s = TestServer::start().await;
     let initial = initial_password(&s);

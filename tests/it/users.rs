@@ -207,6 +207,7 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/auth/login"),
     ("post", "/api/v1/auth/logout"),
     ("post", "/api/v1/auth/invite"),
+    ("get", "/api/v1/auth/options"),
     ("get", "/api/v1/offerings"),
     ("get", "/api/v1/offerings/{id}"),
     ("get", "/api/v1/sessions"),

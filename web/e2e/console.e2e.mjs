@@ -318,6 +318,8 @@ try {
   await step("sign-in page, wrong password refused, then signed in", async () => {
     await page.goto(`${base}/`);
     await page.getByLabel("Password").waitFor();
+    // The first start's password file is there: the page says where (GET /api/v1/auth/options).
+    await page.locator("code", { hasText: "initial-admin-password" }).waitFor();
     await shot("01-sign-in");
     await page.getByLabel("Password").fill("wrong-password");
     await page.getByRole("button", { name: "Sign in" }).click();

@@ -243,6 +243,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The sign-in page's options: which methods the password form serves and whether the first
+         *     admin's password file is still there. Needs no credential and names nobody.
+         */
+        get: operations["sign_in_options"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/clusters": {
         parameters: {
             query?: never;
@@ -2685,6 +2705,19 @@ export interface components {
             mode?: components["schemas"]["GpuMode"] | null;
             resource_class: components["schemas"]["ResourceClass"];
         };
+        /** @description What the sign-in page offers, asked before anyone signs in. */
+        SignInOptions: {
+            /**
+             * @description The first start's admin password still waits in `<data_dir>/initial-admin-password` (the
+             *     page says where to find it; once `admin` chose their own the file is gone and so is the hint).
+             */
+            initial_admin_password: boolean;
+            /**
+             * @description How names sign in with the password form: `local` accounts always; `ldap` too when the lab's
+             *     directory is configured (a name with no local account is asked of it).
+             */
+            methods: string[];
+        };
         /** @description Information about one snapshot file (`ls`, API answers). */
         SnapshotInfo: {
             binary_version: string;
@@ -3855,6 +3888,52 @@ export interface operations {
                 };
             };
             /** @description an operator token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    sign_in_options: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SignInOptions"];
+                };
+            };
+            /** @description unauthenticated: no admin token or console session, or an invalid or ended one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
             403: {
                 headers: {
                     [name: string]: unknown;

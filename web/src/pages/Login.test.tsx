@@ -28,6 +28,17 @@ describe("LoginPage", () => {
     );
   });
 
+  it("points at the initial-admin-password file only while the server says it is there", async () => {
+    stubFetch({ "GET /api/v1/auth/options": () => ({ body: { initial_admin_password: true, methods: ["local"] } }) });
+    const first = render(<LoginPage onSignedIn={() => {}} />);
+    await waitFor(() => expect(document.body.textContent).toContain("initial-admin-password"));
+    first.unmount();
+    stubFetch({ "GET /api/v1/auth/options": () => ({ body: { initial_admin_password: false, methods: ["local"] } }) });
+    render(<LoginPage onSignedIn={() => {}} />);
+    await screen.findByText("Your lab's admin gives you your account, or a link to set its password.");
+    expect(document.body.textContent).not.toContain("initial-admin-password");
+  });
+
   it("formats waits", () => {
     expect(waitText(1)).toBe("1 s");
     expect(waitText(59.2)).toBe("1 min");

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import { ApiError } from "../api";
+import { ApiError, request, type Schemas } from "../api";
 import { login, type Account } from "../auth";
 import { ErrorBox } from "../components/Errors";
 import { useAction } from "../hooks";
@@ -19,6 +19,15 @@ export function retryAfterS(e: unknown): number | null {
 
 export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
   const [username, setUsername] = useState("admin");
+  /** Whether the first admin's password file is still there: the hint says where it is only then. */
+  const [initialFile, setInitialFile] = useState(false);
+  useEffect(() => {
+    const ctl = new AbortController();
+    request<Schemas["SignInOptions"]>("GET", "/api/v1/auth/options", { signal: ctl.signal, quiet401: true })
+      .then((o) => setInitialFile(o.initial_admin_password))
+      .catch(() => setInitialFile(false));
+    return () => ctl.abort();
+  }, []);
   const [password, setPassword] = useState("");
   const { busy: running, error, setError, run } = useAction();
   const busy = running !== "";
@@ -103,11 +112,15 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
         <button type="submit" class="primary" disabled={busy || waiting > 0}>
           {busy ? "Signing in…" : waiting > 0 ? `Sign in (in ${waitText(waiting)})` : "Sign in"}
         </button>
-        <p class="small muted">
-          A new server's first admin is <code>admin</code>: its first start writes the password to{" "}
-          <code>&lt;data_dir&gt;/initial-admin-password</code>, and the file is deleted once <code>admin</code> has chosen their own. Other
-          accounts get their password from an admin.
-        </p>
+        {initialFile ? (
+          <p class="small muted">
+            A new server's first admin is <code>admin</code>: its first start writes the password to{" "}
+            <code>&lt;data_dir&gt;/initial-admin-password</code>, and the file is deleted once <code>admin</code> has chosen their own.
+            Other accounts get their password from an admin.
+          </p>
+        ) : (
+          <p class="small muted">Your lab's admin gives you your account, or a link to set its password.</p>
+        )}
       </form>
     </main>
   );
