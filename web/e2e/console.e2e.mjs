@@ -1775,8 +1775,11 @@ try {
       // Removing asks first; the question has focus on its way back.
       await page.getByRole("button", { name: "Remove carol…" }).click();
       await page.getByRole("group", { name: "Confirm removing carol" }).waitFor();
-      const focused = await page.evaluate(() => document.activeElement?.textContent?.trim());
-      if (focused !== "Keep carol") throw new Error(`focus on ${focused}`);
+      // The question takes focus in an effect after it is shown (bounded wait, not a sleep).
+      const focusText = () => page.evaluate(() => document.activeElement?.textContent?.trim());
+      await waitFor("Keep carol to have focus", async () => (await focusText()) === "Keep carol", 5000).catch(async () => {
+        throw new Error(`focus on ${await focusText()}`);
+      });
       await shot("27-account-confirm-remove");
       await page.setViewportSize(NARROW);
       await shot("27-account-confirm-remove-390");
