@@ -165,7 +165,7 @@ impl Volumes {
                 Ok(Some(VolumeView::new(&v, mounts.remove(&v.id).unwrap_or_default())))
             })
             .await?
-            .ok_or_else(|| VolumeError::NotFound(format!("no volume {id}")))
+            .ok_or_else(|| VolumeError::NotFound(format!("no volume {}", crate::http::text::echo(&id))))
     }
 
     pub async fn create(&self, req: NewVolume) -> Result<VolumeView, VolumeError> {
