@@ -112,7 +112,7 @@ fn visible(txn: &WriteTxn, id: &str, actor: &Actor) -> Result<VolumeRecord, Volu
     VOLUMES
         .get_in_write(txn, id)?
         .filter(|v| v.is_live() && actor.may_act_for(&v.owner))
-        .ok_or_else(|| VolumeError::NotFound(format!("no volume {}", crate::http::text::echo(&id))))
+        .ok_or_else(|| VolumeError::NotFound(format!("no volume {}", crate::http::text::echo(id))))
 }
 
 /// 409 `quota_exceeded` with upstream's details when `requested_gb` more would take `owner` past
