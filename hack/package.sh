@@ -13,6 +13,14 @@ command -v cargo-deb >/dev/null || cargo install --locked cargo-deb
 command -v cargo-generate-rpm >/dev/null || cargo install --locked cargo-generate-rpm
 
 cargo build --profile dist --locked -p gshare --bin gshare
+# The size budget (packaging/size-budget, bytes): a dist binary over it fails the build.
+budget=$(grep -E '^[0-9]+$' packaging/size-budget)
+size=$(stat -c %s "$CARGO_TARGET_DIR/dist/gshare")
+awk -v s="$size" -v b="$budget" 'BEGIN {printf "dist binary: %d bytes = %.2f MiB, budget %.2f MiB (%.1f %%)\n", s, s / 1048576, b / 1048576, 100 * s / b}'
+if [ "$size" -gt "$budget" ]; then
+    echo "the dist binary is $((size - budget)) bytes over its budget (packaging/size-budget)" >&2
+    exit 1
+fi
 # Both tools read the asset target/dist/gshare from $CARGO_TARGET_DIR/dist/.
 
 cargo deb --no-build --locked --profile dist -p gshare -o "$out"

@@ -45,20 +45,23 @@ pub fn default_for(path: &Path) -> CacheSize {
     CacheSize { bytes: default_bytes(state_file_bytes, memory_bytes), state_file_bytes, memory_bytes }
 }
 
-/// The memory this process may use: `MemTotal`, or its cgroup's `memory.max` (a systemd
-/// `MemoryMax=`, a container limit) when that is lower.
+/// The memory this process may use: `MemTotal`, or its cgroup's limit (a systemd `MemoryMax=`, a
+/// container limit) when that is lower — cgroup v2's `memory.max`, or v1's `memory.limit_in_bytes`.
 pub fn memory_limit() -> Option<u64> {
     let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| mem_total(&s));
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|s| cgroup_v2_path(&s))
-        .and_then(|p| std::fs::read_to_string(Path::new("/sys/fs/cgroup").join(p).join("memory.max")).ok())
-        .and_then(|s| cgroup_limit(&s));
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|s| {
+        let (rel, file) = cgroup_memory_file(&s)?;
+        let mount = if file == V2_FILE { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/memory" };
+        cgroup_limit(&std::fs::read_to_string(Path::new(mount).join(rel).join(file)).ok()?)
+    });
     match (total, cgroup) {
         (Some(t), Some(c)) => Some(t.min(c)),
         (t, c) => t.or(c),
     }
 }
+
+const V2_FILE: &str = "memory.max";
+const V1_FILE: &str = "memory.limit_in_bytes";
 
 /// `MemTotal:       24576000 kB` → bytes.
 fn mem_total(meminfo: &str) -> Option<u64> {
@@ -72,18 +75,28 @@ fn mem_total(meminfo: &str) -> Option<u64> {
     }
 }
 
-/// The cgroup v2 line of `/proc/self/cgroup` (`0::/system.slice/gshare.service`) as a relative
-/// path; `None` on cgroup v1 or a path that climbs out.
-fn cgroup_v2_path(proc_cgroup: &str) -> Option<String> {
-    let path = proc_cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+/// The memory controller's cgroup in `/proc/self/cgroup` as a relative path and the file of its
+/// limit: v1's `N:memory:/path` when there is one (a hybrid host mounts v2 without controllers),
+/// else v2's `0::/system.slice/gshare.service`. `None` for a path that climbs out.
+fn cgroup_memory_file(proc_cgroup: &str) -> Option<(String, &'static str)> {
+    let v1 = proc_cgroup.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers.split(',').any(|c| c == "memory").then_some(path)
+    });
+    let (path, file) = match v1 {
+        Some(p) => (p, V1_FILE),
+        None => (proc_cgroup.lines().find_map(|l| l.strip_prefix("0::"))?, V2_FILE),
+    };
     let rel = path.trim().trim_start_matches('/');
     if rel.split('/').any(|c| c == "..") {
         return None;
     }
-    Some(rel.to_owned())
+    Some((rel.to_owned(), file))
 }
 
-/// `memory.max`: a byte count, or `max` for no limit.
+/// `memory.max`: a byte count, or `max` for no limit (v1 says "no limit" with a huge count,
+/// which `MemTotal` then undercuts).
 fn cgroup_limit(memory_max: &str) -> Option<u64> {
     memory_max.trim().parse().ok()
 }
@@ -118,12 +131,18 @@ mod tests {
         assert_eq!(mem_total("MemFree: 1 kB\n"), None);
         assert_eq!(mem_total("MemTotal: lots kB\n"), None);
         assert_eq!(mem_total("MemTotal: 1 MB\n"), None);
-        assert_eq!(cgroup_v2_path("0::/system.slice/gshare.service\n").as_deref(), Some("system.slice/gshare.service"));
-        assert_eq!(cgroup_v2_path("0::/\n").as_deref(), Some(""));
-        assert_eq!(cgroup_v2_path("12:memory:/user.slice\n"), None, "cgroup v1");
-        assert_eq!(cgroup_v2_path("0::/../../etc\n"), None);
+        let v2 = |p: &str| Some((p.to_owned(), V2_FILE));
+        assert_eq!(cgroup_memory_file("0::/system.slice/gshare.service\n"), v2("system.slice/gshare.service"));
+        assert_eq!(cgroup_memory_file("0::/\n"), v2(""));
+        let hybrid = "9:name=systemd:/\n4:memory:/process_api/27f8\n3:cpuset:/\n0::/\n";
+        assert_eq!(cgroup_memory_file(hybrid), Some(("process_api/27f8".to_owned(), V1_FILE)), "v1 memory controller");
+        assert_eq!(cgroup_memory_file("5:cpu,memory:/lab\n"), Some(("lab".to_owned(), V1_FILE)));
+        assert_eq!(cgroup_memory_file("12:cpu:/user.slice\n"), None, "no memory controller, no v2 line");
+        assert_eq!(cgroup_memory_file("0::/../../etc\n"), None);
+        assert_eq!(cgroup_memory_file("4:memory:/../x\n"), None);
         assert_eq!(cgroup_limit("268435456\n"), Some(268_435_456));
         assert_eq!(cgroup_limit("max\n"), None);
+        assert_eq!(cgroup_limit("9223372036854771712\n"), Some(9_223_372_036_854_771_712), "v1 unlimited");
     }
 
     #[test]
