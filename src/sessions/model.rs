@@ -318,6 +318,9 @@ pub struct SessionVolume {
     pub read_only: bool,
     /// The size the PVC is made with (GiB).
     pub size_gb: i64,
+    /// The claim's name when it is not made from the id (an adopted PVC): the CR names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 impl SessionRecord {
