@@ -14,7 +14,8 @@ export function usedText(v: Pick<Volume, "used_bytes" | "size_gb">): string {
   return `${formatBytes(v.used_bytes)} of ${v.size_gb} GiB (${pct}%)`;
 }
 
-export function MyWorkspace() {
+/** `me`: the signed-in member (a volume of someone else's is one shared with their group). */
+export function MyWorkspace(props: { me?: string } = {}) {
   const polled = useLivePoll((signal) => listVolumes("", signal), ["sessions"]);
   const volumes = polled.data?.data ?? [];
   return (
@@ -40,9 +41,15 @@ export function MyWorkspace() {
             <tbody>
               {volumes.map((v) => (
                 <tr key={v.id} data-volume={v.id}>
-                  <td>{v.kind === "home" ? "Home" : v.name}</td>
                   <td>
-                    <code>{v.mount_path}</code>
+                    {v.kind === "home" ? "Home" : v.name}
+                    {props.me && v.owner !== props.me && <div class="small muted">{v.owner}'s, shared read-only</div>}
+                    {props.me && v.owner === props.me && v.shared_group && (
+                      <div class="small muted">shared read-only with {v.shared_group}</div>
+                    )}
+                  </td>
+                  <td>
+                    <code>{props.me && v.owner !== props.me ? `/shared/${v.owner}/${v.name}` : v.mount_path}</code>
                   </td>
                   <td>{v.size_gb} GiB</td>
                   <td class={v.over_capacity ? "warn" : undefined}>{usedText(v)}</td>
@@ -58,4 +65,28 @@ export function MyWorkspace() {
       )}
     </section>
   );
+}
+
+/**
+ * One cluster per volume, said before a session is created: whether the session's owner already has
+ * a workspace where it will run. `cluster`: the chosen one (an admin's dialog); without it (a
+ * member's start, placed by the server) the note names where their workspaces are.
+ */
+export function workspaceNote(
+  volumes: Pick<Volume, "kind" | "state" | "cluster_id" | "cluster_name" | "size_gb" | "owner">[],
+  owner: string | null,
+  cluster?: { id: string; name: string },
+): string {
+  const homes = volumes.filter((v) => v.kind === "home" && v.state === "active" && (owner == null || v.owner === owner));
+  const whose = owner == null ? "your" : `${owner}'s`;
+  const Whose = owner == null ? "Your" : `${owner}'s`;
+  const where = [...new Set(homes.map((h) => h.cluster_name))].join(", ");
+  if (cluster) {
+    const here = homes.find((h) => h.cluster_id === cluster.id);
+    if (here) return `${Whose} workspace on ${cluster.name} (${here.size_gb} GiB) is mounted at /workspace.`;
+    if (!homes.length) return `This first session makes ${whose} workspace on ${cluster.name}, mounted at /workspace.`;
+    return `${Whose} workspace is on ${where}, not on ${cluster.name}: a volume lives on one cluster, so this session starts with a new, empty workspace on ${cluster.name}.`;
+  }
+  if (!homes.length) return "Your first session makes your workspace at /workspace on the cluster it runs on; files there outlive a pause.";
+  return `Your workspace is on ${where}. A volume lives on one cluster: if this session is placed on another cluster, it starts there with a new, empty workspace (your files stay on ${where}).`;
 }

@@ -78,6 +78,26 @@ describe("MySessionsPage", () => {
     expect(within(card).getByRole("button", { name: "Open JupyterLab of thesis" })).toHaveProperty("disabled", true);
   });
 
+  it("says in the start dialog that a volume lives on one cluster, naming where the member's workspace is", async () => {
+    stubFetch({
+      "GET /api/v1/sessions": () => ({ body: page([]) }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+      "GET /api/v1/volumes": () => ({
+        body: {
+          data: [{ id: "vol_1", kind: "home", owner: "alice", state: "active", cluster_id: "clu_a", cluster_name: "gpu-a", size_gb: 20, mounted_by: [] }],
+          orphans: [],
+        },
+      }),
+    });
+    render(<MySessionsPage username="alice" />);
+    fireEvent.click(await screen.findByRole("button", { name: "Start a session from A100 20 GB slice" }));
+    const dialog = await screen.findByRole("dialog", { name: "Start A100 20 GB slice" });
+    const note = await within(dialog).findByRole("note");
+    expect(note.textContent).toBe(
+      "Your workspace is on gpu-a. A volume lives on one cluster: if this session is placed on another cluster, it starts there with a new, empty workspace (your files stay on gpu-a).",
+    );
+  });
+
   it("follows the phase live: pending, preparing, running on sessions events, then the apps open", async () => {
     const source = stubEventSource();
     let phase = "pending";
