@@ -722,3 +722,38 @@ async fn a_deleted_accounts_volumes_are_kept_or_reclaimed() {
 fn ids_of(v: &Value) -> Vec<String> {
     v.as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect()
 }
+
+#[tokio::test]
+async fn a_sessions_ephemeral_disk_use_is_shown_with_a_warning_near_its_limit() {
+    let s = server().await;
+    let c = cluster("gpu-a").await;
+    let cid = register(&s, "gpu-a", &c).await;
+    let off = offering(&s, "slice").await;
+    let op = operator(&s, &cid);
+    let new = || send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "owner": "erin"})), 201);
+    let (a, b) = (new().await, new().await);
+    let get = |id: &Value| {
+        let path = format!("/api/v1/sessions/{}", id.as_str().unwrap());
+        let s = &s;
+        async move { send(s, Method::GET, &path, None, 200).await }
+    };
+    assert_eq!(get(&a["id"]).await["ephemeral_disk"], Value::Null, "nothing reported yet");
+    let disks = json!({"volumes": [], "sessions": [
+        {"name": a["cr_name"], "ephemeral_used_bytes": 19 * GIB, "ephemeral_limit_bytes": 20 * GIB},
+        {"name": b["cr_name"], "ephemeral_used_bytes": 5 * GIB, "ephemeral_limit_bytes": 20 * GIB}
+    ], "pools": [], "cluster_id": cid});
+    ok(sync(&s, &op, &disks).await, 200).await;
+    assert_eq!(
+        get(&a["id"]).await["ephemeral_disk"],
+        json!({"used_bytes": 19 * GIB, "limit_bytes": 20 * GIB, "used_pct": 95, "near_limit": true})
+    );
+    assert_eq!(get(&b["id"]).await["ephemeral_disk"]["near_limit"], false);
+    let listed = send(&s, Method::GET, "/api/v1/sessions?owner=erin", None, 200).await;
+    let near: Vec<&Value> = listed["data"].as_array().unwrap().iter().map(|v| &v["ephemeral_disk"]["near_limit"]).collect();
+    assert_eq!(near.len(), 2);
+    assert!(near.contains(&&json!(true)) && near.contains(&&json!(false)), "{listed}");
+    // Ended: the last reading is no longer shown.
+    send(&s, Method::DELETE, &format!("/api/v1/sessions/{}", a["id"].as_str().unwrap()), None, 200).await;
+    assert_eq!(get(&a["id"]).await["ephemeral_disk"], Value::Null);
+    s.stop().await;
+}

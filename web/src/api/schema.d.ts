@@ -1763,6 +1763,23 @@ export interface components {
             used: components["schemas"]["Usage"];
             user: string;
         };
+        /** @description A live session's scratch disk use (the operator's `sessions[]` in the volume sync). */
+        EphemeralDisk: {
+            /**
+             * Format: int64
+             * @description 0: no limit reported.
+             */
+            limit_bytes: number;
+            /** @description At or past 90 % of the limit: past it the kubelet evicts the pod and its scratch files. */
+            near_limit: boolean;
+            /** Format: int64 */
+            used_bytes: number;
+            /**
+             * Format: int64
+             * @description `used_bytes` as a share of the limit (null without one).
+             */
+            used_pct?: number | null;
+        };
         /** @description The JSON body of every error answer. */
         ErrorBody: {
             error: components["schemas"]["ErrorDetail"];
@@ -2750,6 +2767,7 @@ export interface components {
             cr_name: string;
             created_at: string;
             ended_at?: string | null;
+            ephemeral_disk?: components["schemas"]["EphemeralDisk"] | null;
             id: string;
             last_report_at?: string | null;
             live: boolean;

@@ -98,6 +98,25 @@ describe("MySessionsPage", () => {
     );
   });
 
+  it("shows each live session's scratch disk use, and warns near its limit", async () => {
+    const GIB = 1024 ** 3;
+    stubFetch({
+      "GET /api/v1/sessions": () => ({
+        body: page([
+          mine({ id: "ses_1", name: "full", phase: "running", ephemeral_disk: { used_bytes: 19 * GIB, limit_bytes: 20 * GIB, used_pct: 95, near_limit: true } }),
+          mine({ id: "ses_2", name: "roomy", phase: "running", ephemeral_disk: { used_bytes: 5 * GIB, limit_bytes: 20 * GIB, used_pct: 25, near_limit: false } }),
+        ]),
+      }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+    });
+    render(<MySessionsPage username="alice" />);
+    const full = (await screen.findByRole("heading", { name: "full" })).closest("li") as HTMLElement;
+    expect(within(full).getByRole("note").textContent).toContain("Scratch disk nearly full: 19 GiB of 20 GiB (95%).");
+    const roomy = screen.getByRole("heading", { name: "roomy" }).closest("li") as HTMLElement;
+    expect(within(roomy).queryByRole("note")).toBeNull();
+    expect(roomy.textContent).toContain("Scratch disk: 5 GiB of 20 GiB (25%)");
+  });
+
   it("follows the phase live: pending, preparing, running on sessions events, then the apps open", async () => {
     const source = stubEventSource();
     let phase = "pending";

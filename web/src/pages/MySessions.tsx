@@ -7,6 +7,7 @@ import { useRef, useState } from "preact/hooks";
 import { ApiError, newIdempotencyKey } from "../api";
 import { Advice } from "../components/Advice";
 import { Dialog } from "../components/Dialog";
+import { EphemeralDisk } from "../components/EphemeralDisk";
 import { MyWorkspace, workspaceNote } from "../components/MyWorkspace";
 import { listVolumes } from "../volumes";
 import { ErrorBox } from "../components/Errors";
@@ -175,6 +176,7 @@ function SessionCard(props: { session: Session; onChanged: () => void; onEnd: (s
       </div>
       <Progress session={s} />
       <Gives of={s} compact />
+      {s.live && <EphemeralDisk disk={s.ephemeral_disk} />}
       {s.live && (
         <div class="my-session-actions">
           <div class="open" role="group" aria-label={`Open ${name}`}>
