@@ -112,11 +112,7 @@ impl VolumeRecord {
     /// The CR's entry for a session of a member of the group it is shared with: read-only, at
     /// `/shared/<owner>/<name>`.
     pub fn shared_mount(&self) -> SessionVolume {
-        SessionVolume {
-            mount_path: format!("/shared/{}/{}", self.owner, self.name),
-            read_only: true,
-            ..self.mount()
-        }
+        SessionVolume { mount_path: format!("/shared/{}/{}", self.owner, self.name), read_only: true, ..self.mount() }
     }
 
     /// The PVC's name on its cluster.
@@ -353,4 +349,3 @@ mod tests {
         assert_eq!((v.pvc(), v.mount().claim), ("data-old".to_string(), Some("data-old".to_string())));
     }
 }
-

@@ -391,7 +391,15 @@ async fn reclaim_owner(
         }),
         Err(_) => serde_json::json!({}),
     };
-    audit(&app.audit, &meta, &admin, "volume.reclaim_owner", &crate::audit::truncate(req.owner.clone()), details, &outcome)
-        .await;
+    audit(
+        &app.audit,
+        &meta,
+        &admin,
+        "volume.reclaim_owner",
+        &crate::audit::truncate(req.owner.clone()),
+        details,
+        &outcome,
+    )
+    .await;
     Ok(axum::Json(outcome?))
 }

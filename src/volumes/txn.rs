@@ -7,9 +7,9 @@ use serde_json::json;
 
 use super::model::*;
 use super::{Actor, Limits, VolumeError};
-use crate::config::Config;
 use crate::callbacks::wire::{VolumeDirective, VolumeSync, VolumeSyncAnswer, is_dns_subdomain};
 use crate::clusters::model::{CLUSTERS, ClusterRecord};
+use crate::config::Config;
 use crate::http::error::ErrorCode;
 use crate::sessions::model::{AccessMode, LIVE_SESSIONS, SESSIONS, SessionVolume};
 use crate::store::{Outcome, StoreError, WriteTxn};

@@ -493,8 +493,14 @@ async fn an_admin_adopts_or_reclaims_an_orphan() {
         )
     );
     // A PVC named as ours keeps its id.
-    let v2 = send(&s, Method::POST, &format!("/api/v1/volumes/orphans/{a}/{ours}/adopt"), Some(json!({"owner": "alice"})), 201)
-        .await;
+    let v2 = send(
+        &s,
+        Method::POST,
+        &format!("/api/v1/volumes/orphans/{a}/{ours}/adopt"),
+        Some(json!({"owner": "alice"})),
+        201,
+    )
+    .await;
     assert_eq!((&v2["id"], &v2["name"]), (&json!("vol_01JQQQQQQQQQQQQQQQQQQQQQQQ"), &json!(ours)));
     // Adopting it again: no longer an orphan.
     expect_error(adopt(&a, "data-old", json!({"owner": "alice"})).await, 404, "not_found").await;
@@ -524,13 +530,18 @@ async fn an_admin_adopts_or_reclaims_an_orphan() {
         ], "orphans": 1})
     );
     // Her next session mounts the adopted claim by its own name.
-    let ses = ok(as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "cluster_id": a}))).await, 201)
-        .await;
+    let ses = ok(
+        as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "cluster_id": a}))).await,
+        201,
+    )
+    .await;
     let spec = &cr(&ca, ses["cr_name"].as_str().unwrap())["spec"];
     let thesis = spec["volumes"].as_array().unwrap().iter().find(|v| v["mountPath"] == "/data/thesis").cloned();
     assert_eq!(
         thesis,
-        Some(json!({"name": "data-old", "mountPath": "/data/thesis", "mode": "ReadWriteOnce", "readOnly": false, "sizeGb": 40}))
+        Some(
+            json!({"name": "data-old", "mountPath": "/data/thesis", "mode": "ReadWriteOnce", "readOnly": false, "sizeGb": 40})
+        )
     );
     // The operator deleted the reclaimed PVC: it is no longer an orphan.
     let report = body(
@@ -554,7 +565,13 @@ async fn policies_size_the_home_and_bound_the_volumes() {
     send(&s, Method::POST, "/api/v1/groups", Some(json!({"name": "vision"})), 201).await;
     // The group's policy: homes of 7 GiB, volumes up to 100 GiB; alice's own: 30 GiB.
     let policy = |scope: &str, id: &str, limits: Value| {
-        send(&s, Method::POST, "/api/v1/resource-policies", Some(json!({"scope": scope, "scope_id": id, "limits": limits})), 201)
+        send(
+            &s,
+            Method::POST,
+            "/api/v1/resource-policies",
+            Some(json!({"scope": scope, "scope_id": id, "limits": limits})),
+            201,
+        )
     };
     policy("group", "vision", json!({"volume_gb": 7, "storage_gb": 100})).await;
     policy("user", "alice", json!({"storage_gb": 30})).await;
@@ -577,8 +594,14 @@ async fn policies_size_the_home_and_bound_the_volumes() {
     ok(add(&bob, 90).await, 201).await;
     // Grow past it: the same refusal, counting the other volumes only.
     let e = expect_error(
-        as_user(&s, &alice, Method::PATCH, &format!("/api/v1/volumes/{}", d["id"].as_str().unwrap()), Some(json!({"size_gb": 24})))
-            .await,
+        as_user(
+            &s,
+            &alice,
+            Method::PATCH,
+            &format!("/api/v1/volumes/{}", d["id"].as_str().unwrap()),
+            Some(json!({"size_gb": 24})),
+        )
+        .await,
         409,
         "quota_exceeded",
     )
@@ -623,7 +646,8 @@ async fn a_volume_shared_with_a_group_mounts_read_only_in_its_members_sessions()
     expect_error(share(&alice, &corpus, json!({"group": ""})).await, 422, "validation_failed").await;
     expect_error(share(&alice, &corpus, json!({"groups": "vision"})).await, 422, "validation_failed").await;
     expect_error(share(&bob, &corpus, json!({"group": "vision"})).await, 404, "not_found").await;
-    let ses = ok(as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off}))).await, 201).await;
+    let ses =
+        ok(as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off}))).await, 201).await;
     let home = ses["volumes"][0]["volume_id"].as_str().unwrap().to_string();
     expect_error(share(&alice, &home, json!({"group": "vision"})).await, 409, "conflict").await;
 
@@ -660,7 +684,10 @@ async fn a_volume_shared_with_a_group_mounts_read_only_in_its_members_sessions()
     .await;
     let using = ids_of(&e["error"]["details"]["sessions"]);
     assert_eq!(using.len(), 2, "{e}");
-    assert!(using.contains(&sb["id"].as_str().unwrap().to_string()) && using.contains(&ses["id"].as_str().unwrap().to_string()));
+    assert!(
+        using.contains(&sb["id"].as_str().unwrap().to_string())
+            && using.contains(&ses["id"].as_str().unwrap().to_string())
+    );
     // Unshared: bob's next session no longer mounts it.
     let v = ok(as_user(&s, &alice, Method::DELETE, &format!("/api/v1/volumes/{corpus}/share"), None).await, 200).await;
     assert_eq!(v["shared_group"], Value::Null);
@@ -676,11 +703,18 @@ async fn a_deleted_accounts_volumes_are_kept_or_reclaimed() {
     let off = offering(&s, "slice").await;
     let op = operator(&s, &cid);
     let alice = member(&s, "alice").await;
-    let ses = ok(as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off}))).await, 201).await;
+    let ses =
+        ok(as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off}))).await, 201).await;
     let home = ses["volumes"][0]["volume_id"].as_str().unwrap().to_string();
     let data = ok(
-        as_user(&s, &alice, Method::POST, "/api/v1/volumes", Some(json!({"name": "data", "cluster_id": cid, "size_gb": 2})))
-            .await,
+        as_user(
+            &s,
+            &alice,
+            Method::POST,
+            "/api/v1/volumes",
+            Some(json!({"name": "data", "cluster_id": cid, "size_gb": 2})),
+        )
+        .await,
         201,
     )
     .await["id"]
@@ -700,7 +734,8 @@ async fn a_deleted_accounts_volumes_are_kept_or_reclaimed() {
     expect_error(by_member.await, 403, "forbidden_role").await;
     // Reclaimed: the one her running session mounts is kept and named.
     let r = send(&s, Method::POST, "/api/v1/volumes/reclaim", Some(json!({"owner": "alice"})), 200).await;
-    let ids = |k: &str| r[k].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let ids =
+        |k: &str| r[k].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
     assert_eq!((ids("reclaimed"), ids("kept")), (vec![data.clone()], vec![home.clone()]));
     assert_eq!(r["kept"][0]["mounted_by"][0]["id"], ses["id"]);
     assert_eq!(r["reclaimed"][0]["state"], "reclaim_pending");
@@ -749,7 +784,8 @@ async fn a_sessions_ephemeral_disk_use_is_shown_with_a_warning_near_its_limit() 
     );
     assert_eq!(get(&b["id"]).await["ephemeral_disk"]["near_limit"], false);
     let listed = send(&s, Method::GET, "/api/v1/sessions?owner=erin", None, 200).await;
-    let near: Vec<&Value> = listed["data"].as_array().unwrap().iter().map(|v| &v["ephemeral_disk"]["near_limit"]).collect();
+    let near: Vec<&Value> =
+        listed["data"].as_array().unwrap().iter().map(|v| &v["ephemeral_disk"]["near_limit"]).collect();
     assert_eq!(near.len(), 2);
     assert!(near.contains(&&json!(true)) && near.contains(&&json!(false)), "{listed}");
     // Ended: the last reading is no longer shown.
