@@ -75,7 +75,15 @@ describe("MyWorkspace", () => {
         body: {
           data: [
             vol(),
-            vol({ id: "vol_2", name: "corpus", kind: "named", owner: "bob", mode: "RWX", mount_path: "/data/corpus", shared_group: "vision" }),
+            vol({
+              id: "vol_2",
+              name: "corpus",
+              kind: "named",
+              owner: "bob",
+              mode: "RWX",
+              mount_path: "/data/corpus",
+              shared_group: "vision",
+            }),
           ],
           orphans: [],
         },

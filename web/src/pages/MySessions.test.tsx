@@ -84,7 +84,18 @@ describe("MySessionsPage", () => {
       "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
       "GET /api/v1/volumes": () => ({
         body: {
-          data: [{ id: "vol_1", kind: "home", owner: "alice", state: "active", cluster_id: "clu_a", cluster_name: "gpu-a", size_gb: 20, mounted_by: [] }],
+          data: [
+            {
+              id: "vol_1",
+              kind: "home",
+              owner: "alice",
+              state: "active",
+              cluster_id: "clu_a",
+              cluster_name: "gpu-a",
+              size_gb: 20,
+              mounted_by: [],
+            },
+          ],
           orphans: [],
         },
       }),
@@ -103,8 +114,18 @@ describe("MySessionsPage", () => {
     stubFetch({
       "GET /api/v1/sessions": () => ({
         body: page([
-          mine({ id: "ses_1", name: "full", phase: "running", ephemeral_disk: { used_bytes: 19 * GIB, limit_bytes: 20 * GIB, used_pct: 95, near_limit: true } }),
-          mine({ id: "ses_2", name: "roomy", phase: "running", ephemeral_disk: { used_bytes: 5 * GIB, limit_bytes: 20 * GIB, used_pct: 25, near_limit: false } }),
+          mine({
+            id: "ses_1",
+            name: "full",
+            phase: "running",
+            ephemeral_disk: { used_bytes: 19 * GIB, limit_bytes: 20 * GIB, used_pct: 95, near_limit: true },
+          }),
+          mine({
+            id: "ses_2",
+            name: "roomy",
+            phase: "running",
+            ephemeral_disk: { used_bytes: 5 * GIB, limit_bytes: 20 * GIB, used_pct: 25, near_limit: false },
+          }),
         ]),
       }),
       "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),

@@ -195,7 +195,10 @@ describe("UsersPage", () => {
       mounted_by: [],
       ...over,
     });
-    const vols = [volume({}), volume({ id: "vol_2", name: "datasets", kind: "named", size_gb: 30, mounted_by: [{ id: "ses_1", name: null, phase: "running" }] })];
+    const vols = [
+      volume({}),
+      volume({ id: "vol_2", name: "datasets", kind: "named", size_gb: 30, mounted_by: [{ id: "ses_1", name: null, phase: "running" }] }),
+    ];
     const calls = stubFetch({
       "GET /api/v1/users": () => list([user()]),
       "GET /api/v1/volumes": () => ({ body: { data: vols, orphans: [] } }),

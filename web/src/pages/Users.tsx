@@ -353,8 +353,8 @@ function DeleteUserDialog(props: { user: User; onClose: () => void; onChanged: (
         <div class="dialog-body">
           <p role="status">
             {u} is deleted. {plural(kept.length, "volume")} a running session mounts {kept.length === 1 ? "was" : "were"} kept:{" "}
-            {kept.map((v) => `${v.kind === "home" ? "home" : v.name} on ${v.cluster_name}`).join(", ")}. End the session, then reclaim
-            it on the Volumes page.
+            {kept.map((v) => `${v.kind === "home" ? "home" : v.name} on ${v.cluster_name}`).join(", ")}. End the session, then reclaim it on
+            the Volumes page.
           </p>
           <footer class="dialog-foot">
             <button type="button" autoFocus onClick={props.onClose}>
@@ -385,12 +385,12 @@ function DeleteUserDialog(props: { user: User; onClose: () => void; onChanged: (
               ))}
             </ul>
             <label class="check">
-              <input type="radio" name="volumes" checked={!reclaim} onChange={() => setReclaim(false)} /> Keep them (listed under{" "}
-              {u} on the Volumes page)
+              <input type="radio" name="volumes" checked={!reclaim} onChange={() => setReclaim(false)} /> Keep them (listed under {u} on the
+              Volumes page)
             </label>
             <label class="check">
-              <input type="radio" name="volumes" checked={reclaim} onChange={() => setReclaim(true)} /> Reclaim them: their clusters
-              delete the claims and the data (a mounted one is kept)
+              <input type="radio" name="volumes" checked={reclaim} onChange={() => setReclaim(true)} /> Reclaim them: their clusters delete
+              the claims and the data (a mounted one is kept)
             </label>
           </fieldset>
         )}

@@ -127,7 +127,11 @@ describe("VolumesPage", () => {
     fireEvent.input(within(dialog).getByLabelText(/^Owner/), { target: { value: "nobody" } });
     fireEvent.click(within(dialog).getByRole("button", { name: "Adopt" }));
     await within(dialog).findByText(/No account named nobody/i);
-    expect(within(dialog).getByLabelText(/^Owner/).getAttribute("aria-invalid")).toBe("true");
+    expect(
+      within(dialog)
+        .getByLabelText(/^Owner/)
+        .getAttribute("aria-invalid"),
+    ).toBe("true");
     fireEvent.input(within(dialog).getByLabelText(/^Owner/), { target: { value: "alice" } });
     fireEvent.click(within(dialog).getByRole("button", { name: "Adopt" }));
     await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
@@ -139,7 +143,10 @@ describe("VolumesPage", () => {
     let asked = false;
     const calls = stubFetch({
       "GET /api/v1/volumes": () => ({
-        body: { data: [], orphans: [orphan(asked ? { reclaim_requested_at: "2026-12-01T10:00:00.000Z", reclaim_requested_by: "admin" } : {})] },
+        body: {
+          data: [],
+          orphans: [orphan(asked ? { reclaim_requested_at: "2026-12-01T10:00:00.000Z", reclaim_requested_by: "admin" } : {})],
+        },
       }),
       "POST /api/v1/volumes/orphans/clu_b/old-data/reclaim": () => {
         asked = true;
@@ -161,7 +168,11 @@ describe("VolumesPage", () => {
 
   it("sorts groups by name and the home first in each", () => {
     const g = groupVolumes(
-      [vol({ owner: "zed", name: "b", kind: "named", id: "vol_2" }), vol({ owner: "zed", id: "vol_1" }), vol({ owner: "amy", id: "vol_3" })],
+      [
+        vol({ owner: "zed", name: "b", kind: "named", id: "vol_2" }),
+        vol({ owner: "zed", id: "vol_1" }),
+        vol({ owner: "amy", id: "vol_3" }),
+      ],
       "user",
     );
     expect(g.map((x) => [x.label, x.volumes.map((v) => v.id)])).toEqual([

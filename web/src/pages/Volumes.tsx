@@ -70,8 +70,8 @@ function AdoptDialog(props: { orphan: Orphan; clusterName: string; onClose: () =
         }}
       >
         <p>
-          PVC <code>{o.name}</code> on {props.clusterName} ({o.capacity_gb} GiB, {formatBytes(o.used_bytes)} used) becomes a named volume of the
-          member you choose, its data kept. It is mounted at /data/&lt;name&gt; in their sessions on {props.clusterName} from then on.
+          PVC <code>{o.name}</code> on {props.clusterName} ({o.capacity_gb} GiB, {formatBytes(o.used_bytes)} used) becomes a named volume of
+          the member you choose, its data kept. It is mounted at /data/&lt;name&gt; in their sessions on {props.clusterName} from then on.
         </p>
         <Field id="adopt-owner" label="Owner" error={ownerError}>
           <input
@@ -358,7 +358,8 @@ export function VolumesPage() {
                   <th scope="colgroup" colSpan={8}>
                     {g.label}{" "}
                     <span class="muted small">
-                      {plural(g.volumes.length, "volume")}, {g.volumes.filter((v) => v.state === "active").reduce((n, v) => n + v.size_gb, 0)} GiB
+                      {plural(g.volumes.length, "volume")},{" "}
+                      {g.volumes.filter((v) => v.state === "active").reduce((n, v) => n + v.size_gb, 0)} GiB
                     </span>
                   </th>
                 </tr>
