@@ -1,4 +1,4 @@
-import { render, screen, within } from "@testing-library/preact";
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
 import { MyWorkspace, usedText, workspaceNote } from "./MyWorkspace";
 import { stubFetch } from "../test/fetch";
 
@@ -111,5 +111,40 @@ describe("MyWorkspace", () => {
     expect(workspaceNote([], null)).toContain("Your first session makes your workspace at /workspace");
     // A deleted home does not count.
     expect(workspaceNote([{ ...homeA, state: "reclaim_pending" }], "alice", a)).toContain("This first session makes");
+  });
+
+  it("shares an RWX volume of the member's with their group and stops sharing it; RWO and home volumes offer nothing", async () => {
+    let shared: string | null = null;
+    const calls = stubFetch({
+      "GET /api/v1/account": () => ({ body: { username: "alice", must_change_password: false, policy: { group: "vision" } } }),
+      "GET /api/v1/volumes": () => ({
+        body: {
+          data: [
+            vol(),
+            vol({ id: "vol_2", name: "corpus", kind: "named", mode: "RWX", mount_path: "/data/corpus", shared_group: shared }),
+            vol({ id: "vol_3", name: "scratch", kind: "named", mode: "RWO", mount_path: "/data/scratch" }),
+          ],
+          orphans: [],
+        },
+      }),
+      "PUT /api/v1/volumes/vol_2/share": (c) => {
+        shared = (c.body as { group: string }).group;
+        return { body: vol({ id: "vol_2", shared_group: shared }) };
+      },
+      "DELETE /api/v1/volumes/vol_2/share": () => {
+        shared = null;
+        return { body: vol({ id: "vol_2" }) };
+      },
+    });
+    const { container } = render(<MyWorkspace me="alice" />);
+    const share = await screen.findByRole("button", { name: "Share corpus with vision" });
+    expect(container.querySelectorAll("tbody button").length).toBe(1);
+    fireEvent.click(share);
+    await screen.findByRole("button", { name: "Stop sharing corpus" });
+    expect(calls.find((c) => c.method === "PUT")!.body).toEqual({ group: "vision" });
+    expect(container.querySelector('[data-volume="vol_2"]')!.textContent).toContain("shared read-only with vision");
+    fireEvent.click(screen.getByRole("button", { name: "Stop sharing corpus" }));
+    await waitFor(() => expect(calls.some((c) => c.method === "DELETE" && c.path === "/api/v1/volumes/vol_2/share")).toBe(true));
+    await screen.findByRole("button", { name: "Share corpus with vision" });
   });
 });

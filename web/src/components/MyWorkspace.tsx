@@ -3,9 +3,12 @@
 // its size, what the last report says is used, and which cluster holds it. A volume lives on one
 // cluster: a session elsewhere gets another home there, which the note says before it happens.
 
+import { getAccount } from "../account";
+import { useAction } from "../hooks";
+import { Advice } from "./Advice";
 import { ErrorBox } from "./Errors";
 import { useLivePoll } from "../live";
-import { formatBytes, listVolumes, type Volume } from "../volumes";
+import { formatBytes, listVolumes, shareVolume, unshareVolume, type Volume } from "../volumes";
 
 /** "3.2 GiB of 20 GiB (16%)"; "not reported yet" before the cluster's first volume report. */
 export function usedText(v: Pick<Volume, "used_bytes" | "size_gb">): string {
@@ -18,6 +21,12 @@ export function usedText(v: Pick<Volume, "used_bytes" | "size_gb">): string {
 export function MyWorkspace(props: { me?: string } = {}) {
   const polled = useLivePoll((signal) => listVolumes("", signal), ["sessions"]);
   const volumes = polled.data?.data ?? [];
+  // Their group: an RWX or ROX volume of theirs can be shared with it, read-only.
+  const account = useLivePoll((signal) => (props.me ? getAccount(signal) : Promise.resolve(null)), [], { pollMs: 0 });
+  const group = account.data?.policy.group ?? null;
+  const sharing = useAction();
+  const shareable = (v: Volume) => props.me != null && v.owner === props.me && v.kind === "named" && v.mode !== "RWO";
+  const showShare = group != null && volumes.some(shareable);
   return (
     <section aria-labelledby="workspace-title" class="workspace">
       <h2 id="workspace-title">My workspace</h2>
@@ -36,6 +45,11 @@ export function MyWorkspace(props: { me?: string } = {}) {
                 <th scope="col">Size</th>
                 <th scope="col">Used</th>
                 <th scope="col">Cluster</th>
+                {showShare && (
+                  <th scope="col">
+                    <span class="sr-only">Sharing</span>
+                  </th>
+                )}
               </tr>
             </thead>
             <tbody>
@@ -54,11 +68,37 @@ export function MyWorkspace(props: { me?: string } = {}) {
                   <td>{v.size_gb} GiB</td>
                   <td class={v.over_capacity ? "warn" : undefined}>{usedText(v)}</td>
                   <td>{v.cluster_name}</td>
+                  {showShare && (
+                    <td>
+                      {shareable(v) && (
+                        <button
+                          type="button"
+                          disabled={sharing.busy !== ""}
+                          onClick={() =>
+                            sharing.run(() => (v.shared_group ? unshareVolume(v.id) : shareVolume(v.id, group!)), {
+                              key: v.id,
+                              onSuccess: () => polled.reload(),
+                            })
+                          }
+                        >
+                          {sharing.busy === v.id ? "Saving…" : v.shared_group ? `Stop sharing ${v.name}` : `Share ${v.name} with ${group}`}
+                        </button>
+                      )}
+                    </td>
+                  )}
                 </tr>
               ))}
             </tbody>
           </table>
         </div>
+      )}
+      <ErrorBox error={sharing.error} title="Sharing refused">
+        <Advice error={sharing.error} member />
+      </ErrorBox>
+      {showShare && (
+        <p class="small muted">
+          A shared volume is mounted read-only at /shared/&lt;owner&gt;/&lt;name&gt; in the sessions your group starts on its cluster.
+        </p>
       )}
       {volumes.length > 0 && (
         <p class="small muted">A volume lives on one cluster. A session on another cluster starts with a new, empty workspace there.</p>

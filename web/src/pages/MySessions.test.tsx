@@ -43,7 +43,7 @@ describe("MySessionsPage", () => {
     expect(screen.queryByText("closed")).toBeNull();
     expect(listCalls(calls)[0].path).toContain("live=true");
     // A member's page reads no admin route.
-    expect(calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|volumes)\b/.test(c.path))).toEqual([]);
+    expect(calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|volumes|account)\b/.test(c.path))).toEqual([]);
   });
 
   it("starts a session from the catalogue with the keyboard only: Start, a name, Enter", async () => {
