@@ -75,7 +75,7 @@ export function MyWorkspace(props: { me?: string } = {}) {
                           type="button"
                           disabled={sharing.busy !== ""}
                           onClick={() =>
-                            sharing.run(() => (v.shared_group ? unshareVolume(v.id) : shareVolume(v.id, group!)), {
+                            sharing.run(() => (v.shared_group ? unshareVolume(v.id) : shareVolume(v.id, group)), {
                               key: v.id,
                               onSuccess: () => polled.reload(),
                             })
