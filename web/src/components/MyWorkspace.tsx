@@ -23,7 +23,8 @@ export function MyWorkspace(props: { me?: string } = {}) {
   const volumes = polled.data?.data ?? [];
   // Their group: an RWX or ROX volume of theirs can be shared with it, read-only.
   const account = useLivePoll((signal) => (props.me ? getAccount(signal) : Promise.resolve(null)), [], { pollMs: 0 });
-  const group = account.data?.policy.group ?? null;
+  // (An account answer without a policy, from an older server, shares nothing.)
+  const group = (account.data?.policy as { group?: string | null } | undefined)?.group ?? null;
   const sharing = useAction();
   const shareable = (v: Volume) => props.me != null && v.owner === props.me && v.kind === "named" && v.mode !== "RWO";
   const showShare = group != null && volumes.some(shareable);
