@@ -84,14 +84,14 @@ async fn main() {
     let op = app.auth.internal.mint(&format!("operator:{cid}"), Duration::from_secs(3600)).unwrap();
 
     // n members' homes on the cluster, made as their first sessions make them.
-    let c2 = cid.clone();
+    let (c2, conf) = (cid.clone(), app.config.clone());
     let homes: Vec<String> = app
         .store
         .write(move |txn| {
             let cluster = gshare::clusters::model::CLUSTERS.get_in_write(txn, &c2)?.unwrap();
             let mut out = Vec::with_capacity(n);
             for i in 0..n {
-                let m = gshare::volumes::txn::mounts_for_session(txn, &format!("member{i:05}"), &cluster, 0, 10)?;
+                let m = gshare::volumes::txn::mounts_for_session(txn, &format!("member{i:05}"), &cluster, 0, &conf)?;
                 out.push(m[0].volume_id.clone());
             }
             Ok(out)

@@ -145,7 +145,7 @@ pub fn build(s: &SessionRecord, namespace: &str, excluded: &[String]) -> Value {
 /// operator's PVC is its sanitized form), `mode` the PVC access mode, `sizeGb` the claim's size.
 fn volume_spec(v: &super::model::SessionVolume) -> Value {
     json!({
-        "name": v.volume_id,
+        "name": v.claim.as_deref().unwrap_or(&v.volume_id),
         "mountPath": v.mount_path,
         "mode": v.mode.as_kube(),
         "readOnly": v.read_only,
@@ -322,6 +322,7 @@ mod tests {
                 mode: AccessMode::ReadWriteOnce,
                 read_only: false,
                 size_gb: 20,
+                claim: None,
             },
             SessionVolume {
                 volume_id: "vol_01JDATA0000000000000000000".into(),
@@ -329,6 +330,16 @@ mod tests {
                 mode: AccessMode::ReadOnlyMany,
                 read_only: true,
                 size_gb: 500,
+                claim: None,
+            },
+            // An adopted PVC: the CR names its claim, not the volume's id.
+            SessionVolume {
+                volume_id: "vol_01JADOP0000000000000000000".into(),
+                mount_path: "/data/old".into(),
+                mode: AccessMode::ReadWriteOnce,
+                read_only: false,
+                size_gb: 8,
+                claim: Some("data-old".into()),
             },
         ];
         let o = build(&s, "gshare-sessions", &[]);
@@ -336,7 +347,8 @@ mod tests {
             o["spec"]["volumes"],
             json!([
                 {"name": "vol_01JHOME0000000000000000000", "mountPath": "/workspace", "mode": "ReadWriteOnce", "readOnly": false, "sizeGb": 20},
-                {"name": "vol_01JDATA0000000000000000000", "mountPath": "/data/imagenet", "mode": "ReadOnlyMany", "readOnly": true, "sizeGb": 500}
+                {"name": "vol_01JDATA0000000000000000000", "mountPath": "/data/imagenet", "mode": "ReadOnlyMany", "readOnly": true, "sizeGb": 500},
+                {"name": "data-old", "mountPath": "/data/old", "mode": "ReadWriteOnce", "readOnly": false, "sizeGb": 8}
             ])
         );
     }

@@ -382,6 +382,27 @@ impl Sessions {
         Ok(self.store.read(move |txn| listing::page(txn, &q)).await?)
     }
 
+    /// Fills each live session's ephemeral disk use from the last volume sync of its cluster.
+    pub async fn with_disks(&self, views: &mut [model::SessionView]) -> Result<(), SessionError> {
+        let keys: Vec<Option<String>> =
+            views.iter().map(|v| v.live.then(|| format!("{}/{}", v.cluster_id, v.cr_name))).collect();
+        let disks = self
+            .store
+            .read(move |txn| {
+                keys.iter()
+                    .map(|k| match k {
+                        Some(k) => crate::inventory::model::SESSION_DISKS.get(txn, k),
+                        None => Ok(None),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
+        for (v, d) in views.iter_mut().zip(disks) {
+            v.ephemeral_disk = d.map(|d| model::EphemeralDisk::new(d.ephemeral_used_bytes, d.ephemeral_limit_bytes));
+        }
+        Ok(())
+    }
+
     pub async fn get(&self, id: &str) -> Result<SessionRecord, SessionError> {
         let id = id.to_string();
         self.store

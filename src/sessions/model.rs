@@ -318,6 +318,9 @@ pub struct SessionVolume {
     pub read_only: bool,
     /// The size the PVC is made with (GiB).
     pub size_gb: i64,
+    /// The claim's name when it is not made from the id (an adopted PVC): the CR names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 impl SessionRecord {
@@ -622,6 +625,32 @@ pub struct SessionView {
     pub actions: Vec<Action>,
     /// The persistent volumes it mounts (its CR's `spec.volumes`).
     pub volumes: Vec<SessionVolume>,
+    /// Its pod's ephemeral (scratch) disk as the cluster's last volume sync reported it; null
+    /// before a report and once the session is no longer live.
+    pub ephemeral_disk: Option<EphemeralDisk>,
+}
+
+/// The share of its limit at which a session's ephemeral disk use is warned about: the kubelet
+/// evicts the pod when it passes the limit, and its scratch files go with it.
+pub const EPHEMERAL_WARN_PCT: i64 = 90;
+
+/// A live session's scratch disk use (the operator's `sessions[]` in the volume sync).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct EphemeralDisk {
+    pub used_bytes: i64,
+    /// 0: no limit reported.
+    pub limit_bytes: i64,
+    /// `used_bytes` as a share of the limit (null without one).
+    pub used_pct: Option<i64>,
+    /// At or past 90 % of the limit: past it the kubelet evicts the pod and its scratch files.
+    pub near_limit: bool,
+}
+
+impl EphemeralDisk {
+    pub fn new(used_bytes: i64, limit_bytes: i64) -> Self {
+        let used_pct = (limit_bytes > 0).then(|| (i128::from(used_bytes) * 100 / i128::from(limit_bytes)) as i64);
+        Self { used_bytes, limit_bytes, used_pct, near_limit: used_pct.is_some_and(|p| p >= EPHEMERAL_WARN_PCT) }
+    }
 }
 
 impl From<&SessionRecord> for SessionView {
@@ -650,6 +679,7 @@ impl From<&SessionRecord> for SessionView {
             live: s.is_live(),
             actions: s.actions(),
             volumes: s.volumes.clone(),
+            ephemeral_disk: None,
         }
     }
 }

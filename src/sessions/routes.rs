@@ -281,6 +281,7 @@ async fn list_sessions(
     };
     let mut page = app.sessions.list(q).await?;
     mark_owner(&app, &caller, &mut page.data);
+    app.sessions.with_disks(&mut page.data).await?;
     Ok(axum::Json(page))
 }
 
@@ -347,6 +348,7 @@ async fn show_session(
 ) -> Result<axum::Json<SessionView>, ApiError> {
     let mut view = SessionView::from(&owned(&app, &caller, &id).await?);
     mark_owner(&app, &caller, std::slice::from_mut(&mut view));
+    app.sessions.with_disks(std::slice::from_mut(&mut view)).await?;
     Ok(axum::Json(view))
 }
 

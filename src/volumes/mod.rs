@@ -24,9 +24,9 @@ use crate::clusters::ClusterId;
 use crate::config::Config;
 use crate::http::error::ErrorCode;
 use crate::sessions::VolumeHook;
-use crate::store::{Store, StoreError};
+use crate::store::{Rows, Store, StoreError};
 use model::*;
-pub use txn::{NewVolume, SyncError};
+pub use txn::{Adopt, NewVolume, SyncError};
 
 /// The most PVCs one sync may report. The operator reads at most 1 MiB of the answer (its
 /// `io.LimitReader(resp.Body, 1<<20)`), about 100 bytes a PVC: a larger report could not be
@@ -69,10 +69,21 @@ pub struct Limits {
     pub storage_gb: Option<i64>,
 }
 
-/// `owner`'s limits. The seam for policies (issue 29's `volume_gb` and `storage_gb`): until
-/// they exist every member has the server's `volume_home_gb` and `volume_storage_gb`.
-pub fn limits_of(config: &Config, _owner: &str) -> Limits {
-    Limits { home_gb: config.volume_home_gb, storage_gb: Some(config.volume_storage_gb).filter(|g| *g > 0) }
+/// `owner`'s limits from their effective resource policy (user → group → global, merged per
+/// field by the policy room): a new home workspace is `limits.volume_gb` big and their volumes
+/// may add up to `limits.storage_gb` (0: no limit, as every policy limit). A field no policy sets
+/// falls back to the server's `volume_home_gb` / `volume_storage_gb`.
+pub fn limits_of(txn: &impl Rows, config: &Config, owner: &str) -> Result<Limits, StoreError> {
+    let group = crate::auth::accounts::group_of(txn, owner)?;
+    let effective = crate::policy::model::merge(&crate::policy::model::chain(txn, owner, group.as_deref())?);
+    let limits = effective.map(|e| e.limits).unwrap_or_default();
+    Ok(Limits {
+        home_gb: limits.volume_gb.filter(|g| *g > 0).unwrap_or(config.volume_home_gb),
+        storage_gb: match limits.storage_gb {
+            Some(g) => Some(g).filter(|g| *g > 0),
+            None => Some(config.volume_storage_gb).filter(|g| *g > 0),
+        },
+    })
 }
 
 #[derive(Debug)]
@@ -96,17 +107,10 @@ impl Volumes {
         Self { store, clock, config }
     }
 
-    /// `owner`'s limits (see [`limits_of`]).
-    pub fn limits(&self, owner: &str) -> Limits {
-        limits_of(&self.config, owner)
-    }
-
     /// The function the session create path calls for a new session's volumes.
     pub fn session_hook(self: &Arc<Self>) -> VolumeHook {
         let me = self.clone();
-        Arc::new(move |txn, owner, cluster, now| {
-            txn::mounts_for_session(txn, owner, cluster, now, me.limits(owner).home_gb)
-        })
+        Arc::new(move |txn, owner, cluster, now| txn::mounts_for_session(txn, owner, cluster, now, &me.config))
     }
 
     /// The operator's sync (bounded by the route: [`MAX_SYNC_VOLUMES`]).
@@ -128,19 +132,29 @@ impl Volumes {
 
     /// Volumes (newest first) and, for an admin, the orphans.
     pub async fn list(&self, q: ListQuery, actor: Actor) -> Result<VolumeList, VolumeError> {
+        let now = self.clock.now_ms();
         Ok(self
             .store
             .read(move |txn| {
                 let mounts = txn::mounts_by_volume(crate::sessions::model::live_sessions(txn)?);
                 let owner = if actor.admin { q.owner.clone() } else { Some(actor.name.clone()) };
+                // A member also sees the volumes shared with their group (read-only).
+                let group = if actor.admin {
+                    None
+                } else {
+                    crate::auth::accounts::group_of(&crate::store::DryRun::new(txn), &actor.name)?
+                };
                 let mut data: Vec<VolumeView> = VOLUMES
                     .list(txn)?
                     .into_iter()
                     .map(|(_, v)| v)
-                    .filter(|v| owner.as_ref().is_none_or(|o| &v.owner == o))
+                    .filter(|v| {
+                        owner.as_ref().is_none_or(|o| &v.owner == o)
+                            || (group.is_some() && v.shared_group == group && v.is_live())
+                    })
                     .filter(|v| q.cluster_id.as_ref().is_none_or(|c| &v.cluster_id == c))
                     .filter(|v| q.deleted || v.is_live())
-                    .map(|v| VolumeView::new(&v, mounts.get(&v.id).cloned().unwrap_or_default()))
+                    .map(|v| VolumeView::new(&v, mounts.get(&v.id).cloned().unwrap_or_default(), now))
                     .collect();
                 data.sort_by(|a, b| b.id.cmp(&a.id));
                 let orphans = if actor.admin {
@@ -155,38 +169,67 @@ impl Volumes {
     }
 
     pub async fn get(&self, id: &str, actor: Actor) -> Result<VolumeView, VolumeError> {
-        let (id, key) = (id.to_string(), id.to_string());
+        let (id, key, now) = (id.to_string(), id.to_string(), self.clock.now_ms());
         self.store
             .read(move |txn| {
                 let Some(v) = VOLUMES.get(txn, &key)?.filter(|v| actor.may_act_for(&v.owner)) else {
                     return Ok(None);
                 };
                 let mut mounts = txn::mounts_by_volume(crate::sessions::model::live_sessions(txn)?);
-                Ok(Some(VolumeView::new(&v, mounts.remove(&v.id).unwrap_or_default())))
+                Ok(Some(VolumeView::new(&v, mounts.remove(&v.id).unwrap_or_default(), now)))
             })
             .await?
             .ok_or_else(|| VolumeError::NotFound(format!("no volume {}", crate::http::text::echo(&id))))
     }
 
     pub async fn create(&self, req: NewVolume) -> Result<VolumeView, VolumeError> {
-        let (now, limits) = (self.clock.now_ms(), self.limits(&req.owner));
-        let v = self.store.write_with(move |t| txn::create(t, &req, limits, now)).await?;
-        Ok(VolumeView::new(&v, Vec::new()))
+        let (now, config) = (self.clock.now_ms(), self.config.clone());
+        let v = self.store.write_with(move |t| txn::create(t, &req, &config, now)).await?;
+        Ok(VolumeView::new(&v, Vec::new(), now))
     }
 
     /// Returns the volume and its size before.
     pub async fn grow(&self, id: &str, size_gb: i64, actor: Actor) -> Result<(VolumeView, i64), VolumeError> {
-        let (id, config) = (id.to_string(), self.config.clone());
-        let (v, was) = self
-            .store
-            .write_with(move |t| txn::grow(t, &id, size_gb, &actor, |owner| limits_of(&config, owner)))
-            .await?;
-        Ok((VolumeView::new(&v, Vec::new()), was))
+        let (id, config, now) = (id.to_string(), self.config.clone(), self.clock.now_ms());
+        let (v, was) = self.store.write_with(move |t| txn::grow(t, &id, size_gb, &actor, &config)).await?;
+        Ok((VolumeView::new(&v, Vec::new(), now), was))
     }
 
     pub async fn delete(&self, id: &str, actor: Actor) -> Result<VolumeView, VolumeError> {
         let (id, now) = (id.to_string(), self.clock.now_ms());
         let v = self.store.write_with(move |t| txn::delete(t, &id, &actor, now)).await?;
-        Ok(VolumeView::new(&v, Vec::new()))
+        Ok(VolumeView::new(&v, Vec::new(), now))
+    }
+
+    /// Shares a named volume read-only with a group (`None`: stops).
+    pub async fn share(&self, id: &str, group: Option<String>, actor: Actor) -> Result<VolumeView, VolumeError> {
+        let (id, now) = (id.to_string(), self.clock.now_ms());
+        let v = self.store.write_with(move |t| txn::share(t, &id, group.as_deref(), &actor)).await?;
+        Ok(VolumeView::new(&v, Vec::new(), now))
+    }
+
+    /// An admin adopts an orphan PVC as a named volume of a member.
+    pub async fn adopt(&self, req: txn::Adopt) -> Result<VolumeView, VolumeError> {
+        let now = self.clock.now_ms();
+        let v = self.store.write_with(move |t| txn::adopt(t, &req, now)).await?;
+        Ok(VolumeView::new(&v, Vec::new(), now))
+    }
+
+    /// An admin marks an orphan PVC for reclaim (the next sync answers `reclaim`).
+    pub async fn reclaim_orphan(&self, cluster_id: &str, pvc: &str, by: &str) -> Result<OrphanView, VolumeError> {
+        let (c, p, by, now) = (cluster_id.to_string(), pvc.to_string(), by.to_string(), self.clock.now_ms());
+        let o = self.store.write_with(move |t| txn::reclaim_orphan(t, &c, &p, &by, now)).await?;
+        Ok(OrphanView::from(&o))
+    }
+
+    /// Deletes every volume of `owner` no live session mounts (a deleted account's, when the
+    /// admin chose to reclaim them); the mounted ones are kept and named.
+    pub async fn reclaim_owner(&self, owner: &str) -> Result<OwnerReclaimView, VolumeError> {
+        let (owner, now) = (owner.to_string(), self.clock.now_ms());
+        let r = self.store.write_with(move |t| txn::reclaim_owner(t, &owner, now)).await?;
+        Ok(OwnerReclaimView {
+            reclaimed: r.reclaimed.iter().map(|v| VolumeView::new(v, Vec::new(), now)).collect(),
+            kept: r.kept.into_iter().map(|(v, m)| VolumeView::new(&v, m, now)).collect(),
+        })
     }
 }

@@ -23,6 +23,16 @@ pub const RECLAIMS: JsonTable<i64> = JsonTable::new("workspace_volume_reclaims")
 /// orphan), as last seen. (The inventory kept every reported PVC under this name before the
 /// volumes had records; those were all orphans.) Removed when a sync no longer reports it.
 pub const ORPHANS: JsonTable<OrphanRecord> = JsonTable::new("volumes");
+/// `<group>/<cluster_id>/<vol_id>` -> the owner: volumes shared read-only with a group, mounted
+/// in its members' sessions on the volume's cluster (the session create path asks it).
+pub const SHARES: JsonTable<String> = JsonTable::new("workspace_volume_shares");
+/// `<cluster_id>/<pvc name>` -> `vol_<ULID>`: an adopted orphan's claim, whose name is not made
+/// from its volume's id (the sync matches the PVC to the volume by it until it is reclaimed).
+pub const CLAIMS: JsonTable<String> = JsonTable::new("workspace_volume_claims");
+
+/// How long a deleted volume may wait for its cluster's sync to answer `reclaim` before the
+/// views say its reclaim is stalled: three of the operator's 5-minute sync periods.
+pub const RECLAIM_STALL_MS: i64 = 15 * 60 * 1000;
 
 /// The home workspace's mount path in every session of its owner on its cluster.
 pub const HOME_MOUNT: &str = "/workspace";
@@ -71,6 +81,15 @@ pub struct VolumeRecord {
     pub reclaimed_at: Option<i64>,
     #[serde(default)]
     pub observed: Option<Observed>,
+    /// Shared read-only with this group: mounted in its members' sessions on the cluster.
+    #[serde(default)]
+    pub shared_group: Option<String>,
+    /// An adopted orphan's PVC name (the CR names the claim by it); `None`: made from the id.
+    #[serde(default)]
+    pub claim: Option<String>,
+    /// When a sync first answered `reclaim` for it (deleted volumes only).
+    #[serde(default)]
+    pub reclaim_answered_at: Option<i64>,
 }
 
 impl VolumeRecord {
@@ -86,7 +105,19 @@ impl VolumeRecord {
             mode: self.mode,
             read_only: self.mode == AccessMode::ReadOnlyMany,
             size_gb: self.size_gb,
+            claim: self.claim.clone(),
         }
+    }
+
+    /// The CR's entry for a session of a member of the group it is shared with: read-only, at
+    /// `/shared/<owner>/<name>`.
+    pub fn shared_mount(&self) -> SessionVolume {
+        SessionVolume { mount_path: format!("/shared/{}/{}", self.owner, self.name), read_only: true, ..self.mount() }
+    }
+
+    /// The PVC's name on its cluster.
+    pub fn pvc(&self) -> String {
+        self.claim.clone().unwrap_or_else(|| pvc_name(&self.id))
     }
 }
 
@@ -111,6 +142,11 @@ pub struct OrphanRecord {
     /// First reported (ms).
     #[serde(default)]
     pub first_seen: i64,
+    /// An admin asked for it to be reclaimed (ms): the next sync answers `reclaim`.
+    #[serde(default)]
+    pub reclaim_requested_at: Option<i64>,
+    #[serde(default)]
+    pub reclaim_requested_by: Option<String>,
 }
 
 /// Where a volume stands.
@@ -163,10 +199,17 @@ pub struct VolumeView {
     pub reported_at: Option<String>,
     /// Live sessions whose CR mounts it.
     pub mounted_by: Vec<MountedBy>,
+    /// Shared read-only with this group's members (on its cluster).
+    pub shared_group: Option<String>,
+    /// When the cluster's sync first answered `reclaim` (deleted volumes).
+    pub reclaim_answered_at: Option<String>,
+    /// Deleted more than 15 minutes ago and no sync from its cluster has answered `reclaim` yet:
+    /// the cluster's operator has stopped syncing volumes (its PVC and data are still there).
+    pub reclaim_stalled: bool,
 }
 
 impl VolumeView {
-    pub fn new(v: &VolumeRecord, mounted_by: Vec<MountedBy>) -> Self {
+    pub fn new(v: &VolumeRecord, mounted_by: Vec<MountedBy>, now: i64) -> Self {
         let o = v.observed.as_ref();
         let state = match (v.deleted_at, v.reclaimed_at) {
             (None, _) => VolumeState::Active,
@@ -194,6 +237,11 @@ impl VolumeView {
             storage_class: o.and_then(|o| o.storage_class.clone()),
             reported_at: o.map(|o| rfc3339_ms(o.changed_at)),
             mounted_by,
+            shared_group: v.shared_group.clone(),
+            reclaim_answered_at: v.reclaim_answered_at.map(rfc3339_ms),
+            reclaim_stalled: state == VolumeState::ReclaimPending
+                && v.reclaim_answered_at.is_none()
+                && v.deleted_at.is_some_and(|d| now.saturating_sub(d) > RECLAIM_STALL_MS),
         }
     }
 }
@@ -211,6 +259,10 @@ pub struct OrphanView {
     pub mounted: bool,
     pub storage_class: Option<String>,
     pub first_seen: String,
+    /// An admin asked for it to be reclaimed: the next sync answers `reclaim` (the operator
+    /// deletes it unless a pod mounts it).
+    pub reclaim_requested_at: Option<String>,
+    pub reclaim_requested_by: Option<String>,
 }
 
 impl From<&OrphanRecord> for OrphanView {
@@ -224,6 +276,8 @@ impl From<&OrphanRecord> for OrphanView {
             mounted: o.observed.mounted,
             storage_class: o.observed.storage_class.clone(),
             first_seen: rfc3339_ms(o.first_seen),
+            reclaim_requested_at: o.reclaim_requested_at.map(rfc3339_ms),
+            reclaim_requested_by: o.reclaim_requested_by.clone(),
         }
     }
 }
@@ -234,6 +288,15 @@ pub struct VolumeList {
     pub data: Vec<VolumeView>,
     /// PVCs the operators reported that no volume explains (admins only; empty for a member).
     pub orphans: Vec<OrphanView>,
+}
+
+/// `POST /api/v1/volumes/reclaim`: what reclaiming an owner's volumes did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OwnerReclaimView {
+    /// Deleted now (state `reclaim_pending`): their clusters' next syncs answer `reclaim`.
+    pub reclaimed: Vec<VolumeView>,
+    /// Kept: a live session mounts each (`mounted_by` names them). End it, then reclaim again.
+    pub kept: Vec<VolumeView>,
 }
 
 #[cfg(test)]
@@ -248,5 +311,41 @@ mod tests {
         assert_eq!(id_from_pvc("vol-short"), None);
         assert_eq!(id_from_pvc("data-pvc"), None);
         assert_eq!(id_from_pvc("vol-01jabcdefghjkmnpqrstvwxy-"), None);
+    }
+
+    #[test]
+    fn a_reclaim_no_sync_answered_for_fifteen_minutes_is_stalled() {
+        let mut v = VolumeRecord {
+            id: "vol_01JABCDEFGHJKMNPQRSTVWXYZ0".into(),
+            name: "data".into(),
+            kind: VolumeKind::Named,
+            owner: "alice".into(),
+            cluster_id: "clu_a".into(),
+            cluster_name: "a".into(),
+            mode: AccessMode::ReadWriteOnce,
+            size_gb: 1,
+            mount_path: "/data/data".into(),
+            created_at: 0,
+            deleted_at: None,
+            reclaimed_at: None,
+            observed: None,
+            shared_group: None,
+            claim: None,
+            reclaim_answered_at: None,
+        };
+        let min = 60_000;
+        assert!(!VolumeView::new(&v, vec![], 60 * min).reclaim_stalled, "a live volume");
+        v.deleted_at = Some(10 * min);
+        assert!(!VolumeView::new(&v, vec![], 25 * min).reclaim_stalled, "15 minutes: not yet");
+        let view = VolumeView::new(&v, vec![], 25 * min + 1);
+        assert!(view.reclaim_stalled && view.state == VolumeState::ReclaimPending);
+        v.reclaim_answered_at = Some(12 * min);
+        assert!(!VolumeView::new(&v, vec![], 60 * min).reclaim_stalled, "answered: the operator has it");
+        v.reclaim_answered_at = None;
+        v.reclaimed_at = Some(30 * min);
+        assert!(!VolumeView::new(&v, vec![], 60 * min).reclaim_stalled, "reclaimed");
+        assert_eq!(v.pvc(), "vol-01jabcdefghjkmnpqrstvwxyz0");
+        v.claim = Some("data-old".into());
+        assert_eq!((v.pvc(), v.mount().claim), ("data-old".to_string(), Some("data-old".to_string())));
     }
 }

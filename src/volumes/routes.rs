@@ -12,9 +12,10 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::model::{VolumeList, VolumeView};
-use super::{Actor, ListQuery, NewVolume, VolumeError, Volumes};
+use super::model::{OrphanView, OwnerReclaimView, VolumeList, VolumeView};
+use super::{Actor, Adopt, ListQuery, NewVolume, VolumeError, Volumes};
 use crate::audit::{RequestMeta, record_change as audit};
+use crate::auth::guard::AdminCaller;
 use crate::auth::guard::Gate;
 use crate::auth::guard::SignedIn;
 use crate::http::client_addr::AddrConfig;
@@ -36,11 +37,13 @@ where
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(list_volumes, create_volume)).routes(routes!(
-        show_volume,
-        grow_volume,
-        delete_volume
-    ))
+    OpenApiRouter::new()
+        .routes(routes!(list_volumes, create_volume))
+        .routes(routes!(show_volume, grow_volume, delete_volume))
+        .routes(routes!(share_volume, unshare_volume))
+        .routes(routes!(adopt_orphan))
+        .routes(routes!(reclaim_orphan))
+        .routes(routes!(reclaim_owner))
 }
 
 impl From<VolumeError> for ApiError {
@@ -234,5 +237,169 @@ async fn delete_volume(
 ) -> Result<axum::Json<VolumeView>, ApiError> {
     let outcome = app.volumes.delete(&id, actor(&caller)).await.map_err(ApiError::from);
     audit(&app.audit, &meta, &caller, "volume.delete", &id, serde_json::json!({}), &outcome).await;
+    Ok(axum::Json(outcome?))
+}
+
+/// `PUT /api/v1/volumes/{id}/share`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeShare {
+    /// The group whose members' sessions on the volume's cluster mount it read-only, at
+    /// `/shared/<owner>/<name>`.
+    pub group: String,
+}
+
+/// Share a named RWX or ROX volume read-only with a group (its owner or an admin). Sessions its
+/// members start on the volume's cluster from then on mount it read-only; it stays the owner's
+/// (only they grow or delete it), and a mounted share keeps it from being deleted.
+#[utoipa::path(put, path = "/api/v1/volumes/{id}/share", tag = "volumes", request_body = VolumeShare,
+    params(("id" = String, Path, description = "vol_<ULID>")),
+    responses((status = 200, body = VolumeView), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such volume (or not the caller's), or no such group"),
+        (status = 409, body = ErrorBody, description = "conflict: a home workspace, or an RWO volume (its claim attaches to one node)"),
+        (status = 422, body = ErrorBody)))]
+async fn share_volume(
+    State(app): State<VolumesState>,
+    caller: SignedIn,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<axum::Json<VolumeView>, ApiError> {
+    let req: VolumeShare = parse_json(&body)?;
+    if req.group.is_empty() || req.group.chars().count() > 64 || req.group.chars().any(char::is_control) {
+        return Err(ApiError::field(&["body", "group"], "must be a group's name (1–64 characters)", "value_error"));
+    }
+    let details = serde_json::json!({ "group": req.group });
+    let outcome = app.volumes.share(&id, Some(req.group), actor(&caller)).await.map_err(ApiError::from);
+    audit(&app.audit, &meta, &caller, "volume.share", &id, details, &outcome).await;
+    Ok(axum::Json(outcome?))
+}
+
+/// Stop sharing a volume (sessions already running keep their mount until they end).
+#[utoipa::path(delete, path = "/api/v1/volumes/{id}/share", tag = "volumes",
+    params(("id" = String, Path, description = "vol_<ULID>")),
+    responses((status = 200, body = VolumeView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn unshare_volume(
+    State(app): State<VolumesState>,
+    caller: SignedIn,
+    meta: RequestMeta,
+    Path(id): Path<String>,
+) -> Result<axum::Json<VolumeView>, ApiError> {
+    let outcome = app.volumes.share(&id, None, actor(&caller)).await.map_err(ApiError::from);
+    audit(&app.audit, &meta, &caller, "volume.unshare", &id, serde_json::json!({}), &outcome).await;
+    Ok(axum::Json(outcome?))
+}
+
+/// `POST /api/v1/volumes/orphans/{cluster_id}/{name}/adopt`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrphanAdopt {
+    /// The member (or admin) who owns it from now on.
+    pub owner: String,
+    /// The volume's name (mounted at `/data/<name>`); default: the PVC's name, when it fits the
+    /// volume name rule.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// RWO (default), RWX or ROX: as the claim was made.
+    #[serde(default)]
+    pub mode: Option<AccessMode>,
+}
+
+fn admin_actor(a: &AdminCaller) -> String {
+    a.username.clone()
+}
+
+/// Adopt an orphan PVC (admins): it becomes a named volume of `owner` on its cluster, its data
+/// kept, sized as last reported, mounted in the owner's sessions there from then on.
+#[utoipa::path(post, path = "/api/v1/volumes/orphans/{cluster_id}/{name}/adopt", tag = "volumes", request_body = OrphanAdopt,
+    params(("cluster_id" = String, Path), ("name" = String, Path, description = "the PVC's name")),
+    responses((status = 201, body = VolumeView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such orphan on that cluster (the message names the cluster that has one of that name)"),
+        (status = 409, body = ErrorBody, description = "conflict: the owner has a volume of that name there"),
+        (status = 422, body = ErrorBody, description = "no such account, or a name that breaks the rule")))]
+async fn adopt_orphan(
+    State(app): State<VolumesState>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path((cluster_id, pvc)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: OrphanAdopt = parse_json(&body)?;
+    let name = check_name(req.name.as_deref().unwrap_or(&pvc))?;
+    let adopt = Adopt {
+        cluster_id: cluster_id.clone(),
+        pvc: pvc.clone(),
+        owner: req.owner.clone(),
+        name,
+        mode: req.mode.unwrap_or(AccessMode::ReadWriteOnce),
+    };
+    let details = serde_json::json!({ "cluster_id": cluster_id, "pvc": pvc, "owner": req.owner, "name": adopt.name });
+    let outcome = app.volumes.adopt(adopt).await.map_err(ApiError::from);
+    let target = outcome.as_ref().map(|v| v.id.clone()).unwrap_or_else(|_| format!("{cluster_id}/{pvc}"));
+    audit(&app.audit, &meta, &admin, "volume.adopt", &crate::audit::truncate(target), details, &outcome).await;
+    Ok((StatusCode::CREATED, axum::Json(outcome?)).into_response())
+}
+
+/// Reclaim an orphan PVC (admins): the cluster's next sync answers `reclaim` for it and the
+/// operator deletes it and its data (unless a pod mounts it). Asking again changes nothing.
+#[utoipa::path(post, path = "/api/v1/volumes/orphans/{cluster_id}/{name}/reclaim", tag = "volumes",
+    params(("cluster_id" = String, Path), ("name" = String, Path, description = "the PVC's name")),
+    responses((status = 200, body = OrphanView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such orphan on that cluster")))]
+async fn reclaim_orphan(
+    State(app): State<VolumesState>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path((cluster_id, pvc)): Path<(String, String)>,
+) -> Result<axum::Json<OrphanView>, ApiError> {
+    let by = admin_actor(&admin);
+    let outcome = app.volumes.reclaim_orphan(&cluster_id, &pvc, &by).await.map_err(ApiError::from);
+    let target = crate::audit::truncate(format!("{cluster_id}/{pvc}"));
+    audit(&app.audit, &meta, &admin, "volume.orphan_reclaim", &target, serde_json::json!({}), &outcome).await;
+    Ok(axum::Json(outcome?))
+}
+
+/// `POST /api/v1/volumes/reclaim`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OwnerReclaim {
+    /// Whose volumes (typically an account just deleted).
+    pub owner: String,
+}
+
+/// Reclaim every volume of one owner (admins; the console offers it when deleting an account,
+/// whose volumes are otherwise kept): each no live session mounts is deleted (its cluster's next
+/// sync answers `reclaim`); a mounted one is kept and named.
+#[utoipa::path(post, path = "/api/v1/volumes/reclaim", tag = "volumes", request_body = OwnerReclaim,
+    responses((status = 200, body = OwnerReclaimView), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn reclaim_owner(
+    State(app): State<VolumesState>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    body: Bytes,
+) -> Result<axum::Json<OwnerReclaimView>, ApiError> {
+    let req: OwnerReclaim = parse_json(&body)?;
+    if req.owner.is_empty() {
+        return Err(ApiError::field(&["body", "owner"], "must name an owner", "value_error"));
+    }
+    let outcome = app.volumes.reclaim_owner(&req.owner).await.map_err(ApiError::from);
+    let details = match &outcome {
+        Ok(r) => serde_json::json!({
+            "reclaimed": r.reclaimed.iter().map(|v| v.id.as_str()).collect::<Vec<_>>(),
+            "kept": r.kept.iter().map(|v| v.id.as_str()).collect::<Vec<_>>(),
+        }),
+        Err(_) => serde_json::json!({}),
+    };
+    audit(
+        &app.audit,
+        &meta,
+        &admin,
+        "volume.reclaim_owner",
+        &crate::audit::truncate(req.owner.clone()),
+        details,
+        &outcome,
+    )
+    .await;
     Ok(axum::Json(outcome?))
 }

@@ -223,6 +223,8 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/volumes/{id}"),
     ("patch", "/api/v1/volumes/{id}"),
     ("delete", "/api/v1/volumes/{id}"),
+    ("put", "/api/v1/volumes/{id}/share"),
+    ("delete", "/api/v1/volumes/{id}/share"),
     ("get", "/api/v1/resource-policies/effective"),
 ];
 

@@ -412,3 +412,384 @@ async fn the_api_refuses_bad_volumes() {
     );
     s.stop().await;
 }
+
+/// A member in `group` (their bearer token).
+async fn member_in(s: &TestServer, name: &str, group: &str) -> String {
+    let pw = format!("{name}'s long passphrase");
+    crate::users::create_own(s, json!({"username": name, "group": group, "password": pw})).await;
+    let res = s.client.post(s.url("/api/v1/auth/login")).json(&json!({"username": name, "password": pw})).send();
+    let v: Value = res.await.unwrap().json().await.unwrap();
+    v["access_token"].as_str().unwrap().to_string()
+}
+
+fn orphan_names(list: &Value) -> Vec<String> {
+    list["orphans"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test]
+async fn an_admin_adopts_or_reclaims_an_orphan() {
+    let s = server().await;
+    let (ca, cb) = (cluster("gpu-a").await, cluster("gpu-b").await);
+    let a = register(&s, "gpu-a", &ca).await;
+    let b = register(&s, "gpu-b", &cb).await;
+    let off = offering(&s, "slice").await;
+    let (op_a, op_b) = (operator(&s, &a), operator(&s, &b));
+    let alice = member(&s, "alice").await;
+    let ours = "vol-01jqqqqqqqqqqqqqqqqqqqqqqq";
+    let report_a = body(
+        &a,
+        vec![
+            observed("data-old", None, 40, Some(3 * GIB), false),
+            observed(ours, None, 8, None, false),
+            observed("scratch-old", Some("not-ours"), 5, None, false),
+        ],
+    );
+    assert_eq!(ok(sync(&s, &op_a, &report_a).await, 200).await["orphans"], 3);
+    ok(sync(&s, &op_b, &body(&b, vec![observed("b-only", None, 2, None, false)])).await, 200).await;
+    let listed = send(&s, Method::GET, "/api/v1/volumes", None, 200).await;
+    assert_eq!(orphan_names(&listed), ["data-old", "scratch-old", ours, "b-only"]);
+
+    let adopt = |cluster: &str, pvc: &str, b: Value| {
+        let (s, path) = (&s, format!("/api/v1/volumes/orphans/{cluster}/{pvc}/adopt"));
+        async move { crate::sessions::call(s, Method::POST, &path, Some(b)).await }
+    };
+    // Bad input: nothing changes.
+    expect_error(adopt(&a, "no-such-pvc", json!({"owner": "alice"})).await, 404, "not_found").await;
+    let e = expect_error(adopt(&a, "b-only", json!({"owner": "alice"})).await, 404, "not_found").await;
+    assert!(e["error"]["message"].as_str().unwrap().contains(&b), "names the cluster that has it: {e}");
+    let e = expect_error(adopt(&a, "data-old", json!({"owner": "nobody"})).await, 422, "validation_failed").await;
+    assert_eq!(e["error"]["details"]["errors"][0]["loc"], json!(["body", "owner"]), "{e}");
+    expect_error(adopt(&a, "data-old", json!({"owner": "alice", "name": "Bad Name"})).await, 422, "validation_failed")
+        .await;
+    expect_error(adopt(&a, "data-old", json!({"owner": "alice", "colour": 1})).await, 422, "validation_failed").await;
+    expect_error(adopt(&a, "data-old", json!({"owner": "alice", "mode": "RWZ"})).await, 422, "validation_failed").await;
+    let path = format!("/api/v1/volumes/orphans/{a}/data-old/adopt");
+    let by_member = as_user(&s, &alice, Method::POST, &path, Some(json!({"owner": "alice"})));
+    expect_error(by_member.await, 403, "forbidden_role").await;
+    let path = format!("/api/v1/volumes/orphans/{a}/scratch-old/reclaim");
+    expect_error(as_user(&s, &alice, Method::POST, &path, None).await, 403, "forbidden_role").await;
+    assert_eq!(orphan_names(&send(&s, Method::GET, "/api/v1/volumes", None, 200).await).len(), 4, "nothing changed");
+
+    // Adopt: alice's named volume, her data kept, sized as reported.
+    let v = send(
+        &s,
+        Method::POST,
+        &format!("/api/v1/volumes/orphans/{a}/data-old/adopt"),
+        Some(json!({"owner": "alice", "name": "thesis"})),
+        201,
+    )
+    .await;
+    let adopted = v["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        (&v["owner"], &v["name"], &v["cluster_id"], &v["size_gb"], &v["pvc"], &v["used_bytes"], &v["mount_path"]),
+        (
+            &json!("alice"),
+            &json!("thesis"),
+            &json!(a),
+            &json!(40),
+            &json!("data-old"),
+            &json!(3 * GIB),
+            &json!("/data/thesis")
+        )
+    );
+    // A PVC named as ours keeps its id.
+    let v2 = send(
+        &s,
+        Method::POST,
+        &format!("/api/v1/volumes/orphans/{a}/{ours}/adopt"),
+        Some(json!({"owner": "alice"})),
+        201,
+    )
+    .await;
+    assert_eq!((&v2["id"], &v2["name"]), (&json!("vol_01JQQQQQQQQQQQQQQQQQQQQQQQ"), &json!(ours)));
+    // Adopting it again: no longer an orphan.
+    expect_error(adopt(&a, "data-old", json!({"owner": "alice"})).await, 404, "not_found").await;
+
+    // Reclaim: the next sync answers reclaim for it; asking again changes nothing.
+    let path = format!("/api/v1/volumes/orphans/{a}/scratch-old/reclaim");
+    let o = send(&s, Method::POST, &path, None, 200).await;
+    assert_eq!(o["reclaim_requested_by"], "admin");
+    assert!(o["reclaim_requested_at"].is_string(), "{o}");
+    assert_eq!(send(&s, Method::POST, &path, None, 200).await["reclaim_requested_at"], o["reclaim_requested_at"]);
+    expect_error(
+        crate::sessions::call(&s, Method::POST, &format!("/api/v1/volumes/orphans/{a}/b-only/reclaim"), None).await,
+        404,
+        "not_found",
+    )
+    .await;
+
+    // The sync now: the adopted claims are answered as alice's volumes, the reclaimed orphan with
+    // reclaim; only it is still counted an orphan.
+    let answer = ok(sync(&s, &op_a, &report_a).await, 200).await;
+    assert_eq!(
+        answer,
+        json!({"volumes": [
+            {"name": "data-old", "volume_id": adopted, "quota_gb": 40, "reclaim": false},
+            {"name": ours, "volume_id": "vol_01JQQQQQQQQQQQQQQQQQQQQQQQ", "quota_gb": 8, "reclaim": false},
+            {"name": "scratch-old", "volume_id": "not-ours", "quota_gb": null, "reclaim": true}
+        ], "orphans": 1})
+    );
+    // Her next session mounts the adopted claim by its own name.
+    let ses = ok(
+        as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "cluster_id": a}))).await,
+        201,
+    )
+    .await;
+    let spec = &cr(&ca, ses["cr_name"].as_str().unwrap())["spec"];
+    let thesis = spec["volumes"].as_array().unwrap().iter().find(|v| v["mountPath"] == "/data/thesis").cloned();
+    assert_eq!(
+        thesis,
+        Some(
+            json!({"name": "data-old", "mountPath": "/data/thesis", "mode": "ReadWriteOnce", "readOnly": false, "sizeGb": 40})
+        )
+    );
+    // The operator deleted the reclaimed PVC: it is no longer an orphan.
+    let report = body(
+        &a,
+        vec![observed("data-old", Some("data-old"), 40, Some(3 * GIB), true), observed(ours, None, 8, None, false)],
+    );
+    assert_eq!(ok(sync(&s, &op_a, &report).await, 200).await["orphans"], 0);
+    assert_eq!(orphan_names(&send(&s, Method::GET, "/api/v1/volumes", None, 200).await), ["b-only"]);
+    assert_eq!(volume(&s, &adopted).await["mounted"], true);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn policies_size_the_home_and_bound_the_volumes() {
+    let s = server().await;
+    let c = cluster("gpu-a").await;
+    let cid = register(&s, "gpu-a", &c).await;
+    let off = offering(&s, "slice").await;
+    let alice = member_in(&s, "alice", "vision").await;
+    let bob = member_in(&s, "bob", "vision").await;
+    send(&s, Method::POST, "/api/v1/groups", Some(json!({"name": "vision"})), 201).await;
+    // The group's policy: homes of 7 GiB, volumes up to 100 GiB; alice's own: 30 GiB.
+    let policy = |scope: &str, id: &str, limits: Value| {
+        send(
+            &s,
+            Method::POST,
+            "/api/v1/resource-policies",
+            Some(json!({"scope": scope, "scope_id": id, "limits": limits})),
+            201,
+        )
+    };
+    policy("group", "vision", json!({"volume_gb": 7, "storage_gb": 100})).await;
+    policy("user", "alice", json!({"storage_gb": 30})).await;
+    let new = |t: &str| {
+        let (s, t, b) = (&s, t.to_string(), json!({"offering_id": off}));
+        async move { as_user(s, &t, Method::POST, "/api/v1/sessions", Some(b)).await }
+    };
+    let sa = ok(new(&alice).await, 201).await;
+    assert_eq!(sa["volumes"][0]["size_gb"], 7, "{sa}");
+    let sb = ok(new(&bob).await, 201).await;
+    assert_eq!(sb["volumes"][0]["size_gb"], 7);
+    let add = |t: &str, gb: i64| {
+        let (s, t, b) = (&s, t.to_string(), json!({"name": "data", "cluster_id": cid, "size_gb": gb}));
+        async move { as_user(s, &t, Method::POST, "/api/v1/volumes", Some(b)).await }
+    };
+    // alice: 30 (her policy) - 7 (home) = 23 GiB left; bob: 93 (the group's).
+    let e = expect_error(add(&alice, 24).await, 409, "quota_exceeded").await;
+    assert_eq!(e["error"]["details"], json!({"scope": "user", "limit_gb": 30, "allocated_gb": 7, "requested_gb": 24}));
+    let d = ok(add(&alice, 23).await, 201).await;
+    ok(add(&bob, 90).await, 201).await;
+    // Grow past it: the same refusal, counting the other volumes only.
+    let e = expect_error(
+        as_user(
+            &s,
+            &alice,
+            Method::PATCH,
+            &format!("/api/v1/volumes/{}", d["id"].as_str().unwrap()),
+            Some(json!({"size_gb": 24})),
+        )
+        .await,
+        409,
+        "quota_exceeded",
+    )
+    .await;
+    assert_eq!(e["error"]["details"], json!({"scope": "user", "limit_gb": 30, "allocated_gb": 7, "requested_gb": 24}));
+    // No policy sets it: the server's settings (home 20 GiB, 50 GiB in all).
+    let carol = member(&s, "carol").await;
+    assert_eq!(ok(new(&carol).await, 201).await["volumes"][0]["size_gb"], 20);
+    let e = expect_error(add(&carol, 31).await, 409, "quota_exceeded").await;
+    assert_eq!(e["error"]["details"]["limit_gb"], 50);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_volume_shared_with_a_group_mounts_read_only_in_its_members_sessions() {
+    let s = server().await;
+    let (c, c2) = (cluster("gpu-a").await, cluster("gpu-b").await);
+    let cid = register(&s, "gpu-a", &c).await;
+    let cid2 = register(&s, "gpu-b", &c2).await;
+    let off = offering(&s, "slice").await;
+    let alice = member_in(&s, "alice", "vision").await;
+    let bob = member_in(&s, "bob", "vision").await;
+    let carol = member_in(&s, "carol", "audio").await;
+    let mk = |name: &str, mode: &str| {
+        as_user(
+            &s,
+            &alice,
+            Method::POST,
+            "/api/v1/volumes",
+            Some(json!({"name": name, "cluster_id": cid, "size_gb": 5, "mode": mode})),
+        )
+    };
+    let corpus = ok(mk("corpus", "RWX").await, 201).await["id"].as_str().unwrap().to_string();
+    let scratch = ok(mk("scratch", "RWO").await, 201).await["id"].as_str().unwrap().to_string();
+    let share = |t: &str, id: &str, b: Value| {
+        let (s, t, path) = (&s, t.to_string(), format!("/api/v1/volumes/{id}/share"));
+        async move { as_user(s, &t, Method::PUT, &path, Some(b)).await }
+    };
+    // Bad input.
+    expect_error(share(&alice, &scratch, json!({"group": "vision"})).await, 409, "conflict").await;
+    expect_error(share(&alice, &corpus, json!({"group": "nosuch"})).await, 404, "not_found").await;
+    expect_error(share(&alice, &corpus, json!({"group": ""})).await, 422, "validation_failed").await;
+    expect_error(share(&alice, &corpus, json!({"groups": "vision"})).await, 422, "validation_failed").await;
+    expect_error(share(&bob, &corpus, json!({"group": "vision"})).await, 404, "not_found").await;
+    let ses =
+        ok(as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off}))).await, 201).await;
+    let home = ses["volumes"][0]["volume_id"].as_str().unwrap().to_string();
+    expect_error(share(&alice, &home, json!({"group": "vision"})).await, 409, "conflict").await;
+
+    let v = ok(share(&alice, &corpus, json!({"group": "vision"})).await, 200).await;
+    assert_eq!(v["shared_group"], "vision");
+    // bob (vision) mounts it read-only on its cluster; carol (audio) does not; on another
+    // cluster it is not there.
+    let new = |t: &str, cl: &str| {
+        let (s, t, b) = (&s, t.to_string(), json!({"offering_id": off, "cluster_id": cl}));
+        async move { as_user(s, &t, Method::POST, "/api/v1/sessions", Some(b)).await }
+    };
+    let sb = ok(new(&bob, &cid).await, 201).await;
+    let spec = &cr(&c, sb["cr_name"].as_str().unwrap())["spec"];
+    assert_eq!(
+        spec["volumes"][1],
+        json!({"name": corpus, "mountPath": "/shared/alice/corpus", "mode": "ReadWriteMany", "readOnly": true, "sizeGb": 5})
+    );
+    assert_eq!(spec["volumes"].as_array().unwrap().len(), 2, "{spec}");
+    let sc = ok(new(&carol, &cid).await, 201).await;
+    assert_eq!(sc["volumes"].as_array().unwrap().len(), 1, "{sc}");
+    let sb2 = ok(new(&bob, &cid2).await, 201).await;
+    assert_eq!(sb2["volumes"].as_array().unwrap().len(), 1, "{sb2}");
+    // bob sees it in his list (read-only: he cannot grow or delete it).
+    let listed = ok(as_user(&s, &bob, Method::GET, "/api/v1/volumes", None).await, 200).await;
+    assert!(listed["data"].as_array().unwrap().iter().any(|v| v["id"] == corpus.as_str()), "{listed}");
+    let path = format!("/api/v1/volumes/{corpus}");
+    expect_error(as_user(&s, &bob, Method::PATCH, &path, Some(json!({"size_gb": 6}))).await, 404, "not_found").await;
+    // bob's session mounts it (and alice's own, made after it): she cannot delete it under him.
+    let e = expect_error(
+        as_user(&s, &alice, Method::DELETE, &format!("/api/v1/volumes/{corpus}"), None).await,
+        409,
+        "volume_mounted",
+    )
+    .await;
+    let using = ids_of(&e["error"]["details"]["sessions"]);
+    assert_eq!(using.len(), 2, "{e}");
+    assert!(
+        using.contains(&sb["id"].as_str().unwrap().to_string())
+            && using.contains(&ses["id"].as_str().unwrap().to_string())
+    );
+    // Unshared: bob's next session no longer mounts it.
+    let v = ok(as_user(&s, &alice, Method::DELETE, &format!("/api/v1/volumes/{corpus}/share"), None).await, 200).await;
+    assert_eq!(v["shared_group"], Value::Null);
+    assert_eq!(ok(new(&bob, &cid).await, 201).await["volumes"].as_array().unwrap().len(), 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_accounts_volumes_are_kept_or_reclaimed() {
+    let s = server().await;
+    let c = cluster("gpu-a").await;
+    let cid = register(&s, "gpu-a", &c).await;
+    let off = offering(&s, "slice").await;
+    let op = operator(&s, &cid);
+    let alice = member(&s, "alice").await;
+    let ses =
+        ok(as_user(&s, &alice, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off}))).await, 201).await;
+    let home = ses["volumes"][0]["volume_id"].as_str().unwrap().to_string();
+    let data = ok(
+        as_user(
+            &s,
+            &alice,
+            Method::POST,
+            "/api/v1/volumes",
+            Some(json!({"name": "data", "cluster_id": cid, "size_gb": 2})),
+        )
+        .await,
+        201,
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    send(&s, Method::DELETE, "/api/v1/users/alice", None, 204).await;
+    // Kept by default, listed by owner.
+    let kept = send(&s, Method::GET, "/api/v1/volumes?owner=alice", None, 200).await;
+    assert_eq!(kept["data"].as_array().unwrap().len(), 2);
+    // Bad input.
+    let reclaim = |b: Value| crate::sessions::call(&s, Method::POST, "/api/v1/volumes/reclaim", Some(b));
+    expect_error(reclaim(json!({"owner": ""})).await, 422, "validation_failed").await;
+    expect_error(reclaim(json!({"user": "alice"})).await, 422, "validation_failed").await;
+    let bob = member(&s, "bob").await;
+    let by_member = as_user(&s, &bob, Method::POST, "/api/v1/volumes/reclaim", Some(json!({"owner": "alice"})));
+    expect_error(by_member.await, 403, "forbidden_role").await;
+    // Reclaimed: the one her running session mounts is kept and named.
+    let r = send(&s, Method::POST, "/api/v1/volumes/reclaim", Some(json!({"owner": "alice"})), 200).await;
+    let ids =
+        |k: &str| r[k].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!((ids("reclaimed"), ids("kept")), (vec![data.clone()], vec![home.clone()]));
+    assert_eq!(r["kept"][0]["mounted_by"][0]["id"], ses["id"]);
+    assert_eq!(r["reclaimed"][0]["state"], "reclaim_pending");
+    assert_eq!(r["reclaimed"][0]["reclaim_stalled"], false);
+    // The sync answers reclaim for it and notes when.
+    let report = body(&cid, vec![observed(&pvc(&data), Some(&data), 2, None, false)]);
+    assert_eq!(ok(sync(&s, &op, &report).await, 200).await["volumes"][0]["reclaim"], true);
+    let v = volume(&s, &data).await;
+    assert!(v["reclaim_answered_at"].is_string() && v["reclaim_stalled"] == false, "{v}");
+    // Nothing left to reclaim: an empty answer, not an error.
+    send(&s, Method::DELETE, &format!("/api/v1/sessions/{}", ses["id"].as_str().unwrap()), None, 200).await;
+    let r = send(&s, Method::POST, "/api/v1/volumes/reclaim", Some(json!({"owner": "alice"})), 200).await;
+    assert_eq!(ids_of(&r["reclaimed"]), vec![home]);
+    let r = send(&s, Method::POST, "/api/v1/volumes/reclaim", Some(json!({"owner": "alice"})), 200).await;
+    assert_eq!((r["reclaimed"].as_array().unwrap().len(), r["kept"].as_array().unwrap().len()), (0, 0));
+    s.stop().await;
+}
+
+fn ids_of(v: &Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test]
+async fn a_sessions_ephemeral_disk_use_is_shown_with_a_warning_near_its_limit() {
+    let s = server().await;
+    let c = cluster("gpu-a").await;
+    let cid = register(&s, "gpu-a", &c).await;
+    let off = offering(&s, "slice").await;
+    let op = operator(&s, &cid);
+    let new = || send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "owner": "erin"})), 201);
+    let (a, b) = (new().await, new().await);
+    let get = |id: &Value| {
+        let path = format!("/api/v1/sessions/{}", id.as_str().unwrap());
+        let s = &s;
+        async move { send(s, Method::GET, &path, None, 200).await }
+    };
+    assert_eq!(get(&a["id"]).await["ephemeral_disk"], Value::Null, "nothing reported yet");
+    let disks = json!({"volumes": [], "sessions": [
+        {"name": a["cr_name"], "ephemeral_used_bytes": 19 * GIB, "ephemeral_limit_bytes": 20 * GIB},
+        {"name": b["cr_name"], "ephemeral_used_bytes": 5 * GIB, "ephemeral_limit_bytes": 20 * GIB}
+    ], "pools": [], "cluster_id": cid});
+    ok(sync(&s, &op, &disks).await, 200).await;
+    assert_eq!(
+        get(&a["id"]).await["ephemeral_disk"],
+        json!({"used_bytes": 19 * GIB, "limit_bytes": 20 * GIB, "used_pct": 95, "near_limit": true})
+    );
+    assert_eq!(get(&b["id"]).await["ephemeral_disk"]["near_limit"], false);
+    let listed = send(&s, Method::GET, "/api/v1/sessions?owner=erin", None, 200).await;
+    let near: Vec<&Value> =
+        listed["data"].as_array().unwrap().iter().map(|v| &v["ephemeral_disk"]["near_limit"]).collect();
+    assert_eq!(near.len(), 2);
+    assert!(near.contains(&&json!(true)) && near.contains(&&json!(false)), "{listed}");
+    // Ended: the last reading is no longer shown.
+    send(&s, Method::DELETE, &format!("/api/v1/sessions/{}", a["id"].as_str().unwrap()), None, 200).await;
+    assert_eq!(get(&a["id"]).await["ephemeral_disk"], Value::Null);
+    s.stop().await;
+}

@@ -1692,6 +1692,69 @@ try {
   );
 
   await step(
+    "volumes page: homes by user and by cluster, an orphan refused adoption to a nobody and reclaimed; axe 0 and no overflow at 1440 and 390",
+    async () => {
+      // The operator's volume sync: the session owner's home PVC and one no volume explains.
+      const list = await page.evaluate(() => fetch("/api/v1/volumes").then((r) => r.json()));
+      const home = list.data.find((v) => v.kind === "home");
+      if (!home) throw new Error(`no home volume after a session: ${JSON.stringify(list)}`);
+      const pvc = home.id.toLowerCase().replace("_", "-");
+      const res = await fetch(`${base}/internal/volumes/sync`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${await operatorToken(clusterId)}`, "Content-Type": "application/json" },
+        body: JSON.stringify({
+          volumes: [
+            { name: pvc, volume_id: home.id, capacity_gb: home.size_gb, used_bytes: 3 * 2 ** 30, mounted: true, storage_class: "zfs-nvme" },
+            { name: "e2e-old-data", capacity_gb: 7, mounted: false, storage_class: "zfs-nvme" },
+          ],
+          sessions: [],
+          pools: [],
+          cluster_id: clusterId,
+        }),
+      });
+      if (!res.ok) throw new Error(`volume sync: ${res.status} ${await res.text()}`);
+      await toPage("Volumes");
+      await page.getByRole("heading", { name: "Volumes" }).waitFor();
+      const row = page.locator(`tr[data-volume="${home.id}"]`);
+      await row.waitFor({ timeout: 10000 });
+      const text = (await row.textContent()).replace(/\s+/g, " ");
+      if (!/3 GiB of \d+ GiB/.test(text) || !text.includes("zfs-nvme")) throw new Error(`home row: ${text}`);
+      const problems = [];
+      for (const size of [WIDE, NARROW]) {
+        await page.setViewportSize(size);
+        for (const view of ["user", "cluster", "orphans"]) {
+          await page.getByLabel("Show").selectOption(view);
+          await page.locator(view === "orphans" ? 'tr[data-orphan="e2e-old-data"]' : `tr[data-volume="${home.id}"]`).waitFor();
+          problems.push(...(await axeViolations()).map((x) => `${view} @${size.width}: ${x}`));
+          if (size === NARROW) problems.push(...(await layoutProblems()).map((x) => `${view} @${size.width}: ${x}`));
+          await shot(`24-volumes-${view}-${size.width}`);
+        }
+      }
+      await page.setViewportSize(WIDE);
+      if (problems.length) throw new Error(`${problems.length} problems:\n${problems.join("\n")}`);
+      // Adopting to an account that does not exist: refused beside the field; the orphan stays.
+      const orphan = page.locator('tr[data-orphan="e2e-old-data"]');
+      await orphan.getByRole("button", { name: "Adopt e2e-old-data" }).click();
+      let dialog = page.getByRole("dialog", { name: "Adopt orphan volume" });
+      await dialog.getByLabel("Owner").fill("nobody-here");
+      await dialog.getByRole("button", { name: "Adopt" }).click();
+      await dialog.getByText(/no account named nobody-here/i).waitFor({ timeout: 10000 });
+      const axe = await axeViolations();
+      if (axe.length) throw new Error(`adopt dialog: ${axe.join("; ")}`);
+      await dialog.getByRole("button", { name: "Cancel" }).click();
+      // Reclaim: asked once, shown as asked.
+      await orphan.getByRole("button", { name: "Reclaim e2e-old-data" }).click();
+      dialog = page.getByRole("dialog", { name: "Reclaim orphan volume" });
+      await dialog.getByRole("button", { name: "Reclaim e2e-old-data" }).click();
+      await dialog.waitFor({ state: "detached", timeout: 10000 });
+      await orphan.getByText(/reclaim asked/).waitFor({ timeout: 10000 });
+      await page.getByLabel("Show").selectOption("user");
+      return text;
+    },
+    { skipIf: noSession },
+  );
+
+  await step(
     "unregister accepted: the row goes away",
     async () => {
       await toPage("Clusters");

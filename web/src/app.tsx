@@ -20,6 +20,7 @@ import { OfferingsPage } from "./pages/Offerings";
 import { OverviewPage } from "./pages/Overview";
 import { SessionsPage } from "./pages/Sessions";
 import { UsersPage } from "./pages/Users";
+import { VolumesPage } from "./pages/Volumes";
 import { navigate, onLinkClick, usePath } from "./router";
 
 const PAGES: { path: string; label: string; render: (me: string) => JSX.Element }[] = [
@@ -27,6 +28,7 @@ const PAGES: { path: string; label: string; render: (me: string) => JSX.Element 
   { path: "/clusters", label: "Clusters", render: () => <ClustersPage /> },
   { path: "/sessions", label: "Sessions", render: () => <SessionsPage /> },
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
+  { path: "/volumes", label: "Volumes", render: () => <VolumesPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
   // Admins only: the lab's accounts.
   { path: "/users", label: "Users", render: (me) => <UsersPage me={me} /> },

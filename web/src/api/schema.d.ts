@@ -989,6 +989,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/volumes/orphans/{cluster_id}/{name}/adopt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Adopt an orphan PVC (admins): it becomes a named volume of `owner` on its cluster, its data
+         *     kept, sized as last reported, mounted in the owner's sessions there from then on.
+         */
+        post: operations["adopt_orphan"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/volumes/orphans/{cluster_id}/{name}/reclaim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reclaim an orphan PVC (admins): the cluster's next sync answers `reclaim` for it and the
+         *     operator deletes it and its data (unless a pod mounts it). Asking again changes nothing.
+         */
+        post: operations["reclaim_orphan"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/volumes/reclaim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reclaim every volume of one owner (admins; the console offers it when deleting an account,
+         *     whose volumes are otherwise kept): each no live session mounts is deleted (its cluster's next
+         *     sync answers `reclaim`); a mounted one is kept and named.
+         */
+        post: operations["reclaim_owner"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/volumes/{id}": {
         parameters: {
             query?: never;
@@ -1009,6 +1070,28 @@ export interface paths {
         head?: never;
         /** Grow a volume (the cluster's next sync answers the quota; the operator grows the PVC). */
         patch: operations["grow_volume"];
+        trace?: never;
+    };
+    "/api/v1/volumes/{id}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Share a named RWX or ROX volume read-only with a group (its owner or an admin). Sessions its
+         *     members start on the volume's cluster from then on mount it read-only; it stays the owner's
+         *     (only they grow or delete it), and a mounted share keeps it from being deleted.
+         */
+        put: operations["share_volume"];
+        post?: never;
+        /** Stop sharing a volume (sessions already running keep their mount until they end). */
+        delete: operations["unshare_volume"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/healthz": {
@@ -1680,6 +1763,23 @@ export interface components {
             used: components["schemas"]["Usage"];
             user: string;
         };
+        /** @description A live session's scratch disk use (the operator's `sessions[]` in the volume sync). */
+        EphemeralDisk: {
+            /**
+             * Format: int64
+             * @description 0: no limit reported.
+             */
+            limit_bytes: number;
+            /** @description At or past 90 % of the limit: past it the kubelet evicts the pod and its scratch files. */
+            near_limit: boolean;
+            /** Format: int64 */
+            used_bytes: number;
+            /**
+             * Format: int64
+             * @description `used_bytes` as a share of the limit (null without one).
+             */
+            used_pct?: number | null;
+        };
         /** @description The JSON body of every error answer. */
         ErrorBody: {
             error: components["schemas"]["ErrorDetail"];
@@ -2254,6 +2354,17 @@ export interface components {
          * @enum {string}
          */
         OperatorState: "not_attached" | "attach_incomplete" | "connected" | "silent";
+        /** @description `POST /api/v1/volumes/orphans/{cluster_id}/{name}/adopt`. */
+        OrphanAdopt: {
+            mode?: components["schemas"]["AccessMode"] | null;
+            /**
+             * @description The volume's name (mounted at `/data/<name>`); default: the PVC's name, when it fits the
+             *     volume name rule.
+             */
+            name?: string | null;
+            /** @description The member (or admin) who owns it from now on. */
+            owner: string;
+        };
         /** @description A PVC no record explains. */
         OrphanView: {
             /** Format: int64 */
@@ -2263,6 +2374,12 @@ export interface components {
             mounted: boolean;
             /** @description The PVC's name. */
             name: string;
+            /**
+             * @description An admin asked for it to be reclaimed: the next sync answers `reclaim` (the operator
+             *     deletes it unless a pod mounts it).
+             */
+            reclaim_requested_at?: string | null;
+            reclaim_requested_by?: string | null;
             storage_class?: string | null;
             /** Format: int64 */
             used_bytes?: number | null;
@@ -2281,6 +2398,18 @@ export interface components {
          * @enum {string}
          */
         OwnerAccount: "account" | "deleted" | "external";
+        /** @description `POST /api/v1/volumes/reclaim`. */
+        OwnerReclaim: {
+            /** @description Whose volumes (typically an account just deleted). */
+            owner: string;
+        };
+        /** @description `POST /api/v1/volumes/reclaim`: what reclaiming an owner's volumes did. */
+        OwnerReclaimView: {
+            /** @description Kept: a live session mounts each (`mounted_by` names them). End it, then reclaim again. */
+            kept: components["schemas"]["VolumeView"][];
+            /** @description Deleted now (state `reclaim_pending`): their clusters' next syncs answer `reclaim`. */
+            reclaimed: components["schemas"]["VolumeView"][];
+        };
         Pagination: {
             /**
              * @description Pass as `cursor` for the next (older) page; absent on the last page. In page mode, the id
@@ -2638,6 +2767,7 @@ export interface components {
             cr_name: string;
             created_at: string;
             ended_at?: string | null;
+            ephemeral_disk?: components["schemas"]["EphemeralDisk"] | null;
             id: string;
             last_report_at?: string | null;
             live: boolean;
@@ -2660,6 +2790,8 @@ export interface components {
          *     the PVC `vol-…` from it).
          */
         SessionVolume: {
+            /** @description The claim's name when it is not made from the id (an adopted PVC): the CR names it. */
+            claim?: string | null;
             mode: components["schemas"]["AccessMode"];
             mount_path: string;
             read_only?: boolean;
@@ -2967,6 +3099,14 @@ export interface components {
             used_bytes?: number | null;
             volume_id?: string | null;
         };
+        /** @description `PUT /api/v1/volumes/{id}/share`. */
+        VolumeShare: {
+            /**
+             * @description The group whose members' sessions on the volume's cluster mount it read-only, at
+             *     `/shared/<owner>/<name>`.
+             */
+            group: string;
+        };
         /**
          * @description Where a volume stands.
          * @enum {string}
@@ -3013,7 +3153,16 @@ export interface components {
             owner: string;
             /** @description The PVC as the last sync saw it (null until one reported it). */
             pvc?: string | null;
+            /** @description When the cluster's sync first answered `reclaim` (deleted volumes). */
+            reclaim_answered_at?: string | null;
+            /**
+             * @description Deleted more than 15 minutes ago and no sync from its cluster has answered `reclaim` yet:
+             *     the cluster's operator has stopped syncing volumes (its PVC and data are still there).
+             */
+            reclaim_stalled: boolean;
             reported_at?: string | null;
+            /** @description Shared read-only with this group's members (on its cluster). */
+            shared_group?: string | null;
             /**
              * Format: int64
              * @description The quota (GiB); it only grows.
@@ -7716,6 +7865,234 @@ export interface operations {
             };
         };
     };
+    adopt_orphan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+                /** @description the PVC's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrphanAdopt"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such orphan on that cluster (the message names the cluster that has one of that name) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict: the owner has a volume of that name there */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such account, or a name that breaks the rule */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reclaim_orphan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+                /** @description the PVC's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrphanView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such orphan on that cluster */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    reclaim_owner: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OwnerReclaim"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerReclaimView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     show_volume: {
         parameters: {
             query?: never;
@@ -7915,6 +8292,158 @@ export interface operations {
                 };
             };
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    share_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description vol_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VolumeShare"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such volume (or not the caller's), or no such group */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict: a home workspace, or an RWO volume (its claim attaches to one node) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    unshare_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description vol_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

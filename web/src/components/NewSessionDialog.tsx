@@ -10,7 +10,9 @@ import { useAction } from "../hooks";
 import { useLivePoll } from "../live";
 import { gpuShape, idleText, listOfferings, maxRuntimeText, resourcesShape } from "../offerings";
 import { createSession, type NewSessionBody, type Session } from "../sessions";
+import { listVolumes } from "../volumes";
 import { Advice } from "./Advice";
+import { workspaceNote } from "./MyWorkspace";
 import { Dialog } from "./Dialog";
 import { ErrorBox } from "./Errors";
 
@@ -41,6 +43,16 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
   const chosen = offeringId || (active.length === 1 ? active[0].id : "");
   const offering = active.find((o) => o.id === chosen);
   const picked = (clusters.data ?? []).find((c) => c.id === clusterId);
+  // The owner's volumes there: a cluster without their workspace makes a new, empty one (said before).
+  const ownerName = owner.trim();
+  const theirs = useLivePoll(
+    (signal) =>
+      clusterId && ownerName
+        ? listVolumes(new URLSearchParams({ owner: ownerName, cluster_id: clusterId }).toString(), signal)
+        : Promise.resolve(null),
+    [],
+    { pollMs: 0, deps: [clusterId, ownerName] },
+  );
   const pickedOperator =
     picked?.status === "connected" && picked.operator && picked.operator.state !== "connected" ? picked.operator : null;
 
@@ -147,6 +159,11 @@ export function NewSessionDialog(props: { onClose: () => void; onCreated: (s: Se
           </p>
         )}
         {clusters.error != null && <p class="small muted">Cannot list clusters; the server will pick a connected one.</p>}
+        {picked && ownerName && theirs.data && (
+          <p class="small workspace-note" role="note">
+            {workspaceNote(theirs.data.data, ownerName, picked)}
+          </p>
+        )}
         <label>
           Name <span class="muted">(optional)</span>
           <input

@@ -43,7 +43,7 @@ describe("MySessionsPage", () => {
     expect(screen.queryByText("closed")).toBeNull();
     expect(listCalls(calls)[0].path).toContain("live=true");
     // A member's page reads no admin route.
-    expect(calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|volumes)\b/.test(c.path))).toEqual([]);
+    expect(calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|volumes|account)\b/.test(c.path))).toEqual([]);
   });
 
   it("starts a session from the catalogue with the keyboard only: Start, a name, Enter", async () => {
@@ -76,6 +76,66 @@ describe("MySessionsPage", () => {
     const card = (await screen.findByRole("heading", { name: "thesis" })).closest("li") as HTMLElement;
     expect(card.querySelector('[aria-current="step"]')?.textContent).toBe("pending");
     expect(within(card).getByRole("button", { name: "Open JupyterLab of thesis" })).toHaveProperty("disabled", true);
+  });
+
+  it("says in the start dialog that a volume lives on one cluster, naming where the member's workspace is", async () => {
+    stubFetch({
+      "GET /api/v1/sessions": () => ({ body: page([]) }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+      "GET /api/v1/volumes": () => ({
+        body: {
+          data: [
+            {
+              id: "vol_1",
+              kind: "home",
+              owner: "alice",
+              state: "active",
+              cluster_id: "clu_a",
+              cluster_name: "gpu-a",
+              size_gb: 20,
+              mounted_by: [],
+            },
+          ],
+          orphans: [],
+        },
+      }),
+    });
+    render(<MySessionsPage username="alice" />);
+    fireEvent.click(await screen.findByRole("button", { name: "Start a session from A100 20 GB slice" }));
+    const dialog = await screen.findByRole("dialog", { name: "Start A100 20 GB slice" });
+    const note = await within(dialog).findByRole("note");
+    expect(note.textContent).toBe(
+      "Your workspace is on gpu-a. A volume lives on one cluster: if this session is placed on another cluster, it starts there with a new, empty workspace (your files stay on gpu-a).",
+    );
+  });
+
+  it("shows each live session's scratch disk use, and warns near its limit", async () => {
+    const GIB = 1024 ** 3;
+    stubFetch({
+      "GET /api/v1/sessions": () => ({
+        body: page([
+          mine({
+            id: "ses_1",
+            name: "full",
+            phase: "running",
+            ephemeral_disk: { used_bytes: 19 * GIB, limit_bytes: 20 * GIB, used_pct: 95, near_limit: true },
+          }),
+          mine({
+            id: "ses_2",
+            name: "roomy",
+            phase: "running",
+            ephemeral_disk: { used_bytes: 5 * GIB, limit_bytes: 20 * GIB, used_pct: 25, near_limit: false },
+          }),
+        ]),
+      }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+    });
+    render(<MySessionsPage username="alice" />);
+    const full = (await screen.findByRole("heading", { name: "full" })).closest("li") as HTMLElement;
+    expect(within(full).getByRole("note").textContent).toContain("Scratch disk nearly full: 19 GiB of 20 GiB (95%).");
+    const roomy = screen.getByRole("heading", { name: "roomy" }).closest("li") as HTMLElement;
+    expect(within(roomy).queryByRole("note")).toBeNull();
+    expect(roomy.textContent).toContain("Scratch disk: 5 GiB of 20 GiB (25%)");
   });
 
   it("follows the phase live: pending, preparing, running on sessions events, then the apps open", async () => {

@@ -7,7 +7,9 @@ import { useRef, useState } from "preact/hooks";
 import { ApiError, newIdempotencyKey } from "../api";
 import { Advice } from "../components/Advice";
 import { Dialog } from "../components/Dialog";
-import { MyWorkspace } from "../components/MyWorkspace";
+import { EphemeralDisk } from "../components/EphemeralDisk";
+import { MyWorkspace, workspaceNote } from "../components/MyWorkspace";
+import { listVolumes } from "../volumes";
 import { ErrorBox } from "../components/Errors";
 import { Pager } from "../components/Pager";
 import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
@@ -174,6 +176,7 @@ function SessionCard(props: { session: Session; onChanged: () => void; onEnd: (s
       </div>
       <Progress session={s} />
       <Gives of={s} compact />
+      {s.live && <EphemeralDisk disk={s.ephemeral_disk} />}
       {s.live && (
         <div class="my-session-actions">
           <div class="open" role="group" aria-label={`Open ${name}`}>
@@ -238,6 +241,8 @@ function SessionCard(props: { session: Session; onChanged: () => void; onEnd: (s
 export function StartDialog(props: { offering: Offering; onClose: () => void; onStarted: (s: Session) => void }) {
   const o = props.offering;
   const [name, setName] = useState("");
+  // Where their workspaces are: a session elsewhere starts with a new, empty one (said before).
+  const mine = useLivePoll((signal) => listVolumes("", signal), [], { pollMs: 0 });
   const { busy, error, run } = useAction();
   // One key per distinct body: a retry of the same request replays, a new name is a new request.
   const attempt = useRef<{ body: string; key: string } | null>(null);
@@ -272,6 +277,11 @@ export function StartDialog(props: { offering: Offering; onClose: () => void; on
             onInput={(e) => setName((e.target as HTMLInputElement).value)}
           />
         </label>
+        {mine.data && (
+          <p class="small workspace-note" role="note">
+            {workspaceNote(mine.data.data, null)}
+          </p>
+        )}
         <ErrorBox error={error} title="Cannot start the session">
           <Advice error={error} member />
         </ErrorBox>
@@ -413,7 +423,7 @@ export function MySessionsPage(props: { username: string }) {
         </ul>
       )}
       {p && <Pager label="Session pages" page={page} totalPages={p.total_pages} onPage={setPage} />}
-      <MyWorkspace />
+      <MyWorkspace me={props.username} />
       <Catalogue onStart={(offering) => setDialog({ kind: "start", offering })} />
       {dialog?.kind === "start" && (
         <StartDialog

@@ -9,6 +9,7 @@ import { CopyButton } from "../components/Copy";
 import { Dialog } from "../components/Dialog";
 import { ErrorBox } from "../components/Errors";
 import { ListPage } from "../components/ListPage";
+import { EphemeralDisk } from "../components/EphemeralDisk";
 import { NewSessionDialog } from "../components/NewSessionDialog";
 import { listClusters, type Cluster } from "../clusters";
 import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
@@ -260,6 +261,7 @@ export const SessionRow = memo(function SessionRow({ session: s, stale, onChange
         </td>
         <td>
           <NodeCell session={s} />
+          {!over && <EphemeralDisk disk={s.ephemeral_disk} compact />}
         </td>
         <td class="open">
           {over ? (

@@ -183,6 +183,50 @@ describe("UsersPage", () => {
     await waitFor(() => expect(calls.some((c) => c.method === "DELETE" && c.path === "/api/v1/users/alice")).toBe(true));
   });
 
+  it("deleting a user keeps their volumes by default, listed; reclaiming them is a choice and names what a session keeps", async () => {
+    const volume = (over: Record<string, unknown>) => ({
+      id: "vol_1",
+      name: "home",
+      kind: "home",
+      owner: "alice",
+      cluster_id: "clu_a",
+      cluster_name: "gpu-a",
+      size_gb: 20,
+      mounted_by: [],
+      ...over,
+    });
+    const vols = [
+      volume({}),
+      volume({ id: "vol_2", name: "datasets", kind: "named", size_gb: 30, mounted_by: [{ id: "ses_1", name: null, phase: "running" }] }),
+    ];
+    const calls = stubFetch({
+      "GET /api/v1/users": () => list([user()]),
+      "GET /api/v1/volumes": () => ({ body: { data: vols, orphans: [] } }),
+      "DELETE /api/v1/users/alice": () => ({ status: 204 }),
+      "POST /api/v1/volumes/reclaim": () => ({ body: { reclaimed: [vols[0]], kept: [vols[1]] } }),
+    });
+    render(<UsersPage />);
+    fireEvent.click(await screen.findByRole("button", { name: "Delete alice" }));
+    let dialog = screen.getByRole("dialog", { name: "Delete user" });
+    await within(dialog).findByText(/datasets on gpu-a, 30 GiB/);
+    expect(calls.some((c) => c.path === "/api/v1/volumes?owner=alice")).toBe(true);
+    expect(within(dialog).getByText(/Their 2 volumes \(50 GiB\)/)).toBeTruthy();
+    expect((within(dialog).getByLabelText(/Keep them/) as HTMLInputElement).checked).toBe(true);
+    // Kept: only the account goes.
+    fireEvent.click(within(dialog).getByRole("button", { name: "Delete alice" }));
+    await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
+    expect(calls.some((c) => c.path === "/api/v1/volumes/reclaim")).toBe(false);
+    // Reclaimed: asked after the delete; the mounted one is named as kept.
+    fireEvent.click(screen.getByRole("button", { name: "Delete alice" }));
+    dialog = screen.getByRole("dialog", { name: "Delete user" });
+    await within(dialog).findByText(/datasets on gpu-a/);
+    fireEvent.click(within(dialog).getByLabelText(/Reclaim them/));
+    fireEvent.click(within(dialog).getByRole("button", { name: "Delete alice" }));
+    await within(dialog).findByText(/1 volume a running session mounts was kept: datasets on gpu-a/);
+    const reclaim = calls.find((c) => c.path === "/api/v1/volumes/reclaim")!;
+    expect(reclaim.body).toEqual({ owner: "alice" });
+  });
+
   it("builds its query without empty filters", () => {
     expect(usersQuery({})).toBe("");
     expect(usersQuery({ role: "", q: "al", page: 2, size: 50 })).toBe("?q=al&page=2&size=50");

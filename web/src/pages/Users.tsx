@@ -16,6 +16,7 @@ import { serverFieldMessages } from "../form";
 import { formatTime, plural } from "../format";
 import { useAction } from "../hooks";
 import { useLivePoll } from "../live";
+import { listVolumes, reclaimOwner, type Volume } from "../volumes";
 
 export type User = Schemas["AccountSummary"];
 type UserList = Schemas["UserList"];
@@ -341,6 +342,28 @@ function SecretDialog(props: { user: User; kind: "reset" | "invite"; onClose: ()
 function DeleteUserDialog(props: { user: User; onClose: () => void; onChanged: () => void }) {
   const { busy, error, run } = useAction();
   const u = props.user.username;
+  // Their volumes: kept by default (listed here), or reclaimed with the account.
+  const owned = useLivePoll((signal) => listVolumes(new URLSearchParams({ owner: u }).toString(), signal), [], { pollMs: 0 });
+  const volumes = owned.data?.data ?? [];
+  const [reclaim, setReclaim] = useState(false);
+  const [kept, setKept] = useState<Volume[] | null>(null);
+  if (kept)
+    return (
+      <Dialog title="Delete user" onClose={props.onClose}>
+        <div class="dialog-body">
+          <p role="status">
+            {u} is deleted. {plural(kept.length, "volume")} a running session mounts {kept.length === 1 ? "was" : "were"} kept:{" "}
+            {kept.map((v) => `${v.kind === "home" ? "home" : v.name} on ${v.cluster_name}`).join(", ")}. End the session, then reclaim it on
+            the Volumes page.
+          </p>
+          <footer class="dialog-foot">
+            <button type="button" autoFocus onClick={props.onClose}>
+              Close
+            </button>
+          </footer>
+        </div>
+      </Dialog>
+    );
   return (
     <Dialog title="Delete user" onClose={props.onClose}>
       <div class="dialog-body">
@@ -348,6 +371,29 @@ function DeleteUserDialog(props: { user: User; onClose: () => void; onChanged: (
           Delete <strong>{u}</strong>? They can no longer sign in and their invite link stops working. Their sessions keep running (end them
           on the Sessions page) and the audit log keeps the name, which is not given to anyone again.
         </p>
+        {volumes.length > 0 && (
+          <fieldset class="volume-choice">
+            <legend>
+              Their {plural(volumes.length, "volume")} ({volumes.reduce((n, v) => n + v.size_gb, 0)} GiB)
+            </legend>
+            <ul class="small">
+              {volumes.map((v) => (
+                <li key={v.id}>
+                  {v.kind === "home" ? "Home" : v.name} on {v.cluster_name}, {v.size_gb} GiB
+                  {v.mounted_by.length > 0 && <span class="muted"> (mounted by a running session)</span>}
+                </li>
+              ))}
+            </ul>
+            <label class="check">
+              <input type="radio" name="volumes" checked={!reclaim} onChange={() => setReclaim(false)} /> Keep them (listed under {u} on the
+              Volumes page)
+            </label>
+            <label class="check">
+              <input type="radio" name="volumes" checked={reclaim} onChange={() => setReclaim(true)} /> Reclaim them: their clusters delete
+              the claims and the data (a mounted one is kept)
+            </label>
+          </fieldset>
+        )}
         <ErrorBox error={error} title="Delete refused">
           <Advice error={error} />
         </ErrorBox>
@@ -360,12 +406,19 @@ function DeleteUserDialog(props: { user: User; onClose: () => void; onChanged: (
             class="danger"
             disabled={busy !== ""}
             onClick={() =>
-              run(() => deleteUser(u), {
-                onSuccess: () => {
-                  props.onChanged();
-                  props.onClose();
+              run(
+                async () => {
+                  await deleteUser(u);
+                  return reclaim ? await reclaimOwner(u) : null;
                 },
-              })
+                {
+                  onSuccess: (r) => {
+                    props.onChanged();
+                    if (r && r.kept.length > 0) setKept(r.kept);
+                    else props.onClose();
+                  },
+                },
+              )
             }
           >
             {busy ? "Deleting…" : `Delete ${u}`}
