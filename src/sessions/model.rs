@@ -715,6 +715,16 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
     if was != now {
         crate::policy::model::charge_moved(txn, was, now)?;
     }
+    // The usage ledger: a run opens when the session starts running and closes when it stops.
+    if was_running != is_running {
+        let at = session.phase_changed_at.or(session.started_at).unwrap_or(session.created_at);
+        let holding = is_running.then(|| crate::policy::usage::Holding {
+            gpu: session.shape.resource_class == ResourceClass::Gpu,
+            gpu_mem_mb: session.shape.gpu_mem_mb.unwrap_or(0),
+            cpu: session.shape.cpu,
+        });
+        crate::policy::usage::running_changed(txn, &session.id, &session.owner, holding, at)?;
+    }
     // The owner's live events (a member hears of their own sessions only).
     txn.note_key(&owner_sessions_key(&session.owner));
     if let Some(was) = old.as_ref().filter(|o| o.owner != session.owner) {
