@@ -57,6 +57,7 @@ pub const MIGRATIONS: &[store::Migration] = &[
     inventory::model::MOVE_CLUSTER_COUNTS,
     policy::model::SEED_GLOBAL_POLICY,
     sessions::model::COUNT_OWNER_USAGE,
+    sessions::model::OPEN_USAGE_RUNS,
 ];
 
 /// Everything the server holds, shared as `Arc<App>` through axum's state. Only the composition

@@ -142,6 +142,10 @@ pub fn running_changed(
 ) -> Result<(), StoreError> {
     match start {
         Some(h) => {
+            // A run left open (never expected) is closed first: nothing is counted twice.
+            if let Some(run) = USAGE_OPEN.get_in_write(txn, session_id)? {
+                close(txn, session_id, &run, at)?;
+            }
             let group = crate::auth::accounts::group_of(txn, owner)?;
             let run = OpenRun {
                 owner: owner.to_string(),

@@ -744,6 +744,26 @@ pub fn charge_of(shape: &Shape) -> crate::policy::model::Charge {
     }
 }
 
+/// Schema 8: the usage ledger opens a run for each session running at the upgrade (since its
+/// last phase change), so its GPU time counts from there like a run begun afterwards.
+pub const OPEN_USAGE_RUNS: Migration = Migration {
+    to: 8,
+    what: "usage ledger runs opened for the running sessions",
+    run: |txn| {
+        for (id, _) in LIVE_SESSIONS.list_in_write(txn)? {
+            let Some(s) = SESSIONS.get_in_write(txn, &id)?.filter(|s| s.phase == Phase::Running) else { continue };
+            let at = s.phase_changed_at.or(s.started_at).unwrap_or(s.created_at);
+            let holding = crate::policy::usage::Holding {
+                gpu: s.shape.resource_class == ResourceClass::Gpu,
+                gpu_mem_mb: s.shape.gpu_mem_mb.unwrap_or(0),
+                cpu: s.shape.cpu,
+            };
+            crate::policy::usage::running_changed(txn, &s.id, &s.owner, Some(holding), at)?;
+        }
+        Ok(())
+    },
+};
+
 /// Schema 7: each owner's use (fair sharing) counted from the live sessions.
 pub const COUNT_OWNER_USAGE: Migration = Migration {
     to: 7,

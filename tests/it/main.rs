@@ -31,5 +31,6 @@ mod storage_full;
 mod support;
 mod tls;
 mod users;
+mod usage;
 mod users_admin;
 mod volumes;

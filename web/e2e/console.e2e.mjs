@@ -1541,6 +1541,16 @@ try {
         },
         { name: "Account", path: "/account", ready: () => page.getByRole("button", { name: "Sign out everywhere…" }).waitFor() },
         {
+          name: "My usage",
+          path: "/usage",
+          // The member's session ran: a row of their own GPU time, no lab-wide filters.
+          ready: async () => {
+            await page.getByRole("heading", { name: "My usage" }).waitFor();
+            await page.locator("table.usage tbody tr").first().waitFor({ timeout: 10000 });
+            if (await page.getByLabel("User").count()) throw new Error("a member is offered the user filter");
+          },
+        },
+        {
           name: "Not available",
           path: "/clusters",
           ready: () => page.getByRole("heading", { name: "Not available to members" }).waitFor(),
@@ -1754,6 +1764,34 @@ try {
     if (cut) throw new Error(`${cut} details cells are cut off`);
     return `${await page.locator("table.audit tbody tr").count()} entries`;
   });
+
+  await step(
+    "usage page: the session's GPU time by day and per group, the CSV link carries the query; axe 0 at both widths",
+    async () => {
+      await page.getByRole("link", { name: "Usage" }).click();
+      await page.getByRole("heading", { name: "Usage" }).waitFor();
+      await page.locator("table.usage tbody tr").first().waitFor({ timeout: 10000 });
+      const rows = await page.locator("table.usage tbody tr").count();
+      await page.getByLabel("Rows").selectOption("group");
+      await page.getByRole("button", { name: "Show" }).click();
+      await page.getByRole("columnheader", { name: "User" }).waitFor({ state: "detached" });
+      const href = await page.getByRole("link", { name: "Download CSV" }).getAttribute("href");
+      if (!/by=group/.test(href) || !/format=csv/.test(href)) throw new Error(`CSV link without the query: ${href}`);
+      const csv = await page.evaluate((h) => fetch(h).then((r) => r.text()), href);
+      if (!csv.startsWith("period,user,group,running_hours,gpu_mem_gib_hours,slice_hours,cpu_hours"))
+        throw new Error(`CSV header: ${csv.slice(0, 80)}`);
+      const found = [];
+      for (const size of [WIDE, NARROW]) {
+        await page.setViewportSize(size);
+        found.push(...(await axeViolations()), ...(size === NARROW ? await layoutProblems() : []));
+        await shot(`29-usage-${size.width}`);
+      }
+      await page.setViewportSize(WIDE);
+      if (found.length) throw new Error(found.join("\n"));
+      return `${rows} rows by user`;
+    },
+    { skipIf: sessionId ? undefined : "no session ran" },
+  );
 
   await step(
     "account page: add an admin (bad inputs refused next to their fields), remove them; the initial password file is gone",

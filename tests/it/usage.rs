@@ -1,0 +1,129 @@
+//! The usage ledger end to end: GPU time from phase changes (a run opens when the operator
+//! reports Running and closes when the session stops), split at a UTC month boundary, counted
+//! while it runs, rolled up per user and group by day and month; `GET /api/v1/usage` with its
+//! filters, members' own view, CSV, and every bad input.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::sessions::{call, cluster, offering, operator, register, report, send, server, ts};
+use crate::support::{TestServer, expect_error};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn member(s: &TestServer, name: &str) -> String {
+    s.app().auth.api.mint(&format!("admin:{name}"), Duration::from_secs(3600)).unwrap()
+}
+
+async fn get_as(s: &TestServer, token: &str, path: &str) -> reqwest::Response {
+    s.client.get(s.url(path)).bearer_auth(token).send().await.unwrap()
+}
+
+/// The rows' (period, hours) in order, hours to 0.01.
+fn hours(v: &Value, field: &str) -> Vec<(String, f64)> {
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["period"].as_str().unwrap().to_string(), (r[field].as_f64().unwrap() * 100.0).round() / 100.0))
+        .collect()
+}
+
+#[tokio::test]
+async fn gpu_time_is_split_at_the_month_boundary_rolled_up_and_exported() {
+    let s = server().await;
+    let c = cluster("usage").await;
+    let cid = register(&s, "usage", &c).await;
+    let off = offering(&s, "A100 slice").await; // 20 GiB, 30 % cores, 4 CPUs
+    crate::users::create_own(&s, json!({"username": "ann", "group": "vision", "password": "correct horse battery staple"}))
+        .await;
+    crate::users::create_own(&s, json!({"username": "bob", "password": "correct horse battery staple"})).await;
+
+    let v = send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "owner": "ann"})), 201).await;
+    let (sid, name) = (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string());
+    report(&s, &operator(&s, &cid), &name, json!({"phase": "Preparing", "ts": ts(&s), "cluster_id": cid})).await;
+
+    // It starts running an hour before the next UTC month starts.
+    use gshare::policy::usage::{day_of, midnight_ms, month_end, month_key};
+    let now = s.clock.now_ms();
+    let last_day = month_end(day_of(now));
+    let boundary = midnight_ms(last_day.next_day().unwrap());
+    s.clock.advance(Duration::from_millis((boundary - 3_600_000 - now) as u64));
+    let (m1, m2) = (month_key(last_day), month_key(last_day.next_day().unwrap()));
+    let (d1, d2) = (last_day.to_string(), last_day.next_day().unwrap().to_string());
+    // Not running yet: nothing counts.
+    let months = format!("/api/v1/usage?granularity=month&from={m1}&to={m2}");
+    let v = send(&s, Method::GET, &months, None, 200).await;
+    assert_eq!(v["data"], json!([]), "{v}");
+    let op = operator(&s, &cid);
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "node_name": "gpu-node-0", "generation": 1})).await;
+
+    // Three hours later, still running: an hour in the old month, two in the new, as it runs.
+    s.clock.advance(3 * HOUR);
+    let op = operator(&s, &cid);
+    let v = send(&s, Method::GET, &months, None, 200).await;
+    assert_eq!(hours(&v, "running_hours"), [(m1.clone(), 1.0), (m2.clone(), 2.0)], "{v}");
+    // It stops: the ledger keeps the same split.
+    report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s), "generation": 1})).await;
+    let phase = send(&s, Method::GET, &format!("/api/v1/sessions/{sid}"), None, 200).await["phase"].clone();
+    assert_eq!(phase, "terminated");
+    s.clock.advance(HOUR);
+    let v = send(&s, Method::GET, &months, None, 200).await;
+    assert_eq!(hours(&v, "running_hours"), [(m1.clone(), 1.0), (m2.clone(), 2.0)], "{v}");
+    assert_eq!(hours(&v, "gpu_mem_gib_hours"), [(m1.clone(), 20.0), (m2.clone(), 40.0)], "{v}");
+    assert_eq!(hours(&v, "slice_hours"), [(m1.clone(), 1.0), (m2.clone(), 2.0)], "{v}");
+    assert_eq!(hours(&v, "cpu_hours"), [(m1.clone(), 4.0), (m2.clone(), 8.0)], "{v}");
+    assert_eq!((v["data"][0]["user"].as_str(), v["data"][0]["group"].as_str()), (Some("ann"), Some("vision")));
+    assert_eq!((v["totals"]["running_hours"].as_f64().unwrap() * 100.0).round(), 300.0, "{v}");
+    // By day: the last day of one month and the first of the next.
+    let v = send(&s, Method::GET, &format!("/api/v1/usage?from={d1}&to={d2}"), None, 200).await;
+    assert_eq!(hours(&v, "running_hours"), [(d1.clone(), 1.0), (d2.clone(), 2.0)], "{v}");
+    // By group.
+    let v = send(&s, Method::GET, &format!("{months}&by=group&group=vision"), None, 200).await;
+    assert_eq!(hours(&v, "slice_hours"), [(m1.clone(), 1.0), (m2.clone(), 2.0)], "{v}");
+    assert_eq!((v["data"][0]["user"].clone(), v["data"][0]["group"].clone()), (Value::Null, json!("vision")));
+
+    // Members see their own only.
+    let (ann, bob) = (member(&s, "ann"), member(&s, "bob"));
+    let mine: Value = get_as(&s, &ann, &months).await.json().await.unwrap();
+    assert_eq!(hours(&mine, "running_hours").len(), 2, "{mine}");
+    let none: Value = get_as(&s, &bob, &months).await.json().await.unwrap();
+    assert_eq!(none["data"], json!([]), "bob sees none of ann's: {none}");
+    expect_error(get_as(&s, &bob, &format!("{months}&user=ann")).await, 403, "forbidden").await;
+
+    // CSV, by parameter or by Accept.
+    for res in [
+        call(&s, Method::GET, &format!("{months}&format=csv"), None).await,
+        s.client.get(s.url(&months)).bearer_auth(crate::sessions::admin(&s)).header("accept", "text/csv").send().await.unwrap(),
+    ] {
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
+        let text = res.text().await.unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "period,user,group,running_hours,gpu_mem_gib_hours,slice_hours,cpu_hours");
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[1].starts_with(&format!("{m1},ann,vision,")), "{text}");
+    }
+
+    // Bad input: each a clear 4xx with the error body.
+    for (query, status, code, loc) in [
+        ("from=2026-13-01", 422, "validation_failed", "from"),
+        ("to=yesterday", 422, "validation_failed", "to"),
+        ("from=2026-03-02&to=2026-03-01", 422, "validation_failed", "from"),
+        ("from=2020-01-01&to=2026-01-01", 422, "validation_failed", "to"),
+        ("granularity=week", 422, "validation_failed", "granularity"),
+        ("by=cluster", 422, "validation_failed", "by"),
+        ("format=xml", 422, "validation_failed", "format"),
+        ("user=%0aann", 422, "validation_failed", "user"),
+        ("user=nobody", 404, "not_found", ""),
+        ("group=nogroup", 404, "not_found", ""),
+    ] {
+        let e = expect_error(call(&s, Method::GET, &format!("/api/v1/usage?{query}"), None).await, status, code).await;
+        if !loc.is_empty() {
+            assert_eq!(e["error"]["details"]["errors"][0]["loc"], json!(["query", loc]), "{query}: {e}");
+        }
+    }
+    s.stop().await;
+}
