@@ -126,7 +126,8 @@ struct Card {
 impl Card {
     fn of(g: &GpuRecord) -> Self {
         let free = (g.total_mem_mb.saturating_sub(g.used_mem_mb), g.total_cores.saturating_sub(g.used_cores));
-        let whole = (g.used_mem_mb == 0 && g.used_cores == 0 && g.mode != "mig").then_some((g.total_mem_mb, g.total_cores));
+        let whole =
+            (g.used_mem_mb == 0 && g.used_cores == 0 && g.mode != "mig").then_some((g.total_mem_mb, g.total_cores));
         Self { node: g.node.clone(), model: g.model.clone(), ready: g.status == GpuStatus::Ready, free, whole }
     }
 }
@@ -436,7 +437,11 @@ mod tests {
             .models
             .iter()
             .map(|(m, f)| {
-                (m.clone(), f.points.iter().map(|(k, v)| (*k, *v)).collect(), f.wholes.iter().map(|(k, v)| (*k, *v)).collect())
+                (
+                    m.clone(),
+                    f.points.iter().map(|(k, v)| (*k, *v)).collect(),
+                    f.wholes.iter().map(|(k, v)| (*k, *v)).collect(),
+                )
             })
             .collect();
         (s.counted, models, s.reported.iter().map(|(k, v)| (k.clone(), *v)).collect())

@@ -137,10 +137,7 @@ async fn effective_policy(
     if crate::auth::accounts::Username::parse(&user).is_err() {
         return Err(ApiError::field(
             &["query", "user"],
-            format!(
-                "{} is not a username: 1-64 characters from A-Z a-z 0-9 - _ . @",
-                crate::http::text::echo(&user)
-            ),
+            format!("{} is not a username: 1-64 characters from A-Z a-z 0-9 - _ . @", crate::http::text::echo(&user)),
             "value_error",
         ));
     }

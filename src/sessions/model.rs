@@ -262,6 +262,10 @@ pub struct SessionRecord {
     pub resume_generation: Option<i64>,
     #[serde(default)]
     pub resumed_at: Option<i64>,
+    /// When the runtime limit's warning was given for the current run (the sweep gives it once,
+    /// [`crate::sessions::RUNTIME_WARNING_MS`] before the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_warned_at: Option<i64>,
     /// `spec.paused` as last written (by us on pause/resume, or by the reaper as reported).
     #[serde(default)]
     pub paused: bool,
@@ -345,6 +349,7 @@ impl SessionRecord {
             generation: None,
             resume_generation: None,
             resumed_at: None,
+            runtime_warned_at: None,
             paused: false,
             cr_applied: false,
             volumes: Vec::new(),

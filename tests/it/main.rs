@@ -30,7 +30,7 @@ mod snapshot;
 mod storage_full;
 mod support;
 mod tls;
-mod users;
 mod usage;
+mod users;
 mod users_admin;
 mod volumes;

@@ -202,7 +202,8 @@ async fn effective_for_a_name_no_account_has_is_404_and_a_name_no_account_could_
     // Names no account could have: a newline before a real name, a right-to-left override, too
     // long, a space. Each is 422 on the query parameter, repeated bounded and visible.
     let long = "a".repeat(3000);
-    for (raw, shown) in [("%0aadmin", "U+000Aadmin"), ("ad%E2%80%AEmin", "adU+202Emin"), (long.as_str(), "…"), ("a%20b", "a b")]
+    for (raw, shown) in
+        [("%0aadmin", "U+000Aadmin"), ("ad%E2%80%AEmin", "adU+202Emin"), (long.as_str(), "…"), ("a%20b", "a b")]
     {
         let e = expect_error(call(&s, Method::GET, &path(raw), None).await, 422, "validation_failed").await;
         let msg = e["error"]["message"].to_string() + &e["error"]["details"].to_string();

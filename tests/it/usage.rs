@@ -1,7 +1,8 @@
 //! The usage ledger end to end: GPU time from phase changes (a run opens when the operator
 //! reports Running and closes when the session stops), split at a UTC month boundary, counted
 //! while it runs, rolled up per user and group by day and month; `GET /api/v1/usage` with its
-//! filters, members' own view, CSV, and every bad input.
+//! filters, members' own view, CSV, and every bad input. And the runtime limit the control plane
+//! keeps: a warning 10 minutes before, the end at the limit, from its timer task's sweep.
 
 use std::time::Duration;
 
@@ -37,8 +38,11 @@ async fn gpu_time_is_split_at_the_month_boundary_rolled_up_and_exported() {
     let c = cluster("usage").await;
     let cid = register(&s, "usage", &c).await;
     let off = offering(&s, "A100 slice").await; // 20 GiB, 30 % cores, 4 CPUs
-    crate::users::create_own(&s, json!({"username": "ann", "group": "vision", "password": "correct horse battery staple"}))
-        .await;
+    crate::users::create_own(
+        &s,
+        json!({"username": "ann", "group": "vision", "password": "correct horse battery staple"}),
+    )
+    .await;
     crate::users::create_own(&s, json!({"username": "bob", "password": "correct horse battery staple"})).await;
 
     let v = send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "owner": "ann"})), 201).await;
@@ -96,7 +100,13 @@ async fn gpu_time_is_split_at_the_month_boundary_rolled_up_and_exported() {
     // CSV, by parameter or by Accept.
     for res in [
         call(&s, Method::GET, &format!("{months}&format=csv"), None).await,
-        s.client.get(s.url(&months)).bearer_auth(crate::sessions::admin(&s)).header("accept", "text/csv").send().await.unwrap(),
+        s.client
+            .get(s.url(&months))
+            .bearer_auth(crate::sessions::admin(&s))
+            .header("accept", "text/csv")
+            .send()
+            .await
+            .unwrap(),
     ] {
         assert_eq!(res.status(), 200);
         assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
@@ -125,5 +135,50 @@ async fn gpu_time_is_split_at_the_month_boundary_rolled_up_and_exported() {
             assert_eq!(e["error"]["details"]["errors"][0]["loc"], json!(["query", loc]), "{query}: {e}");
         }
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_is_warned_ten_minutes_before_its_runtime_limit_and_ended_at_it() {
+    let s = server().await;
+    let c = cluster("runtime").await;
+    let cid = register(&s, "runtime", &c).await;
+    let off = offering(&s, "A100 slice").await; // max_runtime_sec 7200
+    let v = send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "owner": "alice"})), 201).await;
+    let (sid, name) = (v["id"].as_str().unwrap().to_string(), v["cr_name"].as_str().unwrap().to_string());
+    let cr = |c: &gshare_fake_kube::FakeCluster| {
+        c.store().get("gshare.io", "v1", "gsharesessions", Some("gshare-sessions"), &name)
+    };
+    assert!(cr(&c).is_some());
+    let op = operator(&s, &cid);
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "node_name": "gpu-node-0", "generation": 1})).await;
+    let sweep = || s.app().sessions.enforce_runtime();
+    let session_path = format!("/api/v1/sessions/{sid}");
+
+    // Far from the limit: nothing.
+    assert_eq!(sweep().await.unwrap(), Default::default());
+    // Nine minutes before it: warned, once.
+    s.clock.advance(Duration::from_secs(7200 - 9 * 60));
+    let done = sweep().await.unwrap();
+    assert_eq!((done.warned.as_slice(), done.ended.len()), (std::slice::from_ref(&sid), 0));
+    let v = send(&s, Method::GET, &session_path, None, 200).await;
+    assert_eq!(v["phase"], "running", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("in 9 min"), "{v}");
+    assert_eq!(sweep().await.unwrap(), Default::default(), "a run is warned once");
+    // At the limit: ended, its CR deleted, reason max_runtime.
+    s.clock.advance(Duration::from_secs(9 * 60));
+    let done = sweep().await.unwrap();
+    assert_eq!((done.warned.len(), done.ended.as_slice()), (0, std::slice::from_ref(&sid)));
+    let v = send(&s, Method::GET, &session_path, None, 200).await;
+    assert!(["terminating", "terminated"].contains(&v["phase"].as_str().unwrap()), "{v}");
+    assert_eq!(v["reason"], "max_runtime", "{v}");
+    assert!(cr(&c).is_none(), "the CR is deleted");
+    // Its GPU time is in the ledger: two hours.
+    let started = gshare::policy::usage::day_of(s.clock.now_ms() - 7_200_000);
+    let today = gshare::policy::usage::day_of(s.clock.now_ms());
+    let path = format!("/api/v1/usage?granularity=month&from={started}&to={today}");
+    let v = send(&s, Method::GET, &path, None, 200).await;
+    assert_eq!((v["totals"]["running_hours"].as_f64().unwrap() * 100.0).round(), 200.0, "{v}");
+    assert_eq!(sweep().await.unwrap(), Default::default(), "an ended session is left alone");
     s.stop().await;
 }
