@@ -164,7 +164,13 @@ async fn run() {
         assert_eq!(res.status(), 202);
         patched.push(create(&gpu_off).await);
         let cid2 = cid.clone();
-        app.store.write(move |txn| Ok(gshare::inventory::fit::changed(txn, &cid2))).await.unwrap();
+        app.store
+            .write(move |txn| {
+                gshare::inventory::fit::changed(txn, &cid2);
+                Ok(())
+            })
+            .await
+            .unwrap();
         rebuilt.push(create(&gpu_off).await);
     }
     let w = line("POST /api/v1/sessions, GPU slice, policy + fit (summary built)", with);
@@ -204,7 +210,7 @@ async fn run() {
             .unwrap();
     }
     let m = gshare::policy::usage::month_key(month);
-    let mut timed = async |path: String| -> Vec<f64> {
+    let timed = async |path: String| -> Vec<f64> {
         let mut v = Vec::new();
         for _ in 0..21 {
             let t = Instant::now();

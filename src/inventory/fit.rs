@@ -545,7 +545,13 @@ mod tests {
         let h100 = Want { model: Some("h100"), exclusive: true, mem_mb: 81_920, cores: 0 };
         assert!(index.check(&store, c, &h100).unwrap().is_ok());
         // A whole-cluster change reads the cluster again.
-        store.write(move |txn| Ok(changed(txn, c))).await.unwrap();
+        store
+            .write(move |txn| {
+                changed(txn, c);
+                Ok(())
+            })
+            .await
+            .unwrap();
         assert!(index.check(&store, c, &any).unwrap().is_ok());
         assert_eq!(index.builds.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
