@@ -224,6 +224,8 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("patch", "/api/v1/volumes/{id}"),
     ("delete", "/api/v1/volumes/{id}"),
     ("get", "/api/v1/resource-policies/effective"),
+    // Their own GPU time (`?user=` another name: 403).
+    ("get", "/api/v1/usage"),
 ];
 
 #[tokio::test]
