@@ -1359,7 +1359,7 @@ try {
       if (memberSignedInAt < 0) throw new Error(`no sign-in answer: ${JSON.stringify(memberApi)}`);
       if (new URL(page.url()).pathname !== "/my") throw new Error(`landed on ${page.url()}`);
       const links = await page.getByRole("navigation", { name: "Console" }).getByRole("link").allTextContents();
-      if (links.join() !== "My sessions") throw new Error(`navigation: ${links}`);
+      if (links.join() !== "My sessions,My usage") throw new Error(`navigation: ${links}`);
       await page.locator(`li.offer[data-offering-id="${offeringId}"]`).waitFor();
       await shot("30-member-home");
       await page.setViewportSize(NARROW);
@@ -1605,7 +1605,7 @@ try {
     async () => {
       const refused = memberApi.slice(memberSignedInAt).filter((r) => r.status === 401 || r.status === 403);
       const admin = memberApi.filter(
-        (r) => !/^\/api\/v1\/(auth|account|events|sessions|offerings|volumes|resource-policies\/effective)\b/.test(r.path),
+        (r) => !/^\/api\/v1\/(auth|account|events|sessions|offerings|volumes|resource-policies\/effective|usage)\b/.test(r.path),
       );
       writeFileSync(join(ART, "member-api.json"), JSON.stringify(memberApi, null, 2));
       if (refused.length || admin.length) throw new Error(JSON.stringify({ refused, admin }));
@@ -1772,7 +1772,7 @@ try {
       await page.getByRole("heading", { name: "Usage" }).waitFor();
       await page.locator("table.usage tbody tr").first().waitFor({ timeout: 10000 });
       const rows = await page.locator("table.usage tbody tr").count();
-      await page.getByLabel("Rows").selectOption("group");
+      await page.getByLabel("Rows", { exact: true }).selectOption("group");
       await page.getByRole("button", { name: "Show" }).click();
       await page.getByRole("columnheader", { name: "User" }).waitFor({ state: "detached" });
       const href = await page.getByRole("link", { name: "Download CSV" }).getAttribute("href");

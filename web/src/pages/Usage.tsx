@@ -88,7 +88,7 @@ export function UsagePage(props: { admin: boolean }) {
           </label>
           <label>
             By{" "}
-            <select value={form.granularity} onChange={set("granularity")}>
+            <select aria-label="Granularity" value={form.granularity} onChange={set("granularity")}>
               <option value="day">day</option>
               <option value="month">month</option>
             </select>
@@ -97,7 +97,7 @@ export function UsagePage(props: { admin: boolean }) {
             <>
               <label>
                 Rows{" "}
-                <select value={form.by} onChange={set("by")}>
+                <select aria-label="Rows" value={form.by} onChange={set("by")}>
                   <option value="user">per user</option>
                   <option value="group">per group</option>
                 </select>
