@@ -723,11 +723,16 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
     // The usage ledger: a run opens when the session starts running and closes when it stops.
     if was_running != is_running {
         let at = session.phase_changed_at.or(session.started_at).unwrap_or(session.created_at);
-        let holding = is_running.then(|| crate::policy::usage::Holding {
-            gpu: session.shape.resource_class == ResourceClass::Gpu,
-            gpu_mem_mb: session.shape.gpu_mem_mb.unwrap_or(0),
-            cpu: session.shape.cpu,
-        });
+        let holding = match is_running {
+            // What the session holds: its shape's memory, or what its open allocation booked when
+            // that is more (a whole card; the booking commits with this phase change).
+            true => Some(crate::policy::usage::Holding {
+                gpu: session.shape.resource_class == ResourceClass::Gpu,
+                gpu_mem_mb: session.shape.gpu_mem_mb.unwrap_or(0).max(booked_mem_mb(txn, &session.id)?),
+                cpu: session.shape.cpu,
+            }),
+            false => None,
+        };
         crate::policy::usage::running_changed(txn, &session.id, &session.owner, holding, at)?;
     }
     // The owner's live events (a member hears of their own sessions only).
@@ -736,6 +741,14 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
         txn.note_key(&owner_sessions_key(&was.owner));
     }
     SESSIONS.put(txn, &session.id, session)
+}
+
+/// GPU MiB the session's open allocations booked (a whole card books all of it).
+fn booked_mem_mb(txn: &crate::store::WriteTxn, session_id: &str) -> Result<i64, crate::store::StoreError> {
+    use crate::inventory::gpu_booking::{ALLOCATIONS, allocation_prefix};
+    let open = ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(session_id))?;
+    let mb: u64 = open.iter().filter(|(_, a)| a.is_open()).map(|(_, a)| a.gpu_mem_mb).sum();
+    Ok(i64::try_from(mb).unwrap_or(i64::MAX))
 }
 
 /// What a live session holds against its owner's resource policy.

@@ -182,3 +182,29 @@ async fn a_run_is_warned_ten_minutes_before_its_runtime_limit_and_ended_at_it() 
     assert_eq!(sweep().await.unwrap(), Default::default(), "an ended session is left alone");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_whole_card_counts_its_memory_not_the_offerings() {
+    let s = server().await;
+    let c = cluster("whole").await;
+    let cid = register(&s, "whole", &c).await;
+    let body = json!({"name": "whole card", "resource_class": "gpu", "mode": "exclusive", "image": "ghcr.io/lab/x:1", "gpu_mem_mb": 1});
+    let off = send(&s, Method::POST, "/api/v1/offerings", Some(body), 201).await["id"].clone();
+    let v = send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": off, "owner": "alice"})), 201).await;
+    let name = v["cr_name"].as_str().unwrap().to_string();
+    let uuid = gshare_fake_kube::gpu_uuid(&c.kube_system_uid(), "gpu-node-1", 0);
+    let key = format!("{cid}/{uuid}");
+    let card = s.app().store.read(move |txn| gshare::inventory::model::GPUS.get(txn, &key)).await.unwrap().unwrap();
+    let op = operator(&s, &cid);
+    report(&s, &op, &name, json!({"phase": "Running", "ts": ts(&s), "bound_gpu_uuid": uuid})).await;
+    s.clock.advance(HOUR);
+    report(&s, &op, &name, json!({"phase": "Terminated", "ts": ts(&s)})).await;
+    let from = gshare::policy::usage::day_of(s.clock.now_ms() - 3_600_000);
+    let to = gshare::policy::usage::day_of(s.clock.now_ms());
+    let v = send(&s, Method::GET, &format!("/api/v1/usage?granularity=month&from={from}&to={to}"), None, 200).await;
+    let gib = v["totals"]["gpu_mem_gib_hours"].as_f64().unwrap();
+    let want = card.total_mem_mb as f64 / 1024.0;
+    assert!((gib - want).abs() < 0.05, "{gib} GiB-hours for a {want} GiB card over an hour: {v}");
+    assert_eq!((v["totals"]["slice_hours"].as_f64().unwrap() * 100.0).round(), 100.0, "{v}");
+    s.stop().await;
+}
