@@ -3,8 +3,10 @@
 //! in-process server, a fake cluster as Kubernetes, sequential requests timed by the client):
 //! 1. GPU slice: policy (the seeded global one) + fit check on a summary already built;
 //! 2. baseline: a CPU offering with no policy stored (no fit check; 4 point reads remain);
-//! 3. GPU slice right after a write that changes one card (the cluster's summary is rebuilt from
-//!    its 40,000 cards in the create's transaction).
+//! 3. GPU slice right after an inventory report changes one card (the summary is patched from
+//!    the rows the report logged: that card and its node);
+//! 4. GPU slice right after a whole-cluster change (the summary is read again from its 40,000
+//!    cards: what every change cost before the change log, measured in the same run).
 //!
 //! Run: `cargo bench --bench admission` (or `hack/bench.sh admission`). `BENCH_GPUS` changes the
 //! fleet (40,000), `BENCH_CREATES` the creates per kind (400; the cold kind a tenth of it).
@@ -141,28 +143,94 @@ async fn run() {
         }
     }
     set_global(Some(global.clone())).await.unwrap();
-    // Cold: one card changes before each create (the summary is rebuilt inside the create).
-    let mut cold = Vec::new();
+    // After a change, interleaved: (a) an inventory report changes one card (the summary is
+    // patched from the logged rows: the card, its node); (b) a whole-cluster change before the
+    // create (the summary is read again from every card: what every change cost before the
+    // change log).
+    let (mut patched, mut rebuilt) = (Vec::new(), Vec::new());
+    let (card_mem, model) = (common::seed::CARD_MEM_MB, common::seed::MODEL);
     for i in 0..(creates / 10).max(5) {
         beat().await;
+        let gpu = json!({"node_id": format!("bench-{i}"), "uuid": format!("GPU-bench-{i}-0"), "cluster_id": cid,
+            "total_mem_mb": card_mem - 1 - (i as u64 % 2), "total_cores": 100, "status": "ready", "model": model,
+            "mode": "fractional"});
+        let res = http
+            .post(format!("{base}/internal/inventory/gpu-devices"))
+            .bearer_auth(&op)
+            .json(&gpu)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202);
+        patched.push(create(&gpu_off).await);
         let cid2 = cid.clone();
         app.store
             .write(move |txn| {
-                let key = format!("{cid2}/GPU-bench-{i}-0");
-                let mut g = gshare::inventory::model::GPUS.get_in_write(txn, &key)?.unwrap();
-                g.used_mem_mb = (g.used_mem_mb + 1) % 1024;
-                gshare::inventory::model::GPUS.put(txn, &key, &g)?;
                 gshare::inventory::fit::changed(txn, &cid2);
                 Ok(())
             })
             .await
             .unwrap();
-        cold.push(create(&gpu_off).await);
+        rebuilt.push(create(&gpu_off).await);
     }
     let w = line("POST /api/v1/sessions, GPU slice, policy + fit (summary built)", with);
     let b = line("POST /api/v1/sessions, CPU, no policy stored (baseline)", without);
-    let c50 = line("POST /api/v1/sessions, GPU slice, a card changed just before", cold);
-    println!("ratio p50 with/baseline: {:.2}; after a change/baseline: {:.2}", w / b, c50 / b);
+    let p50 = line("GPU slice after a card's inventory report (patched)", patched);
+    let r50 = line("GPU slice after a whole-cluster change (rebuilt)", rebuilt);
+    println!(
+        "ratio p50 with/baseline: {:.2}; after a report (patched)/baseline: {:.2}; rebuilt/baseline: {:.2}",
+        w / b,
+        p50 / b,
+        r50 / b
+    );
+
+    // A month's usage query over 20,000 sessions: 500 owners (in 20 groups, recorded with each
+    // run), runs of 1-30 hours spread over last month, closed through the ledger's own writer.
+    let sessions = env_n("BENCH_USAGE_SESSIONS", 20_000);
+    let today = gshare::policy::usage::day_of(app.clock.now_ms());
+    let month = gshare::policy::usage::month_start(today).previous_day().unwrap();
+    let first = gshare::policy::usage::midnight_ms(gshare::policy::usage::month_start(month));
+    let days = i64::from(month.day());
+    for chunk in 0..sessions.div_ceil(1000) {
+        app.store
+            .write(move |txn| {
+                for k in chunk * 1000..((chunk + 1) * 1000).min(sessions) {
+                    let i = k as i64;
+                    let start = first + (i * 7_919 % (days * 24)) * 3_600_000;
+                    let end = start + (1 + i % 30) * 3_600_000;
+                    let id = format!("ses_bench{k}");
+                    let owner = format!("u{}", k % 500);
+                    let h = gshare::policy::usage::Holding { gpu: true, gpu_mem_mb: 10_240, cpu: 4 };
+                    gshare::policy::usage::running_changed(txn, &id, &owner, Some(h), start)?;
+                    gshare::policy::usage::running_changed(txn, &id, &owner, None, end)?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+    let m = gshare::policy::usage::month_key(month);
+    let timed = async |path: String| -> Vec<f64> {
+        let mut v = Vec::new();
+        for _ in 0..21 {
+            let t = Instant::now();
+            let res = http.get(format!("{base}{path}")).bearer_auth(&admin).send().await.unwrap();
+            assert_eq!(res.status(), 200);
+            let body = res.bytes().await.unwrap();
+            v.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert!(body.len() > 2);
+        }
+        v
+    };
+    println!("usage: {sessions} sessions of 500 users in {m}");
+    let monthly = timed(format!("/api/v1/usage?granularity=month&from={m}&to={m}")).await;
+    let daily = timed(format!("/api/v1/usage?from={m}-01&to={month}")).await;
+    let csv = timed(format!("/api/v1/usage?from={m}-01&to={month}&format=csv")).await;
+    let health = timed("/healthz".to_string()).await;
+    line("GET /api/v1/usage, month, all users (500 rows)", monthly);
+    line("GET /api/v1/usage, by day over the month (all users)", daily);
+    line("GET /api/v1/usage, by day over the month, CSV", csv);
+    line("GET /healthz (the request's own cost)", health);
     server.stop().await;
 }
 

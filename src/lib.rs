@@ -57,6 +57,7 @@ pub const MIGRATIONS: &[store::Migration] = &[
     inventory::model::MOVE_CLUSTER_COUNTS,
     policy::model::SEED_GLOBAL_POLICY,
     sessions::model::COUNT_OWNER_USAGE,
+    sessions::model::OPEN_USAGE_RUNS,
 ];
 
 /// Everything the server holds, shared as `Arc<App>` through axum's state. Only the composition
@@ -334,6 +335,7 @@ impl RunningServer {
         operator::spawn_pod_watch(app.operator.clone(), Duration::from_secs(10), rx.clone());
         inventory::spawn_sweeper(app.inventory.clone(), &app.config, rx.clone());
         spawn_memory_flush(app.clone(), rx.clone());
+        spawn_runtime_sweep(app.clone(), rx.clone());
         spawn_directory_recheck(app.clone(), rx.clone());
         snapshot::spawn(
             snapshot::Upkeep {
@@ -453,6 +455,21 @@ fn spawn_directory_recheck(app: Arc<App>, stop: watch::Receiver<bool>) {
                     "ldap re-check: accounts the directory no longer lets in were disabled"
                 ),
                 Err(e) => tracing::warn!(error = %e.message, "ldap re-check failed"),
+            }
+        }
+    }));
+}
+
+/// The runtime limit's sweep (`Sessions::enforce_runtime`) every 30 s: warnings 10 minutes
+/// before, the end at the limit. A timer task: nothing on the request or callback path.
+fn spawn_runtime_sweep(app: Arc<App>, stop: watch::Receiver<bool>) {
+    tokio::spawn(background::every(Duration::from_secs(30), stop, move || {
+        let app = app.clone();
+        async move {
+            match app.sessions.enforce_runtime().await {
+                Ok(s) if s.warned.is_empty() && s.ended.is_empty() => {}
+                Ok(s) => tracing::info!(warned = ?s.warned, ended = ?s.ended, "runtime limits"),
+                Err(e) => tracing::warn!(error = %e, "runtime limit sweep failed"),
             }
         }
     }));

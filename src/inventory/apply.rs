@@ -168,7 +168,7 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
             cluster.node_count += 1;
             cluster_changed = true;
             txn.put(NODES, &key, &n)?;
-            super::fit::changed(txn, cluster_id);
+            super::fit::changed_node(txn, cluster_id, &r.node_id);
             wrote = true;
             n
         }
@@ -184,7 +184,7 @@ pub fn apply_node(txn: &impl Rows, cluster_id: &str, r: &NodeReport, now: i64) -
             }
             if n != before {
                 txn.put(NODES, &key, &n)?;
-                super::fit::changed(txn, cluster_id);
+                super::fit::changed_node(txn, cluster_id, &r.node_id);
                 wrote = true;
             }
             n
@@ -252,7 +252,7 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
                 status: r.status.clone(),
             };
             txn.put(GPUS, &gpu_key, &g)?;
-            super::fit::changed(txn, cluster_id);
+            super::fit::changed_gpu(txn, cluster_id, &r.uuid);
             wrote = true;
             node.gpu_count += 1;
             cluster.gpu_count += 1;
@@ -291,14 +291,14 @@ pub fn apply_gpu(txn: &impl Rows, cluster_id: &str, r: &GpuReport, now: i64) -> 
             }
             if g != before {
                 txn.put(GPUS, &gpu_key, &g)?;
-                super::fit::changed(txn, cluster_id);
+                super::fit::changed_gpu(txn, cluster_id, &r.uuid);
                 wrote = true;
             }
         }
     }
     if stored_node.as_ref() != Some(&node) {
         txn.put(NODES, &node_key, &node)?;
-        super::fit::changed(txn, cluster_id);
+        super::fit::changed_node(txn, cluster_id, &node.name);
         wrote = true;
     }
     if cluster_changed {
@@ -430,7 +430,7 @@ pub fn node_decommissioned(
         Some(n) if n.decommissioning => {
             let (gone, vram) = remove_node_gpus(txn, cluster_id, hostname)?;
             NODES.delete(txn, &key)?;
-            super::fit::changed(txn, cluster_id);
+            super::fit::changed_node(txn, cluster_id, hostname);
             cluster.node_count = cluster.node_count.saturating_sub(1);
             cluster.gpu_count = cluster.gpu_count.saturating_sub(gone);
             cluster.vram_total_mb = cluster.vram_total_mb.saturating_sub(vram);
@@ -552,7 +552,7 @@ pub fn node_action(
         return Ok(Outcome::Unchanged(Ok(n)));
     }
     NODES.put(txn, &key, &n)?;
-    super::fit::changed(txn, &n.cluster_id);
+    super::fit::changed_node(txn, &n.cluster_id, &n.name);
     crate::audit::record_in(txn, clock, audit)?;
     Ok(Outcome::Wrote(Ok(n)))
 }
@@ -588,7 +588,7 @@ pub fn record_health_event(
     if ev.action.as_deref().is_some_and(|a| a.eq_ignore_ascii_case("cordon")) && !node.cordoned {
         node.cordoned = true;
         NODES.put(txn, &key, &node)?;
-        super::fit::changed(txn, &node.cluster_id);
+        super::fit::changed_node(txn, &node.cluster_id, &node.name);
     }
     Ok(Outcome::Wrote(true))
 }
@@ -660,7 +660,7 @@ pub fn sweep(
             if !n.offline && !n.decommissioning && n.last_seen.is_none_or(|t| now - t > node_stale_ms) {
                 n.offline = true;
                 NODES.put(txn, &key, &n)?;
-                super::fit::changed(txn, &id);
+                super::fit::changed_node(txn, &id, &n.name);
                 report.nodes_offline.push(key);
             }
         }

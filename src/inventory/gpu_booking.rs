@@ -107,7 +107,7 @@ pub fn book(txn: &WriteTxn, b: &Booking<'_>, now: i64) -> Result<(), StoreError>
             g.used_mem_mb = g.used_mem_mb.saturating_add(mem);
             g.used_cores = g.used_cores.saturating_add(cores);
             GPUS.put(txn, &key, &g)?;
-            txn.note_key(&super::fit::key(b.cluster_id));
+            super::fit::changed_gpu(txn, b.cluster_id, uuid);
         }
     }
     let id = format!("alc_{}", ulid::Ulid::new());
@@ -146,7 +146,7 @@ pub fn release(txn: &WriteTxn, session_id: &str, now: i64) -> Result<(), StoreEr
                     g.used_mem_mb = g.used_mem_mb.saturating_sub(a.gpu_mem_mb);
                     g.used_cores = g.used_cores.saturating_sub(a.gpu_cores);
                     GPUS.put(txn, &key, &g)?;
-                    txn.note_key(&super::fit::key(&a.cluster_id));
+                    super::fit::changed_gpu(txn, &a.cluster_id, uuid);
                 }
             }
         }

@@ -8,6 +8,7 @@
 
 pub mod model;
 pub mod routes;
+pub mod usage;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -478,6 +479,55 @@ impl Policies {
     pub async fn effective(&self, user: &str) -> Result<EffectiveView, PolicyError> {
         let user = user.to_string();
         Ok(self.store.read(move |txn| effective_view(txn, &user)).await?)
+    }
+
+    /// [`Policies::effective`] of an account that exists (404 otherwise: a name no account has
+    /// has no policy to show, not the global one).
+    pub async fn effective_of_account(&self, user: &str) -> Result<EffectiveView, PolicyError> {
+        let name = user.to_string();
+        let view = self
+            .store
+            .read(move |txn| match crate::auth::accounts::get(txn, &name)? {
+                Some(_) => effective_view(txn, &name).map(Some),
+                None => Ok(None),
+            })
+            .await?;
+        view.ok_or_else(|| PolicyError::NotFound(format!("no account {}", crate::http::text::echo(user))))
+    }
+
+    // ---- usage -------------------------------------------------------------------------------
+
+    /// Today (UTC), for the usage query's default range.
+    pub fn today(&self) -> time::Date {
+        usage::today(self.clock.now_ms())
+    }
+
+    /// The usage rollups `q` asks for, open runs counted up to now.
+    pub async fn usage(&self, q: usage::Query) -> Result<usage::Rollup, PolicyError> {
+        let now = self.clock.now_ms();
+        Ok(self.store.read(move |txn| usage::query(txn, &q, now)).await?)
+    }
+
+    /// Whether an account named `user` exists, and whether group `group` does (created here or
+    /// named by an account).
+    pub async fn known(&self, user: Option<String>, group: Option<String>) -> Result<(bool, bool), PolicyError> {
+        Ok(self
+            .store
+            .read(move |txn| {
+                let user_ok = match &user {
+                    Some(u) => crate::auth::accounts::get(txn, u)?.is_some(),
+                    None => true,
+                };
+                let group_ok = match &group {
+                    Some(g) => {
+                        GROUPS.get(txn, g)?.is_some()
+                            || crate::auth::accounts::list(txn)?.iter().any(|a| a.group.as_deref() == Some(g.as_str()))
+                    }
+                    None => true,
+                };
+                Ok((user_ok, group_ok))
+            })
+            .await?)
     }
 
     // ---- groups ------------------------------------------------------------------------------

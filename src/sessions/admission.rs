@@ -69,7 +69,7 @@ impl Admission {
             mem_mb: shape.gpu_mem_mb.unwrap_or(0).max(0) as u64,
             cores: shape.gpu_cores.unwrap_or(0).max(0) as u64,
         };
-        let Err(unfit) = self.fit.check(&self.store, txn, &cluster.id, &want)? else { return Ok(()) };
+        let Err(unfit) = self.fit.check(&self.store, &cluster.id, &want)? else { return Ok(()) };
         let asked = if want.exclusive {
             "a whole card".to_string()
         } else {

@@ -100,6 +100,16 @@ fn placeable(c: &ClusterRecord) -> bool {
     c.is_live() && matches!(c.status, ClusterStatus::Connected | ClusterStatus::Degraded | ClusterStatus::Pending)
 }
 
+/// How long before its runtime limit a running session is warned.
+pub const RUNTIME_WARNING_MS: i64 = 10 * 60_000;
+
+/// What one runtime sweep did (session ids).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RuntimeSweep {
+    pub warned: Vec<String>,
+    pub ended: Vec<String>,
+}
+
 /// What holds a cluster against unregistering: its live sessions and the open GPU allocations on
 /// it, with session names (the composition root hands this to `Clusters`, which knows no sessions).
 pub fn cluster_in_use(
@@ -480,6 +490,7 @@ impl Sessions {
                     generation: None,
                     resume_generation: None,
                     resumed_at: None,
+                    runtime_warned_at: None,
                     paused: false,
                     cr_applied: false,
                     volumes,
@@ -675,6 +686,80 @@ impl Sessions {
             }
         })
         .await
+    }
+
+    /// The runtime limit, kept by the control plane as well as the operator's reaper (which reads
+    /// the CR's `gshare.io/max-runtime-sec`): a running session whose run reaches its
+    /// `max_runtime_sec` is ended (its CR deleted, reason `max_runtime`); one within
+    /// [`RUNTIME_WARNING_MS`] of it is warned once per run (its message says when it ends, which
+    /// its owner's console shows live). Run by a timer task, never on a request.
+    pub async fn enforce_runtime(&self) -> Result<RuntimeSweep, SessionError> {
+        let now = self.clock.now_ms();
+        let due = self
+            .store
+            .read(move |txn| {
+                let mut due = Vec::new();
+                for (id, _) in LIVE_SESSIONS.list(txn)? {
+                    let Some(s) = SESSIONS.get(txn, &id)? else { continue };
+                    if s.phase != Phase::Running {
+                        continue;
+                    }
+                    let Some(ends) = lookup::run_ends_at(&s) else { continue };
+                    let run_start = s.resumed_at.or(s.started_at).unwrap_or(0);
+                    let warned = s.runtime_warned_at.is_some_and(|w| w >= run_start);
+                    if ends <= now || (ends - now <= RUNTIME_WARNING_MS && !warned) {
+                        due.push((id, ends));
+                    }
+                }
+                Ok(due)
+            })
+            .await?;
+        let mut sweep = RuntimeSweep::default();
+        for (id, ends) in due {
+            if ends <= now {
+                match self.end_at_runtime_limit(&id).await {
+                    Ok(()) => sweep.ended.push(id),
+                    Err(e) => tracing::warn!(session = %id, error = %e, "cannot end a session at its runtime limit"),
+                }
+                continue;
+            }
+            let at = crate::clock::rfc3339_ms(ends);
+            let minutes = (ends - now + 59_999) / 60_000;
+            self.update(&id, move |s, now| {
+                if s.phase == Phase::Running {
+                    s.runtime_warned_at = Some(now);
+                    s.message = Some(format!(
+                        "max-runtime warning: the runtime limit ends this session at {at} (in {minutes} min); save your work"
+                    ));
+                }
+            })
+            .await?;
+            sweep.warned.push(id);
+        }
+        Ok(sweep)
+    }
+
+    async fn end_at_runtime_limit(&self, id: &str) -> Result<(), SessionError> {
+        let s = self.get(id).await?;
+        let client = self.cr_client(&s.cluster_id).map_err(|e| self.cluster_failed(&s, "end", e))?;
+        let name = s.cr_name();
+        client.delete(&name).await.map_err(|e| self.cluster_failed(&s, "end", e))?;
+        let gone = client.exists(&name).await.map(|e| !e).unwrap_or(false);
+        self.update(id, move |s, now| {
+            if !s.is_live() {
+                return;
+            }
+            s.reason = Some(status::Reason::MaxRuntime);
+            s.message = Some("max-runtime-exceeded: ended by the control plane at its runtime limit".into());
+            if gone {
+                s.cr_applied = false;
+                s.set_phase(Phase::Terminated, now);
+            } else {
+                s.set_phase(Phase::Terminating, now);
+            }
+        })
+        .await
+        .map(drop)
     }
 
     /// Applies the CRs of sessions that were recorded but never applied (the process stopped

@@ -262,6 +262,10 @@ pub struct SessionRecord {
     pub resume_generation: Option<i64>,
     #[serde(default)]
     pub resumed_at: Option<i64>,
+    /// When the runtime limit's warning was given for the current run (the sweep gives it once,
+    /// [`crate::sessions::RUNTIME_WARNING_MS`] before the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_warned_at: Option<i64>,
     /// `spec.paused` as last written (by us on pause/resume, or by the reaper as reported).
     #[serde(default)]
     pub paused: bool,
@@ -348,6 +352,7 @@ impl SessionRecord {
             generation: None,
             resume_generation: None,
             resumed_at: None,
+            runtime_warned_at: None,
             paused: false,
             cr_applied: false,
             volumes: Vec::new(),
@@ -745,12 +750,35 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
     if was != now {
         crate::policy::model::charge_moved(txn, was, now)?;
     }
+    // The usage ledger: a run opens when the session starts running and closes when it stops.
+    if was_running != is_running {
+        let at = session.phase_changed_at.or(session.started_at).unwrap_or(session.created_at);
+        let holding = match is_running {
+            // What the session holds: its shape's memory, or what its open allocation booked when
+            // that is more (a whole card; the booking commits with this phase change).
+            true => Some(crate::policy::usage::Holding {
+                gpu: session.shape.resource_class == ResourceClass::Gpu,
+                gpu_mem_mb: session.shape.gpu_mem_mb.unwrap_or(0).max(booked_mem_mb(txn, &session.id)?),
+                cpu: session.shape.cpu,
+            }),
+            false => None,
+        };
+        crate::policy::usage::running_changed(txn, &session.id, &session.owner, holding, at)?;
+    }
     // The owner's live events (a member hears of their own sessions only).
     txn.note_key(&owner_sessions_key(&session.owner));
     if let Some(was) = old.as_ref().filter(|o| o.owner != session.owner) {
         txn.note_key(&owner_sessions_key(&was.owner));
     }
     SESSIONS.put(txn, &session.id, session)
+}
+
+/// GPU MiB the session's open allocations booked (a whole card books all of it).
+fn booked_mem_mb(txn: &crate::store::WriteTxn, session_id: &str) -> Result<i64, crate::store::StoreError> {
+    use crate::inventory::gpu_booking::{ALLOCATIONS, allocation_prefix};
+    let open = ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(session_id))?;
+    let mb: u64 = open.iter().filter(|(_, a)| a.is_open()).map(|(_, a)| a.gpu_mem_mb).sum();
+    Ok(i64::try_from(mb).unwrap_or(i64::MAX))
 }
 
 /// What a live session holds against its owner's resource policy.
@@ -763,6 +791,26 @@ pub fn charge_of(shape: &Shape) -> crate::policy::model::Charge {
         storage_gb: shape.disk_gb,
     }
 }
+
+/// Schema 8: the usage ledger opens a run for each session running at the upgrade (since its
+/// last phase change), so its GPU time counts from there like a run begun afterwards.
+pub const OPEN_USAGE_RUNS: Migration = Migration {
+    to: 8,
+    what: "usage ledger runs opened for the running sessions",
+    run: |txn| {
+        for (id, _) in LIVE_SESSIONS.list_in_write(txn)? {
+            let Some(s) = SESSIONS.get_in_write(txn, &id)?.filter(|s| s.phase == Phase::Running) else { continue };
+            let at = s.phase_changed_at.or(s.started_at).unwrap_or(s.created_at);
+            let holding = crate::policy::usage::Holding {
+                gpu: s.shape.resource_class == ResourceClass::Gpu,
+                gpu_mem_mb: s.shape.gpu_mem_mb.unwrap_or(0),
+                cpu: s.shape.cpu,
+            };
+            crate::policy::usage::running_changed(txn, &s.id, &s.owner, Some(holding), at)?;
+        }
+        Ok(())
+    },
+};
 
 /// Schema 7: each owner's use (fair sharing) counted from the live sessions.
 pub const COUNT_OWNER_USAGE: Migration = Migration {

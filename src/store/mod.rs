@@ -380,6 +380,21 @@ impl Store {
         tables.iter().filter_map(|name| t.get(*name).copied()).max().unwrap_or(0)
     }
 
+    /// The keys starting with `prefix` that commits after generation `since` logged
+    /// ([`WriteTxn::log_key`]), sorted and without repeats; `None` when the log no longer reaches
+    /// back that far (the caller reads everything again).
+    pub fn logged_since(&self, since: u64, prefix: &str) -> Option<Vec<String>> {
+        self.stats.log.lock().unwrap_or_else(|p| p.into_inner()).since(since, prefix)
+    }
+
+    /// A read transaction on the committed state, taken at once on the caller's thread (code
+    /// already on the blocking pool, e.g. inside a write, that must not see its own uncommitted
+    /// rows).
+    pub fn read_now(&self) -> Result<ReadTransaction, StoreError> {
+        let (_, db) = self.core.current()?;
+        Ok(db.begin_read()?)
+    }
+
     /// Commit latency and batching counters since start.
     pub fn commit_stats(&self) -> CommitSnapshot {
         self.stats.snapshot()

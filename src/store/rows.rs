@@ -21,6 +21,8 @@ pub trait Rows {
     /// Notes a finer name than a table that this change touches ([`WriteTxn::note_key`]); a dry
     /// run notes nothing.
     fn note_key(&self, _name: &str) {}
+    /// Logs a name in the store's change log ([`WriteTxn::log_key`]); a dry run logs nothing.
+    fn log_key(&self, _name: &str) {}
 }
 
 impl Rows for WriteTxn {
@@ -43,6 +45,10 @@ impl Rows for WriteTxn {
 
     fn note_key(&self, name: &str) {
         WriteTxn::note_key(self, name);
+    }
+
+    fn log_key(&self, name: &str) {
+        WriteTxn::log_key(self, name);
     }
 }
 

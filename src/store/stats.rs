@@ -1,7 +1,7 @@
 //! Counters of every durable commit (for `/metrics`) and the commit generations readers compare
 //! (the store's and each table's).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -18,6 +18,8 @@ pub struct CommitStats {
     pub(super) generation: AtomicU64,
     /// Table name -> the generation of the last commit that wrote it (the console's event topics).
     pub(super) tables: Mutex<HashMap<String, u64>>,
+    /// The last [`LOG_CAPACITY`] logged keys with their commits' generations.
+    pub(super) log: Mutex<KeyLog>,
     /// Woken after every commit (the console's live updates wait on it).
     pub(super) changed: tokio::sync::Notify,
     pub(super) buckets: [AtomicU64; COMMIT_BUCKETS.len()],
@@ -30,6 +32,47 @@ pub struct CommitStats {
     pub(super) batch_buckets: [AtomicU64; BATCH_BUCKETS.len()],
     pub(super) batch_count: AtomicU64,
     pub(super) batch_sum: AtomicU64,
+}
+
+/// How many logged keys the change log keeps; a reader further behind reads everything again.
+pub const LOG_CAPACITY: usize = 65_536;
+
+/// The change log: keys logged by commits, oldest first.
+#[derive(Debug, Default)]
+pub struct KeyLog {
+    entries: VecDeque<(u64, String)>,
+    /// The newest generation whose entries were dropped (a reader at or before it has lost some).
+    lost_through: u64,
+}
+
+impl KeyLog {
+    fn push(&mut self, generation: u64, name: String) {
+        if self.entries.len() == LOG_CAPACITY
+            && let Some((g, _)) = self.entries.pop_front()
+        {
+            self.lost_through = self.lost_through.max(g);
+        }
+        self.entries.push_back((generation, name));
+    }
+
+    /// The keys starting with `prefix` logged by commits after generation `since`, or `None`
+    /// when some of those commits' keys are no longer kept.
+    pub(super) fn since(&self, since: u64, prefix: &str) -> Option<Vec<String>> {
+        if since < self.lost_through {
+            return None;
+        }
+        let mut out: Vec<String> = self
+            .entries
+            .iter()
+            .rev()
+            .take_while(|(g, _)| *g > since)
+            .filter(|(_, n)| n.starts_with(prefix))
+            .map(|(_, n)| n.clone())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
 }
 
 /// A copy of [`CommitStats`] at one moment.
@@ -51,7 +94,8 @@ pub struct CommitSnapshot {
 }
 
 impl CommitStats {
-    pub(super) fn committed(&self, started: Instant, written: Vec<String>) {
+    pub(super) fn committed(&self, started: Instant, committed: super::txn::Committed) {
+        let super::txn::Committed { written, logged } = committed;
         // Bump the generation first: a reader that sees the old value afterwards only loses
         // its shortcut, never gets a stale answer (see `Store::generation`).
         // Tables first, then the generation: a reader woken by the new generation finds them.
@@ -60,6 +104,12 @@ impl CommitStats {
             let next = self.generation.load(Ordering::Acquire) + 1;
             for name in written {
                 tables.insert(name, next);
+            }
+            if !logged.is_empty() {
+                let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+                for name in logged {
+                    log.push(next, name);
+                }
             }
             self.generation.fetch_add(1, Ordering::AcqRel);
         }

@@ -12,11 +12,20 @@ use redb::{Key, Table, TableDefinition, TableError, TableHandle, Value, WriteTra
 pub struct WriteTxn {
     inner: WriteTransaction,
     written: RefCell<Vec<String>>,
+    logged: RefCell<Vec<String>>,
+}
+
+/// What a commit changed: the tables and noted keys (their generations move), and the keys
+/// logged with [`WriteTxn::log_key`] (kept in the store's short change log).
+#[derive(Debug, Default)]
+pub struct Committed {
+    pub written: Vec<String>,
+    pub logged: Vec<String>,
 }
 
 impl WriteTxn {
     pub(super) fn new(inner: WriteTransaction) -> Self {
-        Self { inner, written: RefCell::new(Vec::new()) }
+        Self { inner, written: RefCell::new(Vec::new()), logged: RefCell::new(Vec::new()) }
     }
 
     /// Notes that this transaction writes table `name`.
@@ -34,11 +43,20 @@ impl WriteTxn {
         self.note(name);
     }
 
-    /// Commits durably; returns the tables written.
-    pub(super) fn commit(self) -> Result<Vec<String>, redb::CommitError> {
+    /// Logs a name in the store's change log ([`super::Store::logged_since`]) when this
+    /// transaction commits: a cache kept beside the store learns exactly which rows changed since
+    /// it last looked (the fit check's per-card summary), instead of reading them all again.
+    /// Names nothing by itself: note a key too, so readers learn that something changed.
+    pub fn log_key(&self, name: &str) {
+        self.logged.borrow_mut().push(name.to_string());
+    }
+
+    /// Commits durably; returns the tables written and the keys logged.
+    pub(super) fn commit(self) -> Result<Committed, redb::CommitError> {
         let written = self.written.into_inner();
+        let logged = self.logged.into_inner();
         self.inner.commit()?;
-        Ok(written)
+        Ok(Committed { written, logged })
     }
 
     /// redb's transaction, for the store's readers inside a write (they change nothing).

@@ -30,6 +30,7 @@ mod snapshot;
 mod storage_full;
 mod support;
 mod tls;
+mod usage;
 mod users;
 mod users_admin;
 mod volumes;

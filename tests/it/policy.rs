@@ -190,6 +190,31 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
 }
 
 #[tokio::test]
+async fn effective_for_a_name_no_account_has_is_404_and_a_name_no_account_could_have_422() {
+    let s = TestServer::start().await;
+    s.seed_policy().await;
+    let path = |u: &str| format!("/api/v1/resource-policies/effective?user={u}");
+    let admin = send(&s, Method::GET, &path("admin"), None, 200).await;
+    assert_eq!(admin["sources"]["max_concurrent"], "global", "{admin}");
+    // A well-formed name no account has: no policy to show, not the global one.
+    let e = expect_error(call(&s, Method::GET, &path("nobody"), None).await, 404, "not_found").await;
+    assert!(e["error"]["message"].as_str().unwrap().contains("nobody"), "{e}");
+    // Names no account could have: a newline before a real name, a right-to-left override, too
+    // long, a space. Each is 422 on the query parameter, repeated bounded and visible.
+    let long = "a".repeat(3000);
+    for (raw, shown) in
+        [("%0aadmin", "U+000Aadmin"), ("ad%E2%80%AEmin", "adU+202Emin"), (long.as_str(), "…"), ("a%20b", "a b")]
+    {
+        let e = expect_error(call(&s, Method::GET, &path(raw), None).await, 422, "validation_failed").await;
+        let msg = e["error"]["message"].to_string() + &e["error"]["details"].to_string();
+        assert!(msg.contains(shown), "{raw}: {e}");
+        assert!(msg.len() < 1000, "{raw}: the answer grows with the name: {e}");
+        assert_eq!(e["error"]["details"]["errors"][0]["loc"], json!(["query", "user"]), "{raw}: {e}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn quotas_refuse_in_upstreams_shapes_and_a_lowered_limit_keeps_running_sessions() {
     let s = server().await;
     s.seed_policy().await;

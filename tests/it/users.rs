@@ -226,6 +226,8 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("put", "/api/v1/volumes/{id}/share"),
     ("delete", "/api/v1/volumes/{id}/share"),
     ("get", "/api/v1/resource-policies/effective"),
+    // Their own GPU time (`?user=` another name: 403).
+    ("get", "/api/v1/usage"),
 ];
 
 #[tokio::test]

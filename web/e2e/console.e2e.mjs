@@ -1359,7 +1359,7 @@ try {
       if (memberSignedInAt < 0) throw new Error(`no sign-in answer: ${JSON.stringify(memberApi)}`);
       if (new URL(page.url()).pathname !== "/my") throw new Error(`landed on ${page.url()}`);
       const links = await page.getByRole("navigation", { name: "Console" }).getByRole("link").allTextContents();
-      if (links.join() !== "My sessions") throw new Error(`navigation: ${links}`);
+      if (links.join() !== "My sessions,My usage") throw new Error(`navigation: ${links}`);
       await page.locator(`li.offer[data-offering-id="${offeringId}"]`).waitFor();
       await shot("30-member-home");
       await page.setViewportSize(NARROW);
@@ -1541,6 +1541,16 @@ try {
         },
         { name: "Account", path: "/account", ready: () => page.getByRole("button", { name: "Sign out everywhere…" }).waitFor() },
         {
+          name: "My usage",
+          path: "/usage",
+          // The member's session ran: a row of their own GPU time, no lab-wide filters.
+          ready: async () => {
+            await page.getByRole("heading", { name: "My usage" }).waitFor();
+            await page.locator("table.usage tbody tr").first().waitFor({ timeout: 10000 });
+            if (await page.getByLabel("User").count()) throw new Error("a member is offered the user filter");
+          },
+        },
+        {
           name: "Not available",
           path: "/clusters",
           ready: () => page.getByRole("heading", { name: "Not available to members" }).waitFor(),
@@ -1595,7 +1605,7 @@ try {
     async () => {
       const refused = memberApi.slice(memberSignedInAt).filter((r) => r.status === 401 || r.status === 403);
       const admin = memberApi.filter(
-        (r) => !/^\/api\/v1\/(auth|account|events|sessions|offerings|volumes|resource-policies\/effective)\b/.test(r.path),
+        (r) => !/^\/api\/v1\/(auth|account|events|sessions|offerings|volumes|resource-policies\/effective|usage)\b/.test(r.path),
       );
       writeFileSync(join(ART, "member-api.json"), JSON.stringify(memberApi, null, 2));
       if (refused.length || admin.length) throw new Error(JSON.stringify({ refused, admin }));
@@ -1817,6 +1827,34 @@ try {
     if (cut) throw new Error(`${cut} details cells are cut off`);
     return `${await page.locator("table.audit tbody tr").count()} entries`;
   });
+
+  await step(
+    "usage page: the session's GPU time by day and per group, the CSV link carries the query; axe 0 at both widths",
+    async () => {
+      await page.getByRole("link", { name: "Usage" }).click();
+      await page.getByRole("heading", { name: "Usage" }).waitFor();
+      await page.locator("table.usage tbody tr").first().waitFor({ timeout: 10000 });
+      const rows = await page.locator("table.usage tbody tr").count();
+      await page.getByLabel("Rows", { exact: true }).selectOption("group");
+      await page.getByRole("button", { name: "Show" }).click();
+      await page.getByRole("columnheader", { name: "User" }).waitFor({ state: "detached" });
+      const href = await page.getByRole("link", { name: "Download CSV" }).getAttribute("href");
+      if (!/by=group/.test(href) || !/format=csv/.test(href)) throw new Error(`CSV link without the query: ${href}`);
+      const csv = await page.evaluate((h) => fetch(h).then((r) => r.text()), href);
+      if (!csv.startsWith("period,user,group,running_hours,gpu_mem_gib_hours,slice_hours,cpu_hours"))
+        throw new Error(`CSV header: ${csv.slice(0, 80)}`);
+      const found = [];
+      for (const size of [WIDE, NARROW]) {
+        await page.setViewportSize(size);
+        found.push(...(await axeViolations()), ...(size === NARROW ? await layoutProblems() : []));
+        await shot(`29-usage-${size.width}`);
+      }
+      await page.setViewportSize(WIDE);
+      if (found.length) throw new Error(found.join("\n"));
+      return `${rows} rows by user`;
+    },
+    { skipIf: sessionId ? undefined : "no session ran" },
+  );
 
   await step(
     "account page: add an admin (bad inputs refused next to their fields), remove them; the initial password file is gone",

@@ -92,7 +92,7 @@ describe("App", () => {
       await screen.findByRole("heading", { name: "My sessions" });
       expect(location.pathname).toBe("/my");
       const nav = screen.getByRole("navigation", { name: "Console" });
-      expect(Array.from(nav.querySelectorAll("a")).map((a) => a.textContent)).toEqual(["My sessions"]);
+      expect(Array.from(nav.querySelectorAll("a")).map((a) => a.textContent)).toEqual(["My sessions", "My usage"]);
       for (const admin of ["Overview", "Clusters", "Sessions", "Offerings", "Audit"])
         expect(screen.queryByRole("link", { name: admin })).toBeNull();
       await screen.findByRole("heading", { name: "A100 20 GB slice" });

@@ -19,6 +19,7 @@ import { MySessionsPage } from "./pages/MySessions";
 import { OfferingsPage } from "./pages/Offerings";
 import { OverviewPage } from "./pages/Overview";
 import { SessionsPage } from "./pages/Sessions";
+import { UsagePage } from "./pages/Usage";
 import { UsersPage } from "./pages/Users";
 import { VolumesPage } from "./pages/Volumes";
 import { navigate, onLinkClick, usePath } from "./router";
@@ -30,6 +31,7 @@ const PAGES: { path: string; label: string; render: (me: string) => JSX.Element 
   { path: "/offerings", label: "Offerings", render: () => <OfferingsPage /> },
   { path: "/volumes", label: "Volumes", render: () => <VolumesPage /> },
   { path: "/audit", label: "Audit", render: () => <AuditPage /> },
+  { path: "/usage", label: "Usage", render: () => <UsagePage admin /> },
   // Admins only: the lab's accounts.
   { path: "/users", label: "Users", render: (me) => <UsersPage me={me} /> },
 ];
@@ -163,7 +165,8 @@ export function App() {
     render: () => <AccountPage username={auth.account.username} member={member} onSignedOut={signOut} />,
   };
   const mine = { path: MEMBER_HOME, label: "My sessions", render: () => <MySessionsPage username={auth.account.username} /> };
-  const nav = member ? [mine] : PAGES;
+  const myUsage = { path: "/usage", label: "My usage", render: () => <UsagePage admin={false} /> };
+  const nav = member ? [mine, myUsage] : PAGES;
   const adminPage = PAGES.find((p) => path === p.path || path.startsWith(`${p.path}/`));
   const page = path === "/account" ? account : nav.find((p) => path === p.path || path.startsWith(`${p.path}/`));
   const home = member ? MEMBER_HOME : "/clusters";

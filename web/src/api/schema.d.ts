@@ -850,6 +850,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GPU time per user (or group) by UTC day or month, from the usage ledger: GPU-memory
+         *     GiB-hours, slice-hours, CPU-hours and running hours. Sessions still running count up to now.
+         *     Members see only their own; admins anyone's. `format=csv` (or `Accept: text/csv`) answers a
+         *     CSV file with the same columns.
+         */
+        get: operations["get_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/users": {
         parameters: {
             query?: never;
@@ -3011,6 +3033,49 @@ export interface components {
             mem_gb: number;
             /** Format: int64 */
             storage_gb: number;
+        };
+        /** @description `GET /api/v1/usage`. */
+        UsageReport: {
+            /** @description `user` or `group`. */
+            by: string;
+            /** @description By period, then user or group. */
+            data: components["schemas"]["UsageRow"][];
+            /** @description First and last day covered (UTC, inclusive). */
+            from: string;
+            /** @description `day` or `month`. */
+            granularity: string;
+            to: string;
+            /** @description The sum of every row (`period`: the range). */
+            totals: components["schemas"]["UsageRow"];
+        };
+        /** @description One row of the usage answer. */
+        UsageRow: {
+            /**
+             * Format: double
+             * @description CPU cores × hours.
+             */
+            cpu_hours: number;
+            /**
+             * Format: double
+             * @description GPU memory held × hours, in GiB-hours.
+             */
+            gpu_mem_gib_hours: number;
+            /** @description The group the user was in while the sessions ran (`null`: none). */
+            group?: string | null;
+            /** @description `YYYY-MM-DD` or `YYYY-MM` (UTC). */
+            period: string;
+            /**
+             * Format: double
+             * @description Hours sessions were running.
+             */
+            running_hours: number;
+            /**
+             * Format: double
+             * @description GPU slices (one per GPU session, a whole card counting as one) × hours.
+             */
+            slice_hours: number;
+            /** @description `null` in rows by group. */
+            user?: string | null;
         };
         /** @description One page of accounts, by username. */
         UserList: {
@@ -6213,7 +6278,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            /** @description `?user=` names no account */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `?user=` is not a username */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7157,6 +7231,97 @@ export interface operations {
                 };
             };
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_usage: {
+        parameters: {
+            query?: {
+                /** @description Whose use (members: only their own, the default for them). */
+                user?: string;
+                /** @description Only runs of users while they were in this group. */
+                group?: string;
+                /**
+                 * @description First day, `YYYY-MM-DD` (`YYYY-MM` with `granularity=month`); default: the first of this
+                 *     month. Days are UTC.
+                 */
+                from?: string;
+                /** @description Last day, inclusive; default: today. */
+                to?: string;
+                /** @description `day` (default) or `month` (whole months: `from` and `to` are widened to theirs). */
+                granularity?: string;
+                /** @description `user` (default: a row per user and the group they were in) or `group`. */
+                by?: string;
+                /** @description `json` (default) or `csv` (as is `Accept: text/csv`). */
+                format?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                    "text/csv": string;
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a member asking for another user's or a group's use */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such account or group */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bad date, `from` after `to`, a range too long, a bad name, granularity, by or format */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
