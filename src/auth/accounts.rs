@@ -574,6 +574,13 @@ pub fn sync_directory(
     if existing.as_ref().is_some_and(|a| a.directory.is_none()) {
         return Err(AccountError::Exists(name.to_string()));
     }
+    // An account made by another source, or by the issuer for another subject (a claimed name
+    // is not an identity: `preferred_username` can be changed at many issuers), is not this one.
+    if let Some(l) = existing.as_ref().and_then(|a| a.directory.as_ref())
+        && (l.source != verdict.source || (verdict.source == "oidc" && l.id != verdict.id))
+    {
+        return Err(AccountError::Exists(name.to_string()));
+    }
     let link = |refused: bool| DirectoryLink {
         source: verdict.source.to_string(),
         id: verdict.id.clone(),
