@@ -115,7 +115,7 @@ pub struct CallbackQuery {
 /// console's session cookies and redirects (303) to the console.
 #[utoipa::path(get, path = "/api/v1/auth/oidc/callback", tag = "auth", params(CallbackQuery),
     responses(
-        (status = 303, description = "signed in: `Set-Cookie: gshare_console=…` and `gshare_csrf`; to `/`"),
+        (status = 303, description = "signed in: `Set-Cookie: gshare_console=…` and `gshare_csrf`; to `/`. A refused browser navigation (`Accept: text/html`) is sent to `/?sso_error=<code>` instead of the errors below"),
         (status = 400, body = ErrorBody, description = "`bad_request`: unknown, used, expired or another browser's `state`"),
         (status = 401, body = ErrorBody, description = "`invalid_credentials`: the issuer refused, or its ID token is not accepted"),
         (status = 403, body = ErrorBody, description = "`account_disabled`: in no mapped group, or disabled"),
@@ -136,18 +136,34 @@ async fn oidc_callback(
         AuditEntry::new(&meta, "anonymous", "auth.login", result)
             .details(serde_json::json!({ "method": "oidc", "reason": reason }))
     };
+    // A browser's navigation gets its refusal on the sign-in page (`/?sso_error=<code>`); other
+    // clients get the JSON error.
+    let browser = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    let refuse = |e: ApiError| -> Result<Response, ApiError> {
+        if browser {
+            let mut res = StatusCode::SEE_OTHER.into_response();
+            let to = format!("/?sso_error={}", e.code.as_str());
+            let h = res.headers_mut();
+            h.insert(header::LOCATION, HeaderValue::from_str(&to).unwrap_or(HeaderValue::from_static("/")));
+            h.append(header::SET_COOKIE, flow_cookie("", 0, secure));
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            return Ok(res);
+        }
+        Err(e.with_header(header::SET_COOKIE, flow_cookie("", 0, secure)))
+    };
     let (username, standing) = match result {
         Ok(ok) => ok,
         Err(e) => {
             crate::audit::record(&app.audit, audit(AuditResult::Failure, e.code.as_str())).await;
-            let mut e = e;
-            e = e.with_header(header::SET_COOKIE, flow_cookie("", 0, secure));
-            return Err(e);
+            return refuse(e);
         }
     };
     if standing.disabled {
         crate::audit::record(&app.audit, audit(AuditResult::Denied, "account_disabled").target(username)).await;
-        return Err(ApiError::new(
+        return refuse(ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::AccountDisabled,
             "this account is disabled; ask an admin of the lab to enable it",

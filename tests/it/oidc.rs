@@ -142,6 +142,8 @@ async fn sign_in_with_a_real_provider_maps_groups_and_refuses_bad_state_and_repl
     let a = account(&s, &alice, "alice").await.expect("alice's account was made");
     assert_eq!(a["group"], "ml");
     assert_eq!(a["role"], "admin");
+    assert_eq!(a["source"], "oidc");
+    assert_eq!(account(&s, &alice, "admin").await.unwrap()["source"], "local");
     assert_eq!(pending(&s), 0, "the finished sign-in is forgotten");
 
     // bob (ml-lab): a member of ml; dave (physics): phys.
@@ -179,6 +181,17 @@ async fn sign_in_with_a_real_provider_maps_groups_and_refuses_bad_state_and_repl
     assert!(e["error"]["message"].as_str().unwrap().contains("invalid_grant"), "{e}");
     // That state is spent too: its own code no longer opens anything.
     expect_error(b.get(&fresh).await, 400, "bad_request").await;
+
+    // A browser's navigation is sent back to the sign-in page with the reason.
+    let res = b
+        .client
+        .get(&cb)
+        .header("accept", "text/html,application/xhtml+xml")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
+    assert_eq!(res.headers()["location"], "/?sso_error=bad_request");
 
     // A state gshare never issued.
     let mut b = browser(&p);

@@ -325,7 +325,7 @@ impl OidcProvider {
             }
             other => other,
         }
-        .map_err(|e| OidcError::Rejected(format!("the issuer's ID token is not accepted: {e}")))?;
+        .map_err(|e| OidcError::Rejected(format!("the issuer's ID token is not accepted: {}", describe(&e))))?;
         self.map(claims)
     }
 
