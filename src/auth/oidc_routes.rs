@@ -38,7 +38,11 @@ where
 }
 
 fn not_configured() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, "single sign-on is not configured on this server ([oidc])")
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorCode::NotFound,
+        "single sign-on is not configured on this server ([oidc])",
+    )
 }
 
 fn answer(e: OidcError) -> ApiError {
@@ -138,10 +142,7 @@ async fn oidc_callback(
     };
     // A browser's navigation gets its refusal on the sign-in page (`/?sso_error=<code>`); other
     // clients get the JSON error.
-    let browser = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/html"));
+    let browser = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
     let refuse = |e: ApiError| -> Result<Response, ApiError> {
         if browser {
             let mut res = StatusCode::SEE_OTHER.into_response();
@@ -192,9 +193,10 @@ async fn callback(
     q: CallbackQuery,
     binding: Option<&str>,
 ) -> Result<(String, Standing), ApiError> {
-    let state = q.state.filter(|s| !s.is_empty() && s.len() <= 512).ok_or_else(|| {
-        answer(OidcError::BadState("the issuer's answer has no sign-in state; start again".into()))
-    })?;
+    let state = q
+        .state
+        .filter(|s| !s.is_empty() && s.len() <= 512)
+        .ok_or_else(|| answer(OidcError::BadState("the issuer's answer has no sign-in state; start again".into())))?;
     if let Some(err) = q.error {
         oidc.abandon(&state);
         let err = crate::audit::truncate(err);
@@ -209,7 +211,10 @@ async fn callback(
         && iss.trim_end_matches('/') != oidc.settings.issuer
     {
         oidc.abandon(&state);
-        return Err(answer(OidcError::Rejected(format!("the answer names another issuer ({})", crate::audit::truncate(iss.clone())))));
+        return Err(answer(OidcError::Rejected(format!(
+            "the answer names another issuer ({})",
+            crate::audit::truncate(iss.clone())
+        ))));
     }
     let user = oidc.finish(&state, &code, binding).await.map_err(answer)?;
     let Ok(name) = Username::parse(&user.username) else {

@@ -88,7 +88,8 @@ fn url(key: &str, v: &str) -> Result<String, ConfigError> {
     let v = v.trim().trim_end_matches('/').to_string();
     let (scheme, rest) = v.split_once("://").unwrap_or(("", ""));
     let host = rest.split(['/', ':']).next().unwrap_or_default();
-    let host = if rest.starts_with('[') { rest.split(']').next().unwrap_or_default().trim_start_matches('[') } else { host };
+    let host =
+        if rest.starts_with('[') { rest.split(']').next().unwrap_or_default().trim_start_matches('[') } else { host };
     let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     let ok = !host.is_empty()
         && !rest.contains(['?', '#', '@', ' '])
@@ -118,8 +119,7 @@ pub(super) fn build(f: OidcFile) -> Result<OidcSettings, ConfigError> {
     }
     let client_secret = f.client_secret_file.map(|p| read_secret_file_as("client_secret_file", &p)).transpose()?;
     let redirect_url = f.redirect_url.map(|r| url("redirect_url", &r)).transpose()?;
-    let mut scopes: Vec<String> =
-        f.scopes.unwrap_or_else(|| vec!["openid".into(), "profile".into(), "email".into()]);
+    let mut scopes: Vec<String> = f.scopes.unwrap_or_else(|| vec!["openid".into(), "profile".into(), "email".into()]);
     for s in &scopes {
         if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\') {
             return Err(bad("scopes", format!("`{s}` is not a scope")));
@@ -202,7 +202,9 @@ pub(super) fn build(f: OidcFile) -> Result<OidcSettings, ConfigError> {
 /// The LDAP table's secret-file rule (0600 or 0400), its errors named under `oidc.`.
 fn read_secret_file_as(key: &str, path: &std::path::Path) -> Result<Secret, ConfigError> {
     read_secret_file(key, path).map_err(|e| match e {
-        ConfigError::Invalid { key: k, message } => ConfigError::Invalid { key: k.replacen("ldap.", "oidc.", 1), message },
+        ConfigError::Invalid { key: k, message } => {
+            ConfigError::Invalid { key: k.replacen("ldap.", "oidc.", 1), message }
+        }
         other => other,
     })
 }

@@ -183,13 +183,7 @@ async fn sign_in_with_a_real_provider_maps_groups_and_refuses_bad_state_and_repl
     expect_error(b.get(&fresh).await, 400, "bad_request").await;
 
     // A browser's navigation is sent back to the sign-in page with the reason.
-    let res = b
-        .client
-        .get(&cb)
-        .header("accept", "text/html,application/xhtml+xml")
-        .send()
-        .await
-        .unwrap();
+    let res = b.client.get(&cb).header("accept", "text/html,application/xhtml+xml").send().await.unwrap();
     assert_eq!(res.status(), 303);
     assert_eq!(res.headers()["location"], "/?sso_error=bad_request");
 
@@ -338,7 +332,9 @@ async fn hostile_issuer() -> Arc<Hostile> {
             "/token",
             post(move || async move {
                 let id_token = t.id_token.lock().unwrap().clone();
-                axum::Json(json!({"access_token": "at", "token_type": "Bearer", "expires_in": 300, "id_token": id_token}))
+                axum::Json(
+                    json!({"access_token": "at", "token_type": "Bearer", "expires_in": 300, "id_token": id_token}),
+                )
             }),
         );
     tokio::spawn(async move {

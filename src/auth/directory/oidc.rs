@@ -115,9 +115,7 @@ impl Http {
 
 impl<'c> openidconnect::AsyncHttpClient<'c> for Http {
     type Error = HttpError;
-    type Future = std::pin::Pin<
-        Box<dyn Future<Output = Result<openidconnect::HttpResponse, HttpError>> + Send + 'c>,
-    >;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<openidconnect::HttpResponse, HttpError>> + Send + 'c>>;
 
     fn call(&'c self, request: openidconnect::HttpRequest) -> Self::Future {
         Box::pin(self.send(request))
@@ -181,7 +179,8 @@ impl std::fmt::Debug for OidcProvider {
 
 impl OidcProvider {
     pub fn new(settings: &OidcSettings, public_url: &str) -> Result<Self, String> {
-        let redirect = RedirectUrl::new(settings.redirect_url_for(public_url)).map_err(|e| format!("oidc.redirect_url: {e}"))?;
+        let redirect =
+            RedirectUrl::new(settings.redirect_url_for(public_url)).map_err(|e| format!("oidc.redirect_url: {e}"))?;
         let issuer = IssuerUrl::new(settings.issuer.clone()).map_err(|e| format!("oidc.issuer: {e}"))?;
         let algs = settings
             .signing_algs
@@ -233,7 +232,8 @@ impl OidcProvider {
         )
         .set_redirect_uri(self.redirect.clone());
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let mut req = client.authorize_url(CoreAuthenticationFlow::AuthorizationCode, CsrfToken::new_random, Nonce::new_random);
+        let mut req =
+            client.authorize_url(CoreAuthenticationFlow::AuthorizationCode, CsrfToken::new_random, Nonce::new_random);
         for s in self.settings.scopes.iter().filter(|s| *s != "openid") {
             req = req.add_scope(Scope::new(s.clone()));
         }
@@ -342,9 +342,8 @@ impl OidcProvider {
         // Verified: read the claims the configuration names from the payload itself.
         let raw = id_token.to_string();
         let payload = raw.split('.').nth(1).unwrap_or_default();
-        let bytes = URL_SAFE_NO_PAD
-            .decode(payload)
-            .map_err(|e| ClaimsVerificationError::Other(format!("payload: {e}")))?;
+        let bytes =
+            URL_SAFE_NO_PAD.decode(payload).map_err(|e| ClaimsVerificationError::Other(format!("payload: {e}")))?;
         serde_json::from_slice(&bytes).map_err(|e| ClaimsVerificationError::Other(format!("payload: {e}")))
     }
 
@@ -369,13 +368,6 @@ impl OidcProvider {
         let admin = groups.iter().any(|g| s.admin_groups.contains(g));
         let group = s.groups.iter().find(|m| groups.contains(&m.directory)).map(|m| m.group.clone());
         let allowed = admin || group.is_some() || s.unmapped == Unmapped::Member;
-        Ok(OidcUser {
-            subject,
-            username,
-            groups,
-            role: if admin { Role::Admin } else { Role::Member },
-            group,
-            allowed,
-        })
+        Ok(OidcUser { subject, username, groups, role: if admin { Role::Admin } else { Role::Member }, group, allowed })
     }
 }
