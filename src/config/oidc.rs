@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::directory::{GroupMapping, Unmapped, read_secret_file};
+use super::directory::{GroupMapping, Unmapped, group_name_ok, read_secret_file};
 use super::{ConfigError, Secret};
 
 /// What the file says (unknown keys rejected).
@@ -140,7 +140,7 @@ pub(super) fn build(f: OidcFile) -> Result<OidcSettings, ConfigError> {
         if g.directory.trim().is_empty() {
             return Err(bad(&format!("groups[{i}].directory"), "an issuer's group name is empty"));
         }
-        if crate::auth::accounts::check_group(&g.group).is_err() {
+        if !group_name_ok(&g.group) {
             return Err(bad(
                 &format!("groups[{i}].group"),
                 format!("`{}` is not a group name (1-64 of A-Z a-z 0-9 - _ . @)", g.group),
@@ -154,8 +154,14 @@ pub(super) fn build(f: OidcFile) -> Result<OidcSettings, ConfigError> {
         Some(other) => return Err(bad("unmapped", format!("`{other}` is neither `refuse` nor `member`"))),
     };
     if let Some(ca) = &f.ca_file {
-        crate::auth::directory::ldap::tls_client_config(Some(ca), "oidc.ca_file")
-            .map_err(|e| bad("ca_file", e.trim_start_matches("oidc.ca_file ").to_string()))?;
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+            .and_then(|it| it.collect::<Result<_, _>>())
+            .map_err(|e| bad("ca_file", format!("{}: {e}", ca.display())))?;
+        if certs.is_empty() {
+            return Err(bad("ca_file", format!("{}: no PEM certificate in it", ca.display())));
+        }
     }
     let timeout = match f.timeout {
         Some(t) => humantime::parse_duration(t.trim())
