@@ -162,7 +162,20 @@ impl App {
             let config = config.clone();
             let clock = clock.clone();
             tokio::task::spawn_blocking(move || -> Result<_, StartError> {
-                let cache = usize::try_from(u64::from(config.store_cache_mb) << 20).ok();
+                let cache = match config.store_cache_mb {
+                    Some(mb) => u64::from(mb) << 20,
+                    None => {
+                        let size = store::cache::default_for(&config.state_file());
+                        tracing::info!(
+                            cache_mb = size.bytes >> 20,
+                            state_file_mb = size.state_file_bytes >> 20,
+                            memory_mb = size.memory_bytes.map(|m| m >> 20),
+                            "state cache sized from the state file and the machine (store_cache_mb overrides)"
+                        );
+                        size.bytes
+                    }
+                };
+                let cache = usize::try_from(cache).ok();
                 let store = Store::open_with_cache(&config.state_file(), MIGRATIONS, cache).map_err(|e| match e {
                     // A state file that does not open: name the way back.
                     store::StoreError::Corrupt { .. } | store::StoreError::Open { .. } => {

@@ -104,8 +104,9 @@ pub struct Config {
     pub request_body_min_rate: u32,
     /// Request body bytes the process buffers at once, MiB; over it a body is refused with 503.
     pub max_buffered_body_mb: u32,
-    /// redb's page cache for the state file, MiB (redb's default: 1024).
-    pub store_cache_mb: u32,
+    /// redb's page cache for the state file, MiB; `None`: sized at start from the state file and
+    /// the machine (`store::cache`).
+    pub store_cache_mb: Option<u32>,
     /// Audit entries older than this are removed (hourly pass).
     pub audit_retention: Duration,
     /// Audit entries kept at most; the oldest beyond it are removed by the same pass.
@@ -523,10 +524,14 @@ impl Config {
                 None => 64,
             };
         let store_cache_mb = match layer.pick_typed("store_cache_mb", f.store_cache_mb, |s| s.parse::<i64>().ok())? {
-            Some(r) => u32::try_from(r.value).ok().filter(|v| (8..=65_536).contains(v)).ok_or_else(|| {
-                ConfigError::invalid(&r.key, format!("{} is not a size in MiB between 8 and 65536", r.value))
-            })?,
-            None => 1024,
+            Some(r) => u32::try_from(r.value)
+                .ok()
+                .filter(|v| (8..=65_536).contains(v))
+                .ok_or_else(|| {
+                    ConfigError::invalid(&r.key, format!("{} is not a size in MiB between 8 and 65536", r.value))
+                })
+                .map(Some)?,
+            None => None,
         };
         let audit_retention = layer.duration(
             "audit_retention",
@@ -755,7 +760,9 @@ impl Config {
         t.insert("request_body_timeout".into(), d(self.request_body_timeout));
         t.insert("request_body_min_rate".into(), toml::Value::Integer(i64::from(self.request_body_min_rate)));
         t.insert("max_buffered_body_mb".into(), toml::Value::Integer(i64::from(self.max_buffered_body_mb)));
-        t.insert("store_cache_mb".into(), toml::Value::Integer(i64::from(self.store_cache_mb)));
+        if let Some(mb) = self.store_cache_mb {
+            t.insert("store_cache_mb".into(), toml::Value::Integer(i64::from(mb)));
+        }
         t.insert("audit_retention".into(), d(self.audit_retention));
         t.insert("audit_max_entries".into(), toml::Value::Integer(self.audit_max_entries.min(i64::MAX as u64) as i64));
         t.insert("request_head_timeout".into(), d(self.request_head_timeout));
@@ -1188,10 +1195,10 @@ mod tests {
     #[test]
     fn store_cache_mb_is_a_bounded_size() {
         let path = Path::new("/etc/gshare/config.toml");
-        assert_eq!(Config::from_toml(path, "", &env(&[])).unwrap().store_cache_mb, 1024);
-        assert_eq!(Config::from_toml(path, "store_cache_mb = 32\n", &env(&[])).unwrap().store_cache_mb, 32);
+        assert_eq!(Config::from_toml(path, "", &env(&[])).unwrap().store_cache_mb, None, "unset: sized at start");
+        assert_eq!(Config::from_toml(path, "store_cache_mb = 32\n", &env(&[])).unwrap().store_cache_mb, Some(32));
         let by_env = Config::from_toml(path, "store_cache_mb = 32\n", &env(&[("GSHARE_STORE_CACHE_MB", "64")]));
-        assert_eq!(by_env.unwrap().store_cache_mb, 64, "the environment wins");
+        assert_eq!(by_env.unwrap().store_cache_mb, Some(64), "the environment wins");
         for bad in ["store_cache_mb = 0\n", "store_cache_mb = 7\n", "store_cache_mb = 65537\n", "store_cache_mb = -1\n"]
         {
             let e = Config::from_toml(path, bad, &env(&[])).unwrap_err().to_string();

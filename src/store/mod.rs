@@ -5,6 +5,7 @@
 //! writes into shared transactions, so one fsync serves many requests (see `batch`).
 
 mod batch;
+pub mod cache;
 mod health;
 mod rows;
 mod stats;
