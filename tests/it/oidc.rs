@@ -146,10 +146,25 @@ async fn sign_in_with_a_real_provider_maps_groups_and_refuses_bad_state_and_repl
     assert_eq!(account(&s, &alice, "admin").await.unwrap()["source"], "local");
     assert_eq!(pending(&s), 0, "the finished sign-in is forgotten");
 
-    // bob (ml-lab): a member of ml; dave (physics): phys.
+    // The lab's policy group ml (src/policy) with a limit of its own.
+    let post = |path: &str, body: Value| s.client.post(s.url(path)).bearer_auth(&alice).json(&body).send();
+    assert_eq!(post("/api/v1/groups", json!({"name": "ml"})).await.unwrap().status(), 201);
+    let res = post("/api/v1/resource-policies", json!({"scope": "group", "scope_id": "ml", "max_concurrent": 3}));
+    assert_eq!(res.await.unwrap().status(), 201);
+
+    // bob (ml-lab): a member of ml, under ml's policy; dave (physics): phys.
     let bob = signed_in(&s, &mut browser(&p), "bob").await;
     assert_eq!(me(&s, &bob).await["role"], "member");
     assert_eq!(account(&s, &alice, "bob").await.unwrap()["group"], "ml");
+    let res = s.client.get(s.url("/api/v1/resource-policies/effective")).bearer_auth(&bob).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let eff: Value = res.json().await.unwrap();
+    assert_eq!((eff["group"].as_str(), &eff["max_concurrent"]), (Some("ml"), &json!(3)), "{eff}");
+    assert_eq!(eff["sources"]["max_concurrent"], "group", "{eff}");
+    let groups: Value =
+        s.client.get(s.url("/api/v1/groups")).bearer_auth(&alice).send().await.unwrap().json().await.unwrap();
+    let ml = groups.as_array().or(groups["data"].as_array()).unwrap().iter().find(|g| g["name"] == "ml").cloned();
+    assert_eq!(ml.unwrap()["members"], json!(["alice", "bob"]));
     signed_in(&s, &mut browser(&p), "dave").await;
     assert_eq!(account(&s, &alice, "dave").await.unwrap()["group"], "phys");
 
