@@ -67,6 +67,9 @@ fn answer(e: OidcError) -> ApiError {
         }
         OidcError::Busy => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ServerBusy, e.to_string())
             .with_header(header::RETRY_AFTER, HeaderValue::from_static("60")),
+        OidcError::TooMany => ApiError::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited, e.to_string())
+            .with_details(serde_json::json!({ "retry_after_s": FLOW_TTL.as_secs(), "scope": "client_addr" }))
+            .with_header(header::RETRY_AFTER, HeaderValue::from(FLOW_TTL.as_secs())),
     }
 }
 
@@ -85,10 +88,11 @@ fn flow_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
     responses(
         (status = 303, description = "to the issuer; `Set-Cookie: gshare_oidc=…; HttpOnly; SameSite=Lax` (10 minutes)"),
         (status = 404, body = ErrorBody, description = "no `[oidc]` issuer is configured"),
+        (status = 429, body = ErrorBody, description = "`rate_limited`: 256 unfinished sign-ins from this address"),
         (status = 503, body = ErrorBody, description = "`unavailable`: the issuer did not answer; `server_busy`: too many sign-ins in progress")))]
-async fn oidc_start(State(app): State<AuthState>) -> Result<Response, ApiError> {
+async fn oidc_start(State(app): State<AuthState>, meta: RequestMeta) -> Result<Response, ApiError> {
     let oidc = app.signin.oidc.clone().ok_or_else(not_configured)?;
-    let started = oidc.start().await.map_err(answer)?;
+    let started = oidc.start(meta.client_addr).await.map_err(answer)?;
     let location = HeaderValue::from_str(&started.authorize_url).map_err(ApiError::internal)?;
     let mut res = StatusCode::SEE_OTHER.into_response();
     let h = res.headers_mut();

@@ -469,6 +469,23 @@ async fn forged_id_tokens_from_a_hostile_issuer_are_refused() {
     let admin = local_admin(&s).await;
     assert!(account(&s, &admin, "eve").await.is_none(), "no forged token made an account");
 
+    // Sign-ins started and never finished: one address holds at most 256 (then 429), and the
+    // table is not left with them beyond that.
+    assert_eq!(pending(&s), 0);
+    let mut last = String::new();
+    for _ in 0..256 {
+        let res = client.get(s.url(START)).send().await.unwrap();
+        assert_eq!(res.status(), 303);
+        last = query(res.headers()["location"].to_str().unwrap(), "state").unwrap();
+    }
+    let e = expect_error(client.get(s.url(START)).send().await.unwrap(), 429, "rate_limited").await;
+    assert_eq!(e["error"]["details"]["scope"], "client_addr");
+    assert_eq!(pending(&s), 256);
+    // Ending one (here: the issuer's refusal) makes room again.
+    let res = client.get(format!("{}?error=access_denied&state={last}", s.url(CALLBACK))).send().await.unwrap();
+    expect_error(res, 401, "invalid_credentials").await;
+    assert_eq!(pending(&s), 255);
+
     // The same harness with an honest token signs eve in: the refusals above are the tokens'.
     let mut b = Browser::new(client.clone());
     let res = b.get(&s.url(START)).await;

@@ -40,6 +40,9 @@ use crate::locks::lock;
 pub const FLOW_TTL: Duration = Duration::from_secs(600);
 /// Sign-ins in progress at once (beyond: 503 until some finish or expire).
 pub const MAX_PENDING: usize = 10_000;
+/// Sign-ins in progress from one client address (beyond: 429): a class behind one NAT address
+/// fits, one client cannot fill the table for everyone.
+pub const MAX_PENDING_PER_ADDRESS: usize = 256;
 /// How long the discovery document is kept before it is fetched again.
 const METADATA_TTL: Duration = Duration::from_secs(3600);
 /// The largest answer read from the issuer.
@@ -60,6 +63,9 @@ pub enum OidcError {
     /// Too many sign-ins in progress.
     #[error("too many sign-ins are in progress; try again in a minute")]
     Busy,
+    /// Too many sign-ins in progress from this client address.
+    #[error("too many unfinished sign-ins from your address; finish one or wait ten minutes")]
+    TooMany,
 }
 
 /// The bounded HTTP client `openidconnect` sends its requests through.
@@ -135,6 +141,7 @@ fn describe(e: &dyn std::error::Error) -> String {
 }
 
 struct Pending {
+    addr: std::net::IpAddr,
     binding: String,
     nonce: Nonce,
     verifier: PkceCodeVerifier,
@@ -223,7 +230,7 @@ impl OidcProvider {
 
     /// Begins a sign-in: the authorization URL (code flow, PKCE S256, `state`, `nonce`) and the
     /// value for the browser's binding cookie.
-    pub async fn start(&self) -> Result<Started, OidcError> {
+    pub async fn start(&self, addr: std::net::IpAddr) -> Result<Started, OidcError> {
         let meta = self.metadata(false).await?;
         let client = CoreClient::from_provider_metadata(
             meta,
@@ -245,9 +252,12 @@ impl OidcProvider {
         if pending.len() >= MAX_PENDING {
             return Err(OidcError::Busy);
         }
+        if pending.values().filter(|p| p.addr == addr).count() >= MAX_PENDING_PER_ADDRESS {
+            return Err(OidcError::TooMany);
+        }
         pending.insert(
             state.secret().clone(),
-            Pending { binding: binding.clone(), nonce, verifier, expires: now + FLOW_TTL },
+            Pending { addr, binding: binding.clone(), nonce, verifier, expires: now + FLOW_TTL },
         );
         Ok(Started { authorize_url: url.to_string(), binding })
     }
