@@ -497,3 +497,30 @@ async fn forged_id_tokens_from_a_hostile_issuer_are_refused() {
     assert_eq!(account(&s, &admin, "eve").await.unwrap()["group"], "ml");
     let _ = oidc::CLIENT_SECRET;
 }
+
+/// `gshare config check` with the real binary: a good `[oidc]` table is printed with the client
+/// secret redacted; a table allowing HS256 is refused, naming the key.
+#[test]
+fn config_check_validates_the_oidc_table() {
+    let files = tempfile::tempdir().unwrap();
+    let cfg = files.path().join("config.toml");
+    let check = |toml: &str| {
+        std::fs::write(&cfg, toml).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_gshare"))
+            .args(["--config", cfg.to_str().unwrap(), "config", "check"])
+            .env_clear()
+            .env("GSHARE_DATA_DIR", files.path().join("data"))
+            .output()
+            .unwrap()
+    };
+    let good = table("https://sso.lab.example/realms/lab", None, files.path(), "");
+    let out = check(&good);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("[oidc]") && text.contains("client_secret_file = \"<redacted>\""), "{text}");
+    assert!(!text.contains(CLIENT_SECRET), "{text}");
+    let out = check(&format!("{good}signing_algs = [\"HS256\"]\n"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("oidc.signing_algs") && err.contains("HS256"), "{err}");
+}
