@@ -638,7 +638,9 @@ PY
 
 # Sign-in latency, one request at a time (p50 of --count each, one run, one server): a local
 # member (argon2id) as the baseline; directory users' first sign-in (LDAPS search-then-bind against
-# Debian's slapd on loopback, the account made) and their next one (the account updated).
+# Debian's slapd on loopback, the account made) and their next one (the account updated); the same
+# two by OpenID Connect against tests/oidc's oidc-provider over HTTPS (the whole browser flow, and
+# gshare's own part of it: start + callback, i.e. discovery kept, code redeemed, ID token verified).
 directory() {
   local count=200
   while [ $# -gt 0 ]; do
@@ -702,17 +704,44 @@ user_base = "ou=people,dc=lab,dc=test"
 group_base = "ou=groups,dc=lab,dc=test"
 groups = [ { directory = "class", group = "class" } ]
 EOF
-  local data="$work/directory-data"
+  # The OpenID provider of the OIDC tests (tests/oidc, npm oidc-provider) over HTTPS with the same
+  # CA, registering this server's callback.
+  local oidc_issuer="" oidc_pid=""
   port=$(free_port); url="http://127.0.0.1:$port"
+  if [ -d "$PWD/tests/oidc/node_modules/oidc-provider" ] && [ "$count" -le 1000 ]; then
+    printf 'bench-oidc-client-secret\n' >"$d/oidc-secret"; chmod 600 "$d/oidc-secret"
+    mkfifo "$d/oidc.in"
+    (cd "$PWD/tests/oidc" && exec node provider.mjs --redirect-uri "$url/api/v1/auth/oidc/callback" \
+      --client-secret bench-oidc-client-secret --cert "$d/cert.pem" --key "$d/key.pem" <"$d/oidc.in" >"$d/oidc.log" 2>&1) &
+    oidc_pid=$!
+    exec 9>"$d/oidc.in"  # the provider stops when this closes
+    # Wait on its readiness line (bounded), not on a timer.
+    for _ in $(seq 600); do grep -q '^ready ' "$d/oidc.log" 2>/dev/null && break; sleep 0.05; done
+    oidc_issuer=$(sed -n 's/^ready //p' "$d/oidc.log")
+    [ -n "$oidc_issuer" ] || { echo "directory: the OpenID provider did not start: $(cat "$d/oidc.log")" >&2; return 1; }
+    cat >>"$work/directory.toml" <<EOF
+
+[oidc]
+issuer = "$oidc_issuer"
+client_id = "gshare"
+client_secret_file = "$d/oidc-secret"
+ca_file = "$d/ca.pem"
+scopes = ["openid", "profile", "groups"]
+groups = [ { directory = "ml-lab", group = "class" } ]
+EOF
+  else
+    echo "directory: tests/oidc/node_modules is missing (hack/deps.sh installs it) or --count > 1000: no OIDC figures" >&2
+  fi
+  local data="$work/directory-data"
   GSHARE_DATA_DIR="$data" GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s GSHARE_LOGIN_MAX_FAILURES=10000 \
     GSHARE_LISTEN="127.0.0.1:$port" "$bin" --config "$work/directory.toml" serve 2>"$work/directory.log" &
   pid=$!
   until curl -fs "$url/readyz" >/dev/null; do sleep 0.05; done
   local admin; admin=$(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null "$bin" admin token 2>/dev/null | tail -n1)
   echo "directory: sign-in p50 of $count sequential sign-ins each; profile ${BENCH_PROFILE:-release}; $(nproc) cores; slapd $(dpkg-query -W -f='${Version}' slapd 2>/dev/null)"
-  python3 - "$url" "$admin" "$count" <<'PY'
-import json, sys, time, urllib.request
-url, admin, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+  python3 - "$url" "$admin" "$count" "$oidc_issuer" "$d/ca.pem" <<'PY'
+import http.cookiejar, json, ssl, sys, time, urllib.error, urllib.parse, urllib.request
+url, admin, n, issuer, ca = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 def call(path, body, token=None):
     h = {"Content-Type": "application/json"}
     if token:
@@ -731,8 +760,55 @@ b = p50(local)
 print(f"local (argon2id): p50 {b:.1f} ms (baseline)")
 print(f"LDAPS first sign-in (account made): p50 {p50(first):.1f} ms ({p50(first) / b:.2f}x local)")
 print(f"LDAPS sign-in again (account updated): p50 {p50(again):.1f} ms ({p50(again) / b:.2f}x local)")
+if not issuer:
+    sys.exit(0)
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k):
+        return None
+
+def sso(user):
+    """One browser's whole sign-in: gshare's start, the provider (authorization, interaction,
+    resume), gshare's callback. Answers (total ms, gshare's own ms: start + callback)."""
+    jar = http.cookiejar.CookieJar()
+    op = urllib.request.build_opener(NoRedirect, urllib.request.HTTPCookieProcessor(jar),
+                                     urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca)))
+    def get(u):
+        t0 = time.perf_counter()
+        try:
+            r = op.open(u, timeout=60)
+            status, loc = r.status, r.headers.get("Location")
+            r.read()
+        except urllib.error.HTTPError as e:
+            status, loc = e.code, e.headers.get("Location")
+            e.read()
+        return status, loc, (time.perf_counter() - t0) * 1000
+    total = ours = 0.0
+    status, loc, ms = get(f"{url}/api/v1/auth/oidc/start")
+    total += ms; ours += ms
+    assert status == 303, status
+    nxt = f"{loc}&login_hint={user}"
+    for _ in range(10):
+        if nxt.startswith(f"{url}/api/v1/auth/oidc/callback"):
+            break
+        status, loc, ms = get(nxt)
+        total += ms
+        assert status in (302, 303), (status, nxt)
+        nxt = urllib.parse.urljoin(nxt, loc)
+    status, loc, ms = get(nxt)
+    total += ms; ours += ms
+    assert status == 303 and loc == "/", (status, loc)
+    return total, ours
+
+sso("student0")  # discovery and keys fetched once, as a running server keeps them
+first = [sso(f"student{i}") for i in range(1, n)]
+again = [sso(f"student{i}") for i in range(1, n)]
+for name, xs in (("first sign-in (account made)", first), ("sign-in again (account updated)", again)):
+    t, o = p50([x[0] for x in xs]), p50([x[1] for x in xs])
+    print(f"OIDC {name}: whole flow p50 {t:.1f} ms ({t / b:.2f}x local); gshare's part (start + callback) p50 {o:.1f} ms ({o / b:.2f}x local)")
 PY
   kill $pid; wait $pid 2>/dev/null || true
+  if [ -n "$oidc_pid" ]; then exec 9>&-; kill "$oidc_pid" 2>/dev/null; wait "$oidc_pid" 2>/dev/null || true; fi
   kill "$(cat "$d/slapd.pid")" 2>/dev/null || true
 }
 

@@ -46,3 +46,6 @@ command -v npm >/dev/null || {
   echo "hack/deps.sh: Node.js 20+ with npm is needed to build the console (web/); install it (e.g. from nodejs.org or NodeSource)" >&2
   exit 1
 }
+
+# The OIDC sign-in tests' OpenID provider (tests/oidc: npm `oidc-provider`, run by tests/it/oidc.rs).
+(cd "$(dirname "$0")/../tests/oidc" && npm ci --no-audit --no-fund)

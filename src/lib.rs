@@ -206,7 +206,15 @@ impl App {
             );
         }
         let directory = auth::directory::Directory::from_config(&config).map_err(StartError::Other)?;
-        let signin = Arc::new(auth::login::SignIn::open(&config, &store, &clock).await?.with_directory(directory));
+        let oidc = config
+            .oidc
+            .as_ref()
+            .map(|o| auth::directory::oidc::OidcProvider::new(o, &config.public_url))
+            .transpose()
+            .map_err(StartError::Other)?;
+        let signin = Arc::new(
+            auth::login::SignIn::open(&config, &store, &clock).await?.with_directory(directory).with_oidc(oidc),
+        );
         let audit = Arc::new(audit::AuditLog::start(store.clone(), clock.clone(), config.audit_max_entries));
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),

@@ -164,6 +164,9 @@ pub struct AccountSummary {
     pub must_change_password: bool,
     pub created_at: String,
     pub password_changed_at: String,
+    /// Where the account signs in: `local` (its password here), `ldap` (the lab's directory) or
+    /// `oidc` (the lab's OpenID Connect issuer); the last two were made by their first sign-in.
+    pub source: String,
 }
 
 impl From<&Account> for AccountSummary {
@@ -176,6 +179,7 @@ impl From<&Account> for AccountSummary {
             must_change_password: a.must_change_password,
             created_at: crate::clock::rfc3339_ms(a.created_at_ms),
             password_changed_at: crate::clock::rfc3339_ms(a.password_changed_at_ms),
+            source: a.directory.as_ref().map_or_else(|| "local".to_string(), |l| l.source.clone()),
         }
     }
 }
@@ -572,6 +576,13 @@ pub fn sync_directory(
 ) -> Result<Option<Account>, AccountError> {
     let existing = ACCOUNTS.get_in_write(txn, name.as_str())?;
     if existing.as_ref().is_some_and(|a| a.directory.is_none()) {
+        return Err(AccountError::Exists(name.to_string()));
+    }
+    // An account made by another source, or by the issuer for another subject (a claimed name
+    // is not an identity: `preferred_username` can be changed at many issuers), is not this one.
+    if let Some(l) = existing.as_ref().and_then(|a| a.directory.as_ref())
+        && (l.source != verdict.source || (verdict.source == "oidc" && l.id != verdict.id))
+    {
         return Err(AccountError::Exists(name.to_string()));
     }
     let link = |refused: bool| DirectoryLink {

@@ -60,6 +60,8 @@ pub struct SignIn {
     pub password_checks: std::sync::atomic::AtomicU64,
     /// The lab's directory, when `[ldap]` is configured (set by the composition root).
     pub directory: Option<std::sync::Arc<super::directory::Directory>>,
+    /// The OpenID Connect issuer, when `[oidc]` is configured (set by the composition root).
+    pub oidc: Option<std::sync::Arc<super::directory::oidc::OidcProvider>>,
 }
 
 impl std::fmt::Debug for SignIn {
@@ -124,6 +126,7 @@ impl SignIn {
             ttl: config.login_ttl,
             password_checks: Default::default(),
             directory: None,
+            oidc: None,
         })
     }
 
@@ -190,6 +193,12 @@ impl SignIn {
         self
     }
 
+    /// Signs users in with the OpenID Connect issuer.
+    pub fn with_oidc(mut self, oidc: Option<super::directory::oidc::OidcProvider>) -> Self {
+        self.oidc = oidc.map(std::sync::Arc::new);
+        self
+    }
+
     pub fn secure_cookies(&self) -> bool {
         self.secure_cookies
     }
@@ -222,8 +231,15 @@ pub struct SignInOptions {
     /// page says where to find it; once `admin` chose their own the file is gone and so is the hint).
     pub initial_admin_password: bool,
     /// How names sign in with the password form: `local` accounts always; `ldap` too when the lab's
-    /// directory is configured (a name with no local account is asked of it).
+    /// directory is configured (a name with no local account is asked of it); `oidc` when an
+    /// OpenID Connect issuer is configured (the page shows a button to `oidc_start`).
     pub methods: Vec<&'static str>,
+    /// With `oidc`: what the single sign-on button says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oidc_label: Option<String>,
+    /// With `oidc`: where the button goes (`GET`, a full-page navigation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oidc_start: Option<&'static str>,
 }
 
 /// The sign-in page's options: which methods the password form serves and whether the first
@@ -236,7 +252,12 @@ async fn sign_in_options(State(app): State<AuthState>) -> axum::Json<SignInOptio
     if app.config.ldap.is_some() {
         methods.push("ldap");
     }
-    axum::Json(SignInOptions { initial_admin_password, methods })
+    let oidc_label = app.config.oidc.as_ref().map(|o| o.button_label.clone());
+    if oidc_label.is_some() {
+        methods.push("oidc");
+    }
+    let oidc_start = oidc_label.as_ref().map(|_| super::oidc_routes::START);
+    axum::Json(SignInOptions { initial_admin_password, methods, oidc_label, oidc_start })
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -470,38 +491,56 @@ async fn login(
             "this account is disabled; ask an admin of the lab to enable it",
         ));
     }
-    let subject = match standing.role {
-        accounts::Role::Admin => format!("{ADMIN_PREFIX}{username}"),
-        accounts::Role::Member => format!("{USER_PREFIX}{username}"),
-    };
-    let actor = subject.clone();
-    let token = app.auth.api.mint(&subject, signin.ttl).map_err(ApiError::internal)?;
-    let claims = app.auth.api.verify(&token).map_err(ApiError::internal)?;
-    let csrf = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
+    let session = mint_session(&app, &username, standing.role)?;
     crate::audit::record(
         &app.audit,
-        AuditEntry::new(&meta, actor, "auth.login", AuditResult::Success).target(username.clone()),
+        AuditEntry::new(&meta, session.actor.clone(), "auth.login", AuditResult::Success).target(username.clone()),
     )
     .await;
-    let ttl_s = signin.ttl.as_secs();
     let body = LoginResponse {
-        access_token: token.clone(),
+        access_token: session.token.clone(),
         token_type: "Bearer",
-        expires_in: ttl_s,
-        expires_at: crate::clock::rfc3339_ms(claims.exp * 1000),
+        expires_in: session.ttl_s,
+        expires_at: crate::clock::rfc3339_ms(session.exp * 1000),
         username,
         role: standing.role,
         must_change_password,
-        csrf_token: csrf.clone(),
+        csrf_token: session.csrf.clone(),
     };
     let mut res = axum::Json(body).into_response();
-    let secure = signin.secure_cookies();
-    let h = res.headers_mut();
-    let (session_name, csrf_name) = console_cookie_names(secure);
-    h.append(header::SET_COOKIE, cookie_header(session_name, &token, ttl_s, true, secure));
-    h.append(header::SET_COOKIE, cookie_header(csrf_name, &csrf, ttl_s, false, secure));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    set_session_cookies(res.headers_mut(), signin.secure_cookies(), &session);
     Ok(res)
+}
+
+/// A console session just minted for a signed-in account.
+pub(super) struct Session {
+    pub token: String,
+    pub csrf: String,
+    /// Unix seconds.
+    pub exp: i64,
+    pub ttl_s: u64,
+    /// `admin:<name>` or `user:<name>`.
+    pub actor: String,
+}
+
+/// Mints the API token of a signed-in account (password form or single sign-on).
+pub(super) fn mint_session(app: &AuthState, username: &str, role: accounts::Role) -> Result<Session, ApiError> {
+    let subject = match role {
+        accounts::Role::Admin => format!("{ADMIN_PREFIX}{username}"),
+        accounts::Role::Member => format!("{USER_PREFIX}{username}"),
+    };
+    let token = app.auth.api.mint(&subject, app.signin.ttl).map_err(ApiError::internal)?;
+    let claims = app.auth.api.verify(&token).map_err(ApiError::internal)?;
+    let csrf = csrf_token_for(claims.jti.as_deref().unwrap_or_default());
+    Ok(Session { token, csrf, exp: claims.exp, ttl_s: app.signin.ttl.as_secs(), actor: subject })
+}
+
+/// The console's two cookies for a session (and `no-store`).
+pub(super) fn set_session_cookies(h: &mut axum::http::HeaderMap, secure: bool, s: &Session) {
+    let (session_name, csrf_name) = console_cookie_names(secure);
+    h.append(header::SET_COOKIE, cookie_header(session_name, &s.token, s.ttl_s, true, secure));
+    h.append(header::SET_COOKIE, cookie_header(csrf_name, &s.csrf, s.ttl_s, false, secure));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
 
 /// Verifies on the bounded hashing pool (429 + `Retry-After` when it is full); unknown users

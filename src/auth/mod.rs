@@ -11,6 +11,7 @@ pub mod invites;
 pub mod keys;
 pub mod login;
 pub mod offline;
+pub mod oidc_routes;
 pub mod routes;
 pub mod throttle;
 pub mod tokens;

@@ -110,7 +110,7 @@ fn bad(key: &str, message: impl Into<String>) -> ConfigError {
 }
 
 /// A group name as accounts take it: 1-64 of `A-Z a-z 0-9 - _ . @` (the rule of `auth::accounts`).
-fn group_name_ok(g: &str) -> bool {
+pub(super) fn group_name_ok(g: &str) -> bool {
     !g.is_empty() && g.len() <= 64 && g.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
 }
 

@@ -12,8 +12,10 @@ use serde::Deserialize;
 use crate::auth::keys::SigningKey;
 
 pub mod directory;
+pub mod oidc;
 pub mod secret;
 pub use directory::LdapSettings;
+pub use oidc::OidcSettings;
 pub use secret::Secret;
 
 /// Where the file layer comes from when `--config` and `GSHARE_CONFIG` are both absent.
@@ -135,6 +137,8 @@ pub struct Config {
     pub operator_token_renew_percent: u32,
     /// Sign-in with the lab's directory (`[ldap]`; file only). Unset: local accounts only.
     pub ldap: Option<LdapSettings>,
+    /// Sign-in with an OpenID Connect issuer (`[oidc]`; file only). Unset: no single sign-on button.
+    pub oidc: Option<OidcSettings>,
 }
 
 /// Upstream's operator image, at the tag upstream's chart uses (only `latest` is published).
@@ -194,6 +198,7 @@ struct FileLayer {
     operator_token_ttl: Option<String>,
     operator_token_renew_percent: Option<i64>,
     ldap: Option<directory::LdapFile>,
+    oidc: Option<oidc::OidcFile>,
 }
 
 /// One raw value and where it came from, so errors name the key the admin actually wrote.
@@ -628,6 +633,7 @@ impl Config {
                 None => 50,
             };
         let ldap = f.ldap.map(directory::build).transpose()?;
+        let oidc = f.oidc.map(oidc::build).transpose()?;
 
         Ok(Self {
             source,
@@ -681,6 +687,7 @@ impl Config {
             operator_token_ttl,
             operator_token_renew_percent,
             ldap,
+            oidc,
         })
     }
 
@@ -777,6 +784,9 @@ impl Config {
         if let Some(ldap) = &self.ldap {
             t.insert("ldap".into(), toml::Value::Table(directory::render(ldap)));
         }
+        if let Some(o) = &self.oidc {
+            t.insert("oidc".into(), toml::Value::Table(oidc::render(o)));
+        }
         toml::to_string(&t).unwrap_or_default()
     }
 
@@ -789,7 +799,7 @@ impl Config {
 }
 
 /// Keys of the file layer that are tables (`[ldap]`): set in the file only, never by a variable.
-const TABLES: &[&str] = &["ldap"];
+const TABLES: &[&str] = &["ldap", "oidc"];
 
 /// `GSHARE_*` variables that are not settings: read by the CLI, the build, tests or the scripts
 /// of `hack/` and `web/e2e/`, which may leave them in a server's environment.

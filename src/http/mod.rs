@@ -51,6 +51,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(system::routes())
         .merge(crate::auth::routes::routes())
         .merge(crate::auth::login::routes())
+        .merge(crate::auth::oidc_routes::routes())
         .merge(crate::auth::account_routes::routes())
         .merge(crate::auth::user_routes::routes())
         .merge(crate::events::routes())

@@ -66,6 +66,7 @@ async fn ldaps_search_then_bind_maps_groups_makes_accounts_and_disables_them_whe
     let admin = alice["access_token"].as_str().unwrap().to_string();
     let a = account(&s, &admin, "alice").await.expect("alice's account was made");
     assert_eq!(a["group"], "ml");
+    assert_eq!(a["source"], "ldap");
     assert_eq!(a["disabled"], false);
 
     // bob (ml-lab): a member of ml. dave (physics): a member of phys.

@@ -208,6 +208,9 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/auth/logout"),
     ("post", "/api/v1/auth/invite"),
     ("get", "/api/v1/auth/options"),
+    // Single sign-on (no credential; 404 while no issuer is configured).
+    ("get", "/api/v1/auth/oidc/start"),
+    ("get", "/api/v1/auth/oidc/callback"),
     ("get", "/api/v1/offerings"),
     ("get", "/api/v1/offerings/{id}"),
     ("get", "/api/v1/sessions"),

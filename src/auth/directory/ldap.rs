@@ -128,17 +128,26 @@ impl std::fmt::Debug for LdapDirectory {
 
 /// The TLS client settings: the configured CA file's certificates, else the system's roots.
 fn tls_config(settings: &LdapSettings) -> Result<Arc<rustls::ClientConfig>, String> {
+    tls_client_config(settings.ca_file.as_deref(), "ldap.ca_file")
+}
+
+/// A rustls client (aws-lc-rs) trusting the PEM certificates of `ca_file` (named `key` in
+/// errors), else the system's roots. Also the OpenID Connect client's.
+pub(crate) fn tls_client_config(
+    ca_file: Option<&std::path::Path>,
+    key: &str,
+) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore::empty();
-    match &settings.ca_file {
+    match ca_file {
         Some(path) => {
             let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
                 .and_then(|it| it.collect::<Result<_, _>>())
-                .map_err(|e| format!("ldap.ca_file {}: {e}", path.display()))?;
+                .map_err(|e| format!("{key} {}: {e}", path.display()))?;
             if certs.is_empty() {
-                return Err(format!("ldap.ca_file {}: no PEM certificate in it", path.display()));
+                return Err(format!("{key} {}: no PEM certificate in it", path.display()));
             }
             for c in certs {
-                roots.add(c).map_err(|e| format!("ldap.ca_file {}: {e}", path.display()))?;
+                roots.add(c).map_err(|e| format!("{key} {}: {e}", path.display()))?;
             }
         }
         None => {

@@ -11,6 +11,7 @@
 //! users routes show and set); group policies hang off that name.
 
 pub mod ldap;
+pub mod oidc;
 
 use axum::http::StatusCode;
 
@@ -55,7 +56,9 @@ pub async fn local_or_directory(app: &AuthState, typed: &str) -> Result<Route, A
     let name = typed.to_string();
     let account = app.store.read(move |txn| accounts::get(txn, &name)).await?;
     Ok(match account {
-        Some(a) if a.directory.is_none() => Route::Local,
+        // A local account, or one the OpenID Connect issuer made (no password of ours or the
+        // directory's opens it: its `!directory` hash never verifies).
+        Some(a) if a.directory.as_ref().is_none_or(|l| l.source == "oidc") => Route::Local,
         _ => Route::Directory(dir),
     })
 }
@@ -140,7 +143,7 @@ pub async fn check(
 }
 
 /// Writes what the directory said (one transaction) and tells the guard.
-async fn sync(
+pub(crate) async fn sync(
     app: &AuthState,
     meta: &RequestMeta,
     name: Username,
@@ -167,6 +170,7 @@ async fn sync_with(
 ) -> Result<Option<accounts::Account>, ApiError> {
     let now = app.clock.now_ms();
     let allowed = verdict.allowed;
+    let actor = format!("directory:{}", verdict.source);
     let n = name.clone();
     let before = app.signin.standing(name.as_str());
     let res = app.store.write_with(move |txn| accounts::sync_directory(txn, &n, &verdict, now)).await;
@@ -193,8 +197,8 @@ async fn sync_with(
         };
         if !action.is_empty() {
             let entry = match meta {
-                Some(meta) => AuditEntry::new(meta, "directory:ldap", action, result),
-                None => AuditEntry::system("directory:ldap", action, result),
+                Some(meta) => AuditEntry::new(meta, actor.as_str(), action, result),
+                None => AuditEntry::system(actor.as_str(), action, result),
             };
             crate::audit::record(
                 app.audit,

@@ -10,6 +10,7 @@ use gshare::clock::Clock;
 use gshare::config::Config;
 use gshare::{App, RunningServer};
 
+pub mod oidc;
 pub mod slapd;
 
 pub fn init() {
@@ -58,11 +59,18 @@ impl TestServer {
     /// Starts with a TOML configuration file's settings (tables such as `[ldap]` are file-only),
     /// with `env` on top.
     pub async fn start_with_toml(toml: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_with_toml_on(toml, env, 0).await
+    }
+
+    /// The same, listening on `port` (0: one the kernel picks). A test that must name the
+    /// server's URL in its configuration first (an OpenID provider's registered redirect URI)
+    /// picks a free port beforehand.
+    pub async fn start_with_toml_on(toml: &str, env: &[(&str, &str)], port: u16) -> Self {
         init();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut all: std::collections::BTreeMap<String, String> =
             env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        all.insert("GSHARE_LISTEN".into(), "127.0.0.1:0".into());
+        all.insert("GSHARE_LISTEN".into(), format!("127.0.0.1:{port}"));
         all.insert("GSHARE_DATA_DIR".into(), dir.path().join("data").display().to_string());
         let config = Config::from_toml(&dir.path().join("config.toml"), toml, &all).expect("config");
         let clock = Clock::system();

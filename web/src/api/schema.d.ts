@@ -243,6 +243,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/oidc/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Finish single sign-on: checks `state` (this browser's, unused, unexpired), redeems the code
+         *     with the PKCE verifier, verifies the ID token (signature by an allowed asymmetric algorithm,
+         *     issuer, audience, expiry, nonce), makes or updates the account from its claims, sets the
+         *     console's session cookies and redirects (303) to the console.
+         */
+        get: operations["oidc_callback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/oidc/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Start single sign-on: a redirect (303) to the issuer's authorization endpoint (code flow,
+         *     PKCE S256, `state`, `nonce`), with a binding cookie for the callback.
+         */
+        get: operations["oidc_start"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/options": {
         parameters: {
             query?: never;
@@ -1440,6 +1482,11 @@ export interface components {
             must_change_password: boolean;
             password_changed_at: string;
             role: components["schemas"]["UserRole"];
+            /**
+             * @description Where the account signs in: `local` (its password here), `ldap` (the lab's directory) or
+             *     `oidc` (the lab's OpenID Connect issuer); the last two were made by their first sign-in.
+             */
+            source: string;
             username: string;
         };
         /** @description The signed-in admin's account. */
@@ -2868,9 +2915,14 @@ export interface components {
             initial_admin_password: boolean;
             /**
              * @description How names sign in with the password form: `local` accounts always; `ldap` too when the lab's
-             *     directory is configured (a name with no local account is asked of it).
+             *     directory is configured (a name with no local account is asked of it); `oidc` when an
+             *     OpenID Connect issuer is configured (the page shows a button to `oidc_start`).
              */
             methods: string[];
+            /** @description With `oidc`: what the single sign-on button says. */
+            oidc_label?: string | null;
+            /** @description With `oidc`: where the button goes (`GET`, a full-page navigation). */
+            oidc_start?: string | null;
         };
         /** @description Information about one snapshot file (`ls`, API answers). */
         SnapshotInfo: {
@@ -4112,6 +4164,178 @@ export interface operations {
             };
             /** @description headers_too_large: the request's headers exceed 64 KiB */
             431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    oidc_callback: {
+        parameters: {
+            query?: {
+                /** @description The sign-in's `state`, from `start`. */
+                state?: string;
+                /** @description The authorization code. */
+                code?: string;
+                /** @description The issuer's refusal (`access_denied`, …) instead of a code. */
+                error?: string;
+                error_description?: string;
+                /** @description RFC 9207: the issuer that answered. */
+                iss?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description signed in: `Set-Cookie: gshare_console=…` and `gshare_csrf`; to `/`. A refused browser navigation (`Accept: text/html`) is sent to `/?sso_error=<code>` instead of the errors below */
+            303: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `bad_request`: unknown, used, expired or another browser's `state` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_credentials`: the issuer refused, or its ID token is not accepted */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `account_disabled`: in no mapped group, or disabled */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no `[oidc]` issuer is configured */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `conflict`: the name is a local, deleted, or another identity's account */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the issuer did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    oidc_start: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description to the issuer; `Set-Cookie: gshare_oidc=…; HttpOnly; SameSite=Lax` (10 minutes) */
+            303: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unauthenticated: no admin token or console session, or an invalid or ended one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no `[oidc]` issuer is configured */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited`: 256 unfinished sign-ins from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the issuer did not answer; `server_busy`: too many sign-ins in progress */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -39,6 +39,31 @@ describe("LoginPage", () => {
     expect(document.body.textContent).not.toContain("initial-admin-password");
   });
 
+  it("offers the single sign-on button only when the server has an issuer, and says why a sign-on failed", async () => {
+    stubFetch({
+      "GET /api/v1/auth/options": () => ({
+        body: {
+          initial_admin_password: false,
+          methods: ["local", "oidc"],
+          oidc_label: "Sign in with Lab SSO",
+          oidc_start: "/api/v1/auth/oidc/start",
+        },
+      }),
+    });
+    window.history.replaceState(null, "", "/?sso_error=account_disabled");
+    const first = render(<LoginPage onSignedIn={() => {}} />);
+    const button = await screen.findByRole("link", { name: "Sign in with Lab SSO" });
+    expect(button.getAttribute("href")).toBe("/api/v1/auth/oidc/start");
+    expect(screen.getByRole("alert").textContent).toContain("Ask an admin of the lab");
+    first.unmount();
+    window.history.replaceState(null, "", "/");
+    stubFetch({ "GET /api/v1/auth/options": () => ({ body: { initial_admin_password: false, methods: ["local", "ldap"] } }) });
+    render(<LoginPage onSignedIn={() => {}} />);
+    await screen.findByText("Your lab's admin gives you your account, or a link to set its password.");
+    expect(screen.queryByRole("link")).toBeNull();
+    expect(screen.queryByRole("alert")).toBeNull();
+  });
+
   it("formats waits", () => {
     expect(waitText(1)).toBe("1 s");
     expect(waitText(59.2)).toBe("1 min");

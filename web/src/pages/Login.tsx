@@ -17,14 +17,39 @@ export function retryAfterS(e: unknown): number | null {
   return Number.isFinite(v) && v > 0 ? v : null;
 }
 
+/** What the sign-on callback's refusal (`?sso_error=<code>`, set by the server) means to the user. */
+export function ssoErrorText(code: string): string {
+  switch (code) {
+    case "bad_request":
+      return "That single sign-on expired or was already used. Start it again.";
+    case "invalid_credentials":
+      return "The lab's sign-on service did not sign you in.";
+    case "account_disabled":
+      return "Your account may not use gShare (no group of yours is allowed, or it is disabled). Ask an admin of the lab.";
+    case "conflict":
+      return "Your sign-on name belongs to another account here. Ask an admin of the lab.";
+    case "unavailable":
+      return "The lab's sign-on service did not answer. Try again later, or sign in with a password.";
+    default:
+      return "Single sign-on did not work. Try again, or ask an admin of the lab.";
+  }
+}
+
 export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
   const [username, setUsername] = useState("admin");
   /** Whether the first admin's password file is still there: the hint says where it is only then. */
   const [initialFile, setInitialFile] = useState(false);
+  /** The single sign-on button, when the server has an OpenID Connect issuer. */
+  const [sso, setSso] = useState<{ label: string; start: string } | null>(null);
+  /** The sign-on callback's refusal, passed back in the address. */
+  const [ssoError] = useState(() => new URLSearchParams(window.location.search).get("sso_error"));
   useEffect(() => {
     const ctl = new AbortController();
     request<Schemas["SignInOptions"]>("GET", "/api/v1/auth/options", { signal: ctl.signal, quiet401: true })
-      .then((o) => setInitialFile(o.initial_admin_password))
+      .then((o) => {
+        setInitialFile(o.initial_admin_password);
+        setSso(o.methods.includes("oidc") && o.oidc_start ? { label: o.oidc_label ?? "Single sign-on", start: o.oidc_start } : null);
+      })
       .catch(() => setInitialFile(false));
     return () => ctl.abort();
   }, []);
@@ -80,6 +105,19 @@ export function LoginPage(props: { onSignedIn: (a: Account) => void }) {
       <form class="card" onSubmit={submit} aria-labelledby="login-title">
         <h1 id="login-title">gShare Edge</h1>
         <p class="muted">Sign in to the console.</p>
+        {ssoError && (
+          <div class="error" role="alert">
+            {ssoErrorText(ssoError)}
+          </div>
+        )}
+        {sso && (
+          <>
+            <a class="button primary sso" href={sso.start}>
+              {sso.label}
+            </a>
+            <p class="small muted sso-or">or with a username and password:</p>
+          </>
+        )}
         <label>
           Username
           <input

@@ -544,6 +544,18 @@ export function UsersPage(props: { me?: string } = {}) {
                 <td>
                   <span class="user-name">{u.username}</span>
                   {self && <span class="muted small"> (you)</span>}
+                  {u.source && u.source !== "local" && (
+                    <span
+                      class="badge user-source"
+                      title={
+                        u.source === "ldap"
+                          ? "signs in with the lab's directory (LDAP)"
+                          : "signs in with the lab's single sign-on (OpenID Connect)"
+                      }
+                    >
+                      {u.source}
+                    </span>
+                  )}
                 </td>
                 <td>{u.role}</td>
                 <td>{u.group ?? <span class="muted">—</span>}</td>
