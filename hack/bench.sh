@@ -4,7 +4,8 @@
 # (default: all); also slow (stalled-body storms), ws-relay (WebSockets through relayed sessions) and
 # console (the e2e with its time budgets enforced).
 # `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
-# `signin` takes flags: --students 200 --users 1000 --sessions 20000 --seconds 10.
+# `signin` takes flags: --students 200 --users 1000 --sessions 20000 --seconds 10, and --ldap / --oidc
+# (the same class signs in again from a real slapd / OpenID provider, against the local class).
 # BENCH_PROFILE=dev measures a debug build instead (quicker to build, much slower to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -492,11 +493,14 @@ fleet() {
 # from the bounded argon2 pool is retried after its Retry-After, as the console does), the
 # callbacks' p50/p99 with the sign-ins against without them (same run), RSS; then GET
 # /api/v1/sessions for one member among 1,000 accounts and 20,000 sessions at 16 connections,
-# against /healthz at 16 connections in the same run.
+# against /healthz at 16 connections in the same run. With --ldap (and/or --oidc) the class then
+# signs in again as directory users, first sign-in each (the account made), in the same run.
 signin() {
-  local students=200 users=1000 sessions=20000 dur=10 clusters=2 nodes=50 gpus=8
+  local students=200 users=1000 sessions=20000 dur=10 clusters=2 nodes=50 gpus=8 ldap=0 oidc=0
   while [ $# -gt 0 ]; do
     case "$1" in
+      --ldap) ldap=1; shift ;;
+      --oidc) oidc=1; shift ;;
       --students) students=$2; shift 2 ;;
       --users) users=$2; shift 2 ;;
       --sessions) sessions=$2; shift 2 ;;
@@ -505,6 +509,9 @@ signin() {
     esac
   done
   [ "$students" -le "$users" ] || { echo "signin: --students must not exceed --users" >&2; return 2; }
+  [ "$oidc" = 0 ] || [ "$students" -lt 1000 ] || { echo "signin: --oidc takes at most 999 students" >&2; return 2; }
+  [ "$oidc" = 0 ] || [ -d "$PWD/tests/oidc/node_modules/oidc-provider" ] ||
+    { echo "signin: --oidc needs tests/oidc/node_modules (hack/deps.sh installs it)" >&2; return 2; }
   command -v wrk >/dev/null || { echo "installing wrk (Debian package)" >&2; apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null; }
   local profile_flag=(--release) seed
   [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
@@ -518,14 +525,28 @@ signin() {
   # with the server's default sign-in limits (in-flight attempts count against the address until
   # they succeed; a refusal then says Retry-After: 1). BENCH_LOGIN_MAX_FAILURES=N measures with
   # the per-address budget raised instead (the hashing pool alone).
-  local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s)
+  # --ldap: the same class, as directory users ldap0.. of a real slapd (start_slapd: LDAPS,
+  # search-then-bind), signs in too, each account made by its first sign-in; --oidc: as students of
+  # tests/oidc's provider (start_oidc), each a fresh browser through the whole code flow. Same
+  # server, same run, after the local class: the ratios are against it.
+  local cfg=/dev/null d sport oidc_issuer="" oidc_pid="" port url
+  port=$(free_port); url="http://127.0.0.1:$port"
+  if [ "$ldap" = 1 ] || [ "$oidc" = 1 ]; then
+    start_slapd "$students" || return
+    cfg="$work/signin.toml"
+    if [ "$ldap" = 1 ]; then cat "$work/ldap.toml" >>"$cfg"; else : >"$cfg"; fi
+    if [ "$oidc" = 1 ]; then
+      start_oidc "$url" || return 1
+      cat "$work/oidc.toml" >>"$cfg"
+    fi
+  fi
+  local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG="$cfg" GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s)
   [ -n "${BENCH_LOGIN_MAX_FAILURES:-}" ] && env+=(GSHARE_LOGIN_MAX_FAILURES="$BENCH_LOGIN_MAX_FAILURES")
   if [ -n "${BENCH_LOGIN_MAX_FAILURES:-}" ]; then
     echo "sign-in limits: GSHARE_LOGIN_MAX_FAILURES=$BENCH_LOGIN_MAX_FAILURES"
   else
     echo "sign-in limits: the server defaults"
   fi
-  port=$(free_port); url="http://127.0.0.1:$port"
   env "${env[@]}" GSHARE_LISTEN="127.0.0.1:$port" "$bin" serve 2>"$work/signin.log" &
   pid=$!
   until curl -fs "$url/readyz" >/dev/null; do sleep 0.05; done
@@ -564,31 +585,32 @@ PY
   local rps p50 p99 bad
   read -r rps p50 p99 bad <<<"$(FLEET_MODE=mix FLEET_FIRST=1 wrk_line 32 -s hack/fleet.lua "$url")"
   echo "callbacks alone: $rps/s, p50 $p50 ms, p99 $p99 ms, non-2xx $bad; RSS $(rss) MiB"
-  # The class signs in while the mix runs (started together; the mix outlasts the sign-ins).
-  FLEET_MODE=mix FLEET_FIRST=1 wrk_line 32 -s hack/fleet.lua "$url" >"$work/mix.out" &
-  local w=$!
-  sleep 1
-  python3 - "$url" "$students" "$work/passwords" <<'PY'
-import json, sys, threading, time, urllib.error, urllib.request
-url, n, pwfile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-creds = [l.split() for l in open(pwfile)][:n]
-start = threading.Barrier(n + 1)
+  local base50=$p50 base99=$p99
+  # class_round NAME: the class signs in while the mix runs (started together; the mix outlasts
+  # the sign-ins): local and ldap by password from $work/NAME.creds ("user password" lines), a 429
+  # retried after its Retry-After as the console does; oidc each as a fresh browser (gshare's
+  # start, the provider's authorize/interaction/resume, gshare's callback). Writes the seconds
+  # until all were signed in to $work/NAME.all.
+  class_round() {
+    local name=$1
+    FLEET_MODE=mix FLEET_FIRST=1 wrk_line 32 -s hack/fleet.lua "$url" >"$work/mix.out" &
+    local w=$!
+    sleep 1
+    python3 - "$url" "$students" "$name" "$work" "${d:-}" <<'PY'
+import http.cookiejar, json, ssl, sys, threading, time, urllib.error, urllib.parse, urllib.request
+url, n, name, work, slapd_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 done, refused, failed, lock = [], {}, [0], threading.Lock()
-def one(user, pw):
+
+def password(user, pw):
     body = json.dumps({"username": user, "password": pw}).encode()
-    start.wait()
     while True:
         req = urllib.request.Request(f"{url}/api/v1/auth/login", data=body, headers={"Content-Type": "application/json"})
         try:
             urllib.request.urlopen(req, timeout=60).read()
-            with lock:
-                done.append(time.perf_counter())
-            return
+            return True
         except urllib.error.HTTPError as e:
             if e.code != 429:
-                with lock:
-                    failed[0] += 1
-                return
+                return False
             try:
                 scope = json.load(e)["error"]["details"].get("scope", "?")
             except Exception:
@@ -596,6 +618,57 @@ def one(user, pw):
             with lock:
                 refused[scope] = refused.get(scope, 0) + 1
             time.sleep(float(e.headers.get("Retry-After", "1")))
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k):
+        return None
+
+def sso(user, _=None):
+    jar = http.cookiejar.CookieJar()
+    ctx = ssl.create_default_context(cafile=f"{slapd_dir}/ca.pem")
+    op = urllib.request.build_opener(NoRedirect, urllib.request.HTTPCookieProcessor(jar), urllib.request.HTTPSHandler(context=ctx))
+    def get(u):
+        try:
+            r = op.open(u, timeout=60)
+            r.read()
+            return r.status, r.headers.get("Location")
+        except urllib.error.HTTPError as e:
+            e.read()
+            return e.code, e.headers.get("Location")
+    status, loc = get(f"{url}/api/v1/auth/oidc/start")
+    if status == 429:
+        with lock:
+            refused["oidc start"] = refused.get("oidc start", 0) + 1
+    if status != 303:
+        return False
+    nxt = f"{loc}&login_hint={user}"
+    for _ in range(10):
+        if nxt.startswith(f"{url}/api/v1/auth/oidc/callback"):
+            break
+        status, loc = get(nxt)
+        if status not in (302, 303):
+            return False
+        nxt = urllib.parse.urljoin(nxt, loc)
+    status, loc = get(nxt)
+    return status == 303 and loc == "/"
+
+if name == "oidc":
+    # The server has met its issuer before class (discovery and keys kept): one sign-in first.
+    assert sso(f"student{n}"), "the warm-up OIDC sign-in failed"
+    creds, way = [(f"student{i}", None) for i in range(n)], sso
+else:
+    creds, way = [l.split() for l in open(f"{work}/{name}.creds")][:n], password
+start = threading.Barrier(n + 1)
+
+def one(user, pw):
+    start.wait()
+    ok = way(user, pw)
+    with lock:
+        if ok:
+            done.append(time.perf_counter())
+        else:
+            failed[0] += 1
+
 threads = [threading.Thread(target=one, args=c) for c in creds]
 for t in threads:
     t.start()
@@ -603,13 +676,31 @@ start.wait()
 t0 = time.perf_counter()
 for t in threads:
     t.join()
-print(f"{len(done)} of {n} signed in, all within {max(done) - t0:.2f} s (median {sorted(done)[len(done)//2] - t0:.2f} s); "
+total = max(done) - t0 if done else float("nan")
+open(f"{work}/{name}.all", "w").write(f"{total:.3f}\n")
+print(f"{name}: {len(done)} of {n} signed in, all within {total:.2f} s (median {sorted(done)[len(done)//2] - t0:.2f} s); "
       f"429 + Retry-After answered {sum(refused.values())} times (by scope: {dict(sorted(refused.items()))}); other failures {failed[0]}")
 PY
-  echo "RSS right after the sign-ins: $(rss) MiB (peak since start $(hwm) MiB)"
-  wait $w
-  read -r rps p50 p99 bad <"$work/mix.out"
-  echo "callbacks while the class signs in (the run includes the sign-ins): $rps/s, p50 $p50 ms, p99 $p99 ms, non-2xx $bad"
+    echo "$name: RSS right after the sign-ins: $(rss) MiB (peak since start $(hwm) MiB)"
+    wait $w
+    read -r rps p50 p99 bad <"$work/mix.out"
+    awk -v n="$name" -v r="$rps" -v a="$p50" -v b="$p99" -v x="$bad" -v a0="$base50" -v b0="$base99" 'BEGIN {
+      printf "%s: callbacks while the class signs in (the run includes the sign-ins): %s/s, p50 %s ms (%.2fx alone), p99 %s ms (%.2fx alone), non-2xx %s\n",
+        n, r, a, (a0 > 0) ? a / a0 : 0, b, (b0 > 0) ? b / b0 : 0, x }'
+  }
+  sed -n "1,${students}p" "$work/passwords" >"$work/local.creds"
+  class_round local
+  if [ "$ldap" = 1 ]; then
+    for i in $(seq 0 $((students - 1))); do echo "ldap$i pw-ldap$i-secret"; done >"$work/ldap.creds"
+    class_round ldap
+  fi
+  [ "$oidc" = 1 ] && class_round oidc
+  local m
+  for m in ldap oidc; do
+    [ -f "$work/$m.all" ] || continue
+    awk -v m="$m" -v t="$(cat "$work/$m.all")" -v b="$(cat "$work/local.all")" \
+      'BEGIN {printf "class start, %s against local (same server, same run): all signed in within %.2f s vs %.2f s = %.2fx\n", m, t, b, t / b}'
+  done
   # One member's sessions among all of them.
   local member; member=$(python3 - "$url" "$work/passwords" <<'PY'
 import json, sys, urllib.request
@@ -633,24 +724,19 @@ PY
   echo "GET /api/v1/sessions as one member ($((sessions / users)) of $sessions sessions are theirs, $users accounts): p50 $p50 ms, p99 $p99 ms, $rps req/s, non-2xx $bad (16 connections; /healthz p50 $hp50 ms, $hrps req/s)"
   echo "RSS at the end: $(rss) MiB; state file: $(stat -c %s "$data/gshare.redb" | awk '{printf "%.1f MiB", $1/1048576}')"
   kill $pid; wait $pid 2>/dev/null || true
+  if [ -n "$oidc_pid" ]; then exec 9>&-; kill "$oidc_pid" 2>/dev/null; wait "$oidc_pid" 2>/dev/null || true; fi
+  [ -n "${d:-}" ] && { kill "$(cat "$d/slapd.pid")" 2>/dev/null || true; }
   echo "load: $(uptime)"
 }
 
-# Sign-in latency, one request at a time (p50 of --count each, one run, one server): a local
-# member (argon2id) as the baseline; directory users' first sign-in (LDAPS search-then-bind against
-# Debian's slapd on loopback, the account made) and their next one (the account updated); the same
-# two by OpenID Connect against tests/oidc's oidc-provider over HTTPS (the whole browser flow, and
-# gshare's own part of it: start + callback, i.e. discovery kept, code redeemed, ID token verified).
-directory() {
-  local count=200
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --count) count=$2; shift 2 ;;
-      *) echo "directory: unknown flag $1" >&2; return 2 ;;
-    esac
-  done
-  [ -x /usr/sbin/slapd ] || { echo "directory: slapd is missing (hack/deps.sh installs it)" >&2; return 2; }
-  local d="$work/slapd" lport sport port url pid
+# Starts Debian's slapd on loopback for this run (LDAP and LDAPS, a CA made for the run) with COUNT
+# users ldap0.. (password pw-ldapN-secret), all in the directory group `class`, and a service
+# account; writes gshare's [ldap] table for it (search-then-bind over LDAPS, `class` mapped to the
+# group class) to $work/ldap.toml. Sets the caller's d (slapd's dir) and sport (its LDAPS port).
+start_slapd() {
+  local count=$1 lport
+  [ -x /usr/sbin/slapd ] || { echo "slapd is missing (hack/deps.sh installs it)" >&2; return 2; }
+  d="$work/slapd"
   mkdir -p "$d/db"
   # A CA made for this run, and slapd's certificate from it.
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days 1 -subj "/CN=bench LDAP CA" 2>/dev/null
@@ -694,7 +780,7 @@ PY
   /usr/sbin/slapd -f "$d/slapd.conf" -h "ldap://127.0.0.1:$lport/ ldaps://127.0.0.1:$sport/"
   trap 'kill "$(cat "$work/slapd/slapd.pid" 2>/dev/null)" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
   printf 'service-secret\n' >"$d/bind-pw"; chmod 600 "$d/bind-pw"
-  cat >"$work/directory.toml" <<EOF
+  cat >"$work/ldap.toml" <<EOF
 [ldap]
 url = "ldaps://127.0.0.1:$sport"
 ca_file = "$d/ca.pem"
@@ -704,22 +790,25 @@ user_base = "ou=people,dc=lab,dc=test"
 group_base = "ou=groups,dc=lab,dc=test"
 groups = [ { directory = "class", group = "class" } ]
 EOF
-  # The OpenID provider of the OIDC tests (tests/oidc, npm oidc-provider) over HTTPS with the same
-  # CA, registering this server's callback.
-  local oidc_issuer="" oidc_pid=""
-  port=$(free_port); url="http://127.0.0.1:$port"
-  if [ -d "$PWD/tests/oidc/node_modules/oidc-provider" ] && [ "$count" -le 1000 ]; then
-    printf 'bench-oidc-client-secret\n' >"$d/oidc-secret"; chmod 600 "$d/oidc-secret"
-    mkfifo "$d/oidc.in"
-    (cd "$PWD/tests/oidc" && exec node provider.mjs --redirect-uri "$url/api/v1/auth/oidc/callback" \
-      --client-secret bench-oidc-client-secret --cert "$d/cert.pem" --key "$d/key.pem" <"$d/oidc.in" >"$d/oidc.log" 2>&1) &
-    oidc_pid=$!
-    exec 9>"$d/oidc.in"  # the provider stops when this closes
-    # Wait on its readiness line (bounded), not on a timer.
-    for _ in $(seq 600); do grep -q '^ready ' "$d/oidc.log" 2>/dev/null && break; sleep 0.05; done
-    oidc_issuer=$(sed -n 's/^ready //p' "$d/oidc.log")
-    [ -n "$oidc_issuer" ] || { echo "directory: the OpenID provider did not start: $(cat "$d/oidc.log")" >&2; return 1; }
-    cat >>"$work/directory.toml" <<EOF
+}
+
+# Starts tests/oidc's OpenID provider (npm oidc-provider) over HTTPS with slapd's run CA (call
+# start_slapd first), registering the callback of the gshare at URL; students student0..999 sign
+# in by login_hint, all in ml-lab. Writes gshare's [oidc] table for it (ml-lab mapped to the group
+# class) to $work/oidc.toml. Sets the caller's oidc_issuer and oidc_pid; the provider stops when fd
+# 9 closes.
+start_oidc() {
+  printf 'bench-oidc-client-secret\n' >"$d/oidc-secret"; chmod 600 "$d/oidc-secret"
+  mkfifo "$d/oidc.in"
+  (cd "$PWD/tests/oidc" && exec node provider.mjs --redirect-uri "$1/api/v1/auth/oidc/callback" \
+    --client-secret bench-oidc-client-secret --cert "$d/cert.pem" --key "$d/key.pem" <"$d/oidc.in" >"$d/oidc.log" 2>&1) &
+  oidc_pid=$!
+  exec 9>"$d/oidc.in"  # the provider stops when this closes
+  # Wait on its readiness line (bounded), not on a timer.
+  for _ in $(seq 600); do grep -q '^ready ' "$d/oidc.log" 2>/dev/null && break; sleep 0.05; done
+  oidc_issuer=$(sed -n 's/^ready //p' "$d/oidc.log")
+  [ -n "$oidc_issuer" ] || { echo "the OpenID provider did not start: $(cat "$d/oidc.log")" >&2; return 1; }
+  cat >"$work/oidc.toml" <<EOF
 
 [oidc]
 issuer = "$oidc_issuer"
@@ -729,6 +818,31 @@ ca_file = "$d/ca.pem"
 scopes = ["openid", "profile", "groups"]
 groups = [ { directory = "ml-lab", group = "class" } ]
 EOF
+}
+
+# Sign-in latency, one request at a time (p50 of --count each, one run, one server): a local
+# member (argon2id) as the baseline; directory users' first sign-in (LDAPS search-then-bind against
+# Debian's slapd on loopback, the account made) and their next one (the account updated); the same
+# two by OpenID Connect against tests/oidc's oidc-provider over HTTPS (the whole browser flow, and
+# gshare's own part of it: start + callback, i.e. discovery kept, code redeemed, ID token verified).
+directory() {
+  local count=200
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --count) count=$2; shift 2 ;;
+      *) echo "directory: unknown flag $1" >&2; return 2 ;;
+    esac
+  done
+  local d sport port url pid
+  start_slapd "$count" || return
+  cp "$work/ldap.toml" "$work/directory.toml"
+  # The OpenID provider of the OIDC tests (tests/oidc, npm oidc-provider) over HTTPS with the same
+  # CA, registering this server's callback.
+  local oidc_issuer="" oidc_pid=""
+  port=$(free_port); url="http://127.0.0.1:$port"
+  if [ -d "$PWD/tests/oidc/node_modules/oidc-provider" ] && [ "$count" -le 1000 ]; then
+    start_oidc "$url" || return 1
+    cat "$work/oidc.toml" >>"$work/directory.toml"
   else
     echo "directory: tests/oidc/node_modules is missing (hack/deps.sh installs it) or --count > 1000: no OIDC figures" >&2
   fi
@@ -830,5 +944,5 @@ case "$what" in
   signin) signin "$@" ;;
   directory) directory "$@" ;;
   all) binary_size; start_to_ready; idle_rss; jwt; callbacks ;;
-  *) echo "usage: $0 [start|rss|storm|slow|ws-relay|size|jwt|callbacks|snapshot|sessions|admission|metrics|fleet [flags]|signin [flags]|directory [--count N]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [start|rss|storm|slow|ws-relay|size|jwt|callbacks|snapshot|sessions|admission|metrics|fleet [flags]|signin [flags] [--ldap] [--oidc]|directory [--count N]|all]" >&2; exit 2 ;;
 esac

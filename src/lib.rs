@@ -209,7 +209,7 @@ impl App {
         let oidc = config
             .oidc
             .as_ref()
-            .map(|o| auth::directory::oidc::OidcProvider::new(o, &config.public_url))
+            .map(|o| auth::directory::oidc::OidcProvider::new(o, &config.public_url, clock.clone()))
             .transpose()
             .map_err(StartError::Other)?;
         let signin = Arc::new(

@@ -498,6 +498,69 @@ async fn forged_id_tokens_from_a_hostile_issuer_are_refused() {
     let _ = oidc::CLIENT_SECRET;
 }
 
+/// A started sign-in waits 10 minutes (`FLOW_TTL`) on the app's clock: just inside, it finishes;
+/// past it, the callback is refused 400 (`state`) with an otherwise good code and ID token, and
+/// the entry is gone (taken by the callback; swept by the next start when never called back).
+#[tokio::test]
+async fn a_sign_in_started_more_than_ten_minutes_ago_is_refused_and_forgotten() {
+    crate::support::init();
+    let h = hostile_issuer().await;
+    let files = tempfile::tempdir().unwrap();
+    let s = TestServer::start_with_toml(&table(&h.issuer, None, files.path(), ""), &[]).await;
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let rs256 = jsonwebtoken::EncodingKey::from_rsa_pem(h.key.private_pem().expose().as_bytes()).unwrap();
+    let kid = h.key.kid().to_string();
+    let ttl = gshare::auth::directory::oidc::FLOW_TTL;
+    // An honest ID token for the sign-in `to_issuer` started.
+    let honest = |to_issuer: &str| {
+        let nonce = query(to_issuer, "nonce").unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let claims = json!({"iss": h.issuer, "aud": "gshare", "sub": "sub-eve", "preferred_username": "eve",
+                            "iat": now, "exp": now + 300, "nonce": nonce, "groups": ["ml-lab"]});
+        *h.id_token.lock().unwrap() = sign(jsonwebtoken::Algorithm::RS256, Some(&kid), &rs256, &claims);
+    };
+    async fn start(s: &TestServer, b: &mut Browser) -> String {
+        let res = b.get(&s.url(START)).await;
+        assert_eq!(res.status(), 303);
+        res.headers()["location"].to_str().unwrap().to_string()
+    }
+
+    // Called back a second short of 10 minutes: signed in.
+    let mut b = Browser::new(client.clone());
+    let to_issuer = start(&s, &mut b).await;
+    s.clock.advance(ttl - std::time::Duration::from_secs(1));
+    honest(&to_issuer);
+    let state = query(&to_issuer, "state").unwrap();
+    let res = b.get(&format!("{}?code=c&state={state}", s.url(CALLBACK))).await;
+    assert_eq!(res.status(), 303, "{}", res.text().await.unwrap_or_default());
+    assert_eq!(pending(&s), 0);
+
+    // Two started; 10 minutes pass.
+    let mut late = Browser::new(client.clone());
+    let to_issuer = start(&s, &mut late).await;
+    let mut never = Browser::new(client.clone());
+    start(&s, &mut never).await;
+    assert_eq!(pending(&s), 2);
+    s.clock.advance(ttl);
+    // The late callback, with a good code and token, is refused and its entry is gone.
+    honest(&to_issuer);
+    let state = query(&to_issuer, "state").unwrap();
+    let e =
+        expect_error(late.get(&format!("{}?code=c&state={state}", s.url(CALLBACK))).await, 400, "bad_request").await;
+    assert_eq!(e["error"]["details"]["reason"], "state", "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("expired"), "{e}");
+    assert_eq!(pending(&s), 1, "the expired entry was taken; the one never called back is still there");
+    // The next start sweeps the one never called back, and its own sign-in goes through.
+    let mut next = Browser::new(client.clone());
+    let to_issuer = start(&s, &mut next).await;
+    assert_eq!(pending(&s), 1, "only the new sign-in is pending");
+    honest(&to_issuer);
+    let state = query(&to_issuer, "state").unwrap();
+    let res = next.get(&format!("{}?code=c&state={state}", s.url(CALLBACK))).await;
+    assert_eq!(res.status(), 303, "{}", res.text().await.unwrap_or_default());
+    assert_eq!(pending(&s), 0);
+}
+
 /// `gshare config check` with the real binary: a good `[oidc]` table is printed with the client
 /// secret redacted; a table allowing HS256 is refused, naming the key.
 #[test]

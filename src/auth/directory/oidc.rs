@@ -32,6 +32,7 @@ use openidconnect::{
 use subtle::ConstantTimeEq;
 
 use crate::auth::accounts::Role;
+use crate::clock::Clock;
 use crate::config::OidcSettings;
 use crate::config::directory::Unmapped;
 use crate::locks::lock;
@@ -145,7 +146,8 @@ struct Pending {
     binding: String,
     nonce: Nonce,
     verifier: PkceCodeVerifier,
-    expires: Instant,
+    /// The app clock's milliseconds after which this sign-in is refused.
+    expires_ms: i64,
 }
 
 /// A user the issuer signed in, and what the mapping makes of them.
@@ -176,6 +178,8 @@ pub struct OidcProvider {
     http: Http,
     metadata: tokio::sync::Mutex<Option<(CoreProviderMetadata, Instant)>>,
     pending: Mutex<HashMap<String, Pending>>,
+    /// The app's clock, which the pending sign-ins' expiry reads (tests move it).
+    clock: Clock,
 }
 
 impl std::fmt::Debug for OidcProvider {
@@ -185,7 +189,7 @@ impl std::fmt::Debug for OidcProvider {
 }
 
 impl OidcProvider {
-    pub fn new(settings: &OidcSettings, public_url: &str) -> Result<Self, String> {
+    pub fn new(settings: &OidcSettings, public_url: &str, clock: Clock) -> Result<Self, String> {
         let redirect =
             RedirectUrl::new(settings.redirect_url_for(public_url)).map_err(|e| format!("oidc.redirect_url: {e}"))?;
         let issuer = IssuerUrl::new(settings.issuer.clone()).map_err(|e| format!("oidc.issuer: {e}"))?;
@@ -203,6 +207,7 @@ impl OidcProvider {
             http: Http::new(settings)?,
             metadata: tokio::sync::Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
+            clock,
         })
     }
 
@@ -246,9 +251,9 @@ impl OidcProvider {
         }
         let (url, state, nonce) = req.set_pkce_challenge(challenge).url();
         let binding = CsrfToken::new_random().secret().clone();
-        let now = Instant::now();
+        let now = self.clock.now_ms();
         let mut pending = lock(&self.pending);
-        pending.retain(|_, p| p.expires > now);
+        pending.retain(|_, p| p.expires_ms > now);
         if pending.len() >= MAX_PENDING {
             return Err(OidcError::Busy);
         }
@@ -257,7 +262,7 @@ impl OidcProvider {
         }
         pending.insert(
             state.secret().clone(),
-            Pending { addr, binding: binding.clone(), nonce, verifier, expires: now + FLOW_TTL },
+            Pending { addr, binding: binding.clone(), nonce, verifier, expires_ms: now + FLOW_TTL.as_millis() as i64 },
         );
         Ok(Started { authorize_url: url.to_string(), binding })
     }
@@ -268,7 +273,7 @@ impl OidcProvider {
         let p = lock(&self.pending).remove(state).ok_or_else(|| {
             OidcError::BadState("this sign-in is unknown, already used or expired; start again".into())
         })?;
-        if p.expires <= Instant::now() {
+        if p.expires_ms <= self.clock.now_ms() {
             return Err(OidcError::BadState("this sign-in expired; start again".into()));
         }
         let ours = binding.is_some_and(|b| bool::from(b.as_bytes().ct_eq(p.binding.as_bytes())));
