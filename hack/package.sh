@@ -13,13 +13,16 @@ command -v cargo-deb >/dev/null || cargo install --locked cargo-deb
 command -v cargo-generate-rpm >/dev/null || cargo install --locked cargo-generate-rpm
 
 cargo build --profile dist --locked -p gshare --bin gshare
-# The size budget (packaging/size-budget, bytes): a dist binary over it fails the build.
-budget=$(grep -E '^[0-9]+$' packaging/size-budget)
+# The size budget (packaging/size-budget, bytes): reported against its target, failed over its ceiling.
+target=$(awk '$1 == "target" {print $2}' packaging/size-budget)
+ceiling=$(awk '$1 == "ceiling" {print $2}' packaging/size-budget)
 size=$(stat -c %s "$CARGO_TARGET_DIR/dist/gshare")
-awk -v s="$size" -v b="$budget" 'BEGIN {printf "dist binary: %d bytes = %.2f MiB, budget %.2f MiB (%.1f %%)\n", s, s / 1048576, b / 1048576, 100 * s / b}'
-if [ "$size" -gt "$budget" ]; then
-    echo "the dist binary is $((size - budget)) bytes over its budget (packaging/size-budget)" >&2
+awk -v s="$size" -v t="$target" -v c="$ceiling" 'BEGIN {printf "dist binary: %d bytes = %.2f MiB; target %.2f MiB (%.1f %%), ceiling %.2f MiB\n", s, s / 1048576, t / 1048576, 100 * s / t, c / 1048576}'
+if [ "$size" -gt "$ceiling" ]; then
+    echo "the dist binary is $((size - ceiling)) bytes over its ceiling (packaging/size-budget)" >&2
     exit 1
+elif [ "$size" -gt "$target" ]; then
+    echo "warning: the dist binary is $((size - target)) bytes over its $((target / 1048576)) MiB target (packaging/size-budget)" >&2
 fi
 # Both tools read the asset target/dist/gshare from $CARGO_TARGET_DIR/dist/.
 

@@ -383,6 +383,18 @@ async fn reclaim_owner(
     if req.owner.is_empty() {
         return Err(ApiError::field(&["body", "owner"], "must name an owner", "value_error"));
     }
+    // The account may be gone already (that is when the console asks), but never a name no
+    // account could have had.
+    if crate::auth::accounts::Username::parse(&req.owner).is_err() {
+        return Err(ApiError::field(
+            &["body", "owner"],
+            format!(
+                "{} is not a username: 1-64 characters from A-Z a-z 0-9 - _ . @",
+                crate::http::text::echo(&req.owner)
+            ),
+            "value_error",
+        ));
+    }
     let outcome = app.volumes.reclaim_owner(&req.owner).await.map_err(ApiError::from);
     let details = match &outcome {
         Ok(r) => serde_json::json!({

@@ -728,6 +728,14 @@ async fn a_deleted_accounts_volumes_are_kept_or_reclaimed() {
     // Bad input.
     let reclaim = |b: Value| crate::sessions::call(&s, Method::POST, "/api/v1/volumes/reclaim", Some(b));
     expect_error(reclaim(json!({"owner": ""})).await, 422, "validation_failed").await;
+    // A name no account could have had (an LDAP filter, a newline): refused, echoed bounded.
+    for bad in ["*)(uid=*", "alice\n", "\u{202e}alice"] {
+        let r = reclaim(json!({ "owner": bad })).await;
+        let body = expect_error(r, 422, "validation_failed").await;
+        let msg = body["error"]["message"].as_str().unwrap();
+        assert!(!msg.contains('\n') && !msg.contains('\u{202e}'), "{msg}");
+        assert_eq!(body["error"]["details"]["errors"][0]["loc"], json!(["body", "owner"]));
+    }
     expect_error(reclaim(json!({"user": "alice"})).await, 422, "validation_failed").await;
     let bob = member(&s, "bob").await;
     let by_member = as_user(&s, &bob, Method::POST, "/api/v1/volumes/reclaim", Some(json!({"owner": "alice"})));
