@@ -778,7 +778,8 @@ PY
   /usr/sbin/slapadd -f "$d/slapd.conf" -l "$d/data.ldif" 2>/dev/null
   lport=$(free_port); sport=$(free_port)
   /usr/sbin/slapd -f "$d/slapd.conf" -h "ldap://127.0.0.1:$lport/ ldaps://127.0.0.1:$sport/"
-  trap 'kill "$(cat "$work/slapd/slapd.pid" 2>/dev/null)" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+  # `|| true`: under set -e a failing kill (slapd already stopped) would end the trap before the rm.
+  trap 'kill "$(cat "$work/slapd/slapd.pid" 2>/dev/null)" 2>/dev/null || true; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
   printf 'service-secret\n' >"$d/bind-pw"; chmod 600 "$d/bind-pw"
   cat >"$work/ldap.toml" <<EOF
 [ldap]
