@@ -89,10 +89,20 @@ fn flow_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
         (status = 303, description = "to the issuer; `Set-Cookie: gshare_oidc=…; HttpOnly; SameSite=Lax` (10 minutes)"),
         (status = 404, body = ErrorBody, description = "no `[oidc]` issuer is configured"),
         (status = 429, body = ErrorBody, description = "`rate_limited`: 256 unfinished sign-ins from this address"),
-        (status = 503, body = ErrorBody, description = "`unavailable`: the issuer did not answer; `server_busy`: too many sign-ins in progress")))]
-async fn oidc_start(State(app): State<AuthState>, meta: RequestMeta) -> Result<Response, ApiError> {
+        (status = 503, body = ErrorBody, description = "`unavailable`: the issuer did not answer; `server_busy`: too many sign-ins in progress. A browser's navigation (`Accept: text/html`) is sent to `/?sso_error=<code>` instead of these errors")))]
+async fn oidc_start(
+    State(app): State<AuthState>,
+    meta: RequestMeta,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     let oidc = app.signin.oidc.clone().ok_or_else(not_configured)?;
-    let started = oidc.start(meta.client_addr).await.map_err(answer)?;
+    let started = match oidc.start(meta.client_addr).await {
+        Ok(s) => s,
+        // The sign-in page's button is a navigation: its refusal (the issuer down, too many
+        // sign-ins) is shown there, not as a JSON page; other clients get the JSON error.
+        Err(e) if is_browser(&headers) => return Ok(to_sign_in_page(&answer(e))),
+        Err(e) => return Err(answer(e)),
+    };
     let location = HeaderValue::from_str(&started.authorize_url).map_err(ApiError::internal)?;
     let mut res = StatusCode::SEE_OTHER.into_response();
     let h = res.headers_mut();
@@ -100,6 +110,21 @@ async fn oidc_start(State(app): State<AuthState>, meta: RequestMeta) -> Result<R
     h.append(header::SET_COOKIE, flow_cookie(&started.binding, FLOW_TTL.as_secs(), app.signin.secure_cookies()));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(res)
+}
+
+/// A browser's navigation (it accepts HTML), not the console's or a script's request.
+fn is_browser(headers: &axum::http::HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"))
+}
+
+/// A refusal for a browser: back to the sign-in page (`/?sso_error=<code>`), which words it.
+fn to_sign_in_page(e: &ApiError) -> Response {
+    let mut res = StatusCode::SEE_OTHER.into_response();
+    let to = format!("/?sso_error={}", e.code.as_str());
+    let h = res.headers_mut();
+    h.insert(header::LOCATION, HeaderValue::from_str(&to).unwrap_or(HeaderValue::from_static("/")));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
 }
 
 /// What the issuer sends the browser back with.
@@ -146,15 +171,11 @@ async fn oidc_callback(
     };
     // A browser's navigation gets its refusal on the sign-in page (`/?sso_error=<code>`); other
     // clients get the JSON error.
-    let browser = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    let browser = is_browser(&headers);
     let refuse = |e: ApiError| -> Result<Response, ApiError> {
         if browser {
-            let mut res = StatusCode::SEE_OTHER.into_response();
-            let to = format!("/?sso_error={}", e.code.as_str());
-            let h = res.headers_mut();
-            h.insert(header::LOCATION, HeaderValue::from_str(&to).unwrap_or(HeaderValue::from_static("/")));
-            h.append(header::SET_COOKIE, flow_cookie("", 0, secure));
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            let mut res = to_sign_in_page(&e);
+            res.headers_mut().append(header::SET_COOKIE, flow_cookie("", 0, secure));
             return Ok(res);
         }
         Err(e.with_header(header::SET_COOKIE, flow_cookie("", 0, secure)))

@@ -269,6 +269,13 @@ async fn an_issuer_that_is_down_silent_or_untrusted_answers_503_and_local_sign_i
     let e = expect_error(b.get(&s.url(START)).await, 503, "unavailable").await;
     assert_eq!(e["error"]["details"]["step"], "discovery");
     assert!(e["error"]["message"].as_str().unwrap().contains("local accounts can still sign in"), "{e}");
+    // The sign-in page's button is a browser navigation: the refusal goes back to that page, which
+    // words it, instead of a JSON page.
+    let nav = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let r = nav.get(s.url(START)).header("accept", "text/html,application/xhtml+xml").send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/?sso_error=unavailable");
+    assert!(r.headers().get("set-cookie").is_none(), "no sign-in was started");
     local_admin(&s).await;
     s.stop().await;
 

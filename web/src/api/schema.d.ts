@@ -4334,7 +4334,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `unavailable`: the issuer did not answer; `server_busy`: too many sign-ins in progress */
+            /** @description `unavailable`: the issuer did not answer; `server_busy`: too many sign-ins in progress. A browser's navigation (`Accept: text/html`) is sent to `/?sso_error=<code>` instead of these errors */
             503: {
                 headers: {
                     [name: string]: unknown;
