@@ -501,6 +501,9 @@ try {
       if (/PATCH/.test(title)) throw new Error(`tooltip: ${title}`);
       await warn.click();
       const dialog = page.getByRole("dialog");
+      // The dialog moves focus to its first field in an effect after it shows: a fill before that
+      // typed into the Name field once (CI, 22:50: the cluster was renamed "gpu-ahttp://…").
+      await waitFor("the dialog to take focus", () => page.evaluate(() => !!document.activeElement?.closest("[role=dialog]")), 5000);
       const input = dialog.getByLabel("Session domain");
       const placeholder = await input.getAttribute("placeholder");
       if (/default/.test(placeholder) || !/needed before sessions can be opened/.test(placeholder))
