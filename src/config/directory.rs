@@ -323,30 +323,35 @@ pub(super) fn render(s: &LdapSettings) -> toml::Table {
     t.insert("group_base".into(), v(s.group_base.as_deref().unwrap_or("")));
     t.insert("group_filter".into(), v(&s.group_filter));
     t.insert("group_name_attribute".into(), v(&s.group_name_attribute));
-    t.insert("admin_groups".into(), toml::Value::Array(s.admin_groups.iter().map(|g| v(g)).collect()));
-    t.insert(
-        "groups".into(),
-        toml::Value::Array(
-            s.groups
-                .iter()
-                .map(|g| {
-                    let mut m = toml::Table::new();
-                    m.insert("directory".into(), v(&g.directory));
-                    m.insert("group".into(), v(&g.group));
-                    toml::Value::Table(m)
-                })
-                .collect(),
-        ),
-    );
-    t.insert(
-        "unmapped".into(),
-        v(match s.unmapped {
-            Unmapped::Refuse => "refuse",
-            Unmapped::Member => "member",
-        }),
-    );
+    render_mapping(&mut t, &s.admin_groups, &s.groups, s.unmapped);
     t.insert("recheck_interval".into(), v(&humantime::format_duration(s.recheck_interval).to_string()));
     t
+}
+
+/// The group mapping keys `[ldap]` and `[oidc]` share (`admin_groups`, `groups`, `unmapped`), rendered.
+pub(super) fn render_mapping(
+    t: &mut toml::Table,
+    admin_groups: &[String],
+    groups: &[GroupMapping],
+    unmapped: Unmapped,
+) {
+    let v = |x: &str| toml::Value::String(x.to_string());
+    t.insert("admin_groups".into(), toml::Value::Array(admin_groups.iter().map(|g| v(g)).collect()));
+    let groups = groups
+        .iter()
+        .map(|g| {
+            let mut m = toml::Table::new();
+            m.insert("directory".into(), v(&g.directory));
+            m.insert("group".into(), v(&g.group));
+            toml::Value::Table(m)
+        })
+        .collect();
+    t.insert("groups".into(), toml::Value::Array(groups));
+    let unmapped = match unmapped {
+        Unmapped::Refuse => "refuse",
+        Unmapped::Member => "member",
+    };
+    t.insert("unmapped".into(), v(unmapped));
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::directory::{GroupMapping, Unmapped, group_name_ok, read_secret_file};
+use super::directory::{GroupMapping, Unmapped, group_name_ok, read_secret_file, render_mapping};
 use super::{ConfigError, Secret};
 
 /// What the file says (unknown keys rejected).
@@ -228,28 +228,7 @@ pub(super) fn render(s: &OidcSettings) -> toml::Table {
     t.insert("scopes".into(), toml::Value::Array(s.scopes.iter().map(|x| v(x)).collect()));
     t.insert("username_claim".into(), v(&s.username_claim));
     t.insert("groups_claim".into(), v(&s.groups_claim));
-    t.insert("admin_groups".into(), toml::Value::Array(s.admin_groups.iter().map(|g| v(g)).collect()));
-    t.insert(
-        "groups".into(),
-        toml::Value::Array(
-            s.groups
-                .iter()
-                .map(|g| {
-                    let mut m = toml::Table::new();
-                    m.insert("directory".into(), v(&g.directory));
-                    m.insert("group".into(), v(&g.group));
-                    toml::Value::Table(m)
-                })
-                .collect(),
-        ),
-    );
-    t.insert(
-        "unmapped".into(),
-        v(match s.unmapped {
-            Unmapped::Refuse => "refuse",
-            Unmapped::Member => "member",
-        }),
-    );
+    render_mapping(&mut t, &s.admin_groups, &s.groups, s.unmapped);
     t.insert("ca_file".into(), v(&s.ca_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default()));
     t.insert("timeout".into(), v(&humantime::format_duration(s.timeout).to_string()));
     t.insert("signing_algs".into(), toml::Value::Array(s.signing_algs.iter().map(|x| v(x)).collect()));
