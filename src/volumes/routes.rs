@@ -266,8 +266,13 @@ async fn share_volume(
     body: Bytes,
 ) -> Result<axum::Json<VolumeView>, ApiError> {
     let req: VolumeShare = parse_json(&body)?;
-    if req.group.is_empty() || req.group.chars().count() > 64 || req.group.chars().any(char::is_control) {
-        return Err(ApiError::field(&["body", "group"], "must be a group's name (1–64 characters)", "value_error"));
+    // The accounts' group rule: a name no account can be in has no members to share with.
+    if crate::auth::accounts::check_group(&req.group).is_err() {
+        return Err(ApiError::field(
+            &["body", "group"],
+            "must be a group's name: 1–64 characters, letters, digits and - _ . @",
+            "value_error",
+        ));
     }
     let details = serde_json::json!({ "group": req.group });
     let outcome = app.volumes.share(&id, Some(req.group), actor(&caller)).await.map_err(ApiError::from);
