@@ -73,6 +73,33 @@ const RESERVE_PER_ADDRESS: usize = 4;
 /// of being evicted by the next connection of a storm. A slow head is evictable after it.
 const EVICT_GRACE: Duration = Duration::from_millis(250);
 
+/// A reserve connection whose first bytes ask for `/healthz` or `/readyz` keeps its place this
+/// long until it is answered (a probe on a loaded machine may wait for its task to run); one that
+/// asks for anything else is evictable at once (it gets a 503 anyway).
+const HEALTH_GRACE: Duration = Duration::from_secs(1);
+
+/// What a reserve connection's first bytes were ([`Slot::head`]).
+const HEAD_UNKNOWN: u8 = 0;
+const HEAD_HEALTH: u8 = 1;
+const HEAD_OTHER: u8 = 2;
+
+/// The request lines of the health paths, as a plain HTTP/1 probe sends them.
+const HEALTH_HEADS: &[&[u8]] = &[b"GET /healthz", b"GET /readyz", b"HEAD /healthz", b"HEAD /readyz"];
+
+/// [`HEAD_HEALTH`] or [`HEAD_OTHER`] for a head starting with `peeked`; `None` while it could
+/// still be either.
+fn classify_head(peeked: &[u8]) -> Option<u8> {
+    let next_is_end = |h: &[u8]| matches!(peeked.get(h.len()), Some(b' ' | b'?'));
+    if HEALTH_HEADS.iter().any(|h| peeked.starts_with(h) && next_is_end(h)) {
+        return Some(HEAD_HEALTH);
+    }
+    let may_become = HEALTH_HEADS.iter().any(|h| {
+        let n = peeked.len().min(h.len());
+        peeked[..n] == h[..n] && (peeked.len() <= h.len())
+    });
+    if may_become { None } else { Some(HEAD_OTHER) }
+}
+
 /// A request extension: this connection is one of the [`HEALTH_RESERVE`]; it is answered only on
 /// the health paths.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +114,8 @@ struct Slot {
     ended: std::sync::atomic::AtomicBool,
     /// A request has entered (see [`EVICT_GRACE`]).
     served: std::sync::atomic::AtomicBool,
+    /// A reserve connection's first bytes: [`HEAD_UNKNOWN`], [`HEAD_HEALTH`] or [`HEAD_OTHER`].
+    head: std::sync::atomic::AtomicU8,
     opened: Instant,
     close: Notify,
 }
@@ -98,6 +127,7 @@ impl Slot {
             held: AtomicUsize::new(0),
             ended: std::sync::atomic::AtomicBool::new(false),
             served: std::sync::atomic::AtomicBool::new(false),
+            head: std::sync::atomic::AtomicU8::new(HEAD_UNKNOWN),
             opened,
             close: Notify::new(),
         }
@@ -163,12 +193,20 @@ fn count_down(counts: &mut HashMap<IpAddr, usize>, key: IpAddr) {
 }
 
 impl Connections {
-    /// Idle (no request in flight, no tunnel) and either served once or past [`EVICT_GRACE`].
+    /// Idle (no request in flight, no tunnel) and either served once or past its grace: a
+    /// health probe's [`HEALTH_GRACE`], nothing for a reserve connection asking for anything
+    /// else, [`EVICT_GRACE`] for a head not seen yet.
     fn evictable(open: &Open, now: Instant) -> bool {
         let slot = &open.slot;
+        let age = now.saturating_duration_since(slot.opened);
+        let grace = match slot.head.load(Ordering::Acquire) {
+            HEAD_HEALTH => HEALTH_GRACE,
+            HEAD_OTHER => Duration::ZERO,
+            _ => EVICT_GRACE,
+        };
         slot.in_flight.load(Ordering::Acquire) == 0
             && slot.held.load(Ordering::Acquire) == 0
-            && (slot.served.load(Ordering::Acquire) || now.saturating_duration_since(slot.opened) >= EVICT_GRACE)
+            && (slot.served.load(Ordering::Acquire) || age >= grace)
     }
 
     /// Closes the oldest evictable connection that `pick` accepts; false when there is none.
@@ -450,6 +488,11 @@ pub async fn serve(
                         return;
                     }
                 }
+                if reserve && acceptor.is_none() {
+                    // A health probe keeps its place until answered; anything else may be closed
+                    // at once to make room for one (TLS: not known before the handshake).
+                    slot.head.store(peek_head_kind(&stream).await, Ordering::Release);
+                }
                 let Some(acceptor) = acceptor else {
                     let conn =
                         builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
@@ -498,6 +541,28 @@ pub async fn serve(
 }
 
 /// Counts a request in flight on its connection for as long as it lives.
+/// Peeks at a reserve connection's first bytes (without taking them) until they say whether it
+/// is a health probe, for at most [`EVICT_GRACE`].
+async fn peek_head_kind(stream: &tokio::net::TcpStream) -> u8 {
+    let give_up = Instant::now() + EVICT_GRACE;
+    let mut buf = [0u8; 16];
+    loop {
+        let n = match stream.peek(&mut buf).await {
+            Ok(n) if n > 0 => n,
+            _ => return HEAD_OTHER,
+        };
+        if let Some(kind) = classify_head(&buf[..n]) {
+            return kind;
+        }
+        if Instant::now() >= give_up {
+            return HEAD_UNKNOWN;
+        }
+        // Part of a head that may still be a probe's: look again shortly (peek returns at once
+        // while the same bytes wait).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 struct InFlight(Arc<Slot>);
 
 impl InFlight {
@@ -623,6 +688,37 @@ mod tests {
         let later = ms(10) + EVICT_GRACE;
         assert!(c.admit(ip(5), caps, later).is_some());
         assert_eq!(Arc::strong_count(&probe), 1, "a silent connection goes after the grace");
+    }
+
+    #[test]
+    fn a_reserve_connection_asking_for_health_keeps_its_place_and_others_make_room() {
+        assert_eq!(classify_head(b"GET /healthz HTTP/1.1\r\n"), Some(HEAD_HEALTH));
+        assert_eq!(classify_head(b"HEAD /readyz?x HTTP/1.1"), Some(HEAD_HEALTH));
+        assert_eq!(classify_head(b"GET /heal"), None, "may still be a probe");
+        assert_eq!(classify_head(b"GET /healthzz HTTP/1.1"), Some(HEAD_OTHER));
+        assert_eq!(classify_head(b"GET /proxy/ses-1/ws"), Some(HEAD_OTHER));
+        assert_eq!(classify_head(b"PRI * HTTP/2.0"), Some(HEAD_OTHER));
+        let caps = Caps { total: 1, per_address: 100, reserve: 2 };
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut c = Connections::default();
+        let (_, busy, _) = c.admit(ip(1), caps, t0).unwrap();
+        let _busy = InFlight::enter(&busy);
+        let (_, probe, _) = c.admit(ip(2), caps, ms(1)).unwrap();
+        let (_, storm, _) = c.admit(ip(3), caps, ms(2)).unwrap();
+        probe.head.store(HEAD_HEALTH, Ordering::Release);
+        storm.head.store(HEAD_OTHER, Ordering::Release);
+        // Within the grace: the storm's connection goes, the probe stays.
+        let (_, next, _) = c.admit(ip(4), caps, ms(10)).unwrap();
+        assert_eq!(Arc::strong_count(&storm), 1);
+        assert_eq!(Arc::strong_count(&probe), 2);
+        next.head.store(HEAD_OTHER, Ordering::Release);
+        // Past EVICT_GRACE the probe still stays (its own grace is longer)...
+        let (_, _, _) = c.admit(ip(5), caps, ms(1) + EVICT_GRACE).unwrap();
+        assert_eq!(Arc::strong_count(&probe), 2);
+        // ...but not forever: a probe that never finishes its head goes after HEALTH_GRACE.
+        assert!(c.admit(ip(6), caps, ms(1) + HEALTH_GRACE).is_some());
+        assert_eq!(Arc::strong_count(&probe), 1);
     }
 
     #[test]
