@@ -118,20 +118,20 @@ impl Admission {
             }
             Ok(Verdict::Queue(reason))
         };
-        // Strictly in order: with others waiting on this cluster, a new session waits behind them.
-        if max_queued > 0 && !queue_in_write(txn, &cluster.id)?.is_empty() {
-            return may_queue(QUEUE_AHEAD);
-        }
         let want = Want {
             model: shape.gpu_model.as_deref().filter(|m| !m.is_empty()),
             exclusive: shape.mode == Some(GpuMode::Exclusive),
             mem_mb: shape.gpu_mem_mb.unwrap_or(0).max(0) as u64,
             cores: shape.gpu_cores.unwrap_or(0).max(0) as u64,
         };
-        let Err(unfit) = self.fit.check(&self.store, &cluster.id, &want)? else { return Ok(Verdict::Start) };
+        // Strictly in order: with others waiting on this cluster, a new session waits behind them.
+        let ahead = max_queued > 0 && !queue_in_write(txn, &cluster.id)?.is_empty();
+        let Err(unfit) = self.fit.check(&self.store, &cluster.id, &want)? else {
+            return if ahead { may_queue(QUEUE_AHEAD) } else { Ok(Verdict::Start) };
+        };
         // No room now, but an emptied card of its model would hold it: it can wait for one.
         if max_queued > 0 && unfit.could_fit {
-            return may_queue(NO_GPU_CAPACITY);
+            return may_queue(if ahead { QUEUE_AHEAD } else { NO_GPU_CAPACITY });
         }
         let asked = if want.exclusive {
             "a whole card".to_string()
