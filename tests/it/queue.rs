@@ -405,7 +405,7 @@ async fn a_groups_gpu_hour_budget_warns_refuses_and_pauses_after_the_grace_and_a
     assert!(sweep().await.unwrap().paused.is_empty());
     s.clock.advance(Duration::from_secs(60));
     let done = sweep().await.unwrap();
-    assert_eq!(done.paused, [sid.clone()]);
+    assert_eq!(done.paused, std::slice::from_ref(&sid));
     let v = get(&s, &sid).await;
     assert_eq!((&v["phase"], &v["reason"]), (&json!("paused"), &json!("budget_exhausted")), "{v}");
     let cr = c.store().get("gshare.io", "v1", "gsharesessions", Some(NS), &name).unwrap();
