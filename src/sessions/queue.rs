@@ -18,6 +18,7 @@
 //! message), at 100 % they are told they pause in 10 minutes, and after that grace they are
 //! paused (reason `budget_exhausted`) through the pause path.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use super::model::*;
@@ -97,80 +98,95 @@ impl Sessions {
         Ok(pass)
     }
 
-    /// One decision on `cluster`'s queue, in one write transaction.
+    /// One decision on `cluster`'s queue, in one write transaction (rolled back, not committed,
+    /// when it changed nothing: a blocked queue costs no commit).
     async fn queue_step(&self, cluster_id: &str) -> Result<Step, SessionError> {
         let (cluster_id, now) = (cluster_id.to_string(), self.clock.now_ms());
         let (admission, gate) = (self.admission.clone(), self.operator_gate.0.clone());
-        self.store
+        let step = self
+            .store
             .write_with(move |txn| {
-                let Some(cluster) = CLUSTERS.get_in_write(txn, &cluster_id)? else { return Ok(Step::Done) };
-                if in_flight(txn, &cluster_id, now)? {
-                    return Ok(Step::Done);
-                }
-                let entries: Vec<(String, String)> = queue_in_write(txn, &cluster_id)?
-                    .into_iter()
-                    .map(|(k, owner)| (queued_id(&k).to_string(), owner))
-                    .collect();
-                for (id, owner) in entries {
-                    let Some(mut s) = SESSIONS.get_in_write(txn, &id)?.filter(SessionRecord::is_queued) else {
-                        continue;
-                    };
-                    // Bad entries leave the queue unstarted, saying why.
-                    let offering = OFFERINGS.get_in_write(txn, &s.offering_id)?;
-                    let drop_reason = if offering.as_ref().is_none_or(|o| o.status != OfferingStatus::Active) {
-                        Some((
-                            status::Reason::OfferingInactive,
-                            format!(
-                                "left the queue unstarted: offering {} was deactivated or deleted while it waited",
-                                s.offering_name
-                            ),
-                        ))
-                    } else if crate::auth::accounts::is_disabled(txn, &owner)? {
-                        Some((
-                            status::Reason::AccountDisabled,
-                            format!("left the queue unstarted: account {owner} was disabled while it waited"),
-                        ))
-                    } else {
-                        None
-                    };
-                    if let Some((reason, message)) = drop_reason {
-                        s.reason = Some(reason);
-                        s.message = Some(message);
-                        s.set_phase(Phase::Terminated, now);
-                        put_session(txn, &s)?;
-                        return Ok(Step::Dropped(id, reason));
-                    }
-                    if gate(txn, &cluster, now)?.is_some() {
-                        note_reason(txn, &mut s, "operator_not_connected", None)?;
+                let wrote = Cell::new(false);
+                let decided = (|| {
+                    let Some(cluster) = CLUSTERS.get_in_write(txn, &cluster_id)? else { return Ok(Step::Done) };
+                    if in_flight(txn, &cluster_id, now, &wrote)? {
                         return Ok(Step::Done);
                     }
-                    let mut shape = s.shape.clone();
-                    match admission.check(txn, &owner, &cluster, &mut shape, Some(&s.shape), true, now) {
-                        Ok(_) => {
-                            let waited = (now - s.queue.as_ref().map_or(now, |q| q.queued_at)).max(0) / 60_000;
-                            if let Some(q) = s.queue.as_mut() {
-                                q.started_at = Some(now);
-                            }
-                            s.message = Some(format!("queue: started after waiting {waited} min in the queue"));
+                    let entries: Vec<(String, String)> = queue_in_write(txn, &cluster_id)?
+                        .into_iter()
+                        .map(|(k, owner)| (queued_id(&k).to_string(), owner))
+                        .collect();
+                    for (id, owner) in entries {
+                        let Some(mut s) = SESSIONS.get_in_write(txn, &id)?.filter(SessionRecord::is_queued) else {
+                            continue;
+                        };
+                        // Bad entries leave the queue unstarted, saying why.
+                        let offering = OFFERINGS.get_in_write(txn, &s.offering_id)?;
+                        let drop_reason = if offering.as_ref().is_none_or(|o| o.status != OfferingStatus::Active) {
+                            Some((
+                                status::Reason::OfferingInactive,
+                                format!(
+                                    "left the queue unstarted: offering {} was deactivated or deleted while it waited",
+                                    s.offering_name
+                                ),
+                            ))
+                        } else if crate::auth::accounts::is_disabled(txn, &owner)? {
+                            Some((
+                                status::Reason::AccountDisabled,
+                                format!("left the queue unstarted: account {owner} was disabled while it waited"),
+                            ))
+                        } else {
+                            None
+                        };
+                        if let Some((reason, message)) = drop_reason {
+                            s.reason = Some(reason);
+                            s.message = Some(message);
+                            s.set_phase(Phase::Terminated, now);
                             put_session(txn, &s)?;
-                            QUEUE_STARTED.put(txn, &format!("{cluster_id}/{id}"), &now)?;
-                            return Ok(Step::Started(Box::new(s)));
+                            return Ok(Step::Dropped(id, reason));
                         }
-                        // No room: the head holds its cluster's queue (strict order).
-                        Err(SessionError::Conflict { code: ErrorCode::Unserviceable, .. }) => {
-                            note_reason(txn, &mut s, super::admission::NO_GPU_CAPACITY, None)?;
+                        if gate(txn, &cluster, now)?.is_some() {
+                            note_reason(txn, &mut s, "operator_not_connected", None, &wrote)?;
                             return Ok(Step::Done);
                         }
-                        // Its owner's limits refuse it now: it waits, and the next is looked at.
-                        Err(SessionError::Conflict { code: ErrorCode::QuotaExceeded, message, .. }) => {
-                            note_reason(txn, &mut s, "quota_exceeded", Some(message))?;
+                        let mut shape = s.shape.clone();
+                        match admission.check(txn, &owner, &cluster, &mut shape, Some(&s.shape), true, now) {
+                            Ok(_) => {
+                                let waited = (now - s.queue.as_ref().map_or(now, |q| q.queued_at)).max(0) / 60_000;
+                                if let Some(q) = s.queue.as_mut() {
+                                    q.started_at = Some(now);
+                                }
+                                s.message = Some(format!("queue: started after waiting {waited} min in the queue"));
+                                put_session(txn, &s)?;
+                                QUEUE_STARTED.put(txn, &format!("{cluster_id}/{id}"), &now)?;
+                                return Ok(Step::Started(Box::new(s)));
+                            }
+                            // No room: the head holds its cluster's queue (strict order).
+                            Err(SessionError::Conflict { code: ErrorCode::Unserviceable, .. }) => {
+                                note_reason(txn, &mut s, super::admission::NO_GPU_CAPACITY, None, &wrote)?;
+                                return Ok(Step::Done);
+                            }
+                            // Its owner's limits refuse it now: it waits, and the next is looked at.
+                            Err(SessionError::Conflict { code: ErrorCode::QuotaExceeded, message, .. }) => {
+                                note_reason(txn, &mut s, "quota_exceeded", Some(message), &wrote)?;
+                            }
+                            Err(e) => return Err(e),
                         }
-                        Err(e) => return Err(e),
                     }
+                    Ok(Step::Done)
+                })();
+                match decided {
+                    Ok(Step::Done) if !wrote.get() => Err(Idle::Idle),
+                    Ok(step) => Ok(step),
+                    Err(e) => Err(Idle::Failed(e)),
                 }
-                Ok(Step::Done)
             })
-            .await
+            .await;
+        match step {
+            Ok(step) => Ok(step),
+            Err(Idle::Idle) => Ok(Step::Done),
+            Err(Idle::Failed(e)) => Err(e),
+        }
     }
 
     /// Applies the CR of a session the queue started (as a create does after its commit).
@@ -316,7 +332,7 @@ impl Sessions {
 
 /// Whether a session the queue started on `cluster_id` is still on its way (not yet bound to a
 /// card, younger than [`IN_FLIGHT_MS`]); entries that no longer are go.
-fn in_flight(txn: &WriteTxn, cluster_id: &str, now: i64) -> Result<bool, SessionError> {
+fn in_flight(txn: &WriteTxn, cluster_id: &str, now: i64, wrote: &Cell<bool>) -> Result<bool, SessionError> {
     let mut waiting = false;
     for (key, at) in QUEUE_STARTED.list_prefix_in_write(txn, &format!("{cluster_id}/"))? {
         let id = key.rsplit('/').next().unwrap_or_default();
@@ -328,6 +344,7 @@ fn in_flight(txn: &WriteTxn, cluster_id: &str, now: i64) -> Result<bool, Session
             waiting = true;
         } else {
             QUEUE_STARTED.delete(txn, &key)?;
+            wrote.set(true);
         }
     }
     Ok(waiting)
@@ -339,6 +356,7 @@ fn note_reason(
     s: &mut SessionRecord,
     reason: &str,
     message: Option<String>,
+    wrote: &Cell<bool>,
 ) -> Result<(), SessionError> {
     let Some(q) = s.queue.as_mut() else { return Ok(()) };
     if q.reason == reason && s.message == message {
@@ -347,7 +365,20 @@ fn note_reason(
     q.reason = reason.to_string();
     s.message = message;
     put_session(txn, s)?;
+    wrote.set(true);
     Ok(())
+}
+
+/// A queue step's transaction ends without a commit when it changed nothing (`Idle`).
+enum Idle {
+    Idle,
+    Failed(SessionError),
+}
+
+impl From<crate::store::StoreError> for Idle {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Failed(e.into())
+    }
 }
 
 /// Sets `message` on each of the sessions that are still running.
