@@ -831,6 +831,11 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
     if was_queued != now_queued {
         if let Some(k) = was_queued {
             SESSION_QUEUE.delete(txn, &k)?;
+            // Those behind it move up: their owners' live events say so.
+            let prefix = format!("{}/", session.cluster_id);
+            for (_, owner) in SESSION_QUEUE.list_prefix_in_write(txn, &prefix)? {
+                txn.note_key(&owner_sessions_key(&owner));
+            }
         }
         if let Some(k) = now_queued {
             SESSION_QUEUE.put(txn, &k, &session.owner)?;

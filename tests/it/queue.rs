@@ -163,9 +163,13 @@ async fn a_session_that_does_not_fit_is_queued_and_started_in_order_as_cards_fre
     // Still full: the queue waits.
     serve(&s).await;
     assert_eq!(get(&s, first["id"].as_str().unwrap()).await["queue_position"], 1);
-    // A card frees: the head starts (its CR applied), the rest move up.
+    // A card frees: the head starts (its CR applied), the rest move up (and bob's live events,
+    // whose session was not written, hear of it).
+    let bob_key = gshare::sessions::model::owner_sessions_key("bob");
+    let bob_seen = s.app().store.table_generation(&[&bob_key]);
     ends(&s, &cid, &running[0]).await;
     serve(&s).await;
+    assert!(s.app().store.table_generation(&[&bob_key]) > bob_seen, "bob hears his place changed");
     let v = get(&s, first["id"].as_str().unwrap()).await;
     assert_eq!(
         (&v["queue_position"], &v["queued_reason"], &v["phase"]),
