@@ -393,7 +393,7 @@ struct DeleteParams {
 
 /// End a session: its GShareSession is deleted; the operator's finalizer reports Terminated.
 #[utoipa::path(delete, path = "/api/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path), DeleteParams),
-    responses((status = 200, body = SessionView, description = "terminating (or terminated when nothing holds the CR)"),
+    responses((status = 200, body = SessionView, description = "terminating (or terminated when nothing holds the CR, or at once for a queued session: nothing was applied)"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "session_conflict: already ended"),
         (status = 502, body = ErrorBody, description = "cluster_unreachable or cluster_apply_failed")))]

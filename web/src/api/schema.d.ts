@@ -6996,7 +6996,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description terminating (or terminated when nothing holds the CR) */
+            /** @description terminating (or terminated when nothing holds the CR, or at once for a queued session: nothing was applied) */
             200: {
                 headers: {
                     [name: string]: unknown;
