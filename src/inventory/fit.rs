@@ -75,6 +75,9 @@ pub struct Unfit {
     pub reported_models: Vec<String>,
     /// Ready cards on schedulable nodes.
     pub schedulable_cards: u64,
+    /// Whether a counted card of the asked model could hold it once its bookings end (the ask is
+    /// not larger than every such card): a queue can wait for it; otherwise it never fits.
+    pub could_fit: bool,
 }
 
 /// One model's counted cards.
@@ -87,6 +90,9 @@ struct ModelFree {
     /// The free pairs not beaten in both by another card, by memory descending (derived from
     /// `points`; `None` after a change until the next check).
     frontier: Option<Vec<(u64, u64)>>,
+    /// (MiB, cores) of counted cards when nothing is booked on them, and whether they can be
+    /// taken whole (not MIG) -> how many.
+    sizes: BTreeMap<(u64, u64, bool), u32>,
 }
 
 impl ModelFree {
@@ -121,6 +127,8 @@ struct Card {
     free: (u64, u64),
     /// Its size when nothing is booked on it (and it is not MIG).
     whole: Option<(u64, u64)>,
+    /// Its size, and whether it can be taken whole (not MIG).
+    size: (u64, u64, bool),
 }
 
 impl Card {
@@ -128,7 +136,8 @@ impl Card {
         let free = (g.total_mem_mb.saturating_sub(g.used_mem_mb), g.total_cores.saturating_sub(g.used_cores));
         let whole =
             (g.used_mem_mb == 0 && g.used_cores == 0 && g.mode != "mig").then_some((g.total_mem_mb, g.total_cores));
-        Self { node: g.node.clone(), model: g.model.clone(), ready: g.status == GpuStatus::Ready, free, whole }
+        let size = (g.total_mem_mb, g.total_cores, g.mode != "mig");
+        Self { node: g.node.clone(), model: g.model.clone(), ready: g.status == GpuStatus::Ready, free, whole, size }
     }
 }
 
@@ -248,6 +257,7 @@ impl Summary {
         if let Some(w) = c.whole {
             bump(&mut m.wholes, w, add);
         }
+        bump(&mut m.sizes, c.size, add);
         m.frontier = None;
         if m.is_empty() {
             self.models.remove(&c.model);
@@ -341,7 +351,13 @@ impl Summary {
                 best.map(|(mem, cores)| (mem, cores, m.clone()))
             })
             .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let could_fit = self.models.iter().filter(|(m, _)| matches(m)).any(|(_, f)| {
+            f.sizes.keys().any(|&(mem, cores, whole)| {
+                if want.exclusive { whole && mem >= want.mem_mb } else { mem >= want.mem_mb && cores >= want.cores }
+            })
+        });
         Err(Unfit {
+            could_fit,
             largest_free: largest,
             reported_models: self.reported.keys().cloned().collect(),
             schedulable_cards: self.counted,
@@ -366,6 +382,7 @@ mod tests {
                 ready: true,
                 free: (*mem, *cores),
                 whole: whole.then_some((*mem, *cores)),
+                size: (*mem, *cores, true),
             };
             s.put_card(format!("u{i}"), Some(card));
         }

@@ -22,6 +22,7 @@ mod operator;
 mod overview;
 mod packaging;
 mod policy;
+mod queue;
 mod real_clusters;
 mod replay;
 mod schema;
