@@ -172,10 +172,12 @@ fn watches(caller: &SignedIn) -> Vec<(Topic, Source)> {
         all.push(own);
         return all;
     }
+    // A burst's events go out in this order: `offerings` last, so a client that reads up to an
+    // `offerings` event has read every event of its burst about the member's own data.
     vec![
         (Topic::Sessions, Source::Owner(owner_sessions_key(&caller.username))),
-        (Topic::Offerings, Source::Tables(Topic::Offerings.tables())),
         own,
+        (Topic::Offerings, Source::Tables(Topic::Offerings.tables())),
     ]
 }
 

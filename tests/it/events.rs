@@ -116,7 +116,7 @@ async fn a_members_stream_hears_of_their_own_sessions_and_not_of_others() {
     assert_eq!(stream.status(), 200);
     let mut text = String::new();
     read_until(&mut stream, &mut text, "event: hello\n").await;
-    assert!(text.contains(r#""topics":["sessions","offerings","notifications"]"#), "{text}");
+    assert!(text.contains(r#""topics":["sessions","notifications","offerings"]"#), "{text}");
 
     // Bob's session starts and runs (an admin names him its owner): nothing for alice. Then an
     // offering is written, which she hears: had bob's commits (made before it) reached her

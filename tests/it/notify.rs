@@ -92,7 +92,7 @@ async fn a_users_notifications_are_their_own_bounded_marked_read_and_pushed_live
     let mut stream = as_user(&s, &ann, Method::GET, "/api/v1/events", None).await;
     let mut text = String::new();
     crate::events::read_until(&mut stream, &mut text, "event: hello\n").await;
-    assert!(text.contains(r#""topics":["sessions","offerings","notifications"]"#), "{text}");
+    assert!(text.contains(r#""topics":["sessions","notifications","offerings"]"#), "{text}");
 
     let (sid, cr) = running(&s, &cid, &off, "ann", "gpu-node-0", &card(&c, "gpu-node-0", 0)).await;
     // The idle reaper's warning (seconds left) and its pause.
@@ -149,7 +149,12 @@ async fn a_users_notifications_are_their_own_bounded_marked_read_and_pushed_live
     let anon = s.client.get(s.url("/api/v1/notifications")).send().await.unwrap();
     expect_error(anon, 401, "unauthenticated").await;
 
-    // Live: a push for bob is not ann's event; one for ann is (after a marker she hears).
+    // Live: a push for bob is not ann's event; one for ann is. A member's burst sends
+    // `notifications` before `offerings`, so an offering written after a push is a marker: once
+    // its event is read, any notification event of that burst (or before) is read too.
+    offering(&s, "marker-0").await;
+    let from = text.len();
+    crate::events::read_until_from(&mut stream, &mut text, from, "event: offerings\n").await;
     let seen = text.len();
     let push = |user: &'static str| {
         let now = s.clock.now_ms();
@@ -158,7 +163,7 @@ async fn a_users_notifications_are_their_own_bounded_marked_read_and_pushed_live
         })
     };
     push("bob").await.unwrap();
-    offering(&s, "marker").await;
+    offering(&s, "marker-1").await;
     crate::events::read_until_from(&mut stream, &mut text, seen, "event: offerings\n").await;
     assert!(!text[seen..].contains("event: notifications\n"), "bob's notification reached ann: {text}");
     let seen = text.len();
