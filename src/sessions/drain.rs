@@ -141,6 +141,32 @@ fn on_node(txn: &crate::store::WriteTxn, cluster_id: &str, node: &str) -> Result
     Ok(out)
 }
 
+/// Whether a session is due for the liveness sweep: `Some((node_gone, heard))` when its node has
+/// been offline for `node_ms` or its pod has not reported for `stale_ms` (`heard`: the pod's last
+/// word, ms). Only running and preparing sessions not paused are judged.
+fn judge(
+    s: &SessionRecord,
+    node: Option<&crate::inventory::model::NodeRecord>,
+    now: i64,
+    stale_ms: i64,
+    node_ms: i64,
+) -> Option<(bool, i64)> {
+    if s.paused || !matches!(s.phase, Phase::Running | Phase::Preparing) {
+        return None;
+    }
+    let node_gone =
+        node.is_some_and(|r| r.offline && r.not_ready_since.or(r.last_seen).is_none_or(|t| now - t >= node_ms));
+    // The pod's last word: its last report, or the (re)start of this run, whichever is later (a
+    // resume after a long pause starts a new count). A preparing session is judged only once its
+    // pod has reported (an image pull may take long).
+    let heard = match s.phase {
+        Phase::Running => [s.last_report_at, s.resumed_at, s.started_at].into_iter().flatten().max(),
+        _ => s.last_report_at.map(|r| r.max(s.resumed_at.unwrap_or(0))),
+    };
+    let pod_lost = heard.is_some_and(|h| now - h >= stale_ms);
+    (node_gone || pod_lost).then_some((node_gone, heard.unwrap_or(now)))
+}
+
 impl Sessions {
     /// Drains `node` of `cluster_id` (see the module doc). `cordon_entry` is the audit entry of
     /// the cordon, written in its transaction (when the node was not cordoned yet); the caller
@@ -329,35 +355,40 @@ impl Sessions {
         let stale_ms = self.config.session_stale_after.as_millis() as i64;
         let node_ms = self.config.node_stale_after.as_millis() as i64;
         let gate = self.operator_gate.clone();
+        // A read pass first: a sweep that finds nothing due takes no write transaction.
+        let due: Vec<String> = self
+            .store
+            .read(move |txn| {
+                let mut due = Vec::new();
+                for (id, _) in LIVE_SESSIONS.list(txn)? {
+                    let Some(s) = SESSIONS.get(txn, &id)? else { continue };
+                    let node = match s.node_name.as_deref() {
+                        Some(n) => NODES.get(txn, &format!("{}/{n}", s.cluster_id))?,
+                        None => None,
+                    };
+                    if judge(&s, node.as_ref(), now, stale_ms, node_ms).is_some() {
+                        due.push(id);
+                    }
+                }
+                Ok(due)
+            })
+            .await?;
+        if due.is_empty() {
+            return Ok(LivenessSweep::default());
+        }
         let swept = self
             .store
             .write_with(move |txn| {
                 let mut sweep = LivenessSweep::default();
                 let mut ended: Vec<(String, String)> = Vec::new();
                 let mut alive: std::collections::HashMap<String, bool> = Default::default();
-                for (id, _) in LIVE_SESSIONS.list_in_write(txn)? {
+                for id in due {
                     let Some(mut s) = SESSIONS.get_in_write(txn, &id)? else { continue };
-                    if s.paused || !matches!(s.phase, Phase::Running | Phase::Preparing) {
-                        continue;
-                    }
-                    let node_gone = match s.node_name.as_deref() {
-                        Some(n) => NODES.get_in_write(txn, &format!("{}/{n}", s.cluster_id))?.is_some_and(|r| {
-                            r.offline && r.not_ready_since.or(r.last_seen).is_none_or(|t| now - t >= node_ms)
-                        }),
-                        None => false,
+                    let node = match s.node_name.as_deref() {
+                        Some(n) => NODES.get_in_write(txn, &format!("{}/{n}", s.cluster_id))?,
+                        None => None,
                     };
-                    // The pod's last word: its last report, or the (re)start of this run, whichever
-                    // is later (a resume after a long pause starts a new count). A preparing session
-                    // is judged only once its pod has reported (an image pull may take long).
-                    let heard = match s.phase {
-                        Phase::Running => [s.last_report_at, s.resumed_at, s.started_at].into_iter().flatten().max(),
-                        _ => s.last_report_at.map(|r| r.max(s.resumed_at.unwrap_or(0))),
-                    };
-                    let pod_lost = heard.is_some_and(|h| now - h >= stale_ms);
-                    let heard = heard.unwrap_or(now);
-                    if !node_gone && !pod_lost {
-                        continue;
-                    }
+                    let Some((node_gone, heard)) = judge(&s, node.as_ref(), now, stale_ms, node_ms) else { continue };
                     let operator_alive = match alive.get(&s.cluster_id) {
                         Some(a) => *a,
                         None => {
@@ -423,5 +454,73 @@ impl Sessions {
             }
         }
         Ok(sweep)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::model::NodeRecord;
+
+    const MIN: i64 = 60_000;
+
+    fn running(at: i64) -> SessionRecord {
+        let mut s = SessionRecord::new("ses_1", "clu_local", "local", "ann", at);
+        s.set_phase(Phase::Running, at);
+        s.started_at = Some(at);
+        s
+    }
+
+    fn node(offline: bool, since: i64) -> NodeRecord {
+        NodeRecord {
+            cluster_id: "clu_local".into(),
+            name: "gpu-0".into(),
+            ready: !offline,
+            schedulable: true,
+            cordoned: false,
+            decommissioning: false,
+            offline,
+            role: None,
+            cpu: None,
+            mem_gb: None,
+            disk_gb: None,
+            lossless_capable: false,
+            last_seen: Some(since),
+            not_ready_since: offline.then_some(since),
+            gpu_count: 0,
+        }
+    }
+
+    #[test]
+    fn a_session_is_judged_by_its_latest_word_and_its_nodes_lasting_absence() {
+        let (stale, node_ms) = (5 * MIN, 2 * MIN);
+        let t0 = 1_000 * MIN;
+        // Running, last heard at t0: due at exactly five minutes, not a millisecond before.
+        let mut s = running(t0);
+        s.last_report_at = Some(t0);
+        assert_eq!(judge(&s, None, t0 + stale - 1, stale, node_ms), None);
+        assert_eq!(judge(&s, None, t0 + stale, stale, node_ms), Some((false, t0)));
+        // A resume after a long pause starts a new count, whatever the old report says.
+        s.resumed_at = Some(t0 + 60 * MIN);
+        assert_eq!(judge(&s, None, t0 + 62 * MIN, stale, node_ms), None);
+        // Paused, ended or pending: never judged.
+        for phase in [Phase::Paused, Phase::Terminated, Phase::Pending] {
+            let mut other = running(t0);
+            other.set_phase(phase, t0);
+            assert_eq!(judge(&other, None, t0 + 600 * MIN, stale, node_ms), None, "{phase:?}");
+        }
+        // Preparing with no report yet (an image pull): not judged; once its pod reported, judged.
+        let mut p = running(t0);
+        p.set_phase(Phase::Preparing, t0);
+        p.started_at = None;
+        assert_eq!(judge(&p, None, t0 + 600 * MIN, stale, node_ms), None);
+        p.last_report_at = Some(t0);
+        assert!(judge(&p, None, t0 + stale, stale, node_ms).is_some());
+        // Its node: offline for node_stale_after, not a moment after it went NotReady.
+        let s = running(t0);
+        let now = t0 + MIN;
+        assert_eq!(judge(&s, Some(&node(true, now - node_ms + 1)), now, stale, node_ms), None);
+        assert_eq!(judge(&s, Some(&node(true, now - node_ms)), now, stale, node_ms), Some((true, t0)));
+        assert_eq!(judge(&s, Some(&node(false, t0 - 100 * MIN)), now, stale, node_ms), None);
     }
 }
