@@ -61,5 +61,8 @@ const REASONS: Record<string, string> = {
   apply_failed: "apply to the cluster failed",
   crash_loop: "crash loop",
   evicted: "evicted",
+  node_offline: "its node went offline",
+  pod_lost: "its pod stopped reporting",
+  drained: "its node was drained",
 };
 export const reasonText = (r: string) => REASONS[r] ?? r.replace(/_/g, " ");
