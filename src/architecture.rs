@@ -23,6 +23,8 @@ fn layer(path: &str) -> usize {
             "http" => 1,
             // Fair sharing: groups and policies read accounts; sessions and the account view ask it.
             "auth" | "audit" | "policy" => 3,
+            // Notifications: any room pushes one inside its own write transaction.
+            "notifications" => 3,
             "clusters" => 4,
             "inventory" => 5,
             "sessions" => 6,

@@ -9,6 +9,7 @@
 //! the generation of the last commit per table (`Store::table_generation`), so a commit costs
 //! a few map entries and nothing is diffed. Comments keep idle connections open through proxies.
 //!
+//! `notifications` is heard by everyone, each only for their own (`notifications::user_key`).
 //! A member hears only what is about them: `sessions` when a commit wrote one of *their*
 //! sessions (never another's: that would tell other users' activity and its timing), and
 //! `offerings`. Each session write notes its owner's key besides the tables
@@ -59,11 +60,20 @@ pub enum Topic {
     /// The fleet picture: clusters, nodes, cards, sessions, bookings.
     Overview,
     Audit,
+    /// The caller's own notifications (never another user's).
+    Notifications,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 6] =
-        [Topic::Clusters, Topic::Sessions, Topic::Offerings, Topic::Inventory, Topic::Overview, Topic::Audit];
+    pub const ALL: [Topic; 7] = [
+        Topic::Clusters,
+        Topic::Sessions,
+        Topic::Offerings,
+        Topic::Inventory,
+        Topic::Overview,
+        Topic::Audit,
+        Topic::Notifications,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -73,6 +83,7 @@ impl Topic {
             Self::Inventory => "inventory",
             Self::Overview => "overview",
             Self::Audit => "audit",
+            Self::Notifications => "notifications",
         }
     }
 
@@ -108,6 +119,8 @@ impl Topic {
             ALLOCATIONS.name(),
         ];
         const AUDIT_T: &[&str] = &[crate::audit::TABLE_NAME];
+        // Read per caller ([`Source::Owner`] of `notifications::user_key`), never as a table.
+        const NOTIFICATIONS_T: &[&str] = &[crate::notifications::NOTIFICATIONS.name()];
         match self {
             Self::Clusters => CLUSTERS_T,
             Self::Sessions => SESSIONS_T,
@@ -115,6 +128,7 @@ impl Topic {
             Self::Inventory => INVENTORY_T,
             Self::Overview => OVERVIEW_T,
             Self::Audit => AUDIT_T,
+            Self::Notifications => NOTIFICATIONS_T,
         }
     }
 }
@@ -145,13 +159,24 @@ impl Source {
 }
 
 /// The topics a caller hears and where each is read: an admin every topic from its tables; a
-/// member `sessions` from their own sessions' key and `offerings`.
+/// member `sessions` from their own sessions' key and `offerings`. Everyone hears
+/// `notifications` from their own key only (an admin's too: never another user's).
 fn watches(caller: &SignedIn) -> Vec<(Topic, Source)> {
+    let own = (Topic::Notifications, Source::Owner(crate::notifications::user_key(&caller.username)));
     if caller.is_admin() {
-        return Topic::ALL.iter().map(|t| (*t, Source::Tables(t.tables()))).collect();
+        let mut all: Vec<(Topic, Source)> = Topic::ALL
+            .iter()
+            .filter(|t| **t != Topic::Notifications)
+            .map(|t| (*t, Source::Tables(t.tables())))
+            .collect();
+        all.push(own);
+        return all;
     }
+    // A burst's events go out in this order: `offerings` last, so a client that reads up to an
+    // `offerings` event has read every event of its burst about the member's own data.
     vec![
         (Topic::Sessions, Source::Owner(owner_sessions_key(&caller.username))),
+        own,
         (Topic::Offerings, Source::Tables(Topic::Offerings.tables())),
     ]
 }
@@ -213,10 +238,11 @@ impl Seen {
 }
 
 /// Live updates for the console: `hello`, then one event per changed topic (at most a burst
-/// every 500 ms). Admins hear every topic; a member only `sessions` (their own) and `offerings`.
+/// every 500 ms). Admins hear every topic; a member only `sessions` (their own) and `offerings`;
+/// everyone `notifications`, their own only.
 #[utoipa::path(get, path = "/api/v1/events", tag = "system",
     responses(
-        (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {\"generation\": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears. A member's stream numbers its own events (`hello` 0, then 1, 2, …) instead of the store's commit generations"),
+        (status = 200, content_type = "text/event-stream", description = "`hello` (data {\"generation\": N, \"topics\": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit`, `notifications` — with data {\"generation\": N}, sent when a commit wrote that topic's data. `notifications` is sent when one of the caller's own notifications was added or read (never another user's). A member hears only `sessions` (when one of their own sessions changed), `offerings` and `notifications`; `hello` lists the topics the caller hears. A member's stream numbers its own events (`hello` 0, then 1, 2, …) instead of the store's commit generations"),
         (status = 401, body = ErrorBody)))]
 async fn events(State(app): State<Arc<App>>, caller: SignedIn) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let seen = Seen::new(app.store.clone(), watches(&caller), !caller.is_admin());

@@ -25,6 +25,7 @@ pub mod inventory;
 pub mod locks;
 pub mod logging;
 pub mod metrics;
+pub mod notifications;
 pub mod operator;
 pub mod overview;
 pub mod policy;
@@ -123,6 +124,7 @@ sub_state! {
     operator::routes::OperatorState { config, clusters, operator, audit }
     snapshot::routes::SnapshotState { config, snapshots, audit }
     policy::routes::PolicyState { policies, audit }
+    notifications::routes::NotificationsState { store }
 }
 
 /// For callers holding the whole server (tests, `inventory::sweep`).
@@ -345,6 +347,7 @@ impl RunningServer {
         spawn_memory_flush(app.clone(), rx.clone());
         spawn_runtime_sweep(app.clone(), rx.clone());
         spawn_queue(app.clone(), rx.clone());
+        spawn_liveness_sweep(app.clone(), rx.clone());
         spawn_directory_recheck(app.clone(), rx.clone());
         snapshot::spawn(
             snapshot::Upkeep {
@@ -533,6 +536,30 @@ async fn serve_queue(app: &App) {
         Ok(p) => tracing::info!(started = ?p.started, dropped = ?p.dropped, "session queue"),
         Err(e) => tracing::warn!(error = %e, "session queue pass failed"),
     }
+}
+
+/// Sessions' liveness (`Sessions::enforce_liveness`) every 30 s: running sessions on a node gone
+/// offline end `node_offline`, those whose pod stopped reporting for `session_stale_after` end
+/// `pod_lost` (only where the operator is heard from). Off the callback path.
+fn spawn_liveness_sweep(app: Arc<App>, stop: watch::Receiver<bool>) {
+    tokio::spawn(background::every(Duration::from_secs(30), stop, move || {
+        let app = app.clone();
+        async move {
+            // The operators' heartbeats held in memory count: a live operator must not look silent.
+            if let Err(e) = app.inventory.flush_liveness().await {
+                tracing::warn!(error = %e, "cannot write the liveness times before the session liveness sweep");
+            }
+            match app.sessions.enforce_liveness().await {
+                Ok(s) if s.node_offline.is_empty() && s.pod_lost.is_empty() => {
+                    if !s.left.is_empty() {
+                        tracing::debug!(left = ?s.left, "stale sessions on clusters whose operator is silent: left alone");
+                    }
+                }
+                Ok(s) => tracing::info!(node_offline = ?s.node_offline, pod_lost = ?s.pod_lost, "session liveness"),
+                Err(e) => tracing::warn!(error = %e, "session liveness sweep failed"),
+            }
+        }
+    }));
 }
 
 /// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'

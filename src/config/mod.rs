@@ -76,6 +76,9 @@ pub struct Config {
     pub local_kubeconfig: Option<PathBuf>,
     pub node_stale_after: Duration,
     pub heartbeat_stale_after: Duration,
+    /// A running session whose pod has not reported for this long, while its operator is alive,
+    /// ends as `pod_lost` (upstream's `SESSION_STALE_SEC`, 300 s).
+    pub session_stale_after: Duration,
     /// How often the liveness times of reports that changed nothing else are written (what a
     /// crash may lose of them).
     pub liveness_flush_every: Duration,
@@ -169,6 +172,7 @@ struct FileLayer {
     local_kubeconfig: Option<PathBuf>,
     node_stale_after: Option<String>,
     heartbeat_stale_after: Option<String>,
+    session_stale_after: Option<String>,
     liveness_flush_every: Option<String>,
     shutdown_grace: Option<String>,
     volume_home_gb: Option<i64>,
@@ -400,6 +404,12 @@ impl Config {
             f.heartbeat_stale_after,
             "90s",
             Duration::from_secs(15)..=Duration::from_secs(86400),
+        )?;
+        let session_stale_after = layer.duration(
+            "session_stale_after",
+            f.session_stale_after,
+            "300s",
+            Duration::from_secs(60)..=Duration::from_secs(86400),
         )?;
         let liveness_flush_every = layer.duration(
             "liveness_flush_every",
@@ -658,6 +668,7 @@ impl Config {
             local_kubeconfig,
             node_stale_after,
             heartbeat_stale_after,
+            session_stale_after,
             liveness_flush_every,
             shutdown_grace,
             volume_home_gb,
@@ -741,6 +752,7 @@ impl Config {
         );
         t.insert("node_stale_after".into(), d(self.node_stale_after));
         t.insert("heartbeat_stale_after".into(), d(self.heartbeat_stale_after));
+        t.insert("session_stale_after".into(), d(self.session_stale_after));
         t.insert("liveness_flush_every".into(), d(self.liveness_flush_every));
         t.insert("shutdown_grace".into(), d(self.shutdown_grace));
         t.insert("volume_home_gb".into(), toml::Value::Integer(self.volume_home_gb));

@@ -37,6 +37,7 @@ use error::ApiError;
         (name = "clusters", description = "GPU clusters: registration, probe, inventory"),
         (name = "sessions", description = "Offerings and sessions: GShareSession apply, pause, resume, delete, connect"),
         (name = "volumes", description = "Members' persistent volumes: home workspaces, named volumes, quotas, reclaim, orphans"),
+        (name = "notifications", description = "A signed-in user's own notifications: idle, runtime limit, admin actions, drain, node and pod loss"),
         (name = "policies", description = "Fair sharing: groups, resource policies (global, group, user) and their effective merge"),
         (name = "internal", description = "Operator callbacks (upstream's /internal API): operator JWT, sub=operator:<cluster_id>"),
     )
@@ -64,6 +65,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::sessions::routes::routes())
         .merge(crate::volumes::routes::routes())
         .merge(crate::policy::routes::routes())
+        .merge(crate::notifications::routes::routes())
         .merge(crate::snapshot::routes::routes())
         .merge(crate::operator::routes::routes())
         .merge(crate::metrics::routes())

@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod connect;
 pub mod cr;
+pub mod drain;
 pub mod listing;
 pub mod lookup;
 pub mod metrics;
@@ -36,6 +37,7 @@ use crate::clusters::model::{CLUSTERS, ClusterRecord, ClusterStatus, Role};
 use crate::clusters::{ClusterId, Clusters};
 use crate::config::Config;
 use crate::http::error::ErrorCode;
+use crate::notifications::{self, Kind};
 use crate::store::{Store, StoreError};
 use cr::{CrClient, CrError};
 
@@ -574,13 +576,27 @@ impl Sessions {
         id: &str,
         f: impl FnOnce(&mut SessionRecord, i64) + Send + 'static,
     ) -> Result<SessionRecord, SessionError> {
+        self.update_with(id, move |_, s, now| {
+            f(s, now);
+            Ok(())
+        })
+        .await
+    }
+
+    /// [`Self::update`] with the write transaction, for changes that write beside the session
+    /// in the same commit (a notification to its owner).
+    async fn update_with(
+        &self,
+        id: &str,
+        f: impl FnOnce(&crate::store::WriteTxn, &mut SessionRecord, i64) -> Result<(), StoreError> + Send + 'static,
+    ) -> Result<SessionRecord, SessionError> {
         let (id, now) = (id.to_string(), self.clock.now_ms());
         self.store
             .write_with(move |txn| {
                 let mut s =
                     SESSIONS.get_in_write(txn, &id)?.ok_or_else(|| SessionError::NotFound("no such session".into()))?;
                 let was = s.phase;
-                f(&mut s, now);
+                f(txn, &mut s, now)?;
                 // A cold pause and the end of a session give the GPU back; a resume reserves it.
                 if s.phase.is_final() || (s.phase == Phase::Paused && s.bound_gpu_uuid.is_none()) {
                     status::release(txn, &s.id, now)?;
@@ -617,16 +633,20 @@ impl Sessions {
         }
     }
 
-    pub async fn pause(&self, id: &str) -> Result<SessionRecord, SessionError> {
-        self.pause_for(id, status::Reason::UserStopped, None).await
+    /// Pauses a session (cold) for `by` (a username); its owner is notified when `by` is someone else.
+    pub async fn pause(&self, id: &str, by: &str) -> Result<SessionRecord, SessionError> {
+        self.pause_for(id, status::Reason::UserStopped, None, Some(by)).await
     }
 
-    /// Pauses a session (its CR's `spec.paused`), recording why.
+    /// Pauses a session (its CR's `spec.paused`), recording why: for `by` (a username; its owner
+    /// is notified when that is someone else), or by the control plane itself (`None`: the caller
+    /// tells the owner why).
     async fn pause_for(
         &self,
         id: &str,
         reason: status::Reason,
         message: Option<String>,
+        by: Option<&str>,
     ) -> Result<SessionRecord, SessionError> {
         let s = self.get(id).await?;
         if !s.actions().contains(&Action::Pause) {
@@ -638,9 +658,10 @@ impl Sessions {
             .pause(&s.cr_name())
             .await
             .map_err(|e| self.cluster_failed(&s, "pause", e))?;
-        self.update(id, move |s, now| {
+        let by = by.map(str::to_string);
+        self.update_with(id, move |txn, s, now| {
             if s.phase.is_final() {
-                return;
+                return Ok(());
             }
             s.paused = true;
             s.generation = generation.or(s.generation);
@@ -648,6 +669,13 @@ impl Sessions {
             s.message = message;
             s.bound_gpu_uuid = None;
             s.set_phase(Phase::Paused, now);
+            if let Some(by) = by.as_deref()
+                && by != s.owner
+            {
+                let text = format!("{} was paused by an administrator ({by}); resume it when you need it", s.label());
+                notifications::push(txn, now, &s.owner, Kind::AdminPaused, Some(&s.id), &text)?;
+            }
+            Ok(())
         })
         .await
     }
@@ -676,6 +704,9 @@ impl Sessions {
             s.resumed_at = Some(now);
             s.reason = None;
             s.message = None;
+            // A new pod: its node is what the operator reports next (the liveness sweep must not
+            // judge the new run by the node the old pod was on).
+            s.node_name = None;
             // As upstream: running from the resume on (its slice re-reserved below); the
             // operator's Running report binds the card, and older reports are stale.
             s.set_phase(Phase::Running, now);
@@ -701,21 +732,33 @@ impl Sessions {
 
     /// Deletes the CR and marks the session terminating (the operator's finalizer reports
     /// Terminated); if no finalizer holds the CR, it is terminated at once. `force` skips the
-    /// cluster (for a cluster that is gone for good).
-    pub async fn delete(&self, id: &str, force: bool) -> Result<SessionRecord, SessionError> {
+    /// cluster (for a cluster that is gone for good). `by` (a username) did it: the owner is
+    /// notified when that is someone else.
+    pub async fn delete(&self, id: &str, force: bool, by: &str) -> Result<SessionRecord, SessionError> {
         let s = self.get(id).await?;
         if !s.is_live() {
             return Err(Self::not_allowed(&s, "delete"));
         }
+        let by = by.to_string();
+        let tell = move |txn: &crate::store::WriteTxn, s: &SessionRecord, now: i64| {
+            if by == s.owner {
+                return Ok(());
+            }
+            let text = format!("{} was ended by an administrator ({by})", s.label());
+            notifications::push(txn, now, &s.owner, Kind::AdminEnded, Some(&s.id), &text).map(drop)
+        };
         if s.is_queued() {
             // Nothing was applied: it leaves the queue (unless the queue started it meanwhile).
+            let told = tell.clone();
             let s = self
-                .update(id, |s, now| {
+                .update_with(id, move |txn, s, now| {
                     if s.is_queued() {
                         s.reason = Some(status::Reason::Deleted);
                         s.message = Some("cancelled while queued: nothing was applied on the cluster".into());
                         s.set_phase(Phase::Terminated, now);
+                        told(txn, s, now)?;
                     }
+                    Ok(())
                 })
                 .await?;
             if !s.is_live() {
@@ -724,13 +767,15 @@ impl Sessions {
         }
         if force {
             return self
-                .update(id, |s, now| {
+                .update_with(id, move |txn, s, now| {
                     if s.is_live() {
                         s.reason = Some(status::Reason::Deleted);
                         s.message = Some("deleted without asking the cluster (force)".into());
                         s.cr_applied = false;
                         s.set_phase(Phase::Terminated, now);
+                        tell(txn, s, now)?;
                     }
+                    Ok(())
                 })
                 .await;
         }
@@ -738,9 +783,9 @@ impl Sessions {
         let name = s.cr_name();
         client.delete(&name).await.map_err(|e| self.cluster_failed(&s, "delete", e))?;
         let gone = client.exists(&name).await.map(|e| !e).unwrap_or(false);
-        self.update(id, move |s, now| {
+        self.update_with(id, move |txn, s, now| {
             if !s.is_live() {
-                return;
+                return Ok(());
             }
             s.reason = Some(status::Reason::Deleted);
             if gone {
@@ -750,6 +795,7 @@ impl Sessions {
             } else {
                 s.set_phase(Phase::Terminating, now);
             }
+            tell(txn, s, now)
         })
         .await
     }
@@ -791,13 +837,19 @@ impl Sessions {
             }
             let at = crate::clock::rfc3339_ms(ends);
             let minutes = (ends - now + 59_999) / 60_000;
-            self.update(&id, move |s, now| {
+            self.update_with(&id, move |txn, s, now| {
                 if s.phase == Phase::Running {
                     s.runtime_warned_at = Some(now);
                     s.message = Some(format!(
                         "max-runtime warning: the runtime limit ends this session at {at} (in {minutes} min); save your work"
                     ));
+                    let text = format!(
+                        "{} reaches its runtime limit at {at} (in {minutes} min) and will be ended; save your work",
+                        s.label()
+                    );
+                    notifications::push(txn, now, &s.owner, Kind::RuntimeWarning, Some(&s.id), &text)?;
                 }
+                Ok(())
             })
             .await?;
             sweep.warned.push(id);
@@ -811,9 +863,9 @@ impl Sessions {
         let name = s.cr_name();
         client.delete(&name).await.map_err(|e| self.cluster_failed(&s, "end", e))?;
         let gone = client.exists(&name).await.map(|e| !e).unwrap_or(false);
-        self.update(id, move |s, now| {
+        self.update_with(id, move |txn, s, now| {
             if !s.is_live() {
-                return;
+                return Ok(());
             }
             s.reason = Some(status::Reason::MaxRuntime);
             s.message = Some("max-runtime-exceeded: ended by the control plane at its runtime limit".into());
@@ -823,6 +875,8 @@ impl Sessions {
             } else {
                 s.set_phase(Phase::Terminating, now);
             }
+            let text = format!("{} was ended at its runtime limit", s.label());
+            notifications::push(txn, now, &s.owner, Kind::RuntimeEnded, Some(&s.id), &text).map(drop)
         })
         .await
         .map(drop)

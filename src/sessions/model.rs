@@ -432,6 +432,14 @@ impl SessionRecord {
         !self.phase.is_final()
     }
 
+    /// How a notification names the session: its display name (quoted) or its id.
+    pub fn label(&self) -> String {
+        match self.name.as_deref().filter(|n| !n.is_empty()) {
+            Some(n) => format!("Session \"{n}\""),
+            None => format!("Session {}", self.id),
+        }
+    }
+
     /// The GShareSession name: the id lower-cased with `_` -> `-` (contract §3).
     pub fn cr_name(&self) -> String {
         cr_name(&self.id)

@@ -25,6 +25,7 @@ use super::model::*;
 use super::{SessionError, Sessions, status};
 use crate::clusters::model::CLUSTERS;
 use crate::http::error::ErrorCode;
+use crate::notifications::{self, Kind};
 use crate::policy::budget::{self, GRACE_MS, WARN_PCT};
 use crate::store::{DryRun, WriteTxn};
 
@@ -139,6 +140,7 @@ impl Sessions {
                             None
                         };
                         if let Some((reason, message)) = drop_reason {
+                            notifications::push(txn, now, &owner, Kind::QueueDropped, Some(&id), &message)?;
                             s.reason = Some(reason);
                             s.message = Some(message);
                             s.set_phase(Phase::Terminated, now);
@@ -156,7 +158,10 @@ impl Sessions {
                                 if let Some(q) = s.queue.as_mut() {
                                     q.started_at = Some(now);
                                 }
-                                s.message = Some(format!("queue: started after waiting {waited} min in the queue"));
+                                let message = format!("queue: started after waiting {waited} min in the queue");
+                                let text = format!("{} started after waiting {waited} min in the queue", s.label());
+                                notifications::push(txn, now, &owner, Kind::QueuedStarted, Some(&id), &text)?;
+                                s.message = Some(message);
                                 put_session(txn, &s)?;
                                 QUEUE_STARTED.put(txn, &format!("{cluster_id}/{id}"), &now)?;
                                 return Ok(Step::Started(Box::new(s)));
@@ -263,6 +268,12 @@ impl Sessions {
                 _ => format!("{}'s", st.budget.subject),
             };
             let (limit, used, month) = (st.budget.limit_hours, st.used_hours(), st.month.clone());
+            // A user's own budget tells that user even with nothing running; a group's tells the
+            // owners of the sessions it covers.
+            let subject_user = match st.budget.scope {
+                crate::policy::model::Scope::User => Some(st.budget.subject.clone()),
+                _ => None,
+            };
             if st.exhausted() {
                 match st.state.exhausted_at {
                     None => {
@@ -278,7 +289,7 @@ impl Sessions {
                                     b.exhausted_at = Some(now);
                                     b.warned_at.get_or_insert(now);
                                 })?;
-                                tell(txn, &mine, &message)
+                                tell(txn, &mine, &message, now, Kind::BudgetExhausted, subject_user)
                             })
                             .await?;
                         sweep.exhausted.push(st.budget.key());
@@ -288,8 +299,27 @@ impl Sessions {
                             "budget-exhausted: paused: {whose} monthly budget of {limit} GPU-hours is used ({used} in {month})"
                         );
                         for id in mine {
-                            match self.pause_for(&id, status::Reason::BudgetExhausted, Some(message.clone())).await {
-                                Ok(_) => sweep.paused.push(id),
+                            match self
+                                .pause_for(&id, status::Reason::BudgetExhausted, Some(message.clone()), None)
+                                .await
+                            {
+                                Ok(s) => {
+                                    let text =
+                                        format!("{} was paused: {whose} monthly GPU-hour budget is used up", s.label());
+                                    self.store
+                                        .write_with(move |txn| {
+                                            notifications::push(
+                                                txn,
+                                                now,
+                                                &s.owner,
+                                                Kind::BudgetExhausted,
+                                                Some(&s.id),
+                                                &text,
+                                            )
+                                        })
+                                        .await?;
+                                    sweep.paused.push(id)
+                                }
                                 Err(e) => {
                                     tracing::warn!(session = %id, error = %e, "cannot pause a session whose budget is used up")
                                 }
@@ -319,7 +349,7 @@ impl Sessions {
                             b.warned_at = Some(now);
                         }
                     })?;
-                    if warn { tell(txn, &mine, &message) } else { Ok(()) }
+                    if warn { tell(txn, &mine, &message, now, Kind::BudgetWarning, subject_user) } else { Ok(()) }
                 })
                 .await?;
             if warn {
@@ -381,13 +411,36 @@ impl From<crate::store::StoreError> for Idle {
     }
 }
 
-/// Sets `message` on each of the sessions that are still running.
-fn tell(txn: &WriteTxn, ids: &[String], message: &str) -> Result<(), SessionError> {
+/// Sets `message` on each of the sessions that are still running, and notifies their owners
+/// (each once) and `subject` (a user-scope budget's user) of `kind`.
+fn tell(
+    txn: &WriteTxn,
+    ids: &[String],
+    message: &str,
+    now: i64,
+    kind: Kind,
+    subject: Option<String>,
+) -> Result<(), SessionError> {
+    let mut told: Vec<String> = Vec::new();
     for id in ids {
         if let Some(mut s) = SESSIONS.get_in_write(txn, id)?.filter(|s| s.phase == Phase::Running) {
             s.message = Some(message.to_string());
             put_session(txn, &s)?;
+            if !told.contains(&s.owner) {
+                notifications::push(txn, now, &s.owner, kind, Some(&s.id), &notice(message))?;
+                told.push(s.owner.clone());
+            }
         }
     }
+    if let Some(user) = subject
+        && !told.contains(&user)
+    {
+        notifications::push(txn, now, &user, kind, None, &notice(message))?;
+    }
     Ok(())
+}
+
+/// A budget message as a notification's text: without its `budget-…:` tag.
+fn notice(message: &str) -> String {
+    message.split_once(": ").map_or(message, |(_, rest)| rest).to_string()
 }

@@ -224,7 +224,7 @@ impl Sessions {
     /// Writes the heartbeats held in memory, in one batched write, through the same code as a
     /// report written at once (at the time each arrived). Returns how many were written. Runs
     /// every `liveness_flush_every` (5 s) and at the stop: a crash loses at most that much of
-    /// the sessions' `last_report_at` (nothing judges a session by it; it is shown).
+    /// the sessions' `last_report_at` (the liveness sweep, which judges a session by it, flushes first).
     pub async fn flush_heartbeats(&self) -> Result<usize, StoreError> {
         let _exclusive = self.beats.order.write().await;
         let held = self.beats.take_all();

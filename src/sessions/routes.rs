@@ -54,6 +54,7 @@ where
         .routes(routes!(resume_session))
         .routes(routes!(connect_session))
         .routes(routes!(connect_verify))
+        .routes(routes!(drain_node))
 }
 
 impl From<SessionError> for ApiError {
@@ -410,7 +411,7 @@ async fn delete_session(
         Some(_) => return Err(ApiError::field(&["query", "force"], "must be true or false", "bool_parsing")),
     };
     owned(&app, &admin, &id).await?;
-    let outcome = app.sessions.delete(&id, force).await.map_err(ApiError::from);
+    let outcome = app.sessions.delete(&id, force, &admin.username).await.map_err(ApiError::from);
     audit(&app.audit, &meta, &admin, "session.delete", &id, serde_json::json!({ "force": force }), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
 }
@@ -426,7 +427,7 @@ async fn pause_session(
     Path(id): Path<String>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
     owned(&app, &admin, &id).await?;
-    let outcome = app.sessions.pause(&id).await.map_err(ApiError::from);
+    let outcome = app.sessions.pause(&id, &admin.username).await.map_err(ApiError::from);
     audit(&app.audit, &meta, &admin, "session.pause", &id, serde_json::json!({}), &outcome).await;
     Ok(axum::Json(SessionView::from(&outcome?)))
 }
@@ -569,4 +570,55 @@ fn denied(d: Denied) -> ApiError {
     };
     ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, message)
         .with_details(serde_json::json!({ "reason": d.as_str() }))
+}
+
+/// Drain a node (upstream's `POST /nodes/{id}/drain`): the node is cordoned, then each session on
+/// it is paused and resumed on another node when the fit check finds room (`reschedule`, parked
+/// paused otherwise) or ended (`force_terminate`). Nothing is done while the cluster's operator is
+/// silent (409 `operator_not_connected`, listing the sessions left alone). Admins only; audited.
+#[utoipa::path(post, path = "/api/v1/clusters/{id}/nodes/{node}/drain", tag = "clusters",
+    params(("id" = String, Path, description = "clu_<ULID> or clu_local"), ("node" = String, Path, description = "node name")),
+    request_body = super::drain::DrainRequest,
+    responses(
+        (status = 200, body = super::drain::DrainReport, description = "what happened to each session on the node"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such cluster or node"),
+        (status = 409, body = ErrorBody, description = "operator_not_connected: nothing was cordoned, paused or ended"),
+        (status = 422, body = ErrorBody, description = "a mode other than reschedule or force_terminate, a reason over 500 characters"),
+    ))]
+async fn drain_node(
+    State(app): State<SessionsState>,
+    admin: AdminCaller,
+    meta: RequestMeta,
+    Path((id, node)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<axum::Json<super::drain::DrainReport>, ApiError> {
+    let id = crate::clusters::ClusterId::parse(&id).map_err(|e| ApiError::not_found(e.to_string()))?;
+    if !crate::callbacks::wire::is_dns_subdomain(&node) {
+        return Err(ApiError::not_found(format!("cluster {id} has no node {}", crate::http::text::echo(&node))));
+    }
+    let req: super::drain::DrainRequest =
+        if body.iter().all(u8::is_ascii_whitespace) { parse_json(b"{}")? } else { parse_json(&body)? };
+    if req.reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
+        return Err(ApiError::field(&["body", "reason"], "at most 500 characters", "string_too_long"));
+    }
+    let target = format!("{id}/{node}");
+    let cordon = crate::audit::AuditEntry::new(&meta, admin.actor(), "node.cordon", crate::audit::AuditResult::Success)
+        .target(target.clone())
+        .details(serde_json::json!({ "cluster_id": id.as_str(), "node": node, "by": "drain" }));
+    let mode = req.mode;
+    let reason = req.reason.clone();
+    let outcome = app.sessions.drain(id.as_str(), &node, req, cordon).await.map_err(ApiError::from);
+    let mut details =
+        serde_json::json!({ "cluster_id": id.as_str(), "node": node, "mode": mode.as_str(), "reason": reason });
+    if let Ok(r) = &outcome {
+        details["drain_id"] = serde_json::json!(r.drain_id);
+        details["affected"] = serde_json::json!(r.affected_sessions.len());
+        details["rescheduled"] = serde_json::json!(r.rescheduled);
+        details["parked"] = serde_json::json!(r.parked);
+        details["terminated"] = serde_json::json!(r.terminated);
+        details["failed"] = serde_json::json!(r.failed);
+    }
+    audit(&app.audit, &meta, &admin, "node.drain", &target, details, &outcome).await;
+    Ok(axum::Json(outcome?))
 }

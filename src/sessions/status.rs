@@ -8,6 +8,7 @@ use crate::store::WriteTxn;
 use super::model::{GpuMode, Phase, SessionRecord};
 use crate::callbacks::wire::{StatusReport, parse_ts};
 use crate::inventory::gpu_booking::{self, Booking, Share};
+use crate::notifications::{self, Kind};
 use crate::store::StoreError;
 
 /// A reason-less Paused report this soon after a resume describes the run before it.
@@ -52,6 +53,12 @@ pub enum Reason {
     OfferingInactive,
     /// It left the queue unstarted: its owner's account was disabled while it waited.
     AccountDisabled,
+    /// Its node went offline while it ran (the liveness sweep ended it).
+    NodeOffline,
+    /// Its pod stopped reporting for `session_stale_after` while its operator was alive.
+    PodLost,
+    /// A drain of its node paused (and maybe moved) or ended it.
+    Drained,
 }
 
 impl Reason {
@@ -70,6 +77,9 @@ impl Reason {
             Self::BudgetExhausted => "budget_exhausted",
             Self::OfferingInactive => "offering_inactive",
             Self::AccountDisabled => "account_disabled",
+            Self::NodeOffline => "node_offline",
+            Self::PodLost => "pod_lost",
+            Self::Drained => "drained",
         }
     }
 
@@ -196,10 +206,20 @@ pub fn apply(txn: &WriteTxn, s: &mut SessionRecord, r: &StatusReport, now: i64) 
             }
             s.set_phase(Phase::Paused, now);
             out.wrote = true;
+            if s.reason == Some(Reason::Idle) {
+                let text = format!("{} was paused because it was idle; resume it when you need it", s.label());
+                notifications::push(txn, now, &s.owner, Kind::IdlePaused, Some(&s.id), &text)?;
+            }
         }
         ReportedPhase::IdleWarning => {
             s.message = message.map(|secs| format!("idle: reaped in {secs} s unless used"));
             out.wrote = true;
+            let when = match message.and_then(|m| m.parse::<i64>().ok()) {
+                Some(secs) => format!("in about {} min", (secs + 59) / 60),
+                None => "soon".to_string(),
+            };
+            let text = format!("{} is idle and will be paused {when} unless it is used", s.label());
+            notifications::push(txn, now, &s.owner, Kind::IdleWarning, Some(&s.id), &text)?;
         }
         ReportedPhase::Terminating => {
             s.reason = Reason::from_message(message).or(s.reason);
@@ -332,6 +352,9 @@ mod tests {
             (Reason::BudgetExhausted, "budget_exhausted"),
             (Reason::OfferingInactive, "offering_inactive"),
             (Reason::AccountDisabled, "account_disabled"),
+            (Reason::NodeOffline, "node_offline"),
+            (Reason::PodLost, "pod_lost"),
+            (Reason::Drained, "drained"),
         ];
         for (reason, wire) in pinned {
             assert_eq!(reason.as_str(), wire);

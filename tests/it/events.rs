@@ -9,12 +9,12 @@ use serde_json::json;
 use crate::support::{TestServer, expect_error};
 
 /// Reads the stream until `want` appears (bounded: an event that never comes fails the test).
-async fn read_until(res: &mut reqwest::Response, text: &mut String, want: &str) {
+pub(crate) async fn read_until(res: &mut reqwest::Response, text: &mut String, want: &str) {
     read_until_from(res, text, 0, want).await
 }
 
 /// Reads the stream until `want` appears after byte `from` of what was read.
-async fn read_until_from(res: &mut reqwest::Response, text: &mut String, from: usize, want: &str) {
+pub(crate) async fn read_until_from(res: &mut reqwest::Response, text: &mut String, from: usize, want: &str) {
     tokio::time::timeout(Duration::from_secs(10), async {
         while !text[from..].contains(want) {
             let chunk = res.chunk().await.expect("stream error").expect("stream ended");
@@ -43,7 +43,10 @@ async fn a_write_is_pushed_to_the_console_under_its_topic() {
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
     let mut text = String::new();
     read_until(&mut stream, &mut text, "event: hello\n").await;
-    assert!(text.contains(r#""topics":["clusters","sessions","offerings","inventory","overview","audit"]"#), "{text}");
+    assert!(
+        text.contains(r#""topics":["clusters","sessions","offerings","inventory","overview","audit","notifications"]"#),
+        "{text}"
+    );
 
     // An offering is created: the offerings topic, not the sessions' or the clusters'.
     let res = s
@@ -113,7 +116,7 @@ async fn a_members_stream_hears_of_their_own_sessions_and_not_of_others() {
     assert_eq!(stream.status(), 200);
     let mut text = String::new();
     read_until(&mut stream, &mut text, "event: hello\n").await;
-    assert!(text.contains(r#""topics":["sessions","offerings"]"#), "{text}");
+    assert!(text.contains(r#""topics":["sessions","notifications","offerings"]"#), "{text}");
 
     // Bob's session starts and runs (an admin names him its owner): nothing for alice. Then an
     // offering is written, which she hears: had bob's commits (made before it) reached her

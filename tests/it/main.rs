@@ -17,6 +17,7 @@ mod hostile;
 mod ingress_nginx;
 mod inventory;
 mod monitoring;
+mod notify;
 mod oidc;
 mod operator;
 mod overview;

@@ -31,6 +31,17 @@ async fn call_as(s: &TestServer, who: &str, method: Method, path: &str, body: Op
     r.send().await.unwrap()
 }
 
+/// `who`'s notifications, newest first: (kind, session id).
+async fn kinds_of(s: &TestServer, who: &str) -> Vec<(String, Value)> {
+    let v = json_of(call_as(s, who, Method::GET, "/api/v1/notifications", None).await, 200).await;
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["kind"].as_str().unwrap().to_string(), n["session_id"].clone()))
+        .collect()
+}
+
 async fn json_of(res: reqwest::Response, want: u16) -> Value {
     let status = res.status().as_u16();
     let text = res.text().await.unwrap();
@@ -178,6 +189,10 @@ async fn a_session_that_does_not_fit_is_queued_and_started_in_order_as_cards_fre
     );
     assert!(v["message"].as_str().unwrap().contains("started after waiting"), "{v}");
     assert_eq!(v["actions"], json!(["pause", "delete"]));
+    // Its owner is told (and only its owner: bob's session still waits).
+    let told = kinds_of(&s, "ann").await;
+    assert!(told.iter().any(|(k, sid)| k == "queued_started" && sid == &v["id"]), "{told:?}");
+    assert!(!kinds_of(&s, "bob").await.iter().any(|(k, _)| k == "queued_started"));
     assert!(crs(&c).contains(&v["cr_name"].as_str().unwrap().to_string()), "the started session's CR is applied");
     assert_eq!(get(&s, second["id"].as_str().unwrap()).await["queue_position"], 1);
     assert_eq!(get(&s, third["id"].as_str().unwrap()).await["queue_position"], 2);
@@ -282,6 +297,8 @@ async fn bad_queue_entries_leave_with_a_reason_and_a_lowered_limit_holds_only_it
         (&json!("terminated"), &json!("offering_inactive"), &Value::Null),
         "{v}"
     );
+    let told = kinds_of(&s, "ann").await;
+    assert!(told.iter().any(|(k, id)| k == "queue_dropped" && id == &json!(aid)), "ann is told: {told:?}");
     let v = get(&s, b["id"].as_str().unwrap()).await;
     assert_eq!((&v["phase"], &v["reason"]), (&json!("terminated"), &json!("account_disabled")), "{v}");
     assert!(v["message"].as_str().unwrap().contains("disabled"), "{v}");
@@ -385,6 +402,8 @@ async fn a_groups_gpu_hour_budget_warns_refuses_and_pauses_after_the_grace_and_a
         "{v}"
     );
     assert_eq!(sweep().await.unwrap(), Default::default(), "warned once a month");
+    let warned: Vec<_> = kinds_of(&s, "ann").await.into_iter().filter(|(k, _)| k == "budget_warning").collect();
+    assert_eq!(warned.len(), 1, "the running session's owner is told once: {warned:?}");
     let acct = json_of(call_as(&s, "ben", Method::GET, "/api/v1/account", None).await, 200).await;
     let b = &acct["policy"]["budgets"][0];
     assert_eq!(
@@ -412,6 +431,10 @@ async fn a_groups_gpu_hour_budget_warns_refuses_and_pauses_after_the_grace_and_a
     assert_eq!(done.paused, std::slice::from_ref(&sid));
     let v = get(&s, &sid).await;
     assert_eq!((&v["phase"], &v["reason"]), (&json!("paused"), &json!("budget_exhausted")), "{v}");
+    // Told when it ran out and when the session was paused.
+    let exhausted: Vec<_> = kinds_of(&s, "ann").await.into_iter().filter(|(k, _)| k == "budget_exhausted").collect();
+    assert_eq!(exhausted.len(), 2, "{exhausted:?}");
+    assert!(exhausted.iter().all(|(_, id)| id == &json!(sid)), "{exhausted:?}");
     let cr = c.store().get("gshare.io", "v1", "gsharesessions", Some(NS), &name).unwrap();
     assert_eq!(cr["spec"]["paused"], true, "paused through the CR");
     // Resuming it is refused like a new one.

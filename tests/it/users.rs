@@ -221,6 +221,10 @@ const MEMBER_ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/sessions/{id}/resume"),
     ("post", "/api/v1/sessions/{id}/connect"),
     ("get", "/api/v1/events"),
+    // Their own notifications.
+    ("get", "/api/v1/notifications"),
+    ("post", "/api/v1/notifications/{id}/read"),
+    ("post", "/api/v1/notifications/read"),
     ("get", "/api/v1/volumes"),
     ("post", "/api/v1/volumes"),
     ("get", "/api/v1/volumes/{id}"),

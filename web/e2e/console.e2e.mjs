@@ -819,6 +819,33 @@ try {
   );
 
   await step(
+    "drain a node from its row: the dialog asks what becomes of its sessions; the node is cordoned and the outcome said; then uncordoned",
+    async () => {
+      const node = page.locator(`#nodes-${clusterId} tr[data-node]`).last();
+      const name = await node.getAttribute("data-node");
+      await node.getByRole("button", { name: `Drain ${name}` }).click();
+      const dialog = page.getByRole("dialog", { name: `Drain ${name}` });
+      await dialog.waitFor();
+      // The dialog takes focus in an effect after it shows: wait (bounded) before typing into it.
+      await waitFor("the dialog to take focus", () => page.evaluate(() => !!document.activeElement?.closest("[role=dialog]")), 5000);
+      await dialog.getByLabel(/^Reason/).fill("e2e: fan maintenance");
+      await shot("06c-drain-dialog");
+      await dialog.getByRole("button", { name: "Drain", exact: true }).click();
+      const status = dialog.getByRole("status");
+      await status.waitFor({ timeout: 15000 });
+      const said = (await status.textContent()).replace(/\s+/g, " ");
+      if (said !== `${name} is cordoned; no session was on it.`) throw new Error(`drain result: ${said}`);
+      await shot("06c-drain-done");
+      await dialog.getByRole("button", { name: "Done" }).click();
+      await dialog.waitFor({ state: "detached" });
+      await page.getByRole("button", { name: `Uncordon ${name}` }).click({ timeout: 15000 });
+      await page.getByRole("button", { name: `Cordon ${name}` }).waitFor({ timeout: 15000 });
+      return said;
+    },
+    { skipIf: clusterId ? undefined : "no cluster was registered" },
+  );
+
+  await step(
     "edit: rename, set the session domain, test the connection",
     async () => {
       await page.getByRole("button", { name: "Edit gpu-a" }).click();
@@ -1098,6 +1125,25 @@ try {
             await page.getByRole("button", { name: "Register cluster" }).first().click();
             await page.getByRole("dialog").waitFor();
           },
+        },
+        {
+          name: "Drain dialog",
+          path: "/clusters",
+          ready: async () => {
+            await page.locator("button.disclosure").first().click();
+            await page
+              .locator("tr[data-node]")
+              .first()
+              .getByRole("button", { name: /^Drain / })
+              .click();
+            const dialog = page.getByRole("dialog", { name: /^Drain / });
+            await dialog.getByRole("radio", { name: /^Move them/ }).waitFor();
+          },
+        },
+        {
+          name: "Notifications",
+          path: "/notifications",
+          ready: () => page.getByRole("heading", { name: "Notifications" }).waitFor(),
         },
         { name: "Overview", path: "/overview", ready: () => page.locator("canvas.fleet-map").waitFor() },
         {
@@ -1383,7 +1429,7 @@ try {
         await page.getByRole("main").getByRole("link", { name: "My sessions" }).waitFor();
         // Let a page that would fetch have fetched.
         await sleep(300);
-        const fetched = memberApi.slice(before).filter((r) => !/^\/api\/v1\/(auth|account|events)\b/.test(r.path));
+        const fetched = memberApi.slice(before).filter((r) => !/^\/api\/v1\/(auth|account|events|notifications)\b/.test(r.path));
         if (fetched.length) throw new Error(`${path} fetched ${JSON.stringify(fetched)}`);
       }
       await shot("31-member-not-available");
@@ -1520,6 +1566,32 @@ try {
   );
 
   await step(
+    "member: the idle reaper's warning arrives live — the header counts 1 unread, Notifications lists it, Mark read clears the count",
+    async () => {
+      await page.goto(`${base}/my`);
+      await memberCard().waitFor();
+      await page.getByRole("link", { name: "Notifications", exact: true }).waitFor();
+      await memberReport("IdleWarning", { message: "300" });
+      // Live on the member's own event stream (bounded wait, not a reload).
+      const bell = page.getByRole("link", { name: "Notifications, 1 unread" });
+      await bell.waitFor({ timeout: 15000 });
+      await shot("36a-member-notification-count");
+      await bell.click();
+      await page.getByRole("heading", { name: "Notifications" }).waitFor();
+      const item = page.locator('li.notification[data-kind="idle_warning"]');
+      await item.waitFor();
+      const said = (await item.textContent()).replace(/\s+/g, " ");
+      if (!said.includes(MEMBER_SESSION) || !said.includes("in about 5 min")) throw new Error(`notification: ${said}`);
+      await shot("36b-member-notifications");
+      await item.getByRole("button", { name: /^Mark read/ }).click();
+      await page.getByRole("link", { name: "Notifications", exact: true }).waitFor({ timeout: 10000 });
+      await page.getByText("All 1 read").waitFor();
+      return said.slice(0, 200);
+    },
+    { skipIf: noMemberSession },
+  );
+
+  await step(
     "member: every screen at 1440×900 and 390×844 — axe-core 0 violations, nothing wider than the window",
     async () => {
       const screens = [
@@ -1543,6 +1615,7 @@ try {
           },
         },
         { name: "Account", path: "/account", ready: () => page.getByRole("button", { name: "Sign out everywhere…" }).waitFor() },
+        { name: "Notifications", path: "/notifications", ready: () => page.locator('li.notification[data-kind="idle_warning"]').waitFor() },
         {
           name: "My usage",
           path: "/usage",
@@ -1613,7 +1686,8 @@ try {
     async () => {
       const refused = memberApi.slice(memberSignedInAt).filter((r) => r.status === 401 || r.status === 403);
       const admin = memberApi.filter(
-        (r) => !/^\/api\/v1\/(auth|account|events|sessions|offerings|volumes|resource-policies\/effective|usage)\b/.test(r.path),
+        (r) =>
+          !/^\/api\/v1\/(auth|account|events|sessions|offerings|volumes|resource-policies\/effective|usage|notifications)\b/.test(r.path),
       );
       writeFileSync(join(ART, "member-api.json"), JSON.stringify(memberApi, null, 2));
       if (refused.length || admin.length) throw new Error(JSON.stringify({ refused, admin }));

@@ -84,7 +84,7 @@ describe("App", () => {
       "GET /api/v1/account": () => ({ body: { username: "alice", must_change_password: false } }),
     };
     const adminCalls = (calls: { path: string }[]) =>
-      calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|volumes|account|auth)\b/.test(c.path));
+      calls.filter((c) => !/^\/api\/v1\/(sessions|offerings|volumes|account|auth|notifications)\b/.test(c.path));
 
     it("lands on My sessions with no admin navigation and never reads an admin route", async () => {
       const calls = stubFetch({ "GET /api/v1/auth/me": me, ...sessionsAndOfferings });

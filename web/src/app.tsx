@@ -16,6 +16,7 @@ import { ClustersPage } from "./pages/Clusters";
 import { InvitePage } from "./pages/Invite";
 import { LoginPage } from "./pages/Login";
 import { MySessionsPage } from "./pages/MySessions";
+import { NotificationsLink, NotificationsPage } from "./pages/Notifications";
 import { OfferingsPage } from "./pages/Offerings";
 import { OverviewPage } from "./pages/Overview";
 import { SessionsPage } from "./pages/Sessions";
@@ -164,11 +165,17 @@ export function App() {
     label: "Account",
     render: () => <AccountPage username={auth.account.username} member={member} onSignedOut={signOut} />,
   };
+  const notifications = { path: "/notifications", label: "Notifications", render: () => <NotificationsPage /> };
   const mine = { path: MEMBER_HOME, label: "My sessions", render: () => <MySessionsPage username={auth.account.username} /> };
   const myUsage = { path: "/usage", label: "My usage", render: () => <UsagePage admin={false} /> };
   const nav = member ? [mine, myUsage] : PAGES;
   const adminPage = PAGES.find((p) => path === p.path || path.startsWith(`${p.path}/`));
-  const page = path === "/account" ? account : nav.find((p) => path === p.path || path.startsWith(`${p.path}/`));
+  const page =
+    path === "/account"
+      ? account
+      : path === "/notifications"
+        ? notifications
+        : nav.find((p) => path === p.path || path.startsWith(`${p.path}/`));
   const home = member ? MEMBER_HOME : "/clusters";
   return (
     <div class="shell" onClick={onLinkClick}>
@@ -186,6 +193,7 @@ export function App() {
           ))}
         </nav>
         <span class="grow" />
+        <NotificationsLink current={path === "/notifications"} />
         <a
           class="account"
           href="/account"

@@ -57,6 +57,15 @@ export const setCordon = (id: string, node: string, cordon: boolean) =>
     `/api/v1/clusters/${encodeURIComponent(id)}/nodes/${encodeURIComponent(node)}/${cordon ? "cordon" : "uncordon"}`,
   );
 
+export type DrainMode = Schemas["DrainMode"];
+export type DrainReport = Schemas["DrainReport"];
+
+/** Drain a node: cordon it, then move (or park) or end each session on it. */
+export const drainNode = (id: string, node: string, mode: DrainMode, reason?: string) =>
+  request<DrainReport>("POST", `/api/v1/clusters/${encodeURIComponent(id)}/nodes/${encodeURIComponent(node)}/drain`, {
+    body: reason ? { mode, reason } : { mode },
+  });
+
 export type RegisterBody = Schemas["RegisterRequest"];
 
 export const registerCluster = (body: RegisterBody, idempotencyKey: string) =>

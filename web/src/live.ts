@@ -9,7 +9,7 @@ import { usePoll, type Polled } from "./hooks";
 export const LIVE_FALLBACK_MS = 60_000;
 
 /** The server's event topics (src/events.rs `Topic`). */
-export const TOPICS = ["clusters", "sessions", "offerings", "inventory", "overview", "audit"] as const;
+export const TOPICS = ["clusters", "sessions", "offerings", "inventory", "overview", "audit", "notifications"] as const;
 export type Topic = (typeof TOPICS)[number];
 
 interface Listener {

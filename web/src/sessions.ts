@@ -64,6 +64,9 @@ const REASONS: Record<string, string> = {
   budget_exhausted: "GPU-hour budget used up",
   offering_inactive: "left the queue: its offering was deactivated",
   account_disabled: "left the queue: its owner was disabled",
+  node_offline: "its node went offline",
+  pod_lost: "its pod stopped reporting",
+  drained: "its node was drained",
 };
 export const reasonText = (r: string) => REASONS[r] ?? r.replace(/_/g, " ");
 

@@ -36,6 +36,12 @@ impl TestServer {
         init();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut all: Vec<(&str, &str)> = vec![("GSHARE_LISTEN", "127.0.0.1:0")];
+        // Tests move the clock by hours with sessions running and no heartbeats: the session
+        // liveness sweep (every 30 s of real time) must not end them as `pod_lost` meanwhile.
+        // Tests of liveness set it back (tests/it/notify.rs).
+        if !env.iter().any(|(k, _)| *k == "GSHARE_SESSION_STALE_AFTER") {
+            all.push(("GSHARE_SESSION_STALE_AFTER", "1d"));
+        }
         all.extend_from_slice(env);
         let config = Config::for_data_dir(&dir.path().join("data"), &all).expect("config");
         let clock = Clock::system();

@@ -470,6 +470,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/clusters/{id}/nodes/{node}/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Drain a node (upstream's `POST /nodes/{id}/drain`): the node is cordoned, then each session on
+         *     it is paused and resumed on another node when the fit check finds room (`reschedule`, parked
+         *     paused otherwise) or ended (`force_terminate`). Nothing is done while the cluster's operator is
+         *     silent (409 `operator_not_connected`, listing the sessions left alone). Admins only; audited.
+         */
+        post: operations["drain_node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/clusters/{id}/nodes/{node}/uncordon": {
         parameters: {
             query?: never;
@@ -530,7 +552,8 @@ export interface paths {
         };
         /**
          * Live updates for the console: `hello`, then one event per changed topic (at most a burst
-         *     every 500 ms). Admins hear every topic; a member only `sessions` (their own) and `offerings`.
+         *     every 500 ms). Admins hear every topic; a member only `sessions` (their own) and `offerings`;
+         *     everyone `notifications`, their own only.
          */
         get: operations["events"];
         put?: never;
@@ -597,6 +620,57 @@ export interface paths {
          *     until `gshare keys prune`.
          */
         post: operations["rotate_keys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's notifications, newest first, with the unread count. */
+        get: operations["list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Mark all the caller's notifications read. */
+        post: operations["mark_all"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/{id}/read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Mark one of the caller's notifications read. */
+        post: operations["mark_one"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1826,6 +1900,48 @@ export interface components {
             cause: string;
             fix: string;
         };
+        /**
+         * @description How a drain treats the node's sessions.
+         * @enum {string}
+         */
+        DrainMode: "reschedule" | "force_terminate";
+        /**
+         * @description What a drain did to one session.
+         * @enum {string}
+         */
+        DrainOutcome: "rescheduled" | "parked" | "terminated" | "failed";
+        /**
+         * @description The answer: upstream's fields (`affected_sessions`, `rescheduled`, `parked`, `terminated`,
+         *     `failed` as session ids) and each session's outcome with its reason.
+         */
+        DrainReport: {
+            affected_sessions: string[];
+            cluster_id: string;
+            drain_id: string;
+            failed: string[];
+            mode: components["schemas"]["DrainMode"];
+            node_id: string;
+            parked: string[];
+            rescheduled: string[];
+            sessions: components["schemas"]["DrainedSession"][];
+            /** @description Always `cordoned`: the node stays cordoned after a drain. */
+            status: string;
+            terminated: string[];
+        };
+        /** @description `POST /api/v1/clusters/{id}/nodes/{node}/drain` (upstream's body). */
+        DrainRequest: {
+            /** @description `reschedule` (default) or `force_terminate`. */
+            mode?: components["schemas"]["DrainMode"];
+            /** @description Why (kept in the audit log; up to 500 characters). */
+            reason?: string | null;
+        };
+        /** @description One session of a drain. */
+        DrainedSession: {
+            message: string;
+            outcome: components["schemas"]["DrainOutcome"];
+            owner: string;
+            session_id: string;
+        };
         /** @description `POST /internal/inventory/drift` (§2.5): sent when used > total. Upstream takes any object. */
         DriftReport: {
             cluster_id?: string | null;
@@ -2157,6 +2273,16 @@ export interface components {
             token_type: string;
             username: string;
         };
+        /** @description What marking all read did. */
+        MarkedAll: {
+            /**
+             * Format: int64
+             * @description Notifications that were unread.
+             */
+            marked: number;
+            /** Format: int64 */
+            unread: number;
+        };
         Me: {
             /** @description Whether an account with this name exists (CLI-minted tokens may name any admin). */
             account: boolean;
@@ -2278,6 +2404,39 @@ export interface components {
             ready: boolean;
             role?: string | null;
             schedulable: boolean;
+        };
+        /**
+         * @description What a notification is about (`kind` on the wire).
+         * @enum {string}
+         */
+        NotificationKind: "idle_warning" | "idle_paused" | "runtime_warning" | "runtime_ended" | "admin_paused" | "admin_ended" | "drained" | "node_lost" | "pod_lost" | "budget_warning" | "budget_exhausted" | "queued_started" | "queue_dropped";
+        /** @description `GET /api/v1/notifications`: newest first. */
+        NotificationPage: {
+            data: components["schemas"]["NotificationView"][];
+            /**
+             * Format: int64
+             * @description The caller's notifications kept (at most 200).
+             */
+            total: number;
+            /**
+             * Format: int64
+             * @description The caller's unread notifications (all of them, whatever the filter).
+             */
+            unread: number;
+        };
+        /** @description A notification as the API shows it. */
+        NotificationView: {
+            /** @description RFC 3339 UTC. */
+            at: string;
+            /**
+             * Format: int64
+             * @description The notification's number among the caller's own (mark it read with it).
+             */
+            id: number;
+            kind: components["schemas"]["NotificationKind"];
+            read: boolean;
+            session_id?: string | null;
+            text: string;
         };
         /** @description What happened to one object. */
         ObjectResult: {
@@ -2878,7 +3037,7 @@ export interface components {
          * @description Why a session paused or ended (`reason` on the wire; stored as its string).
          * @enum {string}
          */
-        SessionReason: "disk_exceeded" | "max_runtime" | "idle" | "evicted" | "crash_loop" | "paused" | "error" | "user_stopped" | "deleted" | "apply_failed" | "budget_exhausted" | "offering_inactive" | "account_disabled";
+        SessionReason: "disk_exceeded" | "max_runtime" | "idle" | "evicted" | "crash_loop" | "paused" | "error" | "user_stopped" | "deleted" | "apply_failed" | "budget_exhausted" | "offering_inactive" | "account_disabled" | "node_offline" | "pod_lost" | "drained";
         /** @description A session as the API shows it. */
         SessionView: components["schemas"]["Shape"] & {
             /** @description Allowed now. */
@@ -5322,6 +5481,104 @@ export interface operations {
             };
         };
     };
+    drain_node: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description clu_<ULID> or clu_local */
+                id: string;
+                /** @description node name */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DrainRequest"];
+            };
+        };
+        responses: {
+            /** @description what happened to each session on the node */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DrainReport"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such cluster or node */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description operator_not_connected: nothing was cordoned, paused or ended */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a mode other than reschedule or force_terminate, a reason over 500 characters */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     uncordon: {
         parameters: {
             query?: never;
@@ -5549,7 +5806,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit` — with data {"generation": N}, sent when a commit wrote that topic's data. A member hears only `sessions` (when one of their own sessions changed) and `offerings`; `hello` lists the topics the caller hears. A member's stream numbers its own events (`hello` 0, then 1, 2, …) instead of the store's commit generations */
+            /** @description `hello` (data {"generation": N, "topics": [...]}), then events named by topic — `clusters`, `sessions`, `offerings`, `inventory`, `overview`, `audit`, `notifications` — with data {"generation": N}, sent when a commit wrote that topic's data. `notifications` is sent when one of the caller's own notifications was added or read (never another user's). A member hears only `sessions` (when one of their own sessions changed), `offerings` and `notifications`; `hello` lists the topics the caller hears. A member's stream numbers its own events (`hello` 0, then 1, 2, …) instead of the store's commit generations */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5893,6 +6150,176 @@ export interface operations {
             };
             /** @description the signing key is set by configuration */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list: {
+        parameters: {
+            query?: {
+                /** @description `true`: only unread ones. */
+                unread?: string;
+                /** @description At most this many (1–200, default 50). */
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationPage"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unread` not true/false, `limit` not 1–200 */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mark_all: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarkedAll"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    mark_one: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the notification's `id` */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: an operator token, or a console-cookie request without X-CSRF-Token */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not one of the caller's notifications */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,4 +1,4 @@
-import { render, screen, within } from "@testing-library/preact";
+import { fireEvent, render, screen, within } from "@testing-library/preact";
 import { NodesPanel } from "./NodesPanel";
 import { stubFetch } from "../test/fetch";
 
@@ -68,5 +68,40 @@ describe("NodesPanel", () => {
     expect(seen).toMatch(/^NotReady for 1[2-4]s \(reported /);
     expect(seen).not.toBe("—");
     expect(within(row1).queryAllByRole("listitem")).toEqual([]);
+  });
+});
+
+describe("DrainDialog", () => {
+  it("drains with the chosen mode and reason, then says what happened to each session", async () => {
+    const { DrainDialog } = await import("./NodesPanel");
+    const calls = stubFetch({
+      [`POST /api/v1/clusters/${ID}/nodes/gpu-node-0/drain`]: () => ({
+        body: {
+          cluster_id: ID,
+          node_id: "gpu-node-0",
+          status: "cordoned",
+          drain_id: "drain_1",
+          mode: "force_terminate",
+          affected_sessions: ["ses_a", "ses_b"],
+          rescheduled: [],
+          parked: [],
+          terminated: ["ses_a"],
+          failed: ["ses_b"],
+          sessions: [
+            { session_id: "ses_a", owner: "ann", outcome: "terminated", message: "ended" },
+            { session_id: "ses_b", owner: "bob", outcome: "failed", message: "the cluster did not delete the session" },
+          ],
+        },
+      }),
+    });
+    let drained = 0;
+    render(<DrainDialog clusterId={ID} node="gpu-node-0" onClose={() => {}} onDrained={() => drained++} />);
+    fireEvent.click(screen.getByRole("radio", { name: /End them/ }));
+    fireEvent.input(screen.getByRole("textbox", { name: /Reason/ }), { target: { value: "fan failure" } });
+    fireEvent.click(screen.getByRole("button", { name: "Drain and end sessions" }));
+    expect((await screen.findByRole("status")).textContent).toContain("gpu-node-0 is cordoned: 1 session ended; 1 session not changed");
+    expect(screen.getByText(/ses_b/).closest("li")?.textContent).toContain("failed — the cluster did not delete the session");
+    expect(calls.find((c) => c.method === "POST")?.body).toEqual({ mode: "force_terminate", reason: "fan failure" });
+    expect(drained).toBe(1);
   });
 });

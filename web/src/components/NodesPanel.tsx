@@ -1,10 +1,13 @@
-// A cluster's nodes, shown beneath its row: readiness, cordon state, GPUs; cordon/uncordon.
+// A cluster's nodes, shown beneath its row: readiness, cordon state, GPUs; cordon/uncordon and
+// drain (move or end the sessions on a node).
 
-import { useEffect } from "preact/hooks";
-import { listNodes, setCordon, type ClusterNode, type Gpu } from "../clusters";
-import { formatAge, formatMib, formatTime, secondsSince } from "../format";
+import { useEffect, useState } from "preact/hooks";
+import { drainNode, listNodes, setCordon, type ClusterNode, type DrainMode, type DrainReport, type Gpu } from "../clusters";
+import { formatAge, formatMib, formatTime, plural, secondsSince } from "../format";
 import { useAction } from "../hooks";
 import { useLivePoll } from "../live";
+import { Advice } from "./Advice";
+import { Dialog } from "./Dialog";
 import { ErrorBox } from "./Errors";
 
 function gpuSummary(gpus: Gpu[]): string {
@@ -67,10 +70,101 @@ export function LastSeen(props: { node: ClusterNode }) {
   return <>{formatTime(n.last_seen)}</>;
 }
 
+/** What a drain did, one line per outcome. */
+function drainSummary(r: DrainReport): string {
+  if (!r.affected_sessions.length) return `${r.node_id} is cordoned; no session was on it.`;
+  const parts = [
+    r.rescheduled.length && `${plural(r.rescheduled.length, "session")} moved to other nodes`,
+    r.parked.length && `${plural(r.parked.length, "session")} paused (no other node can hold ${r.parked.length > 1 ? "them" : "it"} now)`,
+    r.terminated.length && `${plural(r.terminated.length, "session")} ended`,
+    r.failed.length && `${plural(r.failed.length, "session")} not changed (the cluster refused)`,
+  ].filter(Boolean);
+  return `${r.node_id} is cordoned: ${parts.join("; ")}.`;
+}
+
+/** Drain a node: choose what happens to its sessions, then see what did. */
+export function DrainDialog(props: { clusterId: string; node: string; onClose: () => void; onDrained: () => void }) {
+  const [mode, setMode] = useState<DrainMode>("reschedule");
+  const [reason, setReason] = useState("");
+  const [report, setReport] = useState<DrainReport | null>(null);
+  const { busy, error, run } = useAction();
+  const drain = (e: Event) => {
+    e.preventDefault();
+    run(async () => {
+      const r = await drainNode(props.clusterId, props.node, mode, reason.trim() || undefined);
+      setReport(r);
+      props.onDrained();
+    });
+  };
+  return (
+    <Dialog title={`Drain ${props.node}`} onClose={props.onClose}>
+      {report ? (
+        <div class="dialog-body">
+          <p role="status">{drainSummary(report)}</p>
+          {report.sessions.length > 0 && (
+            <ul class="drain-result small">
+              {report.sessions.map((s) => (
+                <li key={s.session_id}>
+                  <code>{s.session_id}</code> ({s.owner}): {s.outcome} — {s.message}
+                </li>
+              ))}
+            </ul>
+          )}
+          <footer class="dialog-foot">
+            <button type="button" class="primary" autoFocus onClick={props.onClose}>
+              Done
+            </button>
+          </footer>
+        </div>
+      ) : (
+        <form class="dialog-body form" onSubmit={drain}>
+          <p>
+            The node is cordoned first: no new session lands on it. Then each session on it is treated as chosen here; the owners are
+            notified.
+          </p>
+          <fieldset>
+            <legend>Sessions on the node</legend>
+            <label class="option">
+              <input type="radio" name="mode" checked={mode === "reschedule"} onChange={() => setMode("reschedule")} />
+              <span>Move them: pause each and resume it on another node that can hold it; one that fits nowhere stays paused</span>
+            </label>
+            <label class="option">
+              <input type="radio" name="mode" checked={mode === "force_terminate"} onChange={() => setMode("force_terminate")} />
+              <span>End them (their containers stop; unsaved work is lost)</span>
+            </label>
+          </fieldset>
+          <label>
+            Reason <span class="muted">(optional, kept in the audit log)</span>
+            <input
+              name="reason"
+              maxLength={500}
+              autocomplete="off"
+              value={reason}
+              onInput={(e) => setReason((e.target as HTMLInputElement).value)}
+            />
+          </label>
+          <ErrorBox error={error} title="Not drained">
+            <Advice error={error} />
+          </ErrorBox>
+          <footer class="dialog-foot">
+            <button type="button" onClick={props.onClose}>
+              Cancel
+            </button>
+            <button type="submit" class={mode === "force_terminate" ? "danger" : "primary"} disabled={busy !== ""}>
+              {busy ? "Draining…" : mode === "force_terminate" ? "Drain and end sessions" : "Drain"}
+            </button>
+          </footer>
+        </form>
+      )}
+    </Dialog>
+  );
+}
+
 function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () => void }) {
   const n = props.node;
   const cordoned = n.cordoned;
   const { busy, error, run } = useAction();
+  const [draining, setDraining] = useState(false);
   const gpus = n.gpus ?? [];
   return (
     <tr data-node={n.name}>
@@ -105,7 +199,18 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
           }
         >
           {busy !== "" ? "…" : cordoned ? "Uncordon" : "Cordon"}
+        </button>{" "}
+        <button
+          type="button"
+          disabled={busy !== "" || !!n.decommissioning}
+          aria-label={`Drain ${n.name}`}
+          onClick={() => setDraining(true)}
+        >
+          Drain
         </button>
+        {draining && (
+          <DrainDialog clusterId={props.clusterId} node={n.name} onClose={() => setDraining(false)} onDrained={props.onChanged} />
+        )}
         <ErrorBox error={error} />
       </td>
     </tr>
