@@ -143,7 +143,13 @@ impl NodePages {
     /// A live cluster's nodes with their cards, as JSON (`None`: no such live cluster).
     pub async fn json(&self, store: &Store, cluster_id: &str) -> Result<Option<Bytes>, StoreError> {
         // The generation before the data (a commit in between only costs a render later).
-        let generation = store.table_generation(&[NODES.name(), GPUS.name(), HEALTH_EVENTS.name()]);
+        let generation = store.table_generation(&[
+            NODES.name(),
+            GPUS.name(),
+            HEALTH_EVENTS.name(),
+            super::pools::NODE_POOLS.name(),
+            super::pools::POOL_MEMBERS.name(),
+        ]);
         let kept = lock(&self.0)
             .iter()
             .find(|p| p.cluster_id == cluster_id && p.generation == generation)
@@ -184,11 +190,14 @@ fn nodes(txn: &ReadTransaction, cluster_id: &str) -> Result<Vec<NodeView>, Store
         let event = latest.remove(&g.uuid);
         by_node.entry(g.node.clone()).or_default().push(GpuView { last_event: event, ..GpuView::from(g) });
     }
+    let pools = super::pools::pools_of_nodes(txn, cluster_id)?;
     Ok(nodes
         .into_iter()
         .map(|(_, n)| {
             let gpus = by_node.remove(&n.name).unwrap_or_default();
-            NodeView::of(n, gpus)
+            let pool = pools.get(&n.name).cloned();
+            let (pool_id, pool_name) = pool.unzip();
+            NodeView { pool_id, pool_name, ..NodeView::of(n, gpus) }
         })
         .collect())
 }

@@ -2,7 +2,8 @@
 //! recorded or applied: the owner's resource policy (the policy room: 409 `quota_exceeded` in
 //! upstream's shapes; its idle and runtime limits go into the session's shape, the offering's
 //! values as upper bounds) and, for GPU sessions, the fit check (inventory's [`FitIndex`]: 409
-//! `unserviceable` naming the largest free slice and the models the cluster reports).
+//! `unserviceable` naming the largest free slice the owner's node pools allow and the models the
+//! cluster reports).
 
 use std::sync::Arc;
 
@@ -69,7 +70,9 @@ impl Admission {
             mem_mb: shape.gpu_mem_mb.unwrap_or(0).max(0) as u64,
             cores: shape.gpu_cores.unwrap_or(0).max(0) as u64,
         };
-        let Err(unfit) = self.fit.check(&self.store, &cluster.id, &want)? else { return Ok(()) };
+        // Its group's node pools (and the shared nodes when it has none or may spill).
+        let placement = crate::inventory::pools::placement_of(txn, &cluster.id, owner)?;
+        let Err(unfit) = self.fit.check_placed(&self.store, &cluster.id, &want, &placement)? else { return Ok(()) };
         let asked = if want.exclusive {
             "a whole card".to_string()
         } else {
