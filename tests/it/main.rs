@@ -22,6 +22,7 @@ mod operator;
 mod overview;
 mod packaging;
 mod policy;
+mod pools;
 mod real_clusters;
 mod replay;
 mod schema;
