@@ -173,6 +173,49 @@ async fn run() {
             .unwrap();
         rebuilt.push(create(&gpu_off).await);
     }
+    // Node pools: 10 dedicated pools of 50 nodes (4,000 cards), one per group g0..g9. Creates
+    // by owners in no group (placed on the 4,500 shared nodes: the 500 reserved are excluded)
+    // and by a member of g0 (placed in its pool only: the other 4,950 nodes are excluded),
+    // interleaved in rounds of 20; against the creates above without pools.
+    let nodes_n = gpus.div_ceil(8);
+    let (pools_n, per_pool) = (10usize, 50usize.min(nodes_n / 11));
+    for g in 0..pools_n {
+        let v = post("/api/v1/groups", json!({"name": format!("g{g}")})).await.unwrap();
+        assert_eq!(v.status(), 201);
+        let nodes: Vec<String> = (g * per_pool..(g + 1) * per_pool).map(|n| format!("bench-{n}")).collect();
+        let body = json!({"cluster_id": cid, "name": format!("pool-{g}"), "nodes": nodes, "groups": [format!("g{g}")]});
+        let res = post("/api/v1/node-pools", body).await.unwrap();
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    }
+    let res = post("/api/v1/users", json!({"username": "pooled", "group": "g0", "password": "correct horse battery staple"}))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    let lifted = json!({"scope": "user", "scope_id": "pooled", "max_concurrent": 10_000, "limits": {"cpu": 0, "mem_gb": 0,
+        "gpu_mem_mb": 0, "gpu_cores": 0, "storage_gb": 0}});
+    let res = post("/api/v1/resource-policies", lifted).await.unwrap();
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    let create_pooled = async || -> f64 {
+        let t = Instant::now();
+        let res = post("/api/v1/sessions", json!({"offering_id": gpu_off, "owner": "pooled"})).await.unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+        ms
+    };
+    for _ in 0..5 {
+        create(&gpu_off).await;
+        create_pooled().await;
+    }
+    let (mut shared, mut pooled) = (Vec::new(), Vec::new());
+    for _ in 0..creates / 20 {
+        beat().await;
+        for _ in 0..20 {
+            shared.push(create(&gpu_off).await);
+        }
+        for _ in 0..20 {
+            pooled.push(create_pooled().await);
+        }
+    }
     let w = line("POST /api/v1/sessions, GPU slice, policy + fit (summary built)", with);
     let b = line("POST /api/v1/sessions, CPU, no policy stored (baseline)", without);
     let p50 = line("GPU slice after a card's inventory report (patched)", patched);
@@ -183,6 +226,9 @@ async fn run() {
         p50 / b,
         r50 / b
     );
+    let sh = line(&format!("GPU slice, {pools_n} pools x {per_pool} nodes, owner in no group"), shared);
+    let po = line(&format!("GPU slice, {pools_n} pools x {per_pool} nodes, owner in a pool's group"), pooled);
+    println!("ratio p50 pools/no pools: owner in no group {:.2}; in a pool's group {:.2}", sh / w, po / w);
 
     // A month's usage query over 20,000 sessions: 500 owners (in 20 groups, recorded with each
     // run), runs of 1-30 hours spread over last month, closed through the ledger's own writer.
