@@ -23,22 +23,32 @@ export const setUserGroup = (username: string, group: string | null) =>
 
 export const listPolicies = (signal?: AbortSignal) => get<Schemas["PolicyList"]>("/api/v1/resource-policies", signal);
 export const createPolicy = (body: PolicyCreate) => request<Policy>("POST", "/api/v1/resource-policies", { body });
-export const updatePolicy = (id: string, body: Schemas["PolicyPatch"]) => request<Policy>("PATCH", `/api/v1/resource-policies/${seg(id)}`, { body });
+export const updatePolicy = (id: string, body: Schemas["PolicyPatch"]) =>
+  request<Policy>("PATCH", `/api/v1/resource-policies/${seg(id)}`, { body });
 export const deletePolicy = (id: string) => request<void>("DELETE", `/api/v1/resource-policies/${seg(id)}`);
 
 export const listPools = (signal?: AbortSignal) => get<Schemas["PoolList"]>("/api/v1/node-pools", signal);
 export const createPool = (body: PoolCreate) => request<NodePool>("POST", "/api/v1/node-pools", { body });
-export const updatePool = (id: string, body: Schemas["PoolUpdate"]) => request<NodePool>("PATCH", `/api/v1/node-pools/${seg(id)}`, { body });
+export const updatePool = (id: string, body: Schemas["PoolUpdate"]) =>
+  request<NodePool>("PATCH", `/api/v1/node-pools/${seg(id)}`, { body });
 export const deletePool = (id: string) => request<void>("DELETE", `/api/v1/node-pools/${seg(id)}`);
 
 /** The numeric fields a policy sets, in the order the console shows them, with their units. */
-export const POLICY_NUMBERS: { key: "max_concurrent" | "max_queued" | "max_runtime_min" | "idle_timeout_sec"; label: string; unit: string }[] = [
+export const POLICY_NUMBERS: {
+  key: "max_concurrent" | "max_queued" | "max_runtime_min" | "idle_timeout_sec";
+  label: string;
+  unit: string;
+}[] = [
   { key: "max_concurrent", label: "Live sessions", unit: "" },
   { key: "max_queued", label: "Queued sessions", unit: "" },
   { key: "max_runtime_min", label: "Runtime", unit: "min" },
   { key: "idle_timeout_sec", label: "Idle timeout", unit: "s" },
 ];
-export const LIMIT_NUMBERS: { key: "cpu" | "mem_gb" | "gpu_mem_mb" | "gpu_cores" | "storage_gb" | "volume_gb"; label: string; unit: string }[] = [
+export const LIMIT_NUMBERS: {
+  key: "cpu" | "mem_gb" | "gpu_mem_mb" | "gpu_cores" | "storage_gb" | "volume_gb";
+  label: string;
+  unit: string;
+}[] = [
   { key: "cpu", label: "CPUs", unit: "" },
   { key: "mem_gb", label: "Memory", unit: "GiB" },
   { key: "gpu_mem_mb", label: "GPU memory", unit: "MiB" },

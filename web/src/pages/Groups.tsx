@@ -111,7 +111,14 @@ function MemberDialog(props: { group: string; onClose: () => void; onDone: () =>
       >
         <p>A user is in one group: adding them here takes them out of the group they are in.</p>
         <Field id="member-user" label="Username">
-          <input id="member-user" required autoFocus autocomplete="off" value={user} onInput={(e) => setUser((e.target as HTMLInputElement).value)} />
+          <input
+            id="member-user"
+            required
+            autoFocus
+            autocomplete="off"
+            value={user}
+            onInput={(e) => setUser((e.target as HTMLInputElement).value)}
+          />
         </Field>
         <ErrorBox error={error} title="Not added">
           <Advice error={error} />
@@ -207,7 +214,11 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
     );
   };
   return (
-    <Dialog title={p ? `Edit the ${p.scope} policy${p.scope === "global" ? "" : ` of ${p.scope_id}`}` : "New policy"} onClose={props.onClose} wide>
+    <Dialog
+      title={p ? `Edit the ${p.scope} policy${p.scope === "global" ? "" : ` of ${p.scope_id}`}` : "New policy"}
+      onClose={props.onClose}
+      wide
+    >
       <form
         class="dialog-body"
         onSubmit={(e) => {
@@ -219,12 +230,15 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
             idle_timeout_sec: n("idle_timeout_sec"),
             limits,
           };
-          run(() => (p ? updatePolicy(p.id, body) : createPolicy({ ...body, scope, scope_id: scope === "global" ? null : subject.trim() })), {
-            onSuccess: () => {
-              props.onDone();
-              props.onClose();
+          run(
+            () => (p ? updatePolicy(p.id, body) : createPolicy({ ...body, scope, scope_id: scope === "global" ? null : subject.trim() })),
+            {
+              onSuccess: () => {
+                props.onDone();
+                props.onClose();
+              },
             },
-          });
+          );
         }}
       >
         {!p && (
@@ -269,14 +283,22 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
           {POLICY_NUMBERS.map((f) => numberField(f.key, f.label, f.unit))}
           {LIMIT_NUMBERS.map((f) => numberField(f.key, f.label, f.unit))}
           <Field id="policy-shared-pool" label="Spill onto shared nodes">
-            <select id="policy-shared-pool" value={sharedPool} onChange={(e) => setSharedPool((e.target as HTMLSelectElement).value as Flag)}>
+            <select
+              id="policy-shared-pool"
+              value={sharedPool}
+              onChange={(e) => setSharedPool((e.target as HTMLSelectElement).value as Flag)}
+            >
               <option value="">inherited</option>
               <option value="yes">yes</option>
               <option value="no">no</option>
             </select>
           </Field>
           <Field id="policy-privileged" label="Privileged sessions">
-            <select id="policy-privileged" value={privileged} onChange={(e) => setPrivileged((e.target as HTMLSelectElement).value as Flag)}>
+            <select
+              id="policy-privileged"
+              value={privileged}
+              onChange={(e) => setPrivileged((e.target as HTMLSelectElement).value as Flag)}
+            >
               <option value="">inherited</option>
               <option value="yes">yes</option>
               <option value="no">no</option>
@@ -386,7 +408,11 @@ function PoolDialog(props: { groups: Group[]; onClose: () => void; onDone: () =>
             .filter((g) => g.created_at != null)
             .map((g) => (
               <label class="check" key={g.name}>
-                <input type="checkbox" checked={groups.includes(g.name)} onChange={(e) => setGroups(toggle(groups, g.name, (e.target as HTMLInputElement).checked))} />{" "}
+                <input
+                  type="checkbox"
+                  checked={groups.includes(g.name)}
+                  onChange={(e) => setGroups(toggle(groups, g.name, (e.target as HTMLInputElement).checked))}
+                />{" "}
                 {g.name}
               </label>
             ))}
@@ -436,7 +462,8 @@ export function GroupsPage() {
         <h1 id="groups-title">Groups &amp; policies</h1>
         {groups.data && (
           <span class="muted summary">
-            {plural(allGroups.length, "group")} · {plural(allPolicies.length, "policy", "policies")} · {plural(allPools.length, "node pool")}
+            {plural(allGroups.length, "group")} · {plural(allPolicies.length, "policy", "policies")} ·{" "}
+            {plural(allPools.length, "node pool")}
           </span>
         )}
       </div>
@@ -450,7 +477,9 @@ export function GroupsPage() {
         </button>
       </div>
       {groups.loading && !groups.data && <p class="loading">Loading groups…</p>}
-      {groups.data && allGroups.length === 0 && <p class="muted">No group yet. A user is in one group; its policy and node pools apply to them.</p>}
+      {groups.data && allGroups.length === 0 && (
+        <p class="muted">No group yet. A user is in one group; its policy and node pools apply to them.</p>
+      )}
       {allGroups.length > 0 && (
         <div class="table-wrap" role="region" aria-labelledby="groups-list" tabIndex={0}>
           <table class="groups-table">
@@ -477,14 +506,20 @@ export function GroupsPage() {
                   <td class="actions">
                     {g.created_at != null && (
                       <>
-                        <button type="button" aria-label={`Add a member to ${g.name}`} onClick={() => setOpen({ kind: "member", group: g.name })}>
+                        <button
+                          type="button"
+                          aria-label={`Add a member to ${g.name}`}
+                          onClick={() => setOpen({ kind: "member", group: g.name })}
+                        >
                           Add member…
                         </button>{" "}
                         <button
                           type="button"
                           class="danger"
                           aria-label={`Delete group ${g.name}`}
-                          onClick={() => setOpen({ kind: "delete", title: "Delete group", what: `group ${g.name}`, action: () => deleteGroup(g.name) })}
+                          onClick={() =>
+                            setOpen({ kind: "delete", title: "Delete group", what: `group ${g.name}`, action: () => deleteGroup(g.name) })
+                          }
                         >
                           Delete…
                         </button>
@@ -540,7 +575,15 @@ export function GroupsPage() {
                       <th scope="row">{label}</th>
                       {POLICY_NUMBERS.map((f) => (
                         <td class="num" key={f.key}>
-                          {valueText(p[f.key], f.unit, f.key === "max_concurrent" || f.key === "max_queued" ? "none" : f.key === "idle_timeout_sec" ? "never" : "no limit")}
+                          {valueText(
+                            p[f.key],
+                            f.unit,
+                            f.key === "max_concurrent" || f.key === "max_queued"
+                              ? "none"
+                              : f.key === "idle_timeout_sec"
+                                ? "never"
+                                : "no limit",
+                          )}
                         </td>
                       ))}
                       {LIMIT_NUMBERS.map((f) => (
@@ -557,7 +600,14 @@ export function GroupsPage() {
                           type="button"
                           class="danger"
                           aria-label={`Delete ${label} policy`}
-                          onClick={() => setOpen({ kind: "delete", title: "Delete policy", what: `the ${label} policy`, action: () => deletePolicy(p.id) })}
+                          onClick={() =>
+                            setOpen({
+                              kind: "delete",
+                              title: "Delete policy",
+                              what: `the ${label} policy`,
+                              action: () => deletePolicy(p.id),
+                            })
+                          }
                         >
                           Delete…
                         </button>
@@ -578,7 +628,8 @@ export function GroupsPage() {
         </button>
       </div>
       <p class="hint">
-        A dedicated pool's nodes take only its groups' sessions; those groups stay on it unless their policy lets them spill onto shared nodes.
+        A dedicated pool's nodes take only its groups' sessions; those groups stay on it unless their policy lets them spill onto shared
+        nodes.
       </p>
       {pools.loading && !pools.data && <p class="loading">Loading node pools…</p>}
       {pools.data && allPools.length === 0 && <p class="muted">No node pool: every node is shared.</p>}
@@ -607,8 +658,16 @@ export function GroupsPage() {
                     <div class="muted small">{p.kind}</div>
                   </th>
                   <td>{p.cluster_name ?? p.cluster_id}</td>
-                  <td>{p.kind === "shared" ? <span class="muted">everyone</span> : p.groups.join(", ") || <span class="muted">no group</span>}</td>
-                  <td>{p.nodes.length ? p.nodes.map((n) => n.hostname + (n.status === "ready" ? "" : ` (${n.status})`)).join(", ") : <span class="muted">none</span>}</td>
+                  <td>
+                    {p.kind === "shared" ? <span class="muted">everyone</span> : p.groups.join(", ") || <span class="muted">no group</span>}
+                  </td>
+                  <td>
+                    {p.nodes.length ? (
+                      p.nodes.map((n) => n.hostname + (n.status === "ready" ? "" : ` (${n.status})`)).join(", ")
+                    ) : (
+                      <span class="muted">none</span>
+                    )}
+                  </td>
                   <td class="num">
                     {p.gpus_used} / {p.gpus_total}
                   </td>
@@ -618,7 +677,12 @@ export function GroupsPage() {
                       class="danger"
                       aria-label={`Delete node pool ${p.name}`}
                       onClick={() =>
-                        setOpen({ kind: "delete", title: "Delete node pool", what: `node pool ${p.name} (its nodes become shared)`, action: () => deletePool(p.id) })
+                        setOpen({
+                          kind: "delete",
+                          title: "Delete node pool",
+                          what: `node pool ${p.name} (its nodes become shared)`,
+                          action: () => deletePool(p.id),
+                        })
                       }
                     >
                       Delete…
@@ -635,7 +699,9 @@ export function GroupsPage() {
       {open?.kind === "member" && <MemberDialog group={open.group} onClose={close} onDone={reload} />}
       {open?.kind === "policy" && <PolicyDialog policy={open.policy} groups={allGroups} onClose={close} onDone={reload} />}
       {open?.kind === "pool" && <PoolDialog groups={allGroups} onClose={close} onDone={reload} />}
-      {open?.kind === "delete" && <ConfirmDelete title={open.title} what={open.what} action={open.action} onClose={close} onDone={reload} />}
+      {open?.kind === "delete" && (
+        <ConfirmDelete title={open.title} what={open.what} action={open.action} onClose={close} onDone={reload} />
+      )}
     </section>
   );
 }

@@ -569,7 +569,13 @@ export function PoolTable(props: { clusters: ClusterCells[] }) {
               <tr key={p.id} data-overview-pool={p.name}>
                 <th scope="row">{p.name}</th>
                 <td>{c.name}</td>
-                <td>{p.kind === "shared" ? <span class="muted">everyone (shared)</span> : p.groups.join(", ") || <span class="muted">no group</span>}</td>
+                <td>
+                  {p.kind === "shared" ? (
+                    <span class="muted">everyone (shared)</span>
+                  ) : (
+                    p.groups.join(", ") || <span class="muted">no group</span>
+                  )}
+                </td>
                 <td class="num">{p.nodes}</td>
                 <td class="num">
                   {p.gpus_used} / {p.gpus_total}
