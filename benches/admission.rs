@@ -187,9 +187,10 @@ async fn run() {
         let res = post("/api/v1/node-pools", body).await.unwrap();
         assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
     }
-    let res = post("/api/v1/users", json!({"username": "pooled", "group": "g0", "password": "correct horse battery staple"}))
-        .await
-        .unwrap();
+    let res =
+        post("/api/v1/users", json!({"username": "pooled", "group": "g0", "password": "correct horse battery staple"}))
+            .await
+            .unwrap();
     assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
     let lifted = json!({"scope": "user", "scope_id": "pooled", "max_concurrent": 10_000, "limits": {"cpu": 0, "mem_gb": 0,
         "gpu_mem_mb": 0, "gpu_cores": 0, "storage_gb": 0}});

@@ -334,7 +334,9 @@ impl Summary {
                 self.reread_card(txn, cluster_id, uuid)?;
             } else if let Some(node) = rest.strip_prefix("n/") {
                 let row = NODES.get(txn, &format!("{cluster_id}/{node}"))?;
-                let pool = POOL_MEMBERS.get(txn, &format!("{cluster_id}/{node}"))?.and_then(|m| m.dedicated.then_some(m.pool_id));
+                let pool = POOL_MEMBERS
+                    .get(txn, &format!("{cluster_id}/{node}"))?
+                    .and_then(|m| m.dedicated.then_some(m.pool_id));
                 self.put_node(node, row.as_ref().map(schedulable), pool);
                 // Its cards as a whole (removed with the node, say).
                 let uuids: Vec<String> =

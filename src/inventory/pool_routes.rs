@@ -24,9 +24,7 @@ where
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new()
-        .routes(routes!(list_pools, create_pool))
-        .routes(routes!(get_pool, update_pool, delete_pool))
+    OpenApiRouter::new().routes(routes!(list_pools, create_pool)).routes(routes!(get_pool, update_pool, delete_pool))
 }
 
 impl From<PoolError> for ApiError {
@@ -141,7 +139,9 @@ async fn delete_pool(
 ) -> Result<Response, ApiError> {
     let outcome = app.inventory.pools.delete(&id).await.map_err(ApiError::from);
     let details = match &outcome {
-        Ok(p) => serde_json::json!({ "cluster_id": p.cluster_id, "name": p.name, "nodes": p.nodes, "groups": p.groups }),
+        Ok(p) => {
+            serde_json::json!({ "cluster_id": p.cluster_id, "name": p.name, "nodes": p.nodes, "groups": p.groups })
+        }
         Err(_) => serde_json::json!({}),
     };
     audit(&app.audit, &meta, &admin, "pool.delete", &id, details, &outcome).await;

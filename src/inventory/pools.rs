@@ -180,9 +180,7 @@ pub fn excluded_nodes(
     placement: &Placement,
 ) -> Result<Vec<String>, StoreError> {
     let reserved = reserved_nodes(txn, cluster_id)?;
-    let out = |n: &NodeRecord| {
-        n.cordoned || n.offline || !placement.allows(reserved.get(&n.name).map(String::as_str))
-    };
+    let out = |n: &NodeRecord| n.cordoned || n.offline || !placement.allows(reserved.get(&n.name).map(String::as_str));
     super::apply::hostnames(txn, cluster_id, out)
 }
 
@@ -564,7 +562,9 @@ impl NodePools {
                     .map(|(_, p)| p)
                     .filter(|p| cluster_id.as_ref().is_none_or(|c| *c == p.cluster_id))
                     .collect();
-                pools.sort_by(|a, b| (&a.cluster_id, a.name.to_lowercase()).cmp(&(&b.cluster_id, b.name.to_lowercase())));
+                pools.sort_by(|a, b| {
+                    (&a.cluster_id, a.name.to_lowercase()).cmp(&(&b.cluster_id, b.name.to_lowercase()))
+                });
                 views(txn, pools)
             })
             .await?)
@@ -603,10 +603,7 @@ impl NodePools {
         self.store
             .write_with(move |txn| {
                 if !CLUSTERS.get_in_write(txn, &p.cluster_id)?.is_some_and(|c| c.is_live()) {
-                    return Err(PoolError::NotFound(format!(
-                        "no cluster {}",
-                        crate::http::text::echo(&p.cluster_id)
-                    )));
+                    return Err(PoolError::NotFound(format!("no cluster {}", crate::http::text::echo(&p.cluster_id))));
                 }
                 put_pool(txn, None, &p)
             })
@@ -627,7 +624,9 @@ impl NodePools {
         let changes = self
             .store
             .write_with(move |txn| {
-                let old = NODE_POOLS.get_in_write(txn, &key)?.ok_or_else(|| PoolError::NotFound("no such node pool".into()))?;
+                let old = NODE_POOLS
+                    .get_in_write(txn, &key)?
+                    .ok_or_else(|| PoolError::NotFound("no such node pool".into()))?;
                 let mut p = old.clone();
                 if let Some(n) = name {
                     p.name = n;
@@ -660,7 +659,9 @@ impl NodePools {
         let id = id.to_string();
         self.store
             .write_with(move |txn| {
-                let old = NODE_POOLS.get_in_write(txn, &id)?.ok_or_else(|| PoolError::NotFound("no such node pool".into()))?;
+                let old = NODE_POOLS
+                    .get_in_write(txn, &id)?
+                    .ok_or_else(|| PoolError::NotFound("no such node pool".into()))?;
                 unindex(txn, Some(&old), None)?;
                 NODE_POOLS.delete(txn, &id)?;
                 Ok(old)

@@ -112,11 +112,17 @@ async fn node_pools_keep_upstreams_names_and_refuse_bad_input() {
         (ok(json!({"name": "VISION-A100"})), 409, "conflict", "has a pool named vision-a100"),
         (ok(json!({"description": "d".repeat(201)})), 422, "validation_failed", "at most 200"),
         (ok(json!({"kind": "exclusive"})), 422, "validation_failed", ""),
-        (ok(json!({"nodes": (0..10_001).map(|i| format!("n{i}")).collect::<Vec<_>>()})), 422, "validation_failed", "at most 10000"),
+        (
+            ok(json!({"nodes": (0..10_001).map(|i| format!("n{i}")).collect::<Vec<_>>()})),
+            422,
+            "validation_failed",
+            "at most 10000",
+        ),
         (ok(json!({"gpus": 4})), 422, "validation_failed", ""),
     ];
     for (body, status, code, says) in cases {
-        let e = expect_error(call(&s, Method::POST, "/api/v1/node-pools", Some(body.clone())).await, status, code).await;
+        let e =
+            expect_error(call(&s, Method::POST, "/api/v1/node-pools", Some(body.clone())).await, status, code).await;
         let m = e["error"]["message"].as_str().unwrap().to_string() + &e["error"]["details"].to_string();
         assert!(m.contains(says), "{}: {e}", &body.to_string()[..body.to_string().len().min(200)]);
         assert!(m.len() < 4_000, "bounded: {}", m.len());
@@ -148,7 +154,8 @@ async fn node_pools_keep_upstreams_names_and_refuse_bad_input() {
     // Members may not read or change pools.
     account(&s, "ann", Some("vision")).await;
     let ann = s.app().auth.api.mint("admin:ann", std::time::Duration::from_secs(3600)).unwrap();
-    for (m, path) in [(Method::GET, "/api/v1/node-pools".to_string()), (Method::DELETE, format!("/api/v1/node-pools/{id}"))]
+    for (m, path) in
+        [(Method::GET, "/api/v1/node-pools".to_string()), (Method::DELETE, format!("/api/v1/node-pools/{id}"))]
     {
         let res = s.client.request(m, s.url(&path)).bearer_auth(&ann).send().await.unwrap();
         expect_error(res, 403, "forbidden_role").await;
@@ -173,7 +180,10 @@ async fn node_pools_keep_upstreams_names_and_refuse_bad_input() {
     assert_eq!(entry["target"], id.as_str(), "{log}");
     assert_eq!(entry["details"]["changes"]["groups"], json!({"from": ["vision"], "to": []}), "{log}");
     let log = send(&s, Method::GET, "/api/v1/audit?action=pool.create", None, 200).await;
-    assert!(log["data"].as_array().unwrap().iter().any(|e| e["target"] == id.as_str() && e["result"] == "success"), "{log}");
+    assert!(
+        log["data"].as_array().unwrap().iter().any(|e| e["target"] == id.as_str() && e["result"] == "success"),
+        "{log}"
+    );
 
     // Deleted: its nodes are shared again.
     send(&s, Method::DELETE, &format!("/api/v1/node-pools/{id}"), None, 204).await;
