@@ -85,6 +85,7 @@ impl InventoryPart for ClusterPart {
         NODES.delete_prefix(txn, &prefix)?;
         GPUS.delete_prefix(txn, &prefix)?;
         POOLS.delete_prefix(txn, &prefix)?;
+        super::pools::forget_cluster(txn, cluster_id)?;
         // The row stays (history: running sessions, the last report) without nodes or GPUs.
         if let Some(mut counts) = CLUSTER_COUNTS.get_in_write(txn, cluster_id)? {
             counts.node_count = 0;

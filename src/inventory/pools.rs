@@ -184,6 +184,19 @@ pub fn excluded_nodes(
     super::apply::hostnames(txn, cluster_id, out)
 }
 
+/// A cluster's node pools go with the cluster (its unregistering forgets its inventory).
+pub fn forget_cluster(txn: &WriteTxn, cluster_id: &str) -> Result<(), StoreError> {
+    let prefix = format!("{cluster_id}/");
+    for (id, p) in NODE_POOLS.list_in_write(txn)? {
+        if p.cluster_id == cluster_id {
+            NODE_POOLS.delete(txn, &id)?;
+        }
+    }
+    POOL_MEMBERS.delete_prefix(txn, &prefix)?;
+    POOLS_BY_GROUP.delete_prefix(txn, &prefix)?;
+    Ok(())
+}
+
 /// Names of the pools reserved for `group` (any cluster): a group they name is not deleted.
 pub fn pools_of_group(txn: &WriteTxn, group: &str) -> Result<Vec<String>, StoreError> {
     Ok(NODE_POOLS

@@ -190,6 +190,15 @@ async fn node_pools_keep_upstreams_names_and_refuse_bad_input() {
     expect_error(call(&s, Method::GET, &format!("/api/v1/node-pools/{id}"), None).await, 404, "not_found").await;
     assert_eq!(node_pool_of(&s, &cid, N0).await, (Value::Null, Value::Null));
     assert_eq!(pools(&s).await["total"], 0);
+
+    // A cluster unregistered takes its pools with it (and no longer holds their groups).
+    let body = json!({"cluster_id": cid, "name": "nlp", "nodes": [N1], "groups": ["nlp"]});
+    send(&s, Method::POST, "/api/v1/node-pools", Some(body), 201).await;
+    expect_error(call(&s, Method::DELETE, "/api/v1/groups/nlp", None).await, 409, "group_in_use").await;
+    send(&s, Method::DELETE, &format!("/api/v1/clusters/{cid}"), None, 204).await;
+    assert_eq!(pools(&s).await["total"], 0);
+    send(&s, Method::PATCH, "/api/v1/users/ann", Some(json!({"group": null})), 200).await;
+    send(&s, Method::DELETE, "/api/v1/groups/nlp", None, 204).await;
     s.stop().await;
 }
 
