@@ -173,19 +173,17 @@ async fn run() {
             .unwrap();
         rebuilt.push(create(&gpu_off).await);
     }
-    // Node pools: 10 dedicated pools of 50 nodes (4,000 cards), one per group g0..g9. Creates
-    // by owners in no group (placed on the 4,500 shared nodes: the 500 reserved are excluded)
-    // and by a member of g0 (placed in its pool only: the other 4,950 nodes are excluded),
-    // interleaved in rounds of 20; against the creates above without pools.
+    // Node pools: 10 dedicated pools of 50 nodes (4,000 cards), one per group g0..g9. Creates by
+    // an owner in no group (placed on the 4,500 shared nodes: the 500 reserved are excluded) and
+    // by a member of g0 (placed in its pool only: the other 4,950 nodes are excluded), each
+    // against the same owner's creates with no pool, interleaved in rounds of 20: the pools are
+    // made before and deleted after each round's pooled creates (one untimed create after each
+    // change lets the summary take it in).
     let nodes_n = gpus.div_ceil(8);
     let (pools_n, per_pool) = (10usize, 50usize.min(nodes_n / 11));
     for g in 0..pools_n {
         let v = post("/api/v1/groups", json!({"name": format!("g{g}")})).await.unwrap();
         assert_eq!(v.status(), 201);
-        let nodes: Vec<String> = (g * per_pool..(g + 1) * per_pool).map(|n| format!("bench-{n}")).collect();
-        let body = json!({"cluster_id": cid, "name": format!("pool-{g}"), "nodes": nodes, "groups": [format!("g{g}")]});
-        let res = post("/api/v1/node-pools", body).await.unwrap();
-        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
     }
     let res =
         post("/api/v1/users", json!({"username": "pooled", "group": "g0", "password": "correct horse battery staple"}))
@@ -203,18 +201,38 @@ async fn run() {
         assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
         ms
     };
-    for _ in 0..5 {
-        create(&gpu_off).await;
-        create_pooled().await;
-    }
-    let (mut shared, mut pooled) = (Vec::new(), Vec::new());
+    let make_pools = async || -> Vec<String> {
+        let mut ids = Vec::new();
+        for g in 0..pools_n {
+            let nodes: Vec<String> = (g * per_pool..(g + 1) * per_pool).map(|n| format!("bench-{n}")).collect();
+            let body =
+                json!({"cluster_id": cid, "name": format!("pool-{g}"), "nodes": nodes, "groups": [format!("g{g}")]});
+            let v: Value = post("/api/v1/node-pools", body).await.unwrap().json().await.unwrap();
+            ids.push(v["id"].as_str().unwrap().to_string());
+        }
+        ids
+    };
+    let (mut shared, mut pooled, mut shared_none, mut pooled_none) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..creates / 20 {
         beat().await;
+        let ids = make_pools().await;
+        create(&gpu_off).await;
         for _ in 0..20 {
             shared.push(create(&gpu_off).await);
         }
         for _ in 0..20 {
             pooled.push(create_pooled().await);
+        }
+        for id in ids {
+            let res = http.delete(format!("{base}/api/v1/node-pools/{id}")).bearer_auth(&admin).send().await.unwrap();
+            assert_eq!(res.status(), 204);
+        }
+        create(&gpu_off).await;
+        for _ in 0..20 {
+            shared_none.push(create(&gpu_off).await);
+        }
+        for _ in 0..20 {
+            pooled_none.push(create_pooled().await);
         }
     }
     let w = line("POST /api/v1/sessions, GPU slice, policy + fit (summary built)", with);
@@ -228,8 +246,10 @@ async fn run() {
         r50 / b
     );
     let sh = line(&format!("GPU slice, {pools_n} pools x {per_pool} nodes, owner in no group"), shared);
+    let sn = line("GPU slice, no pool, the same kind of owner (no group)", shared_none);
     let po = line(&format!("GPU slice, {pools_n} pools x {per_pool} nodes, owner in a pool's group"), pooled);
-    println!("ratio p50 pools/no pools: owner in no group {:.2}; in a pool's group {:.2}", sh / w, po / w);
+    let pn = line("GPU slice, no pool, the same owner (in g0)", pooled_none);
+    println!("ratio p50 pools/no pool: owner in no group {:.2}; owner in a pool's group {:.2}", sh / sn, po / pn);
 
     // A month's usage query over 20,000 sessions: 500 owners (in 20 groups, recorded with each
     // run), runs of 1-30 hours spread over last month, closed through the ledger's own writer.
