@@ -418,7 +418,7 @@ fn compute(txn: &redb::ReadTransaction) -> Result<(Totals, Vec<ClusterCells>), S
     // Node pools: (cluster index, pool index) by pool id, and each pooled node's pool.
     let mut pool_at: HashMap<String, (usize, usize)> = HashMap::new();
     let mut pools: Vec<_> = NODE_POOLS.list(txn)?.into_iter().map(|(_, p)| p).collect();
-    pools.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()));
+    pools.sort_by_key(|p| p.name.to_lowercase());
     for p in pools {
         let Some(&ci) = cluster_at.get(&p.cluster_id) else { continue };
         pool_at.insert(p.id.clone(), (ci, clusters[ci].pools.len()));
