@@ -3,7 +3,8 @@
 # measured in the same run. Usage: hack/bench.sh [start|rss|storm|size|jwt|callbacks|snapshot|sessions|admission|metrics|fleet|all]
 # (default: all); also slow (stalled-body storms), ws-relay (WebSockets through relayed sessions) and
 # console (the e2e with its time budgets enforced).
-# `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15.
+# `fleet` takes flags: --clusters 10 --nodes 500 --gpus 8 --sessions 2000 --seconds 15, and --small
+# (the server in 256 MiB and one CPU).
 # `signin` takes flags: --students 200 --users 1000 --sessions 20000 --seconds 10, and --ldap / --oidc
 # (the same class signs in again from a real slapd / OpenID provider, against the local class).
 # BENCH_PROFILE=dev measures a debug build instead (quicker to build, much slower to run).
@@ -391,10 +392,49 @@ metrics() {
 # p50/p99 and its ratio to /healthz (same run), fsyncs/s, RSS, the state file's size, the
 # cluster list's and one node page's latency during the flood, one cluster flooding at ~10x its
 # share while the others' p99 is measured, and start-to-ready with that state.
+# `fleet --small`: the server alone in a small machine's limits, 256 MiB of memory and one CPU's
+# worth of time (MemoryMax=256M, CPUQuota=100%): through `systemd-run --scope` where systemd runs,
+# else a cgroup of its own (v2, or v1's memory and cpu controllers). Sets small_wrap, the command
+# prefix that starts the server inside; small_machine_report says whether it hit the limit.
+small_machine() {
+  local name="gshare-bench-$$"
+  if command -v systemd-run >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
+    small_wrap=(systemd-run --quiet --scope -p MemoryMax=256M -p CPUQuota=100% --)
+    small_cg=""
+    return
+  fi
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    small_cg="/sys/fs/cgroup/$name"
+    mkdir "$small_cg" && echo 268435456 >"$small_cg/memory.max" && echo "100000 100000" >"$small_cg/cpu.max"
+    small_procs=("$small_cg/cgroup.procs")
+  else
+    small_cg="/sys/fs/cgroup/memory/$name"
+    mkdir "$small_cg" "/sys/fs/cgroup/cpu/$name"
+    echo 268435456 >"$small_cg/memory.limit_in_bytes"
+    echo 100000 >"/sys/fs/cgroup/cpu/$name/cpu.cfs_period_us"
+    echo 100000 >"/sys/fs/cgroup/cpu/$name/cpu.cfs_quota_us"
+    small_procs=("$small_cg/cgroup.procs" "/sys/fs/cgroup/cpu/$name/cgroup.procs")
+  fi
+  # The shell joins the cgroup(s), then becomes the server (same pid).
+  small_wrap=(sh -c 'for f in "$@"; do case "$f" in --) break ;; esac; echo $$ >"$f"; done; while [ "$1" != -- ]; do shift; done; shift; exec "$@"' sh "${small_procs[@]}" --)
+  echo "small machine: cgroup $small_cg (memory 256 MiB, one CPU's worth)"
+}
+
+small_machine_report() {
+  [ -n "${small_cg:-}" ] || { echo "small machine: systemd scope (see journalctl for OOM)"; return; }
+  local alive=no; kill -0 "$pid" 2>/dev/null && alive=yes
+  if [ -f "$small_cg/memory.events" ]; then
+    echo "small machine: server alive $alive; cgroup peak $(awk '{printf "%.1f MiB", $1/1048576}' "$small_cg/memory.peak" 2>/dev/null || echo '?'); $(tr '\n' ' ' <"$small_cg/memory.events")"
+  else
+    echo "small machine: server alive $alive; cgroup peak $(awk '{printf "%.1f MiB", $1/1048576}' "$small_cg/memory.max_usage_in_bytes") (page cache included), limit hits $(cat "$small_cg/memory.failcnt"), $(grep oom_kill "$small_cg/memory.oom_control" | tr '\n' ' ')"
+  fi
+}
+
 fleet() {
-  local clusters=10 nodes=500 gpus=8 sessions=2000 dur=15
+  local clusters=10 nodes=500 gpus=8 sessions=2000 dur=15 small=""
   while [ $# -gt 0 ]; do
     case "$1" in
+      --small) small=1; shift ;;
       --clusters) clusters=$2; shift 2 ;;
       --nodes) nodes=$2; shift 2 ;;
       --gpus) gpus=$2; shift 2 ;;
@@ -414,7 +454,9 @@ fleet() {
   local ids; ids=$("$seed" seed --data-dir "$data" --clusters "$clusters" --sessions "$sessions" --out "$plan")
   local env=(GSHARE_DATA_DIR="$data" GSHARE_CONFIG=/dev/null GSHARE_LOG_LEVEL=warn GSHARE_PROBE_INTERVAL=86400s)
   port=$(free_port); url="http://127.0.0.1:$port"
-  env "${env[@]}" GSHARE_LISTEN="127.0.0.1:$port" "$bin" serve 2>"$work/fleet.log" &
+  local wrap=()
+  [ -n "$small" ] && small_machine && wrap=("${small_wrap[@]}")
+  env "${env[@]}" GSHARE_LISTEN="127.0.0.1:$port" "${wrap[@]}" "$bin" serve 2>"$work/fleet.log" &
   pid=$!
   until curl -fs "$url/readyz" >/dev/null; do sleep 0.05; done
   # Tokens once the first start made the key ring.
@@ -468,6 +510,7 @@ fleet() {
   read -r lm lx <"$work/list.lat"; read -r nm nx <"$work/nodes.lat"
   echo "during the mix: GET /api/v1/clusters median $lm ms, max $lx ms; GET /api/v1/clusters/{id}/nodes ($nodes nodes) median $nm ms, max $nx ms (target <= 50)"
   echo "RSS after the mix: $(rss) MiB (target <= 150); state file: $(stat -c %s "$data/gshare.redb" | awk '{printf "%.1f MiB", $1/1048576}')"
+  [ -n "$small" ] && small_machine_report
   if [ "$clusters" -ge 2 ]; then
     read -r rps p50 p99 bad <<<"$(FLEET_MODE=mix FLEET_FIRST=2 wrk_run 48 -s hack/fleet.lua "$url")"
     echo "flood: the other $((clusters - 1)) clusters alone: $rps callbacks/s, p99 $p99 ms"
@@ -479,7 +522,11 @@ fleet() {
     echo "flood: cluster 1 sends state-changing gpu-devices in a loop at $frps/s (p99 $f99 ms, non-2xx $fbad) on 48 connections; the other $((clusters - 1)) clusters meanwhile: $rps callbacks/s, p99 $p99 ms, non-2xx $bad"
   fi
   echo "$(curl -fs "$url/metrics" | grep -cE '^gshare_callbacks_total') callback series in /metrics"
+  [ -n "$small" ] && small_machine_report
   kill $pid; wait $pid 2>/dev/null || true
+  if [ -n "${small_cg:-}" ]; then
+    rmdir "$small_cg" "/sys/fs/cgroup/cpu/$(basename "$small_cg")" 2>/dev/null || true
+  fi
   for _ in $(seq 1 5); do
     port=$(free_port)
     ready_ms "$port" "${env[@]}"

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::ConnectInfo;
@@ -64,6 +64,42 @@ const H2_MAX_HEADER_LIST: u32 = 128 * 1024;
 /// Connections let in beyond `max_connections` for `/healthz` and `/readyz` only.
 pub const HEALTH_RESERVE: usize = 16;
 
+/// How many of the [`HEALTH_RESERVE`] one client address may hold: a storm from one address
+/// cannot take the whole reserve from a monitor elsewhere.
+const RESERVE_PER_ADDRESS: usize = 4;
+
+/// A connection that has not yet had a request is not closed to make room until it is this old:
+/// a new client (a health probe above all) gets the time to send its first request head instead
+/// of being evicted by the next connection of a storm. A slow head is evictable after it.
+const EVICT_GRACE: Duration = Duration::from_millis(250);
+
+/// A reserve connection whose first bytes ask for `/healthz` or `/readyz` keeps its place this
+/// long until it is answered (a probe on a loaded machine may wait for its task to run); one that
+/// asks for anything else is evictable at once (it gets a 503 anyway).
+const HEALTH_GRACE: Duration = Duration::from_secs(1);
+
+/// What a reserve connection's first bytes were ([`Slot::head`]).
+const HEAD_UNKNOWN: u8 = 0;
+const HEAD_HEALTH: u8 = 1;
+const HEAD_OTHER: u8 = 2;
+
+/// The request lines of the health paths, as a plain HTTP/1 probe sends them.
+const HEALTH_HEADS: &[&[u8]] = &[b"GET /healthz", b"GET /readyz", b"HEAD /healthz", b"HEAD /readyz"];
+
+/// [`HEAD_HEALTH`] or [`HEAD_OTHER`] for a head starting with `peeked`; `None` while it could
+/// still be either.
+fn classify_head(peeked: &[u8]) -> Option<u8> {
+    let next_is_end = |h: &[u8]| matches!(peeked.get(h.len()), Some(b' ' | b'?'));
+    if HEALTH_HEADS.iter().any(|h| peeked.starts_with(h) && next_is_end(h)) {
+        return Some(HEAD_HEALTH);
+    }
+    let may_become = HEALTH_HEADS.iter().any(|h| {
+        let n = peeked.len().min(h.len());
+        peeked[..n] == h[..n] && (peeked.len() <= h.len())
+    });
+    if may_become { None } else { Some(HEAD_OTHER) }
+}
+
 /// A request extension: this connection is one of the [`HEALTH_RESERVE`]; it is answered only on
 /// the health paths.
 #[derive(Debug, Clone, Copy)]
@@ -72,12 +108,30 @@ pub struct ReserveConnection;
 /// One open connection: requests in flight, and how to ask it to close. A connection handed over
 /// by an upgrade (a relayed WebSocket) is `held` by its tunnel: it stays counted, and busy, until
 /// the tunnel ends, though hyper is done with it.
-#[derive(Default)]
 struct Slot {
     in_flight: AtomicUsize,
     held: AtomicUsize,
     ended: std::sync::atomic::AtomicBool,
+    /// A request has entered (see [`EVICT_GRACE`]).
+    served: std::sync::atomic::AtomicBool,
+    /// A reserve connection's first bytes: [`HEAD_UNKNOWN`], [`HEAD_HEALTH`] or [`HEAD_OTHER`].
+    head: std::sync::atomic::AtomicU8,
+    opened: Instant,
     close: Notify,
+}
+
+impl Slot {
+    fn new(opened: Instant) -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            ended: std::sync::atomic::AtomicBool::new(false),
+            served: std::sync::atomic::AtomicBool::new(false),
+            head: std::sync::atomic::AtomicU8::new(HEAD_UNKNOWN),
+            opened,
+            close: Notify::new(),
+        }
+    }
 }
 
 /// One open connection in the table: its slot, the address it counts against (none when exempt)
@@ -96,6 +150,8 @@ struct Connections {
     regular: usize,
     reserve: usize,
     per_address: HashMap<IpAddr, usize>,
+    /// Reserve connections per address (at most [`RESERVE_PER_ADDRESS`] each).
+    reserve_per_address: HashMap<IpAddr, usize>,
 }
 
 /// The key a client address counts under: IPv4 as is, IPv6 by its /64 (one host's share of a
@@ -121,14 +177,41 @@ pub(crate) struct Caps {
     reserve: usize,
 }
 
+/// Adds one to `key`'s count.
+fn count_up(counts: &mut HashMap<IpAddr, usize>, key: IpAddr) {
+    *counts.entry(key).or_insert(0) += 1;
+}
+
+/// Takes one from `key`'s count, forgetting it at zero.
+fn count_down(counts: &mut HashMap<IpAddr, usize>, key: IpAddr) {
+    if let Some(n) = counts.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&key);
+        }
+    }
+}
+
 impl Connections {
-    fn is_idle(open: &Open) -> bool {
-        open.slot.in_flight.load(Ordering::Acquire) == 0 && open.slot.held.load(Ordering::Acquire) == 0
+    /// Idle (no request in flight, no tunnel) and either served once or past its grace: a
+    /// health probe's [`HEALTH_GRACE`], nothing for a reserve connection asking for anything
+    /// else, [`EVICT_GRACE`] for a head not seen yet.
+    fn evictable(open: &Open, now: Instant) -> bool {
+        let slot = &open.slot;
+        let age = now.saturating_duration_since(slot.opened);
+        let grace = match slot.head.load(Ordering::Acquire) {
+            HEAD_HEALTH => HEALTH_GRACE,
+            HEAD_OTHER => Duration::ZERO,
+            _ => EVICT_GRACE,
+        };
+        slot.in_flight.load(Ordering::Acquire) == 0
+            && slot.held.load(Ordering::Acquire) == 0
+            && (slot.served.load(Ordering::Acquire) || age >= grace)
     }
 
-    /// Closes the oldest idle connection that `pick` accepts; false when there is none.
-    fn close_oldest_idle(&mut self, pick: impl Fn(&Open) -> bool) -> bool {
-        let Some(id) = self.open.iter().find(|(_, o)| pick(o) && Self::is_idle(o)).map(|(id, _)| *id) else {
+    /// Closes the oldest evictable connection that `pick` accepts; false when there is none.
+    fn close_oldest_idle(&mut self, now: Instant, pick: impl Fn(&Open) -> bool) -> bool {
+        let Some(id) = self.open.iter().find(|(_, o)| pick(o) && Self::evictable(o, now)).map(|(id, _)| *id) else {
             return false;
         };
         self.remove(id);
@@ -143,33 +226,41 @@ impl Connections {
         } else {
             self.regular -= 1;
         }
-        if let Some(a) = o.address
-            && let Some(n) = self.per_address.get_mut(&a)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.per_address.remove(&a);
+        if let Some(a) = o.address {
+            count_down(&mut self.per_address, a);
+            if o.reserve {
+                count_down(&mut self.reserve_per_address, a);
             }
         }
     }
 
     /// Makes room for one more connection from `address` (`None`: exempt from the per-address
-    /// cap) by closing the oldest idle one; `None` when it must be refused. The answer says
+    /// cap) by closing the oldest evictable one; `None` when it must be refused. The answer says
     /// whether the connection is one of the health reserve.
-    fn admit(&mut self, address: Option<IpAddr>, caps: Caps) -> Option<(u64, Arc<Slot>, bool)> {
+    fn admit(&mut self, address: Option<IpAddr>, caps: Caps, now: Instant) -> Option<(u64, Arc<Slot>, bool)> {
         if let Some(a) = address {
             while self.per_address.get(&a).copied().unwrap_or(0) >= caps.per_address {
-                if !self.close_oldest_idle(|o| o.address == Some(a)) {
+                if !self.close_oldest_idle(now, |o| o.address == Some(a)) {
                     return None;
                 }
             }
         }
         let mut reserve = false;
         while self.regular >= caps.total {
-            if !self.close_oldest_idle(|o| !o.reserve) {
-                // Every regular connection is busy: the health reserve, oldest idle one first.
+            if !self.close_oldest_idle(now, |o| !o.reserve) {
+                // Every regular connection is busy: the health reserve. An address at its share
+                // of it makes room from its own; otherwise the oldest evictable one goes.
+                if let Some(a) = address {
+                    while self.reserve_per_address.get(&a).copied().unwrap_or(0)
+                        >= RESERVE_PER_ADDRESS.min(caps.reserve)
+                    {
+                        if !self.close_oldest_idle(now, |o| o.reserve && o.address == Some(a)) {
+                            return None;
+                        }
+                    }
+                }
                 while self.reserve >= caps.reserve {
-                    if !self.close_oldest_idle(|o| o.reserve) {
+                    if !self.close_oldest_idle(now, |o| o.reserve) {
                         return None;
                     }
                 }
@@ -179,7 +270,7 @@ impl Connections {
         }
         let id = self.next;
         self.next += 1;
-        let slot = Arc::new(Slot::default());
+        let slot = Arc::new(Slot::new(now));
         self.open.insert(id, Open { slot: slot.clone(), address, reserve });
         if reserve {
             self.reserve += 1;
@@ -187,7 +278,10 @@ impl Connections {
             self.regular += 1;
         }
         if let Some(a) = address {
-            *self.per_address.entry(a).or_insert(0) += 1;
+            count_up(&mut self.per_address, a);
+            if reserve {
+                count_up(&mut self.reserve_per_address, a);
+            }
         }
         Some((id, slot, reserve))
     }
@@ -220,7 +314,7 @@ impl ConnectionTicket {
     /// connection) as one more connection of the same address. `Err` when there is no room for it.
     pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
         let mut table = lock(&self.table);
-        let Some((upstream, _, reserve)) = table.admit(self.address, self.caps) else {
+        let Some((upstream, _, reserve)) = table.admit(self.address, self.caps, Instant::now()) else {
             let address_full =
                 self.address.is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= self.caps.per_address);
             return Err(if address_full { NoRoom::Address(self.caps.per_address) } else { NoRoom::Server });
@@ -335,7 +429,9 @@ pub async fn serve(
         };
         let peer_ip = address_key(peer.ip());
         let exempt = limits.trusted_proxies.iter().any(|net| net.contains(&peer.ip()));
-        let Some((conn_id, slot, reserve)) = lock(&connections).admit((!exempt).then_some(peer_ip), caps) else {
+        let Some((conn_id, slot, reserve)) =
+            lock(&connections).admit((!exempt).then_some(peer_ip), caps, Instant::now())
+        else {
             tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
             continue;
         };
@@ -392,6 +488,11 @@ pub async fn serve(
                         return;
                     }
                 }
+                if reserve && acceptor.is_none() {
+                    // A health probe keeps its place until answered; anything else may be closed
+                    // at once to make room for one (TLS: not known before the handshake).
+                    slot.head.store(peek_head_kind(&stream).await, Ordering::Release);
+                }
                 let Some(acceptor) = acceptor else {
                     let conn =
                         builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
@@ -440,11 +541,34 @@ pub async fn serve(
 }
 
 /// Counts a request in flight on its connection for as long as it lives.
+/// Peeks at a reserve connection's first bytes (without taking them) until they say whether it
+/// is a health probe, for at most [`EVICT_GRACE`].
+async fn peek_head_kind(stream: &tokio::net::TcpStream) -> u8 {
+    let give_up = Instant::now() + EVICT_GRACE;
+    let mut buf = [0u8; 16];
+    loop {
+        let n = match stream.peek(&mut buf).await {
+            Ok(n) if n > 0 => n,
+            _ => return HEAD_OTHER,
+        };
+        if let Some(kind) = classify_head(&buf[..n]) {
+            return kind;
+        }
+        if Instant::now() >= give_up {
+            return HEAD_UNKNOWN;
+        }
+        // Part of a head that may still be a probe's: look again shortly (peek returns at once
+        // while the same bytes wait).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 struct InFlight(Arc<Slot>);
 
 impl InFlight {
     fn enter(slot: &Arc<Slot>) -> Self {
         slot.in_flight.fetch_add(1, Ordering::AcqRel);
+        slot.served.store(true, Ordering::Release);
         Self(slot.clone())
     }
 }
@@ -489,6 +613,20 @@ mod tests {
 
     const CAPS: Caps = Caps { total: 2, per_address: 100, reserve: 1 };
 
+    thread_local! {
+        static CLOCK: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// A clock a second further on at each call: every connection admitted before is past
+    /// [`EVICT_GRACE`].
+    fn tick() -> Instant {
+        CLOCK.with(|c| {
+            let next = c.get().map_or_else(Instant::now, |t| t + Duration::from_secs(1));
+            c.set(Some(next));
+            next
+        })
+    }
+
     fn ip(last: u8) -> Option<IpAddr> {
         Some(IpAddr::from([10, 0, 0, last]))
     }
@@ -496,54 +634,133 @@ mod tests {
     #[test]
     fn the_oldest_idle_connection_makes_room() {
         let mut c = Connections::default();
-        let (_, a, _) = c.admit(ip(1), CAPS).unwrap();
-        let (_, b, _) = c.admit(ip(1), CAPS).unwrap();
+        let (_, a, _) = c.admit(ip(1), CAPS, tick()).unwrap();
+        let (_, b, _) = c.admit(ip(1), CAPS, tick()).unwrap();
         let _busy = InFlight::enter(&a);
         // a is busy, b is idle: b goes.
-        let (_, c3, reserve) = c.admit(ip(2), CAPS).unwrap();
+        let (_, c3, reserve) = c.admit(ip(2), CAPS, tick()).unwrap();
         assert!(!reserve);
         assert_eq!(c.open.len(), 2);
         assert!(Arc::strong_count(&b) == 1, "b was dropped from the table");
         // Everyone busy: one more is let in as the health reserve, then refused.
         let _busy2 = InFlight::enter(&c3);
-        let (_, r, reserve) = c.admit(ip(3), CAPS).unwrap();
+        let (_, r, reserve) = c.admit(ip(3), CAPS, tick()).unwrap();
         assert!(reserve, "beyond the cap: the health reserve");
         let _busy3 = InFlight::enter(&r);
-        assert!(c.admit(ip(4), CAPS).is_none());
+        assert!(c.admit(ip(4), CAPS, tick()).is_none());
         assert_eq!((c.regular, c.reserve), (2, 1));
     }
 
     #[test]
     fn an_idle_reserve_connection_makes_room_for_the_next_health_check() {
         let mut c = Connections::default();
-        let held: Vec<_> = (0..2).map(|i| c.admit(ip(i), CAPS).unwrap()).collect();
+        let held: Vec<_> = (0..2).map(|i| c.admit(ip(i), CAPS, tick()).unwrap()).collect();
         let _busy: Vec<_> = held.iter().map(|(_, s, _)| InFlight::enter(s)).collect();
-        let (_, first, reserve) = c.admit(ip(9), CAPS).unwrap();
+        let (_, first, reserve) = c.admit(ip(9), CAPS, tick()).unwrap();
         assert!(reserve);
-        let (_, _, reserve) = c.admit(ip(9), CAPS).unwrap();
+        let (_, _, reserve) = c.admit(ip(9), CAPS, tick()).unwrap();
         assert!(reserve);
         assert_eq!(Arc::strong_count(&first), 1, "the idle reserve connection was closed");
+    }
+
+    #[test]
+    fn a_new_connection_gets_the_time_to_send_its_first_request() {
+        let caps = Caps { total: 1, per_address: 100, reserve: 2 };
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut c = Connections::default();
+        let (_, busy, _) = c.admit(ip(1), caps, t0).unwrap();
+        let _busy = InFlight::enter(&busy);
+        // Two probes reach the reserve; neither has sent its head yet.
+        let (_, probe, reserve) = c.admit(ip(2), caps, ms(10)).unwrap();
+        assert!(reserve);
+        let (_, second, _) = c.admit(ip(3), caps, ms(20)).unwrap();
+        // A storm connection 100 ms later may not close either of them: refused instead.
+        assert!(c.admit(ip(4), caps, ms(100)).is_none());
+        assert_eq!(Arc::strong_count(&probe), 2, "the fresh probe is still open");
+        // A connection that has had its request is idle at once.
+        drop(InFlight::enter(&second));
+        let (_, _, reserve) = c.admit(ip(4), caps, ms(110)).unwrap();
+        assert!(reserve);
+        assert_eq!(Arc::strong_count(&second), 1, "the served one made room");
+        assert_eq!(Arc::strong_count(&probe), 2);
+        // A head that never comes: evictable once the grace is over.
+        let later = ms(10) + EVICT_GRACE;
+        assert!(c.admit(ip(5), caps, later).is_some());
+        assert_eq!(Arc::strong_count(&probe), 1, "a silent connection goes after the grace");
+    }
+
+    #[test]
+    fn a_reserve_connection_asking_for_health_keeps_its_place_and_others_make_room() {
+        assert_eq!(classify_head(b"GET /healthz HTTP/1.1\r\n"), Some(HEAD_HEALTH));
+        assert_eq!(classify_head(b"HEAD /readyz?x HTTP/1.1"), Some(HEAD_HEALTH));
+        assert_eq!(classify_head(b"GET /heal"), None, "may still be a probe");
+        assert_eq!(classify_head(b"GET /healthzz HTTP/1.1"), Some(HEAD_OTHER));
+        assert_eq!(classify_head(b"GET /proxy/ses-1/ws"), Some(HEAD_OTHER));
+        assert_eq!(classify_head(b"PRI * HTTP/2.0"), Some(HEAD_OTHER));
+        let caps = Caps { total: 1, per_address: 100, reserve: 2 };
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut c = Connections::default();
+        let (_, busy, _) = c.admit(ip(1), caps, t0).unwrap();
+        let _busy = InFlight::enter(&busy);
+        let (_, probe, _) = c.admit(ip(2), caps, ms(1)).unwrap();
+        let (_, storm, _) = c.admit(ip(3), caps, ms(2)).unwrap();
+        probe.head.store(HEAD_HEALTH, Ordering::Release);
+        storm.head.store(HEAD_OTHER, Ordering::Release);
+        // Within the grace: the storm's connection goes, the probe stays.
+        let (_, next, _) = c.admit(ip(4), caps, ms(10)).unwrap();
+        assert_eq!(Arc::strong_count(&storm), 1);
+        assert_eq!(Arc::strong_count(&probe), 2);
+        next.head.store(HEAD_OTHER, Ordering::Release);
+        // Past EVICT_GRACE the probe still stays (its own grace is longer)...
+        let (_, _, _) = c.admit(ip(5), caps, ms(1) + EVICT_GRACE).unwrap();
+        assert_eq!(Arc::strong_count(&probe), 2);
+        // ...but not forever: a probe that never finishes its head goes after HEALTH_GRACE.
+        assert!(c.admit(ip(6), caps, ms(1) + HEALTH_GRACE).is_some());
+        assert_eq!(Arc::strong_count(&probe), 1);
+    }
+
+    #[test]
+    fn one_address_holds_at_most_its_share_of_the_reserve() {
+        let caps = Caps { total: 1, per_address: 100, reserve: HEALTH_RESERVE };
+        let t0 = Instant::now();
+        let mut c = Connections::default();
+        let (_, busy, _) = c.admit(ip(1), caps, t0).unwrap();
+        let _busy = InFlight::enter(&busy);
+        let storm: Vec<_> = (0..RESERVE_PER_ADDRESS).map(|_| c.admit(ip(7), caps, t0).unwrap()).collect();
+        assert!(storm.iter().all(|(_, _, reserve)| *reserve));
+        // Its next is refused while its own are fresh, though the reserve has room for others.
+        assert!(c.admit(ip(7), caps, t0).is_none());
+        let (_, monitor, reserve) = c.admit(ip(8), caps, t0).unwrap();
+        assert!(reserve);
+        // Past the grace it makes room from its own share, never another address's.
+        assert!(c.admit(ip(7), caps, t0 + EVICT_GRACE).is_some());
+        assert_eq!(Arc::strong_count(&storm[0].1), 1);
+        assert_eq!(Arc::strong_count(&monitor), 2);
+        assert_eq!(c.reserve_per_address[&ip(7).unwrap()], RESERVE_PER_ADDRESS);
+        assert_eq!(c.reserve, RESERVE_PER_ADDRESS + 1);
     }
 
     #[test]
     fn one_address_holds_at_most_its_share() {
         let caps = Caps { total: 10, per_address: 3, reserve: 2 };
         let mut c = Connections::default();
-        let mine: Vec<_> = (0..3).map(|_| c.admit(ip(1), caps).unwrap()).collect();
+        let mine: Vec<_> = (0..3).map(|_| c.admit(ip(1), caps, tick()).unwrap()).collect();
         // Its fourth closes its own oldest idle connection, not another address's.
-        let (_, other, _) = c.admit(ip(2), caps).unwrap();
-        let (_, _fourth, _) = c.admit(ip(1), caps).unwrap();
+        let (_, other, _) = c.admit(ip(2), caps, tick()).unwrap();
+        let (_, _fourth, _) = c.admit(ip(1), caps, tick()).unwrap();
         assert_eq!(Arc::strong_count(&mine[0].1), 1);
         assert_eq!(Arc::strong_count(&other), 2, "another address's connection stays");
         assert_eq!(c.per_address[&ip(1).unwrap()], 3);
         // All of its connections busy: refused, though the server has room.
         let slots: Vec<_> = c.open.values().filter(|o| o.address == ip(1)).map(|o| o.slot.clone()).collect();
         let _busy: Vec<_> = slots.iter().map(InFlight::enter).collect();
-        assert!(c.admit(ip(1), caps).is_none());
-        assert!(c.admit(ip(3), caps).is_some());
+        assert!(c.admit(ip(1), caps, tick()).is_none());
+        assert!(c.admit(ip(3), caps, tick()).is_some());
         // Exempt (a trusted proxy): not counted per address.
         for _ in 0..5 {
-            c.admit(None, caps).unwrap();
+            c.admit(None, caps, tick()).unwrap();
         }
         // IPv6: a /64 is one address.
         assert_eq!(
@@ -558,14 +775,14 @@ mod tests {
     fn a_tunnel_keeps_its_connection_counted_and_counts_its_upstream() {
         let caps = Caps { total: 4, per_address: 3, reserve: 1 };
         let table = Arc::new(Mutex::new(Connections::default()));
-        let (id, slot, _) = lock(&table).admit(ip(1), caps).unwrap();
+        let (id, slot, _) = lock(&table).admit(ip(1), caps, tick()).unwrap();
         let ticket = ConnectionTicket { table: table.clone(), id, slot: slot.clone(), address: ip(1), caps };
         let t1 = ticket.tunnel().unwrap();
         let t2 = ticket.tunnel().unwrap();
         assert_eq!(lock(&table).per_address[&ip(1).unwrap()], 3);
         // The address is full of busy connections (tunnels are never idle): no third tunnel.
         assert_eq!(ticket.tunnel().err(), Some(NoRoom::Address(3)));
-        assert!(lock(&table).admit(ip(1), caps).is_none());
+        assert!(lock(&table).admit(ip(1), caps, tick()).is_none());
         // hyper is done with the connection after the upgrade: it stays counted while tunnels use it.
         slot.ended.store(true, Ordering::Release);
         drop(t1);

@@ -87,11 +87,29 @@ async fn list_volumes(
         Some("true") => true,
         Some(_) => return Err(ApiError::field(&["query", "deleted"], "must be true or false", "bool_parsing")),
     };
-    let q = ListQuery {
-        owner: p.owner.filter(|o| !o.is_empty()),
-        cluster_id: p.cluster_id.filter(|c| !c.is_empty()),
-        deleted,
-    };
+    let owner = p.owner.filter(|o| !o.is_empty());
+    // A deleted account's volumes are listed under its name, so an unknown owner is an empty
+    // list; a name no account could have had is a mistake, said as the usage route says it.
+    if let Some(o) = &owner
+        && crate::auth::accounts::Username::parse(o).is_err()
+    {
+        return Err(ApiError::field(
+            &["query", "owner"],
+            format!("{} is not a username: 1-64 characters from A-Z a-z 0-9 - _ . @", crate::http::text::echo(o)),
+            "value_error",
+        ));
+    }
+    let cluster_id = p.cluster_id.filter(|c| !c.is_empty());
+    if let Some(c) = &cluster_id
+        && crate::cluster_id::ClusterId::parse(c).is_err()
+    {
+        return Err(ApiError::field(
+            &["query", "cluster_id"],
+            format!("{} is not a cluster id (clu_ and a 26-character ULID, or clu_local)", crate::http::text::echo(c)),
+            "value_error",
+        ));
+    }
+    let q = ListQuery { owner, cluster_id, deleted };
     Ok(axum::Json(app.volumes.list(q, actor(&caller)).await?))
 }
 

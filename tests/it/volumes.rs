@@ -393,6 +393,26 @@ async fn the_api_refuses_bad_volumes() {
         "validation_failed",
     )
     .await;
+    // Filters no account or cluster could match are mistakes (an unknown but valid owner is an
+    // empty list: a deleted account's volumes stay listed under its name).
+    let long = "a".repeat(20_000);
+    for (query, field) in [
+        (format!("owner={long}"), "owner"),
+        ("owner=%2A%29%28uid%3D%2A".to_string(), "owner"),
+        ("owner=x%E2%80%AEy".to_string(), "owner"),
+        ("cluster_id=clu_nope".to_string(), "cluster_id"),
+    ] {
+        let e = expect_error(
+            crate::sessions::call(&s, Method::GET, &format!("/api/v1/volumes?{query}"), None).await,
+            422,
+            "validation_failed",
+        )
+        .await;
+        assert_eq!(e["error"]["details"]["errors"][0]["loc"], json!(["query", field]), "{query}: {e}");
+        assert!(e.to_string().len() < 2_000, "the echo is bounded: {}", e.to_string().len());
+    }
+    let none = send(&s, Method::GET, "/api/v1/volumes?owner=nobody-here", None, 200).await;
+    assert_eq!(none["data"], json!([]), "{none}");
     // An admin adds one for a member; ROX mounts read-only.
     let v = send(
         &s,
