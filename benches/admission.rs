@@ -46,7 +46,14 @@ async fn run() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::for_data_dir(
         &dir.path().join("data"),
-        &[("GSHARE_LISTEN", "127.0.0.1:0"), ("GSHARE_LOG_LEVEL", "warn"), ("GSHARE_PROBE_INTERVAL", "86400s")],
+        // The seeded nodes never report: without a long node_stale_after the sweep marks them
+        // offline two minutes in, and the pool rounds take longer than that.
+        &[
+            ("GSHARE_LISTEN", "127.0.0.1:0"),
+            ("GSHARE_LOG_LEVEL", "warn"),
+            ("GSHARE_PROBE_INTERVAL", "86400s"),
+            ("GSHARE_NODE_STALE_AFTER", "86400s"),
+        ],
     )
     .unwrap();
     let server = RunningServer::start(config, Clock::system()).await.unwrap();
