@@ -35,7 +35,7 @@ const PAGES: { path: string; label: string; render: (me: string) => JSX.Element 
   { path: "/usage", label: "Usage", render: () => <UsagePage admin /> },
   // Admins only: the lab's accounts.
   { path: "/users", label: "Users", render: (me) => <UsersPage me={me} /> },
-  { path: "/groups", label: "Groups & policies", render: () => <GroupsPage /> },
+  { path: "/groups", label: "Groups", render: () => <GroupsPage /> },
 ];
 
 /** Where a member lands: their own sessions. */

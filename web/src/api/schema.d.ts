@@ -2104,8 +2104,8 @@ export interface components {
              */
             mem_gb?: number | null;
             /**
-             * @description May sessions spill onto shared nodes when the group holds a pool (recorded; node pools
-             *     are not built yet).
+             * @description May sessions spill onto shared nodes when the owner's group holds a node pool in the
+             *     cluster (unset: no; without a pool a group places on shared nodes anyway).
              */
             shared_pool?: boolean | null;
             /**
