@@ -1784,7 +1784,7 @@ try {
       await gd.waitFor();
       const focusId = () => page.evaluate(() => document.activeElement?.id);
       await waitFor("the group name to have focus", async () => (await focusId()) === "group-name", 5000);
-      await gd.getByLabel("Name").fill("e2e-lab");
+      await gd.getByLabel("Name", { exact: true }).fill("e2e-lab");
       await gd.getByRole("button", { name: "Create group" }).click();
       await gd.waitFor({ state: "detached" });
       await page.locator('tr[data-group="e2e-lab"]').waitFor();
@@ -1793,7 +1793,7 @@ try {
       const pd = page.getByRole("dialog", { name: "New node pool" });
       await pd.waitFor();
       await waitFor("the pool name to have focus", async () => (await focusId()) === "pool-name", 5000);
-      await pd.getByLabel("Name").fill("e2e-pool");
+      await pd.getByLabel("Name", { exact: true }).fill("e2e-pool");
       const free = pd.locator('fieldset.choices input[type="checkbox"]:not([disabled])').first();
       await free.waitFor({ timeout: 10000 });
       await free.check();
