@@ -508,7 +508,7 @@ export function GroupsPage() {
                       <>
                         <button
                           type="button"
-                          aria-label={`Add a member to ${g.name}`}
+                          aria-label={`Add member to ${g.name}`}
                           onClick={() => setOpen({ kind: "member", group: g.name })}
                         >
                           Add member…
