@@ -242,6 +242,57 @@ async fn run() {
             pooled_none.push(create_pooled().await);
         }
     }
+    // Creates that are queued: two sessions wait on the cluster (the queue task starts the first,
+    // which then holds the queue as an unbound start; the second keeps it non-empty), so each new
+    // GPU create under the seeded policy (max_queued 2) is recorded as waiting behind them, nothing
+    // applied. Interleaved with the baseline again, in rounds of 20.
+    let (gpu_off2, cid2, now) = (gpu_off.clone(), cid.clone(), app.clock.now_ms());
+    app.store
+        .write(move |txn| {
+            let o = gshare::sessions::model::OFFERINGS.get_in_write(txn, &gpu_off2)?.unwrap();
+            for i in 0..2 {
+                let mut s =
+                    gshare::sessions::SessionRecord::new(&format!("ses_seedqueue{i}"), &cid2, "bench", "seed", now);
+                s.offering_id = o.id.clone();
+                s.offering_name = o.name.clone();
+                s.shape = o.shape.clone();
+                s.queue = Some(gshare::sessions::model::QueueState {
+                    queued_at: now + i,
+                    reason: "no_gpu_capacity".into(),
+                    started_at: None,
+                });
+                gshare::sessions::model::put_session(txn, &s)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let (mut queued, mut baseline2) = (Vec::new(), Vec::new());
+    let mut create_queued = async |off: &str| -> f64 {
+        owner += 1;
+        let t = Instant::now();
+        let res = post("/api/v1/sessions", json!({"offering_id": off, "owner": format!("u{owner}")})).await.unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let v: Value = res.json().await.unwrap();
+        assert!(v["queue_position"].is_u64(), "{v}");
+        ms
+    };
+    for _ in 0..creates / 20 {
+        beat().await;
+        set_global(Some(global.clone())).await.unwrap();
+        for _ in 0..20 {
+            queued.push(create_queued(&gpu_off).await);
+        }
+        set_global(None).await.unwrap();
+        for _ in 0..20 {
+            let t = Instant::now();
+            let res = post("/api/v1/sessions", json!({"offering_id": cpu_off, "owner": "base"})).await.unwrap();
+            baseline2.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(res.status(), 201);
+        }
+    }
+    set_global(Some(global.clone())).await.unwrap();
+
     let w = line("POST /api/v1/sessions, GPU slice, policy + fit (summary built)", with);
     let b = line("POST /api/v1/sessions, CPU, no policy stored (baseline)", without);
     let p50 = line("GPU slice after a card's inventory report (patched)", patched);
@@ -257,6 +308,9 @@ async fn run() {
     let po = line(&format!("GPU slice, {pools_n} pools x {per_pool} nodes, owner in a pool's group"), pooled);
     let pn = line("GPU slice, no pool, the same owner (in g0)", pooled_none);
     println!("ratio p50 pools/no pool: owner in no group {:.2}; owner in a pool's group {:.2}", sh / sn, po / pn);
+    let q50 = line("GPU slice queued behind 2 waiting (max_queued 2)", queued);
+    let b2 = line("CPU, no policy stored (baseline, same rounds)", baseline2);
+    println!("ratio p50 queued/baseline: {:.2}", q50 / b2);
 
     // A month's usage query over 20,000 sessions: 500 owners (in 20 groups, recorded with each
     // run), runs of 1-30 hours spread over last month, closed through the ledger's own writer.

@@ -345,6 +345,7 @@ impl RunningServer {
         inventory::spawn_sweeper(app.inventory.clone(), &app.config, rx.clone());
         spawn_memory_flush(app.clone(), rx.clone());
         spawn_runtime_sweep(app.clone(), rx.clone());
+        spawn_queue(app.clone(), rx.clone());
         spawn_directory_recheck(app.clone(), rx.clone());
         snapshot::spawn(
             snapshot::Upkeep {
@@ -480,8 +481,59 @@ fn spawn_runtime_sweep(app: Arc<App>, stop: watch::Receiver<bool>) {
                 Ok(s) => tracing::info!(warned = ?s.warned, ended = ?s.ended, "runtime limits"),
                 Err(e) => tracing::warn!(error = %e, "runtime limit sweep failed"),
             }
+            match app.sessions.enforce_budgets().await {
+                Ok(b) if b.warned.is_empty() && b.exhausted.is_empty() && b.paused.is_empty() => {}
+                Ok(b) => {
+                    tracing::info!(warned = ?b.warned, exhausted = ?b.exhausted, paused = ?b.paused, "GPU-hour budgets")
+                }
+                Err(e) => tracing::warn!(error = %e, "budget sweep failed"),
+            }
+            serve_queue(&app).await;
         }
     }));
+}
+
+/// Serves the session queues as capacity frees: woken by commits that can change what a queued
+/// session waits for (sessions ending or pausing, inventory, offerings, accounts, policies), at
+/// most twice a second, only while sessions wait; the 30 s sweep serves them too.
+fn spawn_queue(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    const WATCHED: &[&str] = &[
+        "sessions",
+        "gpu_devices",
+        "nodes",
+        "offerings",
+        "admin_accounts",
+        "resource_policies",
+        "clusters",
+        "usage_rollup",
+    ];
+    tokio::spawn(async move {
+        let (mut seen, mut generation) = (0, app.store.generation());
+        loop {
+            tokio::select! {
+                g = app.store.changed_since(generation) => generation = g,
+                _ = stop.wait_for(|v| *v) => return,
+            }
+            let now = app.store.table_generation(WATCHED);
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let waiting = app.store.read(|txn| Ok(sessions::model::SESSION_QUEUE.len(txn)? > 0)).await;
+            if waiting.unwrap_or(false) {
+                serve_queue(&app).await;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+}
+
+async fn serve_queue(app: &App) {
+    match app.sessions.serve_queue().await {
+        Ok(p) if p.started.is_empty() && p.dropped.is_empty() => {}
+        Ok(p) => tracing::info!(started = ?p.started, dropped = ?p.dropped, "session queue"),
+        Err(e) => tracing::warn!(error = %e, "session queue pass failed"),
+    }
 }
 
 /// Writes what is held in memory only (nodes' and clusters' liveness times, running sessions'

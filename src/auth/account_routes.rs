@@ -140,9 +140,11 @@ fn now_rfc(ms: i64) -> String {
 #[utoipa::path(get, path = "/api/v1/account", tag = "auth",
     responses((status = 200, body = AccountView), (status = 401, body = ErrorBody)))]
 async fn account(State(app): State<AuthState>, caller: SignedIn) -> Result<axum::Json<AccountView>, ApiError> {
-    let name = caller.username.clone();
-    let (found, policy) =
-        app.store.read(move |txn| Ok((accounts::get(txn, &name)?, crate::policy::effective_view(txn, &name)?))).await?;
+    let (name, now) = (caller.username.clone(), app.clock.now_ms());
+    let (found, policy) = app
+        .store
+        .read(move |txn| Ok((accounts::get(txn, &name)?, crate::policy::effective_view(txn, &name, now)?)))
+        .await?;
     Ok(axum::Json(match found {
         Some(a) => AccountView {
             username: caller.username,

@@ -326,6 +326,11 @@ pub fn group_of(txn: &impl crate::store::Rows, name: &str) -> Result<Option<Stri
     Ok(txn.get(ACCOUNTS, name)?.and_then(|a| a.group))
 }
 
+/// Whether `name` is an account that is disabled (a name no account has is not).
+pub fn is_disabled(txn: &impl crate::store::Rows, name: &str) -> Result<bool, StoreError> {
+    Ok(txn.get(ACCOUNTS, name)?.is_some_and(|a| a.disabled))
+}
+
 /// The accounts in `group`, by name.
 pub fn members_in_write(txn: &WriteTxn, group: &str) -> Result<Vec<String>, StoreError> {
     Ok(ACCOUNTS

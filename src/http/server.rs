@@ -211,7 +211,12 @@ impl Connections {
 
     /// Closes the oldest evictable connection that `pick` accepts; false when there is none.
     fn close_oldest_idle(&mut self, now: Instant, pick: impl Fn(&Open) -> bool) -> bool {
-        let Some(id) = self.open.iter().find(|(_, o)| pick(o) && Self::evictable(o, now)).map(|(id, _)| *id) else {
+        self.close_oldest(|o| pick(o) && Self::evictable(o, now))
+    }
+
+    /// Closes the oldest connection that `pick` accepts; false when there is none.
+    fn close_oldest(&mut self, pick: impl Fn(&Open) -> bool) -> bool {
+        let Some(id) = self.open.iter().find(|(_, o)| pick(o)).map(|(id, _)| *id) else {
             return false;
         };
         self.remove(id);
@@ -235,9 +240,12 @@ impl Connections {
     }
 
     /// Makes room for one more connection from `address` (`None`: exempt from the per-address
-    /// cap) by closing the oldest evictable one; `None` when it must be refused. The answer says
-    /// whether the connection is one of the health reserve.
-    fn admit(&mut self, address: Option<IpAddr>, caps: Caps, now: Instant) -> Option<(u64, Arc<Slot>, bool)> {
+    /// cap) whose first bytes were `head` (see [`classify_head`]) by closing the oldest evictable
+    /// one; `None` when it must be refused. The answer says whether the connection is one of the
+    /// health reserve. When the reserve is full of connections still within their grace, a
+    /// newcomer that may be a probe closes the oldest whose head is not known yet (never one
+    /// known to be a probe); one known to be no probe is refused instead.
+    fn admit(&mut self, address: Option<IpAddr>, caps: Caps, now: Instant, head: u8) -> Option<(u64, Arc<Slot>, bool)> {
         if let Some(a) = address {
             while self.per_address.get(&a).copied().unwrap_or(0) >= caps.per_address {
                 if !self.close_oldest_idle(now, |o| o.address == Some(a)) {
@@ -260,7 +268,16 @@ impl Connections {
                     }
                 }
                 while self.reserve >= caps.reserve {
-                    if !self.close_oldest_idle(now, |o| o.reserve) {
+                    if self.close_oldest_idle(now, |o| o.reserve) {
+                        continue;
+                    }
+                    let unknown_head = |o: &Open| {
+                        o.reserve
+                            && o.slot.head.load(Ordering::Acquire) == HEAD_UNKNOWN
+                            && o.slot.in_flight.load(Ordering::Acquire) == 0
+                            && o.slot.held.load(Ordering::Acquire) == 0
+                    };
+                    if head == HEAD_OTHER || !self.close_oldest(unknown_head) {
                         return None;
                     }
                 }
@@ -271,6 +288,7 @@ impl Connections {
         let id = self.next;
         self.next += 1;
         let slot = Arc::new(Slot::new(now));
+        slot.head.store(head, Ordering::Release);
         self.open.insert(id, Open { slot: slot.clone(), address, reserve });
         if reserve {
             self.reserve += 1;
@@ -314,7 +332,7 @@ impl ConnectionTicket {
     /// connection) as one more connection of the same address. `Err` when there is no room for it.
     pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
         let mut table = lock(&self.table);
-        let Some((upstream, _, reserve)) = table.admit(self.address, self.caps, Instant::now()) else {
+        let Some((upstream, _, reserve)) = table.admit(self.address, self.caps, Instant::now(), HEAD_OTHER) else {
             let address_full =
                 self.address.is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= self.caps.per_address);
             return Err(if address_full { NoRoom::Address(self.caps.per_address) } else { NoRoom::Server });
@@ -429,8 +447,22 @@ pub async fn serve(
         };
         let peer_ip = address_key(peer.ip());
         let exempt = limits.trusted_proxies.iter().any(|net| net.contains(&peer.ip()));
+        // Every regular slot taken: whether this one may take a place in the health reserve
+        // depends on what it asks for, if its first bytes are here already (plain HTTP only).
+        let full = lock(&connections).regular >= caps.total;
+        let (stream, head) = if full && acceptor.is_none() {
+            match peek_now(stream) {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "connection lost before it was admitted");
+                    continue;
+                }
+            }
+        } else {
+            (stream, HEAD_UNKNOWN)
+        };
         let Some((conn_id, slot, reserve)) =
-            lock(&connections).admit((!exempt).then_some(peer_ip), caps, Instant::now())
+            lock(&connections).admit((!exempt).then_some(peer_ip), caps, Instant::now(), head)
         else {
             tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
             continue;
@@ -488,7 +520,7 @@ pub async fn serve(
                         return;
                     }
                 }
-                if reserve && acceptor.is_none() {
+                if reserve && acceptor.is_none() && slot.head.load(Ordering::Acquire) == HEAD_UNKNOWN {
                     // A health probe keeps its place until answered; anything else may be closed
                     // at once to make room for one (TLS: not known before the handshake).
                     slot.head.store(peek_head_kind(&stream).await, Ordering::Release);
@@ -541,6 +573,18 @@ pub async fn serve(
 }
 
 /// Counts a request in flight on its connection for as long as it lives.
+/// Looks at what a just-accepted connection has sent so far, without waiting and without taking
+/// it (MSG_PEEK through the std socket: tokio's own peek waits for the reactor's readiness).
+fn peek_now(stream: tokio::net::TcpStream) -> std::io::Result<(tokio::net::TcpStream, u8)> {
+    let std_stream = stream.into_std()?;
+    let mut buf = [0u8; 16];
+    let head = match std_stream.peek(&mut buf) {
+        Ok(n) if n > 0 => classify_head(&buf[..n]).unwrap_or(HEAD_UNKNOWN),
+        _ => HEAD_UNKNOWN,
+    };
+    Ok((tokio::net::TcpStream::from_std(std_stream)?, head))
+}
+
 /// Peeks at a reserve connection's first bytes (without taking them) until they say whether it
 /// is a health probe, for at most [`EVICT_GRACE`].
 async fn peek_head_kind(stream: &tokio::net::TcpStream) -> u8 {
@@ -634,31 +678,31 @@ mod tests {
     #[test]
     fn the_oldest_idle_connection_makes_room() {
         let mut c = Connections::default();
-        let (_, a, _) = c.admit(ip(1), CAPS, tick()).unwrap();
-        let (_, b, _) = c.admit(ip(1), CAPS, tick()).unwrap();
+        let (_, a, _) = c.admit(ip(1), CAPS, tick(), HEAD_UNKNOWN).unwrap();
+        let (_, b, _) = c.admit(ip(1), CAPS, tick(), HEAD_UNKNOWN).unwrap();
         let _busy = InFlight::enter(&a);
         // a is busy, b is idle: b goes.
-        let (_, c3, reserve) = c.admit(ip(2), CAPS, tick()).unwrap();
+        let (_, c3, reserve) = c.admit(ip(2), CAPS, tick(), HEAD_UNKNOWN).unwrap();
         assert!(!reserve);
         assert_eq!(c.open.len(), 2);
         assert!(Arc::strong_count(&b) == 1, "b was dropped from the table");
         // Everyone busy: one more is let in as the health reserve, then refused.
         let _busy2 = InFlight::enter(&c3);
-        let (_, r, reserve) = c.admit(ip(3), CAPS, tick()).unwrap();
+        let (_, r, reserve) = c.admit(ip(3), CAPS, tick(), HEAD_UNKNOWN).unwrap();
         assert!(reserve, "beyond the cap: the health reserve");
         let _busy3 = InFlight::enter(&r);
-        assert!(c.admit(ip(4), CAPS, tick()).is_none());
+        assert!(c.admit(ip(4), CAPS, tick(), HEAD_UNKNOWN).is_none());
         assert_eq!((c.regular, c.reserve), (2, 1));
     }
 
     #[test]
     fn an_idle_reserve_connection_makes_room_for_the_next_health_check() {
         let mut c = Connections::default();
-        let held: Vec<_> = (0..2).map(|i| c.admit(ip(i), CAPS, tick()).unwrap()).collect();
+        let held: Vec<_> = (0..2).map(|i| c.admit(ip(i), CAPS, tick(), HEAD_UNKNOWN).unwrap()).collect();
         let _busy: Vec<_> = held.iter().map(|(_, s, _)| InFlight::enter(s)).collect();
-        let (_, first, reserve) = c.admit(ip(9), CAPS, tick()).unwrap();
+        let (_, first, reserve) = c.admit(ip(9), CAPS, tick(), HEAD_UNKNOWN).unwrap();
         assert!(reserve);
-        let (_, _, reserve) = c.admit(ip(9), CAPS, tick()).unwrap();
+        let (_, _, reserve) = c.admit(ip(9), CAPS, tick(), HEAD_UNKNOWN).unwrap();
         assert!(reserve);
         assert_eq!(Arc::strong_count(&first), 1, "the idle reserve connection was closed");
     }
@@ -669,24 +713,24 @@ mod tests {
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);
         let mut c = Connections::default();
-        let (_, busy, _) = c.admit(ip(1), caps, t0).unwrap();
+        let (_, busy, _) = c.admit(ip(1), caps, t0, HEAD_UNKNOWN).unwrap();
         let _busy = InFlight::enter(&busy);
         // Two probes reach the reserve; neither has sent its head yet.
-        let (_, probe, reserve) = c.admit(ip(2), caps, ms(10)).unwrap();
+        let (_, probe, reserve) = c.admit(ip(2), caps, ms(10), HEAD_UNKNOWN).unwrap();
         assert!(reserve);
-        let (_, second, _) = c.admit(ip(3), caps, ms(20)).unwrap();
-        // A storm connection 100 ms later may not close either of them: refused instead.
-        assert!(c.admit(ip(4), caps, ms(100)).is_none());
+        let (_, second, _) = c.admit(ip(3), caps, ms(20), HEAD_UNKNOWN).unwrap();
+        // A storm connection known to ask for something else may not close either: refused.
+        assert!(c.admit(ip(4), caps, ms(100), HEAD_OTHER).is_none());
         assert_eq!(Arc::strong_count(&probe), 2, "the fresh probe is still open");
         // A connection that has had its request is idle at once.
         drop(InFlight::enter(&second));
-        let (_, _, reserve) = c.admit(ip(4), caps, ms(110)).unwrap();
+        let (_, _, reserve) = c.admit(ip(4), caps, ms(110), HEAD_OTHER).unwrap();
         assert!(reserve);
         assert_eq!(Arc::strong_count(&second), 1, "the served one made room");
         assert_eq!(Arc::strong_count(&probe), 2);
         // A head that never comes: evictable once the grace is over.
         let later = ms(10) + EVICT_GRACE;
-        assert!(c.admit(ip(5), caps, later).is_some());
+        assert!(c.admit(ip(5), caps, later, HEAD_OTHER).is_some());
         assert_eq!(Arc::strong_count(&probe), 1, "a silent connection goes after the grace");
     }
 
@@ -702,22 +746,33 @@ mod tests {
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);
         let mut c = Connections::default();
-        let (_, busy, _) = c.admit(ip(1), caps, t0).unwrap();
+        let (_, busy, _) = c.admit(ip(1), caps, t0, HEAD_UNKNOWN).unwrap();
         let _busy = InFlight::enter(&busy);
-        let (_, probe, _) = c.admit(ip(2), caps, ms(1)).unwrap();
-        let (_, storm, _) = c.admit(ip(3), caps, ms(2)).unwrap();
+        let (_, probe, _) = c.admit(ip(2), caps, ms(1), HEAD_UNKNOWN).unwrap();
+        let (_, storm, _) = c.admit(ip(3), caps, ms(2), HEAD_UNKNOWN).unwrap();
         probe.head.store(HEAD_HEALTH, Ordering::Release);
         storm.head.store(HEAD_OTHER, Ordering::Release);
         // Within the grace: the storm's connection goes, the probe stays.
-        let (_, next, _) = c.admit(ip(4), caps, ms(10)).unwrap();
+        let (_, next, _) = c.admit(ip(4), caps, ms(10), HEAD_UNKNOWN).unwrap();
         assert_eq!(Arc::strong_count(&storm), 1);
         assert_eq!(Arc::strong_count(&probe), 2);
         next.head.store(HEAD_OTHER, Ordering::Release);
         // Past EVICT_GRACE the probe still stays (its own grace is longer)...
-        let (_, _, _) = c.admit(ip(5), caps, ms(1) + EVICT_GRACE).unwrap();
+        let (_, _, _) = c.admit(ip(5), caps, ms(1) + EVICT_GRACE, HEAD_UNKNOWN).unwrap();
         assert_eq!(Arc::strong_count(&probe), 2);
+        // The reserve full of a known probe and a head not seen yet, both within their grace: a
+        // newcomer that may be a probe closes the unknown one, never the probe; one that is no
+        // probe is refused.
+        let (_, unknown, _) =
+            c.admit(ip(7), caps, ms(1) + EVICT_GRACE + Duration::from_millis(1), HEAD_UNKNOWN).unwrap();
+        let soon = ms(1) + EVICT_GRACE + Duration::from_millis(2);
+        assert!(c.admit(ip(8), caps, soon, HEAD_OTHER).is_none());
+        let (_, _, reserve) = c.admit(ip(8), caps, soon, HEAD_UNKNOWN).unwrap();
+        assert!(reserve);
+        assert_eq!(Arc::strong_count(&unknown), 1);
+        assert_eq!(Arc::strong_count(&probe), 2, "a known probe is never closed within its grace");
         // ...but not forever: a probe that never finishes its head goes after HEALTH_GRACE.
-        assert!(c.admit(ip(6), caps, ms(1) + HEALTH_GRACE).is_some());
+        assert!(c.admit(ip(6), caps, ms(1) + HEALTH_GRACE, HEAD_UNKNOWN).is_some());
         assert_eq!(Arc::strong_count(&probe), 1);
     }
 
@@ -726,16 +781,16 @@ mod tests {
         let caps = Caps { total: 1, per_address: 100, reserve: HEALTH_RESERVE };
         let t0 = Instant::now();
         let mut c = Connections::default();
-        let (_, busy, _) = c.admit(ip(1), caps, t0).unwrap();
+        let (_, busy, _) = c.admit(ip(1), caps, t0, HEAD_UNKNOWN).unwrap();
         let _busy = InFlight::enter(&busy);
-        let storm: Vec<_> = (0..RESERVE_PER_ADDRESS).map(|_| c.admit(ip(7), caps, t0).unwrap()).collect();
+        let storm: Vec<_> = (0..RESERVE_PER_ADDRESS).map(|_| c.admit(ip(7), caps, t0, HEAD_UNKNOWN).unwrap()).collect();
         assert!(storm.iter().all(|(_, _, reserve)| *reserve));
         // Its next is refused while its own are fresh, though the reserve has room for others.
-        assert!(c.admit(ip(7), caps, t0).is_none());
-        let (_, monitor, reserve) = c.admit(ip(8), caps, t0).unwrap();
+        assert!(c.admit(ip(7), caps, t0, HEAD_UNKNOWN).is_none());
+        let (_, monitor, reserve) = c.admit(ip(8), caps, t0, HEAD_UNKNOWN).unwrap();
         assert!(reserve);
         // Past the grace it makes room from its own share, never another address's.
-        assert!(c.admit(ip(7), caps, t0 + EVICT_GRACE).is_some());
+        assert!(c.admit(ip(7), caps, t0 + EVICT_GRACE, HEAD_UNKNOWN).is_some());
         assert_eq!(Arc::strong_count(&storm[0].1), 1);
         assert_eq!(Arc::strong_count(&monitor), 2);
         assert_eq!(c.reserve_per_address[&ip(7).unwrap()], RESERVE_PER_ADDRESS);
@@ -746,21 +801,21 @@ mod tests {
     fn one_address_holds_at_most_its_share() {
         let caps = Caps { total: 10, per_address: 3, reserve: 2 };
         let mut c = Connections::default();
-        let mine: Vec<_> = (0..3).map(|_| c.admit(ip(1), caps, tick()).unwrap()).collect();
+        let mine: Vec<_> = (0..3).map(|_| c.admit(ip(1), caps, tick(), HEAD_UNKNOWN).unwrap()).collect();
         // Its fourth closes its own oldest idle connection, not another address's.
-        let (_, other, _) = c.admit(ip(2), caps, tick()).unwrap();
-        let (_, _fourth, _) = c.admit(ip(1), caps, tick()).unwrap();
+        let (_, other, _) = c.admit(ip(2), caps, tick(), HEAD_UNKNOWN).unwrap();
+        let (_, _fourth, _) = c.admit(ip(1), caps, tick(), HEAD_UNKNOWN).unwrap();
         assert_eq!(Arc::strong_count(&mine[0].1), 1);
         assert_eq!(Arc::strong_count(&other), 2, "another address's connection stays");
         assert_eq!(c.per_address[&ip(1).unwrap()], 3);
         // All of its connections busy: refused, though the server has room.
         let slots: Vec<_> = c.open.values().filter(|o| o.address == ip(1)).map(|o| o.slot.clone()).collect();
         let _busy: Vec<_> = slots.iter().map(InFlight::enter).collect();
-        assert!(c.admit(ip(1), caps, tick()).is_none());
-        assert!(c.admit(ip(3), caps, tick()).is_some());
+        assert!(c.admit(ip(1), caps, tick(), HEAD_UNKNOWN).is_none());
+        assert!(c.admit(ip(3), caps, tick(), HEAD_UNKNOWN).is_some());
         // Exempt (a trusted proxy): not counted per address.
         for _ in 0..5 {
-            c.admit(None, caps, tick()).unwrap();
+            c.admit(None, caps, tick(), HEAD_UNKNOWN).unwrap();
         }
         // IPv6: a /64 is one address.
         assert_eq!(
@@ -775,14 +830,14 @@ mod tests {
     fn a_tunnel_keeps_its_connection_counted_and_counts_its_upstream() {
         let caps = Caps { total: 4, per_address: 3, reserve: 1 };
         let table = Arc::new(Mutex::new(Connections::default()));
-        let (id, slot, _) = lock(&table).admit(ip(1), caps, tick()).unwrap();
+        let (id, slot, _) = lock(&table).admit(ip(1), caps, tick(), HEAD_UNKNOWN).unwrap();
         let ticket = ConnectionTicket { table: table.clone(), id, slot: slot.clone(), address: ip(1), caps };
         let t1 = ticket.tunnel().unwrap();
         let t2 = ticket.tunnel().unwrap();
         assert_eq!(lock(&table).per_address[&ip(1).unwrap()], 3);
         // The address is full of busy connections (tunnels are never idle): no third tunnel.
         assert_eq!(ticket.tunnel().err(), Some(NoRoom::Address(3)));
-        assert!(lock(&table).admit(ip(1), caps, tick()).is_none());
+        assert!(lock(&table).admit(ip(1), caps, tick(), HEAD_UNKNOWN).is_none());
         // hyper is done with the connection after the upgrade: it stays counted while tunnels use it.
         slot.ended.store(true, Ordering::Release);
         drop(t1);

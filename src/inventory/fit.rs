@@ -77,6 +77,10 @@ pub struct Unfit {
     pub reported_models: Vec<String>,
     /// Ready cards on schedulable nodes.
     pub schedulable_cards: u64,
+    /// Whether a counted card of the asked model on a node the placement allows could hold it
+    /// once its bookings end (the ask is not larger than every such card): a queue can wait for
+    /// it; otherwise it never fits.
+    pub could_fit: bool,
 }
 
 /// One model's counted cards.
@@ -89,6 +93,9 @@ struct ModelFree {
     /// The free pairs not beaten in both by another card, by memory descending (derived from
     /// `points`; `None` after a change until the next check).
     frontier: Option<Vec<(u64, u64)>>,
+    /// (MiB, cores) of counted cards when nothing is booked on them, and whether they can be
+    /// taken whole (not MIG) -> how many.
+    sizes: BTreeMap<(u64, u64, bool), u32>,
 }
 
 impl ModelFree {
@@ -125,6 +132,8 @@ struct Card {
     free: (u64, u64),
     /// Its size when nothing is booked on it (and it is not MIG).
     whole: Option<(u64, u64)>,
+    /// Its size, and whether it can be taken whole (not MIG).
+    size: (u64, u64, bool),
 }
 
 impl Card {
@@ -132,8 +141,9 @@ impl Card {
         let free = (g.total_mem_mb.saturating_sub(g.used_mem_mb), g.total_cores.saturating_sub(g.used_cores));
         let whole =
             (g.used_mem_mb == 0 && g.used_cores == 0 && g.mode != "mig").then_some((g.total_mem_mb, g.total_cores));
+        let size = (g.total_mem_mb, g.total_cores, g.mode != "mig");
         let ready = g.status == GpuStatus::Ready;
-        Self { node: g.node.clone(), pool, model: g.model.clone(), ready, free, whole }
+        Self { node: g.node.clone(), pool, model: g.model.clone(), ready, free, whole, size }
     }
 }
 
@@ -275,6 +285,7 @@ impl Summary {
         if let Some(w) = c.whole {
             bump(&mut m.wholes, w, add);
         }
+        bump(&mut m.sizes, c.size, add);
         m.frontier = None;
         if m.is_empty() {
             self.models.remove(&bucket);
@@ -383,7 +394,14 @@ impl Summary {
                 best.map(|(mem, cores)| (mem, cores, m.clone()))
             })
             .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        // Whether an emptied card the placement allows would hold it (the queue waits for one).
+        let could_fit = self.models.iter().filter(|(k, _)| allowed(k) && matches(&k.1)).any(|(_, f)| {
+            f.sizes.keys().any(|&(mem, cores, whole)| {
+                if want.exclusive { whole && mem >= want.mem_mb } else { mem >= want.mem_mb && cores >= want.cores }
+            })
+        });
         Err(Unfit {
+            could_fit,
             largest_free: largest,
             reported_models: self.reported.keys().cloned().collect(),
             schedulable_cards: self.counted,
@@ -415,6 +433,7 @@ mod tests {
                 ready: true,
                 free: (*mem, *cores),
                 whole: whole.then_some((*mem, *cores)),
+                size: (*mem, *cores, true),
             };
             s.put_card(format!("u{i}"), Some(card));
         }

@@ -6,6 +6,7 @@
 //! Sessions change an owner's use only through [`model::charge_moved`] (from `put_session`, when
 //! a session's liveness or owner changes) and ask [`admit_in`] before they record a session.
 
+pub mod budget;
 pub mod model;
 pub mod routes;
 pub mod usage;
@@ -46,14 +47,22 @@ pub struct PolicyView {
     pub scope_id: String,
     /// Live sessions an owner may hold (`null`: inherited).
     pub max_concurrent: Option<i64>,
-    /// Queued sessions an owner may hold (recorded; the queue is not built: a session that does
-    /// not fit is refused).
+    /// GPU sessions an owner may have waiting in a queue: above 0, a GPU session that does not fit
+    /// now (or whose cluster already has sessions waiting) is queued instead of refused, and
+    /// started in order as capacity frees; 0 = none (refused, 409 `unserviceable`).
     pub max_queued: Option<i64>,
     /// Minutes one run may last; 0 = unlimited.
     pub max_runtime_min: Option<i64>,
     /// Seconds idle before the session is paused; 0 = never. The offering's is an upper bound.
     pub idle_timeout_sec: Option<i64>,
     pub limits: Limits,
+    /// The subject's monthly GPU-hour budget (user scope: the user's own GPU time; group scope:
+    /// the group's members together; not allowed globally). A GPU-hour is one GPU session (a
+    /// slice or a whole card) running for an hour, the usage ledger's `slice_hours`. At 80 % its
+    /// running sessions are warned; at 100 % new GPU sessions are refused (409 `quota_exceeded`,
+    /// `resource: gpu_hours`) and running ones are paused after a 10-minute grace (reason
+    /// `budget_exhausted`). Not inherited; null or 0: no budget. Resets each UTC month.
+    pub gpu_hours_month: Option<i64>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -69,6 +78,7 @@ impl From<&PolicyRecord> for PolicyView {
             max_runtime_min: p.max_runtime_min,
             idle_timeout_sec: p.idle_timeout_sec,
             limits: p.limits.clone(),
+            gpu_hours_month: p.gpu_hours_month,
             created_at: crate::clock::rfc3339_ms(p.created_at),
             updated_at: crate::clock::rfc3339_ms(p.updated_at),
         }
@@ -94,6 +104,9 @@ pub struct PolicyCreate {
     pub idle_timeout_sec: Option<i64>,
     #[serde(default)]
     pub limits: Option<LimitsIn>,
+    /// The subject's monthly GPU-hour budget (user or group scope only); 0: none.
+    #[serde(default)]
+    pub gpu_hours_month: Option<i64>,
 }
 
 /// `limits` as a request gives it: unknown keys are refused.
@@ -141,6 +154,10 @@ pub struct PolicyPatch {
     pub idle_timeout_sec: Option<Option<i64>>,
     #[serde(default)]
     pub limits: Option<LimitsIn>,
+    /// The subject's monthly GPU-hour budget (user or group scope only); `null` or 0: none.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<i64>)]
+    pub gpu_hours_month: Option<Option<i64>>,
 }
 
 /// Upper bounds of each number (0 is allowed everywhere: no limit, or for the counts none at all).
@@ -155,6 +172,7 @@ const BOUNDS: &[(&str, i64, &str)] = &[
     ("gpu_cores", 100_000_000, "% of cores"),
     ("storage_gb", 1_000_000_000, "GiB"),
     ("volume_gb", 1_000_000_000, "GiB"),
+    ("gpu_hours_month", 10_000_000, "GPU-hours"),
 ];
 
 fn check_number(errors: &mut Vec<FieldError>, loc: &[&str], v: Option<i64>) {
@@ -172,6 +190,7 @@ fn zero_means(field: &str) -> &'static str {
     match field {
         "max_concurrent" | "max_queued" => "none allowed",
         "idle_timeout_sec" => "never paused for idleness",
+        "gpu_hours_month" => "no budget",
         _ => "no limit",
     }
 }
@@ -266,6 +285,9 @@ pub struct EffectiveView {
     pub sources: std::collections::BTreeMap<String, Scope>,
     pub used: Usage,
     pub remaining: Remaining,
+    /// The monthly GPU-hour budgets that apply (the user's own, their group's), with this
+    /// month's use.
+    pub budgets: Vec<budget::BudgetView>,
 }
 
 /// What is left under each limit (`null`: unlimited).
@@ -283,10 +305,11 @@ fn left(limit: Option<i64>, used: i64) -> Option<i64> {
     limit.filter(|l| *l > 0).map(|l| (l - used).max(0))
 }
 
-/// The effective policy and use of `user`, from a read transaction.
-pub fn effective_view(txn: &redb::ReadTransaction, user: &str) -> Result<EffectiveView, StoreError> {
+/// The effective policy and use of `user`, from a read transaction (`now`: the budgets' month).
+pub fn effective_view(txn: &redb::ReadTransaction, user: &str, now: i64) -> Result<EffectiveView, StoreError> {
     let rows = DryRun::new(txn);
     let group = crate::auth::accounts::group_of(&rows, user)?;
+    let budgets = budget::views_of(txn, user, group.as_deref(), now)?;
     let p = merge(&chain(&rows, user, group.as_deref())?);
     let used = usage_of(&rows, user)?;
     let has_policy = p.is_some();
@@ -310,6 +333,7 @@ pub fn effective_view(txn: &redb::ReadTransaction, user: &str) -> Result<Effecti
         limits: p.limits,
         sources: p.sources,
         used,
+        budgets,
     })
 }
 
@@ -396,8 +420,12 @@ impl Policies {
             ("max_queued", req.max_queued),
             ("max_runtime_min", req.max_runtime_min),
             ("idle_timeout_sec", req.idle_timeout_sec),
+            ("gpu_hours_month", req.gpu_hours_month),
         ] {
             check_number(&mut errors, &["body", f], v);
+        }
+        if req.scope == Scope::Global && req.gpu_hours_month.is_some_and(|b| b > 0) {
+            errors.push(global_budget());
         }
         let limits = check_limits(&mut errors, &req.limits.clone().unwrap_or_default());
         if !errors.is_empty() {
@@ -413,6 +441,7 @@ impl Policies {
             max_runtime_min: req.max_runtime_min,
             idle_timeout_sec: req.idle_timeout_sec,
             limits,
+            gpu_hours_month: req.gpu_hours_month,
             created_at: now,
             updated_at: now,
         };
@@ -448,6 +477,7 @@ impl Policies {
             ("max_queued", req.max_queued),
             ("max_runtime_min", req.max_runtime_min),
             ("idle_timeout_sec", req.idle_timeout_sec),
+            ("gpu_hours_month", req.gpu_hours_month),
         ] {
             check_number(&mut errors, &["body", f], v.flatten());
         }
@@ -474,6 +504,12 @@ impl Policies {
                 if let Some(l) = limits {
                     p.limits = l;
                 }
+                if let Some(v) = req.gpu_hours_month {
+                    if p.scope == Scope::Global && v.is_some_and(|b| b > 0) {
+                        return Err(PolicyError::Invalid(vec![global_budget()]));
+                    }
+                    p.gpu_hours_month = v;
+                }
                 p.updated_at = now;
                 POLICIES.put(txn, &key, &p)?;
                 Ok(PolicyView::from(&p))
@@ -493,18 +529,18 @@ impl Policies {
     }
 
     pub async fn effective(&self, user: &str) -> Result<EffectiveView, PolicyError> {
-        let user = user.to_string();
-        Ok(self.store.read(move |txn| effective_view(txn, &user)).await?)
+        let (user, now) = (user.to_string(), self.clock.now_ms());
+        Ok(self.store.read(move |txn| effective_view(txn, &user, now)).await?)
     }
 
     /// [`Policies::effective`] of an account that exists (404 otherwise: a name no account has
     /// has no policy to show, not the global one).
     pub async fn effective_of_account(&self, user: &str) -> Result<EffectiveView, PolicyError> {
-        let name = user.to_string();
+        let (name, now) = (user.to_string(), self.clock.now_ms());
         let view = self
             .store
             .read(move |txn| match crate::auth::accounts::get(txn, &name)? {
-                Some(_) => effective_view(txn, &name).map(Some),
+                Some(_) => effective_view(txn, &name, now).map(Some),
                 None => Ok(None),
             })
             .await?;
@@ -679,6 +715,14 @@ impl Policies {
         let name = name.to_string();
         self.store.read(move |txn| GROUPS.get(txn, &name)).await
     }
+}
+
+fn global_budget() -> FieldError {
+    FieldError::new(
+        &["body", "gpu_hours_month"],
+        "a GPU-hour budget belongs to a user or a group; set it on a user- or group-scope policy",
+        "value_error",
+    )
 }
 
 fn describe(p: &PolicyRecord) -> String {

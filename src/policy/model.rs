@@ -103,6 +103,10 @@ pub struct PolicyRecord {
     pub idle_timeout_sec: Option<i64>,
     #[serde(default)]
     pub limits: Limits,
+    /// The subject's monthly GPU-hour budget (a user's own GPU time, or a group's members'
+    /// together; `None` or 0: none). Not inherited: each budget is its subject's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours_month: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -128,6 +132,7 @@ pub fn seeded_global(now: i64) -> PolicyRecord {
             shared_pool: None,
             allow_privileged: None,
         },
+        gpu_hours_month: None,
         created_at: now,
         updated_at: now,
     }
@@ -380,6 +385,7 @@ mod tests {
             max_runtime_min: None,
             idle_timeout_sec: None,
             limits: Limits::default(),
+            gpu_hours_month: None,
             created_at: 0,
             updated_at: 0,
         };

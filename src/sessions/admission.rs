@@ -4,12 +4,22 @@
 //! values as upper bounds) and, for GPU sessions, the fit check (inventory's [`FitIndex`]: 409
 //! `unserviceable` naming the largest free slice the owner's node pools allow and the models the
 //! cluster reports).
+//!
+//! The queue: when the owner's effective policy allows `max_queued` > 0, a new GPU session that
+//! does not fit now (but would fit an emptied card of its model) is queued instead of refused,
+//! as upstream queues on a capacity shortage; so is one whose cluster already has sessions
+//! waiting (served strictly in order). `max_concurrent` and the other limits refuse as before
+//! (upstream counts a queued, pending session as active). Over `max_queued`: 409
+//! `quota_exceeded` with upstream's `{limit, queued}`.
+//!
+//! Budgets: a GPU session of an owner whose (or whose group's) monthly GPU-hour budget is used
+//! up is refused (409 `quota_exceeded`, `{resource: "gpu_hours", limit, used, request}`).
 
 use std::sync::Arc;
 
 use serde_json::json;
 
-use super::model::{GpuMode, ResourceClass, Shape, charge_of};
+use super::model::{GpuMode, ResourceClass, SESSION_QUEUE, Shape, charge_of, queue_in_write};
 use super::{SessionError, conflict};
 use crate::clusters::model::ClusterRecord;
 use crate::http::error::ErrorCode;
@@ -24,6 +34,25 @@ fn tighter(a: i64, b: i64) -> i64 {
     }
 }
 
+/// What a new session may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Record it and apply its CR now.
+    Start,
+    /// Record it as waiting in its cluster's queue (nothing applied); the reason it waits.
+    Queue(&'static str),
+}
+
+/// Why a queued session waits: no schedulable card holds it now.
+pub const NO_GPU_CAPACITY: &str = "no_gpu_capacity";
+/// Why a queued session waits: others wait before it on its cluster.
+pub const QUEUE_AHEAD: &str = "queue_ahead";
+
+/// `owner`'s sessions waiting in any queue.
+fn queued_of(txn: &WriteTxn, owner: &str) -> Result<i64, SessionError> {
+    Ok(SESSION_QUEUE.list_in_write(txn)?.iter().filter(|(_, o)| o == owner).count() as i64)
+}
+
 #[derive(Debug, Clone)]
 pub struct Admission {
     store: Store,
@@ -35,9 +64,11 @@ impl Admission {
         Self { store, fit: Arc::default() }
     }
 
-    /// Checks a new session (`resuming: None`; its idle and runtime limits are set in `shape`)
-    /// or the resume of one that already counts against its owner (`Some(its shape)`; a
-    /// session paused holding its card skips the fit check with `fit: false`).
+    /// Checks a new session (`resuming: None`; its idle and runtime limits are set in `shape`;
+    /// it may be queued) or one that already counts against its owner (`Some(its shape)`: a
+    /// resume, or a queued session at its turn; never queued: a refusal). A session paused
+    /// holding its card skips the fit check with `fit: false`. `now`: for the budget's month.
+    #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         txn: &WriteTxn,
@@ -46,9 +77,11 @@ impl Admission {
         shape: &mut Shape,
         resuming: Option<&Shape>,
         fit: bool,
-    ) -> Result<(), SessionError> {
+        now: i64,
+    ) -> Result<Verdict, SessionError> {
         let charge = charge_of(shape);
         let resumed = resuming.map(charge_of);
+        let mut max_queued = 0;
         match crate::policy::admit_in(txn, owner, &charge, resumed.as_ref())? {
             Err(refusal) => return Err(conflict(ErrorCode::QuotaExceeded, refusal.message, refusal.details)),
             Ok(Some(p)) if resuming.is_none() => {
@@ -58,21 +91,51 @@ impl Admission {
                 if let Some(min) = p.max_runtime_min {
                     shape.max_runtime_sec = tighter(shape.max_runtime_sec, min.saturating_mul(60));
                 }
+                max_queued = p.max_queued.unwrap_or(0).max(0);
             }
             Ok(_) => {}
         }
-        if shape.resource_class != ResourceClass::Gpu || !fit {
-            return Ok(());
+        if shape.resource_class != ResourceClass::Gpu {
+            return Ok(Verdict::Start);
         }
+        if let Err(refusal) = crate::policy::budget::admit_in(txn, owner, now)? {
+            return Err(conflict(ErrorCode::QuotaExceeded, refusal.message, refusal.details));
+        }
+        if !fit {
+            return Ok(Verdict::Start);
+        }
+        let may_queue = |reason: &'static str| -> Result<Verdict, SessionError> {
+            let queued = queued_of(txn, owner)?;
+            if queued >= max_queued {
+                return Err(conflict(
+                    ErrorCode::QuotaExceeded,
+                    format!(
+                        "max_queued exceeded: {queued} session{} queued of at most {max_queued}; cluster {} has no room for it now",
+                        if queued == 1 { "" } else { "s" },
+                        cluster.name
+                    ),
+                    json!({ "limit": max_queued, "queued": queued }),
+                ));
+            }
+            Ok(Verdict::Queue(reason))
+        };
         let want = Want {
             model: shape.gpu_model.as_deref().filter(|m| !m.is_empty()),
             exclusive: shape.mode == Some(GpuMode::Exclusive),
             mem_mb: shape.gpu_mem_mb.unwrap_or(0).max(0) as u64,
             cores: shape.gpu_cores.unwrap_or(0).max(0) as u64,
         };
+        // Strictly in order: with others waiting on this cluster, a new session waits behind them.
+        let ahead = max_queued > 0 && !queue_in_write(txn, &cluster.id)?.is_empty();
         // Its group's node pools (and the shared nodes when it has none or may spill).
         let placement = crate::inventory::pools::placement_of(txn, &cluster.id, owner)?;
-        let Err(unfit) = self.fit.check_placed(&self.store, &cluster.id, &want, &placement)? else { return Ok(()) };
+        let Err(unfit) = self.fit.check_placed(&self.store, &cluster.id, &want, &placement)? else {
+            return if ahead { may_queue(QUEUE_AHEAD) } else { Ok(Verdict::Start) };
+        };
+        // No room now, but an emptied card of its model would hold it: it can wait for one.
+        if max_queued > 0 && unfit.could_fit {
+            return may_queue(if ahead { QUEUE_AHEAD } else { NO_GPU_CAPACITY });
+        }
         let asked = if want.exclusive {
             "a whole card".to_string()
         } else {

@@ -14,6 +14,7 @@ pub mod model;
 pub mod offerings;
 pub mod origin;
 pub mod proxy_path;
+pub mod queue;
 pub mod relay;
 pub mod reports;
 pub mod routes;
@@ -205,6 +206,8 @@ pub struct Sessions {
     mounts: Option<Mounts>,
     /// The owner's resource policy and the fit check, before anything is recorded.
     admission: admission::Admission,
+    /// One queue pass at a time (the timer's and the woken task's).
+    queue_pass: tokio::sync::Mutex<()>,
 }
 
 impl Sessions {
@@ -229,6 +232,7 @@ impl Sessions {
             session_hosts: Default::default(),
             beats: Default::default(),
             mounts: None,
+            queue_pass: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -393,7 +397,33 @@ impl Sessions {
 
     /// A page of sessions, newest first (see `listing`).
     pub async fn list(&self, q: SessionQuery) -> Result<SessionPage, SessionError> {
-        Ok(self.store.read(move |txn| listing::page(txn, &q)).await?)
+        Ok(self
+            .store
+            .read(move |txn| {
+                let mut page = listing::page(txn, &q)?;
+                fill_queue_positions(txn, &mut page.data)?;
+                Ok(page)
+            })
+            .await?)
+    }
+
+    /// Fills each waiting session's place in its cluster's queue.
+    pub async fn with_queue_positions(&self, views: &mut [model::SessionView]) -> Result<(), SessionError> {
+        if views.iter().all(|v| v.queued_reason.is_none()) {
+            return Ok(());
+        }
+        let mut owned = views.to_vec();
+        let filled = self
+            .store
+            .read(move |txn| {
+                fill_queue_positions(txn, &mut owned)?;
+                Ok(owned)
+            })
+            .await?;
+        for (v, f) in views.iter_mut().zip(filled) {
+            v.queue_position = f.queue_position;
+        }
+        Ok(())
     }
 
     /// Fills each live session's ephemeral disk use from the last volume sync of its cluster.
@@ -466,7 +496,7 @@ impl Sessions {
                 if let Some(i) = image {
                     shape.image = i;
                 }
-                admission.check(txn, &owner, &cluster, &mut shape, None, true)?;
+                let verdict = admission.check(txn, &owner, &cluster, &mut shape, None, true, now)?;
                 // Only an admitted session makes a home volume.
                 let volumes = match &mounts {
                     Some(Mounts(hook)) => hook(txn, &owner, &cluster, now)?,
@@ -498,11 +528,21 @@ impl Sessions {
                     paused: false,
                     cr_applied: false,
                     volumes,
+                    queue: match verdict {
+                        admission::Verdict::Start => None,
+                        admission::Verdict::Queue(reason) => {
+                            Some(QueueState { queued_at: now, reason: reason.to_string(), started_at: None })
+                        }
+                    },
                 };
                 put_session(txn, &s)?;
                 Ok(s)
             })
             .await?;
+        if record.is_queued() {
+            // Nothing is applied: the queue starts it when its cluster has room (`serve_queue`).
+            return Ok(record);
+        }
 
         let applied = self.apply_cr(&record).await;
         match applied {
@@ -582,6 +622,16 @@ impl Sessions {
     }
 
     pub async fn pause(&self, id: &str) -> Result<SessionRecord, SessionError> {
+        self.pause_for(id, status::Reason::UserStopped, None).await
+    }
+
+    /// Pauses a session (its CR's `spec.paused`), recording why.
+    async fn pause_for(
+        &self,
+        id: &str,
+        reason: status::Reason,
+        message: Option<String>,
+    ) -> Result<SessionRecord, SessionError> {
         let s = self.get(id).await?;
         if !s.actions().contains(&Action::Pause) {
             return Err(Self::not_allowed(&s, "pause"));
@@ -598,8 +648,8 @@ impl Sessions {
             }
             s.paused = true;
             s.generation = generation.or(s.generation);
-            s.reason = Some(status::Reason::UserStopped);
-            s.message = None;
+            s.reason = Some(reason);
+            s.message = message;
             s.bound_gpu_uuid = None;
             s.set_phase(Phase::Paused, now);
         })
@@ -640,14 +690,15 @@ impl Sessions {
     /// A resume counts the session against its owner's policy as it is now (a limit lowered
     /// below use refuses it) and, unless it still holds its card, needs a card that fits.
     async fn admit_resume(&self, s: &SessionRecord) -> Result<(), SessionError> {
-        let (admission, s) = (self.admission.clone(), s.clone());
+        let (admission, s, now) = (self.admission.clone(), s.clone(), self.clock.now_ms());
         self.store
             .write_with(move |txn| {
                 let cluster = CLUSTERS
                     .get_in_write(txn, &s.cluster_id)?
                     .ok_or_else(|| SessionError::NotFound(format!("no cluster {}", s.cluster_id)))?;
                 let mut shape = s.shape.clone();
-                admission.check(txn, &s.owner, &cluster, &mut shape, Some(&s.shape), s.bound_gpu_uuid.is_none())
+                let fit = s.bound_gpu_uuid.is_none();
+                admission.check(txn, &s.owner, &cluster, &mut shape, Some(&s.shape), fit, now).map(drop)
             })
             .await
     }
@@ -659,6 +710,21 @@ impl Sessions {
         let s = self.get(id).await?;
         if !s.is_live() {
             return Err(Self::not_allowed(&s, "delete"));
+        }
+        if s.is_queued() {
+            // Nothing was applied: it leaves the queue (unless the queue started it meanwhile).
+            let s = self
+                .update(id, |s, now| {
+                    if s.is_queued() {
+                        s.reason = Some(status::Reason::Deleted);
+                        s.message = Some("cancelled while queued: nothing was applied on the cluster".into());
+                        s.set_phase(Phase::Terminated, now);
+                    }
+                })
+                .await?;
+            if !s.is_live() {
+                return Ok(s);
+            }
         }
         if force {
             return self
@@ -776,7 +842,13 @@ impl Sessions {
             .read(move |txn| {
                 Ok(live_sessions(txn)?
                     .into_iter()
-                    .filter(|s| s.phase == Phase::Pending && !s.cr_applied && !s.paused && s.created_at <= cutoff)
+                    .filter(|s| {
+                        s.phase == Phase::Pending
+                            && !s.cr_applied
+                            && !s.paused
+                            && !s.is_queued()
+                            && s.queue.as_ref().and_then(|q| q.started_at).unwrap_or(s.created_at) <= cutoff
+                    })
                     .collect())
             })
             .await?;

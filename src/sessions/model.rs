@@ -1,6 +1,8 @@
 //! What the store keeps about offerings and sessions, and the views the API returns. GPU
 //! allocations belong to inventory (`inventory::gpu_booking`).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -29,6 +31,10 @@ pub const SESSION_IDS: KeySet = KeySet::new("session_ids");
 /// How many keys each index holds under one value (`owner\0<owner>`, `cluster\0<id>`,
 /// `phase\0<phase>`): a one-filter list's total without counting.
 pub const SESSION_COUNTS: JsonTable<u64> = JsonTable::new("session_counts");
+/// The queue: `<cluster id>/<queued at, 16 digits>/<session id>` -> its owner, for each session
+/// waiting for room on its cluster (kept by [`put_session`]: an entry exists while the session
+/// is live and its [`QueueState`] has not started). Served in key order per cluster.
+pub const SESSION_QUEUE: JsonTable<String> = JsonTable::new("session_queue");
 /// SHA-256 of a connection token (hex) -> the session it opens, until redeemed or expired.
 pub const CONNECT_TOKENS: JsonTable<ConnectTokenRecord> = JsonTable::new("connect_tokens");
 
@@ -277,6 +283,62 @@ pub struct SessionRecord {
     /// decides them, through [`super::VolumeHook`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<SessionVolume>,
+    /// Set when it was queued instead of started (upstream keeps such a session `pending` with a
+    /// queue entry): it waits in its cluster's queue until `started_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueState>,
+}
+
+/// A session's time in its cluster's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueState {
+    pub queued_at: i64,
+    /// Why it waits now (upstream's `queued_reason`): `no_gpu_capacity` (no schedulable card
+    /// holds its slice now), `queue_ahead` (others wait before it on its cluster), or the
+    /// last refusal that held it back at its turn (`quota_exceeded`, `operator_not_connected`).
+    pub reason: String,
+    /// When the queue started it (its CR applied); `None` while it waits.
+    #[serde(default)]
+    pub started_at: Option<i64>,
+}
+
+impl QueueState {
+    pub fn waiting(&self) -> bool {
+        self.started_at.is_none()
+    }
+}
+
+/// The queue key of a session waiting in its cluster's queue.
+pub fn queue_key(s: &SessionRecord) -> Option<String> {
+    let q = s.queue.as_ref().filter(|q| q.waiting() && s.is_live())?;
+    Some(format!("{}/{:016}/{}", s.cluster_id, q.queued_at.max(0), s.id))
+}
+
+/// The queue keys of `cluster_id`'s waiting sessions, in the order they are served (a write
+/// transaction: the queue as this transaction sees it).
+pub fn queue_in_write(txn: &crate::store::WriteTxn, cluster_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+    SESSION_QUEUE.list_prefix_in_write(txn, &format!("{cluster_id}/"))
+}
+
+/// The session id of a queue key.
+pub fn queued_id(key: &str) -> &str {
+    key.rsplit('/').next().unwrap_or_default()
+}
+
+/// Fills each waiting session's place in its cluster's queue (1 = next).
+pub fn fill_queue_positions(txn: &redb::ReadTransaction, views: &mut [SessionView]) -> Result<(), StoreError> {
+    let mut by_cluster: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for v in views.iter_mut().filter(|v| v.queued_reason.is_some()) {
+        let keys = match by_cluster.get(&v.cluster_id) {
+            Some(k) => k,
+            None => {
+                let keys = SESSION_QUEUE.list_prefix(txn, &format!("{}/", v.cluster_id))?.into_iter().map(|(k, _)| k);
+                by_cluster.entry(v.cluster_id.clone()).or_insert(keys.collect())
+            }
+        };
+        v.queue_position = keys.iter().position(|k| queued_id(k) == v.id).map(|p| p as u64 + 1);
+    }
+    Ok(())
 }
 
 /// A volume's access class as the API names it (upstream's `access_mode`: RWO, RWX, ROX).
@@ -356,7 +418,13 @@ impl SessionRecord {
             paused: false,
             cr_applied: false,
             volumes: Vec::new(),
+            queue: None,
         }
+    }
+
+    /// Waiting in its cluster's queue (nothing applied yet).
+    pub fn is_queued(&self) -> bool {
+        self.is_live() && self.queue.as_ref().is_some_and(QueueState::waiting)
     }
 
     /// Live sessions hold cluster resources; terminated and errored ones are history.
@@ -383,6 +451,10 @@ impl SessionRecord {
     /// What an admin may do now.
     pub fn actions(&self) -> Vec<Action> {
         let mut a = Vec::new();
+        if self.is_queued() {
+            // Nothing runs yet: it can only leave the queue.
+            return vec![Action::Delete];
+        }
         match self.phase {
             Phase::Pending | Phase::Preparing | Phase::Running if !self.paused => a.push(Action::Pause),
             Phase::Paused => a.push(Action::Resume),
@@ -633,6 +705,14 @@ pub struct SessionView {
     /// Its pod's ephemeral (scratch) disk as the cluster's last volume sync reported it; null
     /// before a report and once the session is no longer live.
     pub ephemeral_disk: Option<EphemeralDisk>,
+    /// While it waits in its cluster's queue (phase `pending`, nothing applied): its place, 1 =
+    /// next. Null otherwise.
+    pub queue_position: Option<u64>,
+    /// When it was queued (null if it never was).
+    pub queued_at: Option<String>,
+    /// Why it waits (upstream's `queued_reason`: `no_gpu_capacity`, `queue_ahead`,
+    /// `quota_exceeded`, `operator_not_connected`); null once it no longer waits.
+    pub queued_reason: Option<String>,
 }
 
 /// The share of its limit at which a session's ephemeral disk use is warned about: the kubelet
@@ -685,6 +765,9 @@ impl From<&SessionRecord> for SessionView {
             actions: s.actions(),
             volumes: s.volumes.clone(),
             ephemeral_disk: None,
+            queue_position: None,
+            queued_at: s.queue.as_ref().map(|q| rfc3339_ms(q.queued_at)),
+            queued_reason: s.queue.as_ref().filter(|_| s.is_queued()).map(|q| q.reason.clone()),
         }
     }
 }
@@ -744,6 +827,20 @@ pub fn put_session(txn: &crate::store::WriteTxn, session: &SessionRecord) -> Res
         LIVE_SESSIONS.delete(txn, &session.id)?;
     }
     index_for_lists(txn, old.as_ref(), session)?;
+    let (was_queued, now_queued) = (old.as_ref().and_then(queue_key), queue_key(session));
+    if was_queued != now_queued {
+        if let Some(k) = was_queued {
+            SESSION_QUEUE.delete(txn, &k)?;
+            // Those behind it move up: their owners' live events say so.
+            let prefix = format!("{}/", session.cluster_id);
+            for (_, owner) in SESSION_QUEUE.list_prefix_in_write(txn, &prefix)? {
+                txn.note_key(&owner_sessions_key(&owner));
+            }
+        }
+        if let Some(k) = now_queued {
+            SESSION_QUEUE.put(txn, &k, &session.owner)?;
+        }
+    }
     // Fair sharing: the owner's use moves only when the session starts or stops counting.
     let was = old.as_ref().filter(|o| o.is_live()).map(|o| (o.owner.as_str(), charge_of(&o.shape)));
     let now = session.is_live().then(|| (session.owner.as_str(), charge_of(&session.shape)));

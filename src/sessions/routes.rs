@@ -289,9 +289,9 @@ async fn list_sessions(
 #[utoipa::path(post, path = "/api/v1/sessions", tag = "sessions", request_body = CreateSession,
     params(("Idempotency-Key" = Option<String>, Header, description = "replays the first answer for 24 h")),
     responses(
-        (status = 201, body = SessionView),
+        (status = 201, body = SessionView, description = "started (its GShareSession applied), or queued: phase pending with queue_position and queued_reason when the owner's policy allows max_queued and the cluster has no room now (nothing applied until the queue starts it)"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such offering or cluster"),
-        (status = 409, body = ErrorBody, description = "offering_inactive, cluster_unavailable, no_cluster, or operator_not_connected (details.operator_state: the cluster's operator has not called back recently)"),
+        (status = 409, body = ErrorBody, description = "offering_inactive, cluster_unavailable, no_cluster, operator_not_connected (details.operator_state: the cluster's operator has not called back recently), quota_exceeded (the owner's policy: {limit, active}, {limit, queued}, or {resource, limit, used, request} with resource gpu_hours for a used-up budget), or unserviceable (no schedulable card could hold it)"),
         (status = 422, body = ErrorBody),
         (status = 502, body = ErrorBody, description = "cluster_apply_failed: recorded with phase error; details.session_id, details.cause"),
     ))]
@@ -331,6 +331,7 @@ async fn create_session(
         audit(&app.audit, &meta, &admin, "session.create", &target, details, &outcome).await;
         let mut view = SessionView::from(&outcome?);
         mark_owner(&app, &admin, std::slice::from_mut(&mut view));
+        app.sessions.with_queue_positions(std::slice::from_mut(&mut view)).await?;
         let value = serde_json::to_value(view).map_err(ApiError::internal)?;
         Ok((StatusCode::CREATED, value))
     })
@@ -349,6 +350,7 @@ async fn show_session(
     let mut view = SessionView::from(&owned(&app, &caller, &id).await?);
     mark_owner(&app, &caller, std::slice::from_mut(&mut view));
     app.sessions.with_disks(std::slice::from_mut(&mut view)).await?;
+    app.sessions.with_queue_positions(std::slice::from_mut(&mut view)).await?;
     Ok(axum::Json(view))
 }
 
@@ -391,7 +393,7 @@ struct DeleteParams {
 
 /// End a session: its GShareSession is deleted; the operator's finalizer reports Terminated.
 #[utoipa::path(delete, path = "/api/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path), DeleteParams),
-    responses((status = 200, body = SessionView, description = "terminating (or terminated when nothing holds the CR)"),
+    responses((status = 200, body = SessionView, description = "terminating (or terminated when nothing holds the CR, or at once for a queued session: nothing was applied)"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "session_conflict: already ended"),
         (status = 502, body = ErrorBody, description = "cluster_unreachable or cluster_apply_failed")))]

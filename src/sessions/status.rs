@@ -45,6 +45,13 @@ pub enum Reason {
     Deleted,
     /// Its GShareSession could not be applied on the cluster.
     ApplyFailed,
+    /// Paused by the control plane: its owner's (or their group's) monthly GPU-hour budget ran
+    /// out and the 10-minute grace passed.
+    BudgetExhausted,
+    /// It left the queue unstarted: its offering was deactivated or deleted while it waited.
+    OfferingInactive,
+    /// It left the queue unstarted: its owner's account was disabled while it waited.
+    AccountDisabled,
 }
 
 impl Reason {
@@ -60,6 +67,9 @@ impl Reason {
             Self::UserStopped => "user_stopped",
             Self::Deleted => "deleted",
             Self::ApplyFailed => "apply_failed",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::OfferingInactive => "offering_inactive",
+            Self::AccountDisabled => "account_disabled",
         }
     }
 
@@ -319,6 +329,9 @@ mod tests {
             (Reason::UserStopped, "user_stopped"),
             (Reason::Deleted, "deleted"),
             (Reason::ApplyFailed, "apply_failed"),
+            (Reason::BudgetExhausted, "budget_exhausted"),
+            (Reason::OfferingInactive, "offering_inactive"),
+            (Reason::AccountDisabled, "account_disabled"),
         ];
         for (reason, wire) in pinned {
             assert_eq!(reason.as_str(), wire);

@@ -23,6 +23,7 @@ mod overview;
 mod packaging;
 mod policy;
 mod pools;
+mod queue;
 mod real_clusters;
 mod replay;
 mod schema;

@@ -61,5 +61,22 @@ const REASONS: Record<string, string> = {
   apply_failed: "apply to the cluster failed",
   crash_loop: "crash loop",
   evicted: "evicted",
+  budget_exhausted: "GPU-hour budget used up",
+  offering_inactive: "left the queue: its offering was deactivated",
+  account_disabled: "left the queue: its owner was disabled",
 };
 export const reasonText = (r: string) => REASONS[r] ?? r.replace(/_/g, " ");
+
+const QUEUE_REASONS: Record<string, string> = {
+  no_gpu_capacity: "no card is free for it now",
+  queue_ahead: "others wait before it",
+  quota_exceeded: "held by its owner's limits",
+  operator_not_connected: "the cluster's operator is not connected",
+};
+
+/** A waiting session's place in its cluster's queue and why it waits; null when it does not wait. */
+export function queuedText(s: Pick<Session, "queue_position" | "queued_reason">): string | null {
+  if (s.queue_position == null) return null;
+  const why = s.queued_reason ? (QUEUE_REASONS[s.queued_reason] ?? s.queued_reason.replace(/_/g, " ")) : null;
+  return `Queued: number ${s.queue_position} in line${why ? ` (${why})` : ""}; it starts when its cluster has room`;
+}

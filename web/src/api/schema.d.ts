@@ -1617,6 +1617,34 @@ export interface components {
          * @enum {string}
          */
         AuditResult: "success" | "failure" | "denied";
+        /** @description A budget as the account view shows it. */
+        BudgetView: {
+            /**
+             * @description When the budget was found used up: new GPU sessions are refused, and running ones are
+             *     paused at `pauses_at`.
+             */
+            exhausted_at?: string | null;
+            /** Format: int64 */
+            limit_gpu_hours: number;
+            /** @description `YYYY-MM` (UTC). */
+            month: string;
+            pauses_at?: string | null;
+            /**
+             * Format: double
+             * @description `used` as a share of `limit` (to 0.1).
+             */
+            percent: number;
+            /** @description `user` (the account's own) or `group` (its group's, shared by the members). */
+            scope: components["schemas"]["Scope"];
+            subject: string;
+            /**
+             * Format: double
+             * @description GPU-hours used this month, running sessions counted up to now (to 0.01).
+             */
+            used_gpu_hours: number;
+            /** @description When the 80 % warning was given this month. */
+            warned_at?: string | null;
+        };
         /**
          * @description `POST /internal/image-builds/{buildId}/status`: `phase` is `queued|running|succeeded|failed`;
          *     any length of `error` or `log_tail` is read (upstream caps `log_tail` at 32768).
@@ -1861,6 +1889,11 @@ export interface components {
          *     policy, the owner's current use and what is left.
          */
         EffectiveView: {
+            /**
+             * @description The monthly GPU-hour budgets that apply (the user's own, their group's), with this
+             *     month's use.
+             */
+            budgets: components["schemas"]["BudgetView"][];
             group?: string | null;
             /** @description False when no policy exists at any scope (then nothing is limited). */
             has_policy: boolean;
@@ -2604,6 +2637,11 @@ export interface components {
         };
         /** @description `POST /api/v1/resource-policies`. A field left out (or `null`) inherits from the wider scope. */
         PolicyCreate: {
+            /**
+             * Format: int64
+             * @description The subject's monthly GPU-hour budget (user or group scope only); 0: none.
+             */
+            gpu_hours_month?: number | null;
             /** Format: int64 */
             idle_timeout_sec?: number | null;
             limits?: components["schemas"]["LimitsIn"] | null;
@@ -2629,6 +2667,11 @@ export interface components {
          *     given, replaces the whole object.
          */
         PolicyPatch: {
+            /**
+             * Format: int64
+             * @description The subject's monthly GPU-hour budget (user or group scope only); `null` or 0: none.
+             */
+            gpu_hours_month?: number | null;
             /** Format: int64 */
             idle_timeout_sec?: number | null;
             limits?: components["schemas"]["LimitsIn"] | null;
@@ -2642,6 +2685,16 @@ export interface components {
         /** @description A policy as the API shows it (upstream's `_policy_view` names). */
         PolicyView: {
             created_at: string;
+            /**
+             * Format: int64
+             * @description The subject's monthly GPU-hour budget (user scope: the user's own GPU time; group scope:
+             *     the group's members together; not allowed globally). A GPU-hour is one GPU session (a
+             *     slice or a whole card) running for an hour, the usage ledger's `slice_hours`. At 80 % its
+             *     running sessions are warned; at 100 % new GPU sessions are refused (409 `quota_exceeded`,
+             *     `resource: gpu_hours`) and running ones are paused after a 10-minute grace (reason
+             *     `budget_exhausted`). Not inherited; null or 0: no budget. Resets each UTC month.
+             */
+            gpu_hours_month?: number | null;
             id: string;
             /**
              * Format: int64
@@ -2656,8 +2709,9 @@ export interface components {
             max_concurrent?: number | null;
             /**
              * Format: int64
-             * @description Queued sessions an owner may hold (recorded; the queue is not built: a session that does
-             *     not fit is refused).
+             * @description GPU sessions an owner may have waiting in a queue: above 0, a GPU session that does not fit
+             *     now (or whose cluster already has sessions waiting) is queued instead of refused, and
+             *     started in order as capacity frees; 0 = none (refused, 409 `unserviceable`).
              */
             max_queued?: number | null;
             /**
@@ -2955,7 +3009,7 @@ export interface components {
          * @description Why a session paused or ended (`reason` on the wire; stored as its string).
          * @enum {string}
          */
-        SessionReason: "disk_exceeded" | "max_runtime" | "idle" | "evicted" | "crash_loop" | "paused" | "error" | "user_stopped" | "deleted" | "apply_failed";
+        SessionReason: "disk_exceeded" | "max_runtime" | "idle" | "evicted" | "crash_loop" | "paused" | "error" | "user_stopped" | "deleted" | "apply_failed" | "budget_exhausted" | "offering_inactive" | "account_disabled";
         /** @description A session as the API shows it. */
         SessionView: components["schemas"]["Shape"] & {
             /** @description Allowed now. */
@@ -2980,6 +3034,19 @@ export interface components {
             owner_account?: components["schemas"]["OwnerAccount"] | null;
             phase: components["schemas"]["Phase"];
             phase_changed_at: string;
+            /**
+             * Format: int64
+             * @description While it waits in its cluster's queue (phase `pending`, nothing applied): its place, 1 =
+             *     next. Null otherwise.
+             */
+            queue_position?: number | null;
+            /** @description When it was queued (null if it never was). */
+            queued_at?: string | null;
+            /**
+             * @description Why it waits (upstream's `queued_reason`: `no_gpu_capacity`, `queue_ahead`,
+             *     `quota_exceeded`, `operator_not_connected`); null once it no longer waits.
+             */
+            queued_reason?: string | null;
             reason?: components["schemas"]["SessionReason"] | null;
             started_at?: string | null;
             /** @description The persistent volumes it mounts (its CR's `spec.volumes`). */
@@ -7258,6 +7325,7 @@ export interface operations {
             };
         };
         responses: {
+            /** @description started (its GShareSession applied), or queued: phase pending with queue_position and queued_reason when the owner's policy allows max_queued and the cluster has no room now (nothing applied until the queue starts it) */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -7301,7 +7369,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description offering_inactive, cluster_unavailable, no_cluster, or operator_not_connected (details.operator_state: the cluster's operator has not called back recently) */
+            /** @description offering_inactive, cluster_unavailable, no_cluster, operator_not_connected (details.operator_state: the cluster's operator has not called back recently), quota_exceeded (the owner's policy: {limit, active}, {limit, queued}, or {resource, limit, used, request} with resource gpu_hours for a used-up budget), or unserviceable (no schedulable card could hold it) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7417,7 +7485,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description terminating (or terminated when nothing holds the CR) */
+            /** @description terminating (or terminated when nothing holds the CR, or at once for a queued session: nothing was applied) */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -3,7 +3,7 @@
 // sessions hold now, so nobody learns a limit from a refusal.
 
 import { get, type Schemas } from "../api";
-import { formatDuration } from "../format";
+import { formatDuration, formatTime } from "../format";
 import { usePoll } from "../hooks";
 import { ErrorBox } from "./Errors";
 
@@ -59,6 +59,10 @@ export function PolicyPanel() {
             <dt>Paused when idle after</dt>
             <dd>{e.idle_timeout_sec ? formatDuration(e.idle_timeout_sec) : "never"}</dd>
           </div>
+          <div>
+            <dt>Queued sessions</dt>
+            <dd>{e.max_queued ? `up to ${e.max_queued} may wait for room` : "none: a session that does not fit is refused"}</dd>
+          </div>
           {e.group && (
             <div>
               <dt>Group</dt>
@@ -67,6 +71,38 @@ export function PolicyPanel() {
           )}
         </dl>
       )}
+      {e && e.budgets.length > 0 && <Budgets budgets={e.budgets} />}
     </section>
+  );
+}
+
+export type BudgetView = Schemas["BudgetView"];
+
+/** What a budget's state says: warned, used up (and when running sessions pause), or nothing. */
+export function budgetNote(b: BudgetView): string | null {
+  if (b.exhausted_at) {
+    return `Used up: new GPU sessions are refused; running ones pause${b.pauses_at ? ` at ${formatTime(b.pauses_at)}` : ""}.`;
+  }
+  if (b.warned_at) return "Over 80 % used.";
+  return null;
+}
+
+function Budgets(props: { budgets: BudgetView[] }) {
+  return (
+    <>
+      <h3>GPU-hour budgets this month</h3>
+      <dl class="facts">
+        {props.budgets.map((b) => (
+          <div key={`${b.scope}:${b.subject}`}>
+            <dt>{b.scope === "group" ? `Group ${b.subject}` : "Mine"}</dt>
+            <dd>
+              <meter min={0} max={100} value={Math.min(b.percent, 100)} aria-label={`${b.scope} budget used`} />{" "}
+              {`${b.used_gpu_hours} of ${b.limit_gpu_hours} GPU-hours (${b.percent} %) in ${b.month}`}
+              {budgetNote(b) && <div class={b.exhausted_at ? "small bad" : "small warning"}>{budgetNote(b)}</div>}
+            </dd>
+          </div>
+        ))}
+      </dl>
+    </>
   );
 }

@@ -109,6 +109,30 @@ describe("MySessionsPage", () => {
     );
   });
 
+  it("shows a queued session's place in line and why it waits", async () => {
+    stubFetch({
+      "GET /api/v1/sessions": () => ({
+        body: page([
+          mine({
+            id: "ses_q",
+            name: "waiting",
+            phase: "pending",
+            actions: ["delete"],
+            queue_position: 2,
+            queued_reason: "no_gpu_capacity",
+          }),
+          mine({ id: "ses_r", name: "started", phase: "pending", queue_position: null, queued_reason: null }),
+        ]),
+      }),
+      "GET /api/v1/offerings": () => ({ body: { data: [offering()] } }),
+    });
+    render(<MySessionsPage username="alice" />);
+    const waiting = (await screen.findByRole("heading", { name: "waiting" })).closest("li") as HTMLElement;
+    expect(waiting.textContent).toContain("Queued: number 2 in line (no card is free for it now)");
+    const started = screen.getByRole("heading", { name: "started" }).closest("li") as HTMLElement;
+    expect(started.textContent).not.toContain("Queued");
+  });
+
   it("shows each live session's scratch disk use, and warns near its limit", async () => {
     const GIB = 1024 ** 3;
     stubFetch({

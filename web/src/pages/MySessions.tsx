@@ -22,6 +22,7 @@ import {
   deleteSession,
   listSessions,
   pauseSession,
+  queuedText,
   reasonText,
   resumeSession,
   sessionsQuery,
@@ -113,14 +114,18 @@ export function Progress(props: { session: Session }) {
       </p>
     );
   }
+  const queued = queuedText(s);
   return (
-    <ol class="steps" aria-label={`Progress: ${STEP_TEXT[s.phase]}`}>
-      {STEPS.map((p, i) => (
-        <li key={p} class={i < at ? "done" : i === at ? "now" : "later"} aria-current={i === at ? "step" : undefined}>
-          <span class={i === at ? `badge phase phase-${p}` : "step-name"}>{p}</span>
-        </li>
-      ))}
-    </ol>
+    <>
+      <ol class="steps" aria-label={`Progress: ${STEP_TEXT[s.phase]}`}>
+        {STEPS.map((p, i) => (
+          <li key={p} class={i < at ? "done" : i === at ? "now" : "later"} aria-current={i === at ? "step" : undefined}>
+            <span class={i === at ? `badge phase phase-${p}` : "step-name"}>{p}</span>
+          </li>
+        ))}
+      </ol>
+      {queued && <p class="phase-line muted queue-place">{queued}</p>}
+    </>
   );
 }
 

@@ -72,6 +72,28 @@ describe("SessionsPage", () => {
     expect(e.querySelector(".phase-reason.bad")?.textContent).toBe("apply to the cluster failed: admission webhook denied the pod");
   });
 
+  it("shows a queued session's place in its cluster's queue", async () => {
+    const queued = session({
+      id: "ses_01JDDDDDDDDDDDDDDDDDDDDDDD",
+      name: "waiting",
+      phase: "pending",
+      bound_gpu_uuid: null,
+      node_name: null,
+      actions: ["delete"],
+      queue_position: 1,
+      queued_reason: "queue_ahead",
+    });
+    stubFetch({ "GET /api/v1/sessions": () => ({ body: page([session(), queued]) }), "GET /api/v1/clusters": clusters });
+    const { container } = render(<SessionsPage />);
+    await screen.findByText("waiting");
+    const row = container.querySelector('[data-session-id="ses_01JDDDDDDDDDDDDDDDDDDDDDDD"]') as HTMLElement;
+    expect(row.querySelector(".queue-place")?.textContent).toBe(
+      "Queued: number 1 in line (others wait before it); it starts when its cluster has room",
+    );
+    const running = container.querySelector('[data-session-id="ses_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
+    expect(running.querySelector(".queue-place")).toBeNull();
+  });
+
   it("marks an owner that names no account: a deleted account's, or free text", async () => {
     stubFetch({
       "GET /api/v1/sessions": () => ({

@@ -23,6 +23,7 @@ import {
   deleteSession,
   listSessions,
   pauseSession,
+  queuedText,
   reasonText,
   resumeSession,
   sessionLabel,
@@ -104,6 +105,7 @@ export function PhaseCell(props: { session: Session; stale?: string | null }) {
       ) : (
         <span class={`badge phase phase-${s.phase}`}>{s.phase}</span>
       )}
+      {queuedText(s) && <div class="small phase-reason muted queue-place">{queuedText(s)}</div>}
       {props.stale && (
         <div class="small phase-reason warning">
           Last reported {s.phase}
