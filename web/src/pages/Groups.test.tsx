@@ -27,6 +27,7 @@ const policies = [
     max_runtime_min: null,
     idle_timeout_sec: null,
     limits: { ...limits, cpu: null, mem_gb: null, gpu_mem_mb: null, gpu_cores: null, storage_gb: null, shared_pool: true },
+    gpu_hours_month: 1500,
     created_at: "2026-12-01T09:00:00.000Z",
     updated_at: "2026-12-01T09:00:00.000Z",
   },
@@ -39,6 +40,7 @@ const policies = [
     max_runtime_min: 720,
     idle_timeout_sec: 3600,
     limits,
+    gpu_hours_month: null,
     created_at: "2026-12-01T09:00:00.000Z",
     updated_at: "2026-12-01T09:00:00.000Z",
   },
@@ -118,6 +120,8 @@ describe("GroupsPage", () => {
     const group = container.querySelector('[data-policy="group:vision"]') as HTMLElement;
     expect(within(group).getAllByText("inherited").length).toBeGreaterThan(5);
     expect(within(group).getByText("yes")).toBeTruthy();
+    expect(group.textContent).toContain("1,500");
+    expect(global.textContent).toContain("no budget");
     const p = container.querySelector('[data-pool="vision-a100"]') as HTMLElement;
     expect(p.textContent).toContain("gpu-node-0, gpu-node-1 (cordoned)");
     expect(p.textContent).toContain("3 / 8");
@@ -191,6 +195,7 @@ describe("GroupsPage", () => {
     expect(body.max_concurrent).toBeNull();
     expect((body.limits as Record<string, unknown>).gpu_mem_mb).toBe(40960);
     expect((body.limits as Record<string, unknown>).shared_pool).toBe(false);
+    expect(body.gpu_hours_month).toBe(1500);
   });
 
   it("says what a policy value means", () => {

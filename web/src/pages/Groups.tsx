@@ -182,6 +182,7 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
   const init: Record<string, string> = {};
   for (const f of POLICY_NUMBERS) init[f.key] = p?.[f.key] == null ? "" : String(p[f.key]);
   for (const f of LIMIT_NUMBERS) init[f.key] = p?.limits[f.key] == null ? "" : String(p.limits[f.key]);
+  init.gpu_hours_month = p?.gpu_hours_month == null ? "" : String(p.gpu_hours_month);
   const [numbers, setNumbers] = useState(init);
   const [sharedPool, setSharedPool] = useState<Flag>(flagOf(p?.limits.shared_pool));
   const [privileged, setPrivileged] = useState<Flag>(flagOf(p?.limits.allow_privileged));
@@ -229,6 +230,8 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
             max_runtime_min: n("max_runtime_min"),
             idle_timeout_sec: n("idle_timeout_sec"),
             limits,
+            // The budget is not inherited, and the global scope has none.
+            gpu_hours_month: (p?.scope ?? scope) === "global" ? null : n("gpu_hours_month"),
           };
           run(
             () => (p ? updatePolicy(p.id, body) : createPolicy({ ...body, scope, scope_id: scope === "global" ? null : subject.trim() })),
@@ -282,6 +285,7 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
         <div class="form-grid">
           {POLICY_NUMBERS.map((f) => numberField(f.key, f.label, f.unit))}
           {LIMIT_NUMBERS.map((f) => numberField(f.key, f.label, f.unit))}
+          {(p?.scope ?? scope) !== "global" && numberField("gpu_hours_month", "GPU-hour budget", "per month")}
           <Field id="policy-shared-pool" label="Spill onto shared nodes">
             <select
               id="policy-shared-pool"
@@ -559,6 +563,9 @@ export function GroupsPage() {
                     {f.label}
                   </th>
                 ))}
+                <th scope="col" class="num">
+                  GPU-h / month
+                </th>
                 <th scope="col">Spill</th>
                 <th scope="col">
                   <span class="sr-only">Actions</span>
@@ -591,6 +598,9 @@ export function GroupsPage() {
                           {valueText(p.limits[f.key], f.unit)}
                         </td>
                       ))}
+                      <td class="num">
+                        {p.gpu_hours_month ? p.gpu_hours_month.toLocaleString("en") : <span class="muted">no budget</span>}
+                      </td>
                       <td>{valueText(p.limits.shared_pool)}</td>
                       <td class="actions">
                         <button type="button" aria-label={`Edit ${label} policy`} onClick={() => setOpen({ kind: "policy", policy: p })}>
