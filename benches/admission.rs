@@ -46,7 +46,14 @@ async fn run() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::for_data_dir(
         &dir.path().join("data"),
-        &[("GSHARE_LISTEN", "127.0.0.1:0"), ("GSHARE_LOG_LEVEL", "warn"), ("GSHARE_PROBE_INTERVAL", "86400s")],
+        // The seeded nodes never report: without a long node_stale_after the sweep marks them
+        // offline two minutes in, and the pool rounds take longer than that.
+        &[
+            ("GSHARE_LISTEN", "127.0.0.1:0"),
+            ("GSHARE_LOG_LEVEL", "warn"),
+            ("GSHARE_PROBE_INTERVAL", "86400s"),
+            ("GSHARE_NODE_STALE_AFTER", "86400s"),
+        ],
     )
     .unwrap();
     let server = RunningServer::start(config, Clock::system()).await.unwrap();
@@ -173,6 +180,68 @@ async fn run() {
             .unwrap();
         rebuilt.push(create(&gpu_off).await);
     }
+    // Node pools: 10 dedicated pools of 50 nodes (4,000 cards), one per group g0..g9. Creates by
+    // an owner in no group (placed on the 4,500 shared nodes: the 500 reserved are excluded) and
+    // by a member of g0 (placed in its pool only: the other 4,950 nodes are excluded), each
+    // against the same owner's creates with no pool, interleaved in rounds of 20: the pools are
+    // made before and deleted after each round's pooled creates (one untimed create after each
+    // change lets the summary take it in).
+    let nodes_n = gpus.div_ceil(8);
+    let (pools_n, per_pool) = (10usize, 50usize.min(nodes_n / 11));
+    for g in 0..pools_n {
+        let v = post("/api/v1/groups", json!({"name": format!("g{g}")})).await.unwrap();
+        assert_eq!(v.status(), 201);
+    }
+    let res =
+        post("/api/v1/users", json!({"username": "pooled", "group": "g0", "password": "correct horse battery staple"}))
+            .await
+            .unwrap();
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    let lifted = json!({"scope": "user", "scope_id": "pooled", "max_concurrent": 10_000, "limits": {"cpu": 0, "mem_gb": 0,
+        "gpu_mem_mb": 0, "gpu_cores": 0, "storage_gb": 0}});
+    let res = post("/api/v1/resource-policies", lifted).await.unwrap();
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    let create_pooled = async || -> f64 {
+        let t = Instant::now();
+        let res = post("/api/v1/sessions", json!({"offering_id": gpu_off, "owner": "pooled"})).await.unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+        ms
+    };
+    let make_pools = async || -> Vec<String> {
+        let mut ids = Vec::new();
+        for g in 0..pools_n {
+            let nodes: Vec<String> = (g * per_pool..(g + 1) * per_pool).map(|n| format!("bench-{n}")).collect();
+            let body =
+                json!({"cluster_id": cid, "name": format!("pool-{g}"), "nodes": nodes, "groups": [format!("g{g}")]});
+            let v: Value = post("/api/v1/node-pools", body).await.unwrap().json().await.unwrap();
+            ids.push(v["id"].as_str().unwrap().to_string());
+        }
+        ids
+    };
+    let (mut shared, mut pooled, mut shared_none, mut pooled_none) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..creates / 20 {
+        beat().await;
+        let ids = make_pools().await;
+        create(&gpu_off).await;
+        for _ in 0..20 {
+            shared.push(create(&gpu_off).await);
+        }
+        for _ in 0..20 {
+            pooled.push(create_pooled().await);
+        }
+        for id in ids {
+            let res = http.delete(format!("{base}/api/v1/node-pools/{id}")).bearer_auth(&admin).send().await.unwrap();
+            assert_eq!(res.status(), 204);
+        }
+        create(&gpu_off).await;
+        for _ in 0..20 {
+            shared_none.push(create(&gpu_off).await);
+        }
+        for _ in 0..20 {
+            pooled_none.push(create_pooled().await);
+        }
+    }
     // Creates that are queued: two sessions wait on the cluster (the queue task starts the first,
     // which then holds the queue as an unbound start; the second keeps it non-empty), so each new
     // GPU create under the seeded policy (max_queued 2) is recorded as waiting behind them, nothing
@@ -234,6 +303,11 @@ async fn run() {
         p50 / b,
         r50 / b
     );
+    let sh = line(&format!("GPU slice, {pools_n} pools x {per_pool} nodes, owner in no group"), shared);
+    let sn = line("GPU slice, no pool, the same kind of owner (no group)", shared_none);
+    let po = line(&format!("GPU slice, {pools_n} pools x {per_pool} nodes, owner in a pool's group"), pooled);
+    let pn = line("GPU slice, no pool, the same owner (in g0)", pooled_none);
+    println!("ratio p50 pools/no pool: owner in no group {:.2}; owner in a pool's group {:.2}", sh / sn, po / pn);
     let q50 = line("GPU slice queued behind 2 waiting (max_queued 2)", queued);
     let b2 = line("CPU, no policy stored (baseline, same rounds)", baseline2);
     println!("ratio p50 queued/baseline: {:.2}", q50 / b2);

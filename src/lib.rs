@@ -268,6 +268,7 @@ impl App {
         let snapshots = Arc::new(snapshot::Snapshots::new(store.clone(), config.clone(), clock.clone()));
         let overview = Arc::new(overview::Overview::new(store.clone(), clock.clone()));
         let policies = Arc::new(policy::Policies::new(store.clone(), clock.clone()));
+        policies.hold_groups_with(Arc::new(inventory::pools::pools_of_group));
         Ok(Arc::new(Self {
             started_at_ms: clock.now_ms(),
             overview,

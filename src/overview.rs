@@ -31,6 +31,7 @@ use crate::clusters::model::CLUSTERS;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::inventory::gpu_booking::{ALLOCATIONS, allocation_prefix};
 use crate::inventory::model::{GPUS, NODES};
+use crate::inventory::pools::{NODE_POOLS, POOL_MEMBERS, PoolKind};
 use crate::locks::lock;
 use crate::sessions::model::{LIVE_SESSIONS, Phase, SESSIONS, live_sessions};
 use crate::store::{Store, StoreError};
@@ -93,6 +94,21 @@ pub struct ClusterCells {
     /// The cluster's status (`connected`, `degraded`, `unreachable`, `pending`).
     pub status: String,
     pub nodes: Vec<NodeCells>,
+    /// The cluster's node pools and their use, by name.
+    pub pools: Vec<PoolUse>,
+}
+
+/// One node pool's use: its cards, and those busy (a slice booked or a session bound).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PoolUse {
+    pub id: String,
+    pub name: String,
+    pub kind: PoolKind,
+    /// The groups it is reserved for.
+    pub groups: Vec<String>,
+    pub nodes: u64,
+    pub gpus_total: u64,
+    pub gpus_used: u64,
 }
 
 /// One node's cards, compact: four numbers per card in `cards`.
@@ -396,7 +412,30 @@ fn compute(txn: &redb::ReadTransaction) -> Result<(Totals, Vec<ClusterCells>), S
             name: c.name,
             status: c.status.as_str().to_string(),
             nodes: Vec::new(),
+            pools: Vec::new(),
         });
+    }
+    // Node pools: (cluster index, pool index) by pool id, and each pooled node's pool.
+    let mut pool_at: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut pools: Vec<_> = NODE_POOLS.list(txn)?.into_iter().map(|(_, p)| p).collect();
+    pools.sort_by_key(|p| p.name.to_lowercase());
+    for p in pools {
+        let Some(&ci) = cluster_at.get(&p.cluster_id) else { continue };
+        pool_at.insert(p.id.clone(), (ci, clusters[ci].pools.len()));
+        clusters[ci].pools.push(PoolUse {
+            id: p.id,
+            name: p.name,
+            kind: p.kind,
+            groups: p.groups,
+            nodes: p.nodes.len() as u64,
+            gpus_total: 0,
+            gpus_used: 0,
+        });
+    }
+    let mut pool_of_node: HashMap<(String, String), (usize, usize)> = HashMap::new();
+    for (k, m) in POOL_MEMBERS.list(txn)? {
+        let (Some((cluster, node)), Some(&at)) = (k.split_once('/'), pool_at.get(&m.pool_id)) else { continue };
+        pool_of_node.insert((cluster.to_string(), node.to_string()), at);
     }
     totals.clusters = clusters.len() as u64;
     // Nodes: key `<cluster>/<node>`, so they come grouped by cluster and sorted by name.
@@ -467,8 +506,16 @@ fn compute(txn: &redb::ReadTransaction) -> Result<(Totals, Vec<ClusterCells>), S
         totals.gpus += 1;
         totals.gpu_mem_total_mb += g.total_mem_mb;
         totals.gpu_mem_booked_mb += g.used_mem_mb;
-        if g.used_mem_mb > 0 || g.used_cores > 0 || sessions > 0 {
+        let busy = g.used_mem_mb > 0 || g.used_cores > 0 || sessions > 0;
+        if busy {
             totals.gpus_busy += 1;
+        }
+        if !pool_of_node.is_empty()
+            && let Some(&(pc, pi)) = pool_of_node.get(&(g.cluster_id.clone(), clusters[ci].nodes[ni].name.clone()))
+        {
+            let pool = &mut clusters[pc].pools[pi];
+            pool.gpus_total += 1;
+            pool.gpus_used += u64::from(busy);
         }
         if error {
             totals.gpus_error += 1;

@@ -61,6 +61,7 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .merge(crate::clusters::routes::routes())
         .merge(crate::views::routes())
         .merge(crate::inventory::routes::routes())
+        .merge(crate::inventory::pool_routes::routes())
         .merge(crate::callbacks::routes())
         .merge(crate::sessions::routes::routes())
         .merge(crate::volumes::routes::routes())

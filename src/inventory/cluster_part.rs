@@ -85,6 +85,7 @@ impl InventoryPart for ClusterPart {
         NODES.delete_prefix(txn, &prefix)?;
         GPUS.delete_prefix(txn, &prefix)?;
         POOLS.delete_prefix(txn, &prefix)?;
+        super::pools::forget_cluster(txn, cluster_id)?;
         // The row stays (history: running sessions, the last report) without nodes or GPUs.
         if let Some(mut counts) = CLUSTER_COUNTS.get_in_write(txn, cluster_id)? {
             counts.node_count = 0;
@@ -143,7 +144,13 @@ impl NodePages {
     /// A live cluster's nodes with their cards, as JSON (`None`: no such live cluster).
     pub async fn json(&self, store: &Store, cluster_id: &str) -> Result<Option<Bytes>, StoreError> {
         // The generation before the data (a commit in between only costs a render later).
-        let generation = store.table_generation(&[NODES.name(), GPUS.name(), HEALTH_EVENTS.name()]);
+        let generation = store.table_generation(&[
+            NODES.name(),
+            GPUS.name(),
+            HEALTH_EVENTS.name(),
+            super::pools::NODE_POOLS.name(),
+            super::pools::POOL_MEMBERS.name(),
+        ]);
         let kept = lock(&self.0)
             .iter()
             .find(|p| p.cluster_id == cluster_id && p.generation == generation)
@@ -184,11 +191,14 @@ fn nodes(txn: &ReadTransaction, cluster_id: &str) -> Result<Vec<NodeView>, Store
         let event = latest.remove(&g.uuid);
         by_node.entry(g.node.clone()).or_default().push(GpuView { last_event: event, ..GpuView::from(g) });
     }
+    let pools = super::pools::pools_of_nodes(txn, cluster_id)?;
     Ok(nodes
         .into_iter()
         .map(|(_, n)| {
             let gpus = by_node.remove(&n.name).unwrap_or_default();
-            NodeView::of(n, gpus)
+            let pool = pools.get(&n.name).cloned();
+            let (pool_id, pool_name) = pool.unzip();
+            NodeView { pool_id, pool_name, ..NodeView::of(n, gpus) }
         })
         .collect())
 }

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redb::ReadTransaction;
 
 use super::model::{GPUS, GpuRecord, NODES, NodeRecord};
+use super::pools::{POOL_MEMBERS, Placement};
 use crate::callbacks::wire::GpuStatus;
 use crate::locks::lock;
 use crate::store::{Rows, Store, StoreError};
@@ -65,18 +66,20 @@ pub struct Want<'a> {
     pub cores: u64,
 }
 
-/// Why nothing fits: the largest free slice and the models the cluster reports.
+/// Why nothing fits: the largest free slice the caller could get and the models the cluster
+/// reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unfit {
-    /// (MiB, % cores, model) of the largest free slice on a schedulable node among the cards of
-    /// the asked model (any model when none matches).
+    /// (MiB, % cores, model) of the largest free slice on a schedulable node the caller's
+    /// placement allows, among the cards of the asked model (any model when none matches).
     pub largest_free: Option<(u64, u64, String)>,
     /// Every model of a ready card in the cluster, sorted.
     pub reported_models: Vec<String>,
     /// Ready cards on schedulable nodes.
     pub schedulable_cards: u64,
-    /// Whether a counted card of the asked model could hold it once its bookings end (the ask is
-    /// not larger than every such card): a queue can wait for it; otherwise it never fits.
+    /// Whether a counted card of the asked model on a node the placement allows could hold it
+    /// once its bookings end (the ask is not larger than every such card): a queue can wait for
+    /// it; otherwise it never fits.
     pub could_fit: bool,
 }
 
@@ -122,6 +125,8 @@ impl ModelFree {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Card {
     node: String,
+    /// The dedicated pool its node is in (`None`: a shared node).
+    pool: Option<String>,
     model: String,
     ready: bool,
     free: (u64, u64),
@@ -132,12 +137,13 @@ struct Card {
 }
 
 impl Card {
-    fn of(g: &GpuRecord) -> Self {
+    fn of(g: &GpuRecord, pool: Option<String>) -> Self {
         let free = (g.total_mem_mb.saturating_sub(g.used_mem_mb), g.total_cores.saturating_sub(g.used_cores));
         let whole =
             (g.used_mem_mb == 0 && g.used_cores == 0 && g.mode != "mig").then_some((g.total_mem_mb, g.total_cores));
         let size = (g.total_mem_mb, g.total_cores, g.mode != "mig");
-        Self { node: g.node.clone(), model: g.model.clone(), ready: g.status == GpuStatus::Ready, free, whole, size }
+        let ready = g.status == GpuStatus::Ready;
+        Self { node: g.node.clone(), pool, model: g.model.clone(), ready, free, whole, size }
     }
 }
 
@@ -162,7 +168,10 @@ struct Summary {
     nodes: HashMap<String, bool>,
     /// Node name -> the uuids of the cards on it.
     node_cards: HashMap<String, BTreeSet<String>>,
-    models: BTreeMap<String, ModelFree>,
+    /// Node name -> the dedicated pool it is in (absent: shared).
+    reserved: HashMap<String, String>,
+    /// (dedicated pool or shared, model) -> its counted cards.
+    models: BTreeMap<(Option<String>, String), ModelFree>,
     /// Model -> ready cards of it (schedulable or not).
     reported: BTreeMap<String, u32>,
     /// Ready cards on schedulable nodes.
@@ -182,10 +191,22 @@ fn schedulable(n: &NodeRecord) -> bool {
 }
 
 impl FitIndex {
-    /// Whether `want` fits a card of `cluster_id` now. Reads the committed state (never the
-    /// caller's uncommitted rows: a batch that rolls back must leave no trace here), and only
-    /// the rows changed since the summary's generation.
+    /// Whether `want` fits a card of `cluster_id` now, on any node (node pools ignored: use
+    /// [`FitIndex::check_placed`] for a session's owner).
     pub fn check(&self, store: &Store, cluster_id: &str, want: &Want<'_>) -> Result<Result<(), Unfit>, StoreError> {
+        self.check_placed(store, cluster_id, want, &Placement::anywhere())
+    }
+
+    /// Whether `want` fits a card of `cluster_id` now on a node `placement` allows. Reads the
+    /// committed state (never the caller's uncommitted rows: a batch that rolls back must leave
+    /// no trace here), and only the rows changed since the summary's generation.
+    pub fn check_placed(
+        &self,
+        store: &Store,
+        cluster_id: &str,
+        want: &Want<'_>,
+        placement: &Placement,
+    ) -> Result<Result<(), Unfit>, StoreError> {
         let generation = store.table_generation(&[&key(cluster_id)]);
         let mut clusters = lock(&self.clusters);
         let stale = clusters.get(cluster_id).map(|s| s.generation).filter(|g| *g != generation);
@@ -212,7 +233,7 @@ impl FitIndex {
             }
         }
         let s = clusters.entry(cluster_id.to_string()).or_default();
-        Ok(s.fits(want))
+        Ok(s.fits(want, placement))
     }
 
     /// Forgets every summary (tests; a restore).
@@ -227,13 +248,19 @@ fn build(txn: &ReadTransaction, cluster_id: &str, generation: u64) -> Result<Sum
     for (_, n) in NODES.list_prefix(txn, &prefix)? {
         s.nodes.insert(n.name.clone(), schedulable(&n));
     }
+    s.reserved = super::pools::reserved_nodes(txn, cluster_id)?;
     for (_, g) in GPUS.list_prefix(txn, &prefix)? {
-        s.put_card(g.uuid.clone(), Some(Card::of(&g)));
+        let card = s.card_of(&g);
+        s.put_card(g.uuid.clone(), Some(card));
     }
     Ok(s)
 }
 
 impl Summary {
+    fn card_of(&self, g: &GpuRecord) -> Card {
+        Card::of(g, self.reserved.get(&g.node).cloned())
+    }
+
     fn counts(&self, c: &Card) -> bool {
         c.ready && self.nodes.get(&c.node).copied().unwrap_or(true)
     }
@@ -252,7 +279,8 @@ impl Summary {
         } else {
             self.counted = self.counted.saturating_sub(1);
         }
-        let m = self.models.entry(c.model.clone()).or_default();
+        let bucket = (c.pool.clone(), c.model.clone());
+        let m = self.models.entry(bucket.clone()).or_default();
         bump(&mut m.points, c.free, add);
         if let Some(w) = c.whole {
             bump(&mut m.wholes, w, add);
@@ -260,7 +288,7 @@ impl Summary {
         bump(&mut m.sizes, c.size, add);
         m.frontier = None;
         if m.is_empty() {
-            self.models.remove(&c.model);
+            self.models.remove(&bucket);
         }
     }
 
@@ -282,19 +310,29 @@ impl Summary {
         }
     }
 
-    /// Replaces node `name`'s schedulability (`None`: its row is gone), moving its cards.
-    fn put_node(&mut self, name: &str, schedulable: Option<bool>) {
+    /// Replaces node `name`'s schedulability (`None`: its row is gone) and the dedicated pool
+    /// it is in, moving its cards.
+    fn put_node(&mut self, name: &str, schedulable: Option<bool>, pool: Option<String>) {
         let uuids: Vec<String> = self.node_cards.get(name).map(|s| s.iter().cloned().collect()).unwrap_or_default();
-        let cards: Vec<Card> = uuids.iter().filter_map(|u| self.cards.get(u).cloned()).collect();
-        for c in &cards {
-            self.account(c, false);
+        for u in &uuids {
+            if let Some(c) = self.cards.get(u).cloned() {
+                self.account(&c, false);
+            }
         }
         match schedulable {
             Some(ok) => self.nodes.insert(name.to_string(), ok),
             None => self.nodes.remove(name),
         };
-        for c in &cards {
-            self.account(c, true);
+        match &pool {
+            Some(p) => self.reserved.insert(name.to_string(), p.clone()),
+            None => self.reserved.remove(name),
+        };
+        for u in &uuids {
+            if let Some(c) = self.cards.get_mut(u) {
+                c.pool = pool.clone();
+                let c = c.clone();
+                self.account(&c, true);
+            }
         }
     }
 
@@ -307,7 +345,10 @@ impl Summary {
                 self.reread_card(txn, cluster_id, uuid)?;
             } else if let Some(node) = rest.strip_prefix("n/") {
                 let row = NODES.get(txn, &format!("{cluster_id}/{node}"))?;
-                self.put_node(node, row.as_ref().map(schedulable));
+                let pool = POOL_MEMBERS
+                    .get(txn, &format!("{cluster_id}/{node}"))?
+                    .and_then(|m| m.dedicated.then_some(m.pool_id));
+                self.put_node(node, row.as_ref().map(schedulable), pool);
                 // Its cards as a whole (removed with the node, say).
                 let uuids: Vec<String> =
                     self.node_cards.get(node).map(|s| s.iter().cloned().collect()).unwrap_or_default();
@@ -320,18 +361,19 @@ impl Summary {
     }
 
     fn reread_card(&mut self, txn: &ReadTransaction, cluster_id: &str, uuid: &str) -> Result<(), StoreError> {
-        let card = GPUS.get(txn, &format!("{cluster_id}/{uuid}"))?.map(|g| Card::of(&g));
+        let card = GPUS.get(txn, &format!("{cluster_id}/{uuid}"))?.map(|g| self.card_of(&g));
         if self.cards.get(uuid) != card.as_ref() {
             self.put_card(uuid.to_string(), card);
         }
         Ok(())
     }
 
-    fn fits(&mut self, want: &Want<'_>) -> Result<(), Unfit> {
+    fn fits(&mut self, want: &Want<'_>, placement: &Placement) -> Result<(), Unfit> {
         let wanted = want.model.map(str::to_ascii_uppercase);
         let matches = |m: &str| wanted.as_deref().is_none_or(|w| m.to_ascii_uppercase().contains(w));
-        let any_match = self.models.keys().any(|m| matches(m));
-        for (_, free) in self.models.iter_mut().filter(|(m, _)| matches(m)) {
+        let allowed = |(pool, _): &(Option<String>, String)| placement.allows(pool.as_deref());
+        let any_match = self.models.keys().any(|k| allowed(k) && matches(&k.1));
+        for (_, free) in self.models.iter_mut().filter(|(k, _)| allowed(k) && matches(&k.1)) {
             let ok = if want.exclusive {
                 free.whole().is_some_and(|(mem, _)| mem >= want.mem_mb)
             } else {
@@ -341,17 +383,19 @@ impl Summary {
                 return Ok(());
             }
         }
-        // The largest slice among the asked model's cards (all cards when no model matches).
+        // The largest slice the placement allows among the asked model's cards (all its cards
+        // when no model matches).
         let largest = self
             .models
             .iter_mut()
-            .filter(|(m, _)| !any_match || matches(m))
-            .filter_map(|(m, f)| {
+            .filter(|(k, _)| allowed(k) && (!any_match || matches(&k.1)))
+            .filter_map(|((_, m), f)| {
                 let best = if want.exclusive { f.whole() } else { f.frontier().first().copied() };
                 best.map(|(mem, cores)| (mem, cores, m.clone()))
             })
             .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        let could_fit = self.models.iter().filter(|(m, _)| matches(m)).any(|(_, f)| {
+        // Whether an emptied card the placement allows would hold it (the queue waits for one).
+        let could_fit = self.models.iter().filter(|(k, _)| allowed(k) && matches(&k.1)).any(|(_, f)| {
             f.sizes.keys().any(|&(mem, cores, whole)| {
                 if want.exclusive { whole && mem >= want.mem_mb } else { mem >= want.mem_mb && cores >= want.cores }
             })
@@ -372,12 +416,19 @@ mod tests {
     use super::*;
     use crate::store::WriteTxn;
 
+    impl Summary {
+        fn fits_any(&mut self, want: &Want<'_>) -> Result<(), Unfit> {
+            self.fits(want, &Placement::anywhere())
+        }
+    }
+
     fn summary(cards: &[(&str, u64, u64, bool)]) -> Summary {
         // (model, free mem, free cores, whole)
         let mut s = Summary::default();
         for (i, (m, mem, cores, whole)) in cards.iter().enumerate() {
             let card = Card {
                 node: format!("n{i}"),
+                pool: None,
                 model: m.to_string(),
                 ready: true,
                 free: (*mem, *cores),
@@ -395,19 +446,19 @@ mod tests {
         let mut s =
             summary(&[("NVIDIA A100-SXM4-80GB", 40_000, 20, false), ("NVIDIA A100-SXM4-80GB", 10_000, 90, false)]);
         let want = |mem, cores| Want { model: Some("a100"), exclusive: false, mem_mb: mem, cores };
-        assert!(s.fits(&want(20_000, 10)).is_ok());
-        assert!(s.fits(&want(5_000, 80)).is_ok());
-        let no = s.fits(&want(20_000, 50)).unwrap_err();
+        assert!(s.fits_any(&want(20_000, 10)).is_ok());
+        assert!(s.fits_any(&want(5_000, 80)).is_ok());
+        let no = s.fits_any(&want(20_000, 50)).unwrap_err();
         assert_eq!(no.largest_free, Some((40_000, 20, "NVIDIA A100-SXM4-80GB".into())));
         assert_eq!(no.reported_models, ["NVIDIA A100-SXM4-80GB"]);
         // Another model: the largest slice of any model is named.
         let h = Want { model: Some("H100"), exclusive: false, mem_mb: 1, cores: 1 };
-        assert!(s.fits(&h).is_err());
+        assert!(s.fits_any(&h).is_err());
         // The whole card needs one with nothing booked.
         let whole = Want { model: None, exclusive: true, mem_mb: 0, cores: 0 };
-        assert!(s.fits(&whole).is_err());
+        assert!(s.fits_any(&whole).is_err());
         let mut s = summary(&[("L4", 24_000, 100, true)]);
-        assert!(s.fits(&whole).is_ok());
+        assert!(s.fits_any(&whole).is_ok());
     }
 
     fn node(cluster: &str, name: &str) -> NodeRecord {
@@ -455,7 +506,7 @@ mod tests {
             .iter()
             .map(|(m, f)| {
                 (
-                    m.clone(),
+                    format!("{:?}/{}", m.0, m.1),
                     f.points.iter().map(|(k, v)| (*k, *v)).collect(),
                     f.wholes.iter().map(|(k, v)| (*k, *v)).collect(),
                 )
@@ -521,6 +572,17 @@ mod tests {
             ("the node uncordoned", nd("n2", |n| n.cordoned = false)),
             ("a node offline", nd("n3", |n| n.offline = true)),
             ("a card given back", card("GPU-0-0", |g| (g.used_mem_mb, g.used_cores) = (0, 0))),
+            (
+                "a node put in a dedicated pool",
+                Box::new(move |txn| {
+                    let m = crate::inventory::pools::PoolMember { pool_id: "npl_a".into(), dedicated: true };
+                    POOL_MEMBERS.put(txn, &format!("{c}/n1"), &m)?;
+                    changed_node(txn, c, "n1");
+                    Ok(())
+                }),
+            ),
+            ("a card on the pooled node ready again", card("GPU-1-0", |g| g.status = GpuStatus::Ready)),
+            ("a shared card booked", card("GPU-0-0", |g| (g.used_mem_mb, g.used_cores) = (10_240, 10))),
             ("a MIG card", card("GPU-0-1", |g| g.mode = "mig".into())),
             (
                 "a new card",
@@ -556,6 +618,13 @@ mod tests {
             assert_eq!(patched, rebuilt, "after {what}");
         }
         assert_eq!(index.builds.load(std::sync::atomic::Ordering::Relaxed), 1, "patched, never rebuilt");
+        // The pooled node's card is only for its pool: a whole A100 is free only there now.
+        let whole_a100 = Want { model: Some("a100"), exclusive: true, mem_mb: 81_920, cores: 0 };
+        let shared = Placement { pools: Default::default(), shared: true, anywhere: false };
+        let pooled = Placement { pools: ["npl_a".to_string()].into(), shared: false, anywhere: false };
+        assert!(index.check_placed(&store, c, &whole_a100, &pooled).unwrap().is_ok());
+        let no = index.check_placed(&store, c, &whole_a100, &shared).unwrap().unwrap_err();
+        assert_eq!(no.largest_free, None, "no whole A100 on a shared node");
         // The answers follow: the L4 node is offline, the H100 is whole.
         let l4 = Want { model: Some("L4"), exclusive: false, mem_mb: 1, cores: 1 };
         assert_eq!(index.check(&store, c, &l4).unwrap().unwrap_err().reported_models.len(), 3);

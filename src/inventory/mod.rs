@@ -18,6 +18,8 @@ pub mod fit;
 pub mod gpu_booking;
 pub mod metrics;
 pub mod model;
+pub mod pool_routes;
+pub mod pools;
 pub mod routes;
 
 use std::collections::HashMap;
@@ -105,6 +107,8 @@ pub struct Inventory {
     /// `GET /api/v1/clusters/{id}/nodes`, kept rendered.
     pub node_pages: cluster_part::NodePages,
     pub metrics: metrics::Callbacks,
+    /// Node pools reserved for groups (`/api/v1/node-pools`).
+    pub pools: pools::NodePools,
 }
 
 impl std::fmt::Debug for Inventory {
@@ -116,6 +120,7 @@ impl std::fmt::Debug for Inventory {
 impl Inventory {
     pub fn new(store: Store, clock: Clock, config: Arc<Config>) -> Self {
         Self {
+            pools: pools::NodePools::new(store.clone(), clock.clone()),
             store,
             clock,
             config,

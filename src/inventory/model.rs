@@ -186,6 +186,9 @@ pub struct NodeView {
     pub last_seen: Option<String>,
     /// Since when the node has been reported NotReady (absent while it is ready).
     pub not_ready_since: Option<String>,
+    /// The node pool it is in (upstream's names; null: in none).
+    pub pool_id: Option<String>,
+    pub pool_name: Option<String>,
 }
 
 impl NodeView {
@@ -202,6 +205,8 @@ impl NodeView {
             role: n.role,
             last_seen: n.last_seen.map(rfc3339_ms),
             not_ready_since: if n.ready { None } else { n.not_ready_since.map(rfc3339_ms) },
+            pool_id: None,
+            pool_name: None,
         }
     }
 }

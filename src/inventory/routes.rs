@@ -59,9 +59,13 @@ async fn nodes(
 
 async fn node_view(app: &InventoryState, r: NodeRecord) -> Result<NodeView, ApiError> {
     let (prefix, events_of) = (format!("{}/", r.cluster_id), format!("{}/{}/", r.cluster_id, r.name));
-    let (gpus, events) = app
+    let (cluster, node) = (r.cluster_id.clone(), r.name.clone());
+    let (gpus, events, pool) = app
         .store
-        .read(move |txn| Ok((GPUS.list_prefix(txn, &prefix)?, HEALTH_EVENTS.list_prefix(txn, &events_of)?)))
+        .read(move |txn| {
+            let pool = super::pools::pools_of_nodes(txn, &cluster)?.remove(&node);
+            Ok((GPUS.list_prefix(txn, &prefix)?, HEALTH_EVENTS.list_prefix(txn, &events_of)?, pool))
+        })
         .await?;
     let mut latest = latest_gpu_events(events.iter().map(|(_, e)| e));
     let gpus = gpus
@@ -69,7 +73,8 @@ async fn node_view(app: &InventoryState, r: NodeRecord) -> Result<NodeView, ApiE
         .filter(|(_, g)| g.node == r.name)
         .map(|(_, g)| GpuView { last_event: latest.remove(&g.uuid), ..GpuView::from(g) })
         .collect();
-    Ok(NodeView::of(r, gpus))
+    let (pool_id, pool_name) = pool.unzip();
+    Ok(NodeView { pool_id, pool_name, ..NodeView::of(r, gpus) })
 }
 
 async fn admin_node_action(

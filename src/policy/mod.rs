@@ -356,16 +356,32 @@ pub fn admit_in(
     Ok(admit(&p, &used, charge).map(|()| Some(p)))
 }
 
+/// What else holds a group against deletion, asked inside the delete's transaction (the node
+/// pools reserved for it, by name; `lib.rs` fills it).
+pub type GroupHolds = std::sync::Arc<dyn Fn(&WriteTxn, &str) -> Result<Vec<String>, StoreError> + Send + Sync>;
+
 /// The policy room's service: groups and policies (each change one transaction).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Policies {
     store: Store,
     clock: Clock,
+    holds: std::sync::Arc<std::sync::OnceLock<GroupHolds>>,
+}
+
+impl std::fmt::Debug for Policies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policies").finish_non_exhaustive()
+    }
 }
 
 impl Policies {
     pub fn new(store: Store, clock: Clock) -> Self {
-        Self { store, clock }
+        Self { store, clock, holds: Default::default() }
+    }
+
+    /// Groups that `holds` names something for are not deleted (set once, by `lib.rs`).
+    pub fn hold_groups_with(&self, holds: GroupHolds) {
+        self.holds.set(holds).ok();
     }
 
     pub async fn list(&self, scope: Option<Scope>) -> Result<Vec<PolicyView>, PolicyError> {
@@ -658,23 +674,34 @@ impl Policies {
             .await
     }
 
-    /// Refused while accounts are in it or it has a policy (`group_in_use`).
+    /// Refused while accounts are in it, it has a policy or node pools are reserved for it
+    /// (`group_in_use`).
     pub async fn delete_group(&self, name: &str) -> Result<(), PolicyError> {
         let name = name.to_string();
+        let holds = self.holds.get().cloned();
         self.store
             .write_with(move |txn| {
                 GROUPS.get_in_write(txn, &name)?.ok_or_else(|| PolicyError::NotFound(format!("no group {name}")))?;
                 let members = crate::auth::accounts::members_in_write(txn, &name)?;
                 let policy = POLICIES.get_in_write(txn, &subject_key(Scope::Group, &name))?.map(|p| p.id);
-                if !members.is_empty() || policy.is_some() {
+                let pools = match &holds {
+                    Some(h) => h(txn, &name)?,
+                    None => Vec::new(),
+                };
+                if !members.is_empty() || policy.is_some() || !pools.is_empty() {
+                    let pooled = if pools.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and is named by node pool(s) {}", pools.join(", "))
+                    };
                     return Err(PolicyError::Conflict {
                         code: ErrorCode::GroupInUse,
                         message: format!(
-                            "group {name} has {} and {}; move its members and delete its policy first",
+                            "group {name} has {} and {}{pooled}; move its members, delete its policy and take it out of its pools first",
                             crate::http::error::plural(members.len(), "member", "members"),
                             if policy.is_some() { "a policy" } else { "no policy" }
                         ),
-                        details: json!({ "members": members, "policy_id": policy }),
+                        details: json!({ "members": members, "policy_id": policy, "node_pools": pools }),
                     });
                 }
                 GROUPS.delete(txn, &name)?;

@@ -75,8 +75,8 @@ pub struct Limits {
     /// GiB of volumes (recorded and shown; volumes are not counted against it yet).
     #[serde(default)]
     pub volume_gb: Option<i64>,
-    /// May sessions spill onto shared nodes when the group holds a pool (recorded; node pools
-    /// are not built yet).
+    /// May sessions spill onto shared nodes when the owner's group holds a node pool in the
+    /// cluster (unset: no; without a pool a group places on shared nodes anyway).
     #[serde(default)]
     pub shared_pool: Option<bool>,
     /// May the owner start privileged sessions (recorded; offerings have no privileged mode).

@@ -2,7 +2,8 @@
 //! recorded or applied: the owner's resource policy (the policy room: 409 `quota_exceeded` in
 //! upstream's shapes; its idle and runtime limits go into the session's shape, the offering's
 //! values as upper bounds) and, for GPU sessions, the fit check (inventory's [`FitIndex`]: 409
-//! `unserviceable` naming the largest free slice and the models the cluster reports).
+//! `unserviceable` naming the largest free slice the owner's node pools allow and the models the
+//! cluster reports).
 //!
 //! The queue: when the owner's effective policy allows `max_queued` > 0, a new GPU session that
 //! does not fit now (but would fit an emptied card of its model) is queued instead of refused,
@@ -126,7 +127,9 @@ impl Admission {
         };
         // Strictly in order: with others waiting on this cluster, a new session waits behind them.
         let ahead = max_queued > 0 && !queue_in_write(txn, &cluster.id)?.is_empty();
-        let Err(unfit) = self.fit.check(&self.store, &cluster.id, &want)? else {
+        // Its group's node pools (and the shared nodes when it has none or may spill).
+        let placement = crate::inventory::pools::placement_of(txn, &cluster.id, owner)?;
+        let Err(unfit) = self.fit.check_placed(&self.store, &cluster.id, &want, &placement)? else {
             return if ahead { may_queue(QUEUE_AHEAD) } else { Ok(Verdict::Start) };
         };
         // No room now, but an emptied card of its model would hold it: it can wait for one.

@@ -38,7 +38,7 @@ use crate::clusters::{ClusterId, Clusters};
 use crate::config::Config;
 use crate::http::error::ErrorCode;
 use crate::notifications::{self, Kind};
-use crate::store::{Store, StoreError};
+use crate::store::{DryRun, Store, StoreError};
 use cr::{CrClient, CrError};
 
 #[derive(Debug, thiserror::Error)]
@@ -258,16 +258,20 @@ impl Sessions {
 
     /// Creates (or merges over) the session's GShareSession; returns its generation.
     async fn apply_cr(&self, s: &SessionRecord) -> Result<Option<i64>, CrError> {
-        let excluded = self.excluded_nodes(&s.cluster_id).await;
+        let excluded = self.excluded_nodes(&s.cluster_id, &s.owner).await;
         self.cr_client(&s.cluster_id)?.apply(&cr::build(s, &self.config.sessions_namespace, &excluded)).await
     }
 
-    /// The cluster's cordoned and offline nodes, sorted: a session's pod must not land on them
-    /// (upstream's `handoff.excluded_nodes`). Unreadable = none (the operator then just keeps the pod).
-    async fn excluded_nodes(&self, cluster_id: &str) -> Vec<String> {
-        let id = cluster_id.to_string();
-        let read =
-            self.store.read(move |txn| crate::inventory::apply::hostnames(txn, &id, |n| n.cordoned || n.offline));
+    /// The nodes `owner`'s session must not land on, sorted: the cluster's cordoned and offline
+    /// nodes (upstream's `handoff.excluded_nodes`) and those reserved by node pools its owner's
+    /// group may not use (or the shared ones, when the group has a pool and may not spill), as
+    /// they are now. Unreadable = none (the operator then just keeps the pod).
+    async fn excluded_nodes(&self, cluster_id: &str, owner: &str) -> Vec<String> {
+        let (id, owner) = (cluster_id.to_string(), owner.to_string());
+        let read = self.store.read(move |txn| {
+            let placement = crate::inventory::pools::placement_of(&DryRun::new(txn), &id, &owner)?;
+            crate::inventory::pools::excluded_nodes(txn, &id, &placement)
+        });
         read.await.unwrap_or_else(|e| {
             tracing::warn!(cluster_id, error = %e, "cannot read the cluster's nodes; no excludedNodes sent");
             Vec::new()
@@ -687,7 +691,7 @@ impl Sessions {
         }
         self.admit_resume(&s).await?;
         let now = self.clock.now_ms();
-        let excluded = self.excluded_nodes(&s.cluster_id).await;
+        let excluded = self.excluded_nodes(&s.cluster_id, &s.owner).await;
         let generation = self
             .cr_client(&s.cluster_id)
             .map_err(|e| self.cluster_failed(&s, "resume", e))?

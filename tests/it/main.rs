@@ -23,6 +23,7 @@ mod operator;
 mod overview;
 mod packaging;
 mod policy;
+mod pools;
 mod queue;
 mod real_clusters;
 mod replay;

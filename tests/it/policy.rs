@@ -170,7 +170,7 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
     assert_eq!(groups["data"][0]["members"], json!(["ann"]), "{groups}");
     assert_eq!(groups["data"][0]["policy_id"], vision_id.as_str());
     let e = expect_error(call(&s, Method::DELETE, "/api/v1/groups/vision", None).await, 409, "group_in_use").await;
-    assert_eq!(e["error"]["details"], json!({"members": ["ann"], "policy_id": vision_id}));
+    assert_eq!(e["error"]["details"], json!({"members": ["ann"], "policy_id": vision_id, "node_pools": []}));
     // PATCH sets a field, `null` inherits again.
     let p = send(
         &s,

@@ -1847,6 +1847,73 @@ try {
   );
 
   await step(
+    "groups & policies page: a group made, a node pool of one node reserved for it (shown with its use), both removed; axe 0 at both widths",
+    async () => {
+      await page.getByRole("link", { name: "Groups", exact: true }).click();
+      await page.getByRole("heading", { name: "Groups & policies" }).waitFor();
+      await page.getByRole("region", { name: "Resource policies" }).waitFor({ timeout: 10000 });
+      // A group, through its dialog (its Name field takes focus in an effect: bounded wait).
+      await page.getByRole("button", { name: "New group…" }).click();
+      const gd = page.getByRole("dialog", { name: "New group" });
+      await gd.waitFor();
+      const focusId = () => page.evaluate(() => document.activeElement?.id);
+      await waitFor("the group name to have focus", async () => (await focusId()) === "group-name", 5000);
+      await gd.getByLabel("Name", { exact: true }).fill("e2e-lab");
+      await gd.getByRole("button", { name: "Create group" }).click();
+      await gd.waitFor({ state: "detached" });
+      await page.locator('tr[data-group="e2e-lab"]').waitFor();
+      // A dedicated pool of the first free node, reserved for it.
+      await page.getByRole("button", { name: "New node pool…" }).click();
+      const pd = page.getByRole("dialog", { name: "New node pool" });
+      await pd.waitFor();
+      await waitFor("the pool name to have focus", async () => (await focusId()) === "pool-name", 5000);
+      await pd.getByLabel("Name", { exact: true }).fill("e2e-pool");
+      const free = pd.locator('fieldset.choices input[type="checkbox"]:not([disabled])').first();
+      await free.waitFor({ timeout: 10000 });
+      await free.check();
+      await pd.getByRole("checkbox", { name: "e2e-lab" }).check();
+      const found = [];
+      for (const size of [WIDE, NARROW]) {
+        await page.setViewportSize(size);
+        found.push(...(await axeViolations()), ...(size === NARROW ? await layoutProblems() : []));
+        await shot(`38-node-pool-dialog-${size.width}`);
+      }
+      await page.setViewportSize(WIDE);
+      await pd.getByRole("button", { name: "Create pool" }).click();
+      await pd.waitFor({ state: "detached" });
+      const row = page.locator('tr[data-pool="e2e-pool"]');
+      await row.waitFor();
+      const text = await row.textContent();
+      if (!/e2e-lab/.test(text) || !/\d+ \/ \d+/.test(text)) throw new Error(`pool row: ${text}`);
+      for (const size of [WIDE, NARROW]) {
+        await page.setViewportSize(size);
+        found.push(...(await axeViolations()), ...(size === NARROW ? await layoutProblems() : []));
+        await shot(`38-groups-policies-${size.width}`);
+      }
+      await page.setViewportSize(WIDE);
+      // The group is held by its pool: the refusal says so; the pool goes, then the group.
+      await page.getByRole("button", { name: "Delete group e2e-lab" }).click();
+      let confirm = page.getByRole("dialog", { name: "Delete group" });
+      await confirm.getByRole("button", { name: "Delete" }).click();
+      await confirm
+        .getByText(/e2e-pool/)
+        .first()
+        .waitFor({ timeout: 10000 });
+      await confirm.getByRole("button", { name: "Keep it" }).click();
+      await page.getByRole("button", { name: "Delete node pool e2e-pool" }).click();
+      confirm = page.getByRole("dialog", { name: "Delete node pool" });
+      await confirm.getByRole("button", { name: "Delete" }).click();
+      await row.waitFor({ state: "detached" });
+      await page.getByRole("button", { name: "Delete group e2e-lab" }).click();
+      confirm = page.getByRole("dialog", { name: "Delete group" });
+      await confirm.getByRole("button", { name: "Delete" }).click();
+      await page.locator('tr[data-group="e2e-lab"]').waitFor({ state: "detached" });
+      if (found.length) throw new Error(found.join("\n"));
+      return `${text.trim().replace(/\s+/g, " ")}`;
+    },
+  );
+
+  await step(
     "unregister accepted: the row goes away",
     async () => {
       await toPage("Clusters");

@@ -12,6 +12,7 @@ import { getAccount } from "./account";
 import { get } from "./api";
 import { AccountPage, PasswordForm } from "./pages/Account";
 import { AuditPage } from "./pages/Audit";
+import { GroupsPage } from "./pages/Groups";
 import { ClustersPage } from "./pages/Clusters";
 import { InvitePage } from "./pages/Invite";
 import { LoginPage } from "./pages/Login";
@@ -35,6 +36,7 @@ const PAGES: { path: string; label: string; render: (me: string) => JSX.Element 
   { path: "/usage", label: "Usage", render: () => <UsagePage admin /> },
   // Admins only: the lab's accounts.
   { path: "/users", label: "Users", render: (me) => <UsersPage me={me} /> },
+  { path: "/groups", label: "Groups", render: () => <GroupsPage /> },
 ];
 
 /** Where a member lands: their own sessions. */

@@ -626,6 +626,53 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/node-pools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every node pool (of one cluster), by cluster and name, with its nodes, the groups it is
+         *     reserved for and how many of its cards have a slice booked.
+         */
+        get: operations["list_pools"];
+        put?: never;
+        /**
+         * Add a pool of a cluster's nodes, reserved (`kind` `dedicated`, the default) for the groups it
+         *     lists: other groups' sessions no longer place on its nodes. A node is in one pool at most
+         *     (409 names the other); unknown nodes or groups are 422, an unknown cluster 404.
+         */
+        post: operations["create_pool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/node-pools/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One pool. */
+        get: operations["get_pool"];
+        put?: never;
+        post?: never;
+        /** Delete a pool: its nodes become shared again (sessions on them keep running). */
+        delete: operations["delete_pool"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a pool: its name, description, kind, nodes or groups (lists replace the pool's).
+         *     Sessions running on a node that leaves the pool keep running; new placements follow.
+         */
+        patch: operations["update_pool"];
+        trace?: never;
+    };
     "/api/v1/notifications": {
         parameters: {
             query?: never;
@@ -1756,6 +1803,8 @@ export interface components {
             id: string;
             name: string;
             nodes: components["schemas"]["NodeCells"][];
+            /** @description The cluster's node pools and their use, by name. */
+            pools: components["schemas"]["PoolUse"][];
             /** @description The cluster's status (`connected`, `degraded`, `unreachable`, `pending`). */
             status: string;
         };
@@ -2204,8 +2253,8 @@ export interface components {
              */
             mem_gb?: number | null;
             /**
-             * @description May sessions spill onto shared nodes when the group holds a pool (recorded; node pools
-             *     are not built yet).
+             * @description May sessions spill onto shared nodes when the owner's group holds a node pool in the
+             *     cluster (unset: no; without a pool a group places on shared nodes anyway).
              */
             shared_pool?: boolean | null;
             /**
@@ -2356,6 +2405,29 @@ export interface components {
             kept: string[];
             node: string;
         };
+        /** @description A pool as the API shows it (upstream's `_pool_reads` names; `groups` for its grants). */
+        NodePoolView: {
+            cluster_id: string;
+            cluster_name?: string | null;
+            created_at: string;
+            description?: string | null;
+            /**
+             * Format: int64
+             * @description Cards on its nodes, and those with a slice booked on them.
+             */
+            gpus_total: number;
+            /** Format: int64 */
+            gpus_used: number;
+            /** @description Groups it is reserved for, by name. */
+            groups: string[];
+            id: string;
+            kind: components["schemas"]["PoolKind"];
+            name: string;
+            /** Format: int64 */
+            node_count: number;
+            nodes: components["schemas"]["PoolNode"][];
+            updated_at: string;
+        };
         /** @description `POST /internal/inventory/nodes`: one node's capacity, GPU or not (§2.3). */
         NodeReport: {
             /** @description The reporting operator's cluster; absent or null = the token's. */
@@ -2401,6 +2473,9 @@ export interface components {
             /** @description Since when the node has been reported NotReady (absent while it is ready). */
             not_ready_since?: string | null;
             offline: boolean;
+            /** @description The node pool it is in (upstream's names; null: in none). */
+            pool_id?: string | null;
+            pool_name?: string | null;
             ready: boolean;
             role?: string | null;
             schedulable: boolean;
@@ -2812,6 +2887,62 @@ export interface components {
             /** Format: int64 */
             capacity_bytes?: number;
             storage_class: string;
+        };
+        /** @description `POST /api/v1/node-pools`. */
+        PoolCreate: {
+            cluster_id: string;
+            description?: string | null;
+            /** @description Groups the pool is reserved for (groups that exist). */
+            groups?: string[];
+            kind?: components["schemas"]["PoolKind"] | null;
+            /** @description 1–64 characters, no control characters; unique in its cluster without regard to case. */
+            name: string;
+            /** @description Names of the cluster's nodes (a node is in one pool at most). */
+            nodes?: string[];
+        };
+        /**
+         * @description Upstream's pool kinds.
+         * @enum {string}
+         */
+        PoolKind: "dedicated" | "shared";
+        /** @description `GET /api/v1/node-pools`. */
+        PoolList: {
+            data: components["schemas"]["NodePoolView"][];
+            /** Format: int64 */
+            total: number;
+        };
+        /** @description A node of a pool as the list shows it. */
+        PoolNode: {
+            /** Format: int64 */
+            device_count: number;
+            hostname: string;
+            /** @description `ready`, `cordoned`, `offline`, `not_ready` or `missing` (not in the inventory now). */
+            status: string;
+        };
+        /**
+         * @description `PATCH /api/v1/node-pools/{id}`: a field given replaces what the pool has (`nodes` and
+         *     `groups` as whole lists; `description: null` clears it).
+         */
+        PoolUpdate: {
+            description?: string | null;
+            groups?: string[] | null;
+            kind?: components["schemas"]["PoolKind"] | null;
+            name?: string | null;
+            nodes?: string[] | null;
+        };
+        /** @description One node pool's use: its cards, and those busy (a slice booked or a session bound). */
+        PoolUse: {
+            /** Format: int64 */
+            gpus_total: number;
+            /** Format: int64 */
+            gpus_used: number;
+            /** @description The groups it is reserved for. */
+            groups: string[];
+            id: string;
+            kind: components["schemas"]["PoolKind"];
+            name: string;
+            /** Format: int64 */
+            nodes: number;
         };
         /**
          * @description A prerequisite check; the wire names are pinned by tests.
@@ -6150,6 +6281,364 @@ export interface operations {
             };
             /** @description the signing key is set by configuration */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_pools: {
+        parameters: {
+            query?: {
+                /** @description Only this cluster's pools. */
+                cluster_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolList"];
+                };
+            };
+            /** @description bad_request: the query string cannot be read (e.g. a parameter given twice) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed: a query parameter is out of range (loc ["query", name]) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_pool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PoolCreate"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodePoolView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such cluster */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a node is in another pool, or the name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_pool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description npl_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodePoolView"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_pool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description npl_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description headers_too_large: the request's headers exceed 64 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_pool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description npl_<ULID> */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PoolUpdate"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodePoolView"];
+                };
+            };
+            /** @description invalid_json: the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large: the body exceeds 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

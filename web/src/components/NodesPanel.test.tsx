@@ -64,7 +64,9 @@ describe("NodesPanel", () => {
       "Card 3 of 3 in error GPU-cccc: reported not ready (no health event names it)",
     ]);
     const row1 = container.querySelector('tr[data-node="gpu-node-1"]') as HTMLElement;
-    const seen = row1.querySelectorAll("td")[4].textContent!;
+    // A node in no pool is shared; the column after Scheduling says so.
+    expect(row1.querySelectorAll("td")[3].textContent).toBe("shared");
+    const seen = row1.querySelectorAll("td")[5].textContent!;
     expect(seen).toMatch(/^NotReady for 1[2-4]s \(reported /);
     expect(seen).not.toBe("—");
     expect(within(row1).queryAllByRole("listitem")).toEqual([]);

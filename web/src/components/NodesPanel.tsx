@@ -179,6 +179,7 @@ function NodeRow(props: { clusterId: string; node: ClusterNode; onChanged: () =>
         {cordoned ? <span class="badge status-degraded">cordoned</span> : <span class="muted">schedulable</span>}
         {n.decommissioning && <span class="badge status-degraded">decommissioning</span>}
       </td>
+      <td>{n.pool_name ? <span class="badge">{n.pool_name}</span> : <span class="muted">shared</span>}</td>
       <td>
         <span title={gpus.map((g) => g.uuid).join("\n")}>{gpuSummary(gpus)}</span>
         <CardsInError gpus={gpus} />
@@ -247,6 +248,7 @@ export function NodesPanel(props: {
                 <th scope="col">Node</th>
                 <th scope="col">Ready</th>
                 <th scope="col">Scheduling</th>
+                <th scope="col">Pool</th>
                 <th scope="col">GPUs</th>
                 <th scope="col">Last seen</th>
                 <th scope="col">

@@ -66,7 +66,7 @@ describe("overview layout", () => {
       models: ["A100"],
       cards: Array.from({ length: 32 }, (_, k) => (k % 4 === 0 ? 81920 : 0)),
     }));
-    const l = layout([{ id: "clu_x", name: "big", status: "connected", nodes }], 140);
+    const l = layout([{ id: "clu_x", name: "big", status: "connected", nodes, pools: [] }], 140);
     expect(l.count).toBe(40000);
     expect(cardAt(l, l.col[39999], l.row[39999])).toBe(39999);
   });
@@ -92,6 +92,11 @@ describe("OverviewPage", () => {
     const row = container.querySelector('[data-overview-cluster="clu_01JAAAAAAAAAAAAAAAAAAAAAAA"]') as HTMLElement;
     expect(row.textContent).toContain("1 cordoned");
     expect(row.textContent).toContain("1 card in error");
+    // Node pools: each pool's use and who it is reserved for.
+    const pools = screen.getByRole("region", { name: "Node pools in use" });
+    const pool = within(pools).getByRole("row", { name: /vision-a100/ });
+    expect(pool.textContent).toContain("vision");
+    expect(pool.textContent).toContain("1 / 4");
   });
 
   it("is usable from the keyboard: arrows move between cards, the card and its sessions are told, Enter opens the node", async () => {
@@ -145,7 +150,7 @@ describe("OverviewPage", () => {
   });
 
   it("says so when no card is known yet", async () => {
-    const empty = overview({ clusters: [{ id: "clu_x", name: "gpu-a", status: "pending", nodes: [] }] });
+    const empty = overview({ clusters: [{ id: "clu_x", name: "gpu-a", status: "pending", nodes: [], pools: [] }] });
     (empty.totals as { gpus: number }).gpus = 0;
     stubFetch({ "GET /api/v1/overview": () => ({ body: empty }) });
     render(<OverviewPage />);

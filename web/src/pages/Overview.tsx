@@ -542,6 +542,53 @@ function ClusterTable(props: { clusters: ClusterCells[] }) {
   );
 }
 
+/** Node pools and their use: cards busy of the pool's cards, per pool (none: the table is left out). */
+export function PoolTable(props: { clusters: ClusterCells[] }) {
+  const rows = props.clusters.flatMap((c) => (c.pools ?? []).map((p) => ({ c, p })));
+  if (!rows.length) return null;
+  return (
+    <>
+      <h2 class="fleet-title">Node pools</h2>
+      <div class="table-wrap" role="region" aria-label="Node pools in use" tabIndex={0}>
+        <table class="overview-table">
+          <thead>
+            <tr>
+              <th scope="col">Pool</th>
+              <th scope="col">Cluster</th>
+              <th scope="col">Reserved for</th>
+              <th scope="col" class="num">
+                Nodes
+              </th>
+              <th scope="col" class="num">
+                GPUs used
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map(({ c, p }) => (
+              <tr key={p.id} data-overview-pool={p.name}>
+                <th scope="row">{p.name}</th>
+                <td>{c.name}</td>
+                <td>
+                  {p.kind === "shared" ? (
+                    <span class="muted">everyone (shared)</span>
+                  ) : (
+                    p.groups.join(", ") || <span class="muted">no group</span>
+                  )}
+                </td>
+                <td class="num">{p.nodes}</td>
+                <td class="num">
+                  {p.gpus_used} / {p.gpus_total}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
+
 export function OverviewPage() {
   // The series gain a sample every few seconds whatever happens: the page still refreshes
   // them now and then while events only say when the fleet changed.
@@ -585,6 +632,7 @@ export function OverviewPage() {
           )}
           <h2 class="fleet-title">By cluster</h2>
           <ClusterTable clusters={data.clusters} />
+          <PoolTable clusters={data.clusters} />
         </>
       )}
     </section>

@@ -147,6 +147,17 @@ export const overview = (over: Record<string, unknown> = {}) => ({
         },
         { name: "gpu-node-1", flags: 1, models: ["NVIDIA A100"], cards: [81920, 0, 0, 0, 81920, 0, 1, 0, 81920, 0, 0, 0, 81920, 0, 0, 0] },
       ],
+      pools: [
+        {
+          id: "npl_01JAAAAAAAAAAAAAAAAAAAAAAA",
+          name: "vision-a100",
+          kind: "dedicated" as const,
+          groups: ["vision"],
+          nodes: 1,
+          gpus_total: 4,
+          gpus_used: 1,
+        },
+      ],
     },
   ],
   series: {
