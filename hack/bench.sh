@@ -444,10 +444,13 @@ fleet() {
     esac
   done
   command -v wrk >/dev/null || { echo "installing wrk (Debian package)" >&2; apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null; }
-  local profile_flag=(--release) seed
-  [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
-  cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
-  seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  local profile_flag=(--release) seed="${BENCH_SEED_BIN:-}"
+  # BENCH_SEED_BIN: a fleet_seed binary already built (as for ws-relay).
+  if [ -z "$seed" ]; then
+    [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
+    cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
+    seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  fi
   local data="$work/fleet" plan="$work/plan.lua" port pid url
   mkdir -p "$data"
   echo "fleet: $clusters clusters x $nodes nodes x $gpus GPUs, $sessions running sessions, ${dur}s per run, profile ${BENCH_PROFILE:-release}"
@@ -560,10 +563,13 @@ signin() {
   [ "$oidc" = 0 ] || [ -d "$PWD/tests/oidc/node_modules/oidc-provider" ] ||
     { echo "signin: --oidc needs tests/oidc/node_modules (hack/deps.sh installs it)" >&2; return 2; }
   command -v wrk >/dev/null || { echo "installing wrk (Debian package)" >&2; apt-get install -y wrk >/dev/null 2>&1 || sudo apt-get install -y wrk >/dev/null; }
-  local profile_flag=(--release) seed
-  [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
-  cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
-  seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  local profile_flag=(--release) seed="${BENCH_SEED_BIN:-}"
+  # BENCH_SEED_BIN: a fleet_seed binary already built (as for ws-relay).
+  if [ -z "$seed" ]; then
+    [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
+    cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
+    seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  fi
   local data="$work/signin" plan="$work/signin.lua" port pid url
   mkdir -p "$data"
   echo "signin: $students of $users members sign in during the fleet mix ($clusters clusters x $nodes nodes x $gpus GPUs); $sessions sessions; ${dur}s runs; profile ${BENCH_PROFILE:-release}; $(nproc) cores"
