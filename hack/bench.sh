@@ -78,11 +78,13 @@ start_to_ready() {
 # restart with 200 registered clusters written by examples/fleet_seed. Also the anonymous (heap,
 # stacks) and file-backed (the binary's pages) parts, which say where the memory is.
 idle_rss() {
-  local data="$work/rss" port pid seed
+  local data="$work/rss" port pid seed="${BENCH_SEED_BIN:-}"
   local profile_flag=(--release)
-  [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
-  cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
-  seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  if [ -z "$seed" ]; then
+    [ "${BENCH_PROFILE:-release}" = dev ] && profile_flag=()
+    cargo build "${profile_flag[@]}" --locked -q --example fleet_seed
+    seed="$CARGO_TARGET_DIR/$([ "${BENCH_PROFILE:-release}" = dev ] && echo debug || echo release)/examples/fleet_seed"
+  fi
   mem() { awk '/^VmRSS/ {r=$2} /^RssAnon/ {a=$2} /^RssFile/ {f=$2} END {printf "%.1f MiB (anon %.1f, file %.1f)", r/1024, a/1024, f/1024}' /proc/$1/status; }
   for run in "first start (generates keys, hashes the initial password)" "restart with existing state" "restart with 200 registered clusters"; do
     if [ "$run" = "restart with 200 registered clusters" ]; then
