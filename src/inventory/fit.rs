@@ -634,10 +634,7 @@ mod tests {
                     Ok(())
                 }),
             ),
-            (
-                "a hold given back",
-                Box::new(move |txn| crate::inventory::gpu_booking::drop_hold(txn, "ses_h")),
-            ),
+            ("a hold given back", Box::new(move |txn| crate::inventory::gpu_booking::drop_hold(txn, "ses_h"))),
             (
                 "a node put in a dedicated pool",
                 Box::new(move |txn| {

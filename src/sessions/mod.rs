@@ -210,6 +210,8 @@ pub struct Sessions {
     admission: admission::Admission,
     /// One queue pass at a time (the timer's and the woken task's).
     queue_pass: tokio::sync::Mutex<()>,
+    /// The operator's pause acknowledgements a drain waits for.
+    pause_acks: drain::PauseAcks,
 }
 
 impl Sessions {
@@ -235,6 +237,7 @@ impl Sessions {
             beats: Default::default(),
             mounts: None,
             queue_pass: tokio::sync::Mutex::new(()),
+            pause_acks: Default::default(),
         }
     }
 
@@ -532,14 +535,12 @@ impl Sessions {
                     volumes,
                     queue: match verdict {
                         admission::Verdict::Start => None,
-                        admission::Verdict::Queue(reason) => {
-                            Some(QueueState {
-                                queued_at: now,
-                                reason: reason.to_string(),
-                                started_at: None,
-                                unserviceable_since: None,
-                            })
-                        }
+                        admission::Verdict::Queue(reason) => Some(QueueState {
+                            queued_at: now,
+                            reason: reason.to_string(),
+                            started_at: None,
+                            unserviceable_since: None,
+                        }),
                     },
                 };
                 put_session(txn, &s)?;
@@ -706,11 +707,7 @@ impl Sessions {
             Err(e) => {
                 // Not resumed: the slice its admission held goes back.
                 let sid = s.id.clone();
-                if let Err(e) = self
-                    .store
-                    .write(move |txn| crate::inventory::gpu_booking::drop_hold(txn, &sid))
-                    .await
-                {
+                if let Err(e) = self.store.write(move |txn| crate::inventory::gpu_booking::drop_hold(txn, &sid)).await {
                     tracing::warn!(session_id = %s.id, error = %e, "cannot give back the hold of a session not resumed");
                 }
                 return Err(self.cluster_failed(&s, "resume", e));

@@ -371,3 +371,57 @@ async fn a_query_parameter_given_twice_is_refused_naming_it() {
     assert!(v["data"].is_array(), "{v}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_rescheduling_drain_resumes_a_session_only_once_the_operator_confirms_its_pause() {
+    let s = server().await;
+    let c = cluster("fair-drain").await;
+    let cid = register(&s, "fair-drain", &c).await;
+    let all = cards(&s, &cid).await;
+    let off = slice(&s, "drain-slice", 20_480, 30).await;
+    let v = json_of(create(&s, &off, "ann").await, 201).await;
+    runs_on(&s, &cid, &v, &all[0]).await;
+    let cr = v["cr_name"].as_str().unwrap().to_string();
+    let spec = |c: &gshare_fake_kube::FakeCluster| {
+        c.store().get("gshare.io", "v1", "gsharesessions", Some(NS), &cr).unwrap()["spec"].clone()
+    };
+    // Upstream waits DRAIN_PAUSE_ACK_SEC; here long enough that only the acknowledgement ends it.
+    s.app().sessions.set_pause_ack_wait(Duration::from_secs(3600));
+    let path = format!("/api/v1/clusters/{cid}/nodes/{N0}/drain");
+    let r = {
+        let mut drain = std::pin::pin!(send(&s, Method::POST, &path, Some(json!({"mode": "reschedule"})), 200));
+        // The drain pauses the session, then waits: no resume while its old pod may still run.
+        let mut seen = s.app().store.generation();
+        loop {
+            tokio::select! {
+                r = &mut drain => panic!("the drain answered before the operator confirmed the pause: {r}"),
+                g = s.app().store.changed_since(seen) => seen = g,
+            }
+            if get(&s, &v).await["phase"] == "paused" {
+                break;
+            }
+        }
+        assert_eq!(spec(&c)["paused"], true, "not resumed yet");
+        // The operator reports the pod gone (Paused): the drain resumes it away from the node.
+        let body = json!({"phase": "Paused", "ts": ts(&s), "generation": 2});
+        report(&s, &operator(&s, &cid), &cr, body).await;
+        drain.await
+    };
+    assert_eq!(r["rescheduled"], json!([v["id"]]), "{r}");
+    let message = r["sessions"][0]["message"].as_str().unwrap();
+    assert!(message.contains("the operator confirmed the pause"), "{message}");
+    assert_eq!((spec(&c)["paused"].clone(), spec(&c)["excludedNodes"].clone()), (json!(false), json!([N0])));
+    assert_eq!(get(&s, &v).await["phase"], "running");
+
+    // Without a confirmation the drain resumes after its wait all the same (as upstream).
+    runs_on(&s, &cid, &v, &all[4]).await;
+    send(&s, Method::POST, &format!("/api/v1/clusters/{cid}/nodes/{N0}/uncordon"), None, 200).await;
+    s.app().sessions.set_pause_ack_wait(Duration::from_millis(1));
+    let path = format!("/api/v1/clusters/{cid}/nodes/{N1}/drain");
+    let r = send(&s, Method::POST, &path, Some(json!({"mode": "reschedule"})), 200).await;
+    assert_eq!(r["rescheduled"], json!([v["id"]]), "{r}");
+    let message = r["sessions"][0]["message"].as_str().unwrap();
+    assert!(message.contains("did not confirm the pause within 1 ms"), "{message}");
+    assert_eq!(spec(&c)["excludedNodes"], json!([N1]));
+    s.stop().await;
+}
