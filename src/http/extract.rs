@@ -92,10 +92,16 @@ where
 }
 
 /// The error of a query string `T` cannot be read from (axum's rejection text: "Failed to
-/// deserialize query string: duplicate field `limit`").
+/// deserialize query string: duplicate field `limit`", or with the parameter's path first:
+/// "…: other: unknown field `other`, expected `limit`").
 fn query_error(text: &str) -> ApiError {
     let cause = text.split_once(": ").map_or(text, |(_, rest)| rest);
-    let named = cause.split('`').nth(1).filter(|n| !n.is_empty() && n.len() <= 64);
+    let is_name = |n: &&str| !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let (path, cause) = match cause.split_once(": ") {
+        Some((path, rest)) if is_name(&path) => (Some(path), rest),
+        _ => (None, cause),
+    };
+    let named = path.or_else(|| cause.split('`').nth(1).filter(is_name));
     let (msg, kind) = if cause.starts_with("duplicate field") {
         ("given more than once; give it once".to_string(), "duplicate")
     } else if cause.starts_with("unknown field") {
@@ -165,7 +171,7 @@ mod tests {
         let e = parse_json::<Body>(b"{\"name\":\"a\",\"count\":-1}").unwrap_err();
         assert_eq!(e.details["errors"][0]["loc"], serde_json::json!(["body", "count"]));
         let e = parse_json::<Body>(b"{\"name\":\"a\",\"count\":1,\"x\":1}").unwrap_err();
-        assert_eq!(e.details["errors"][0]["type"], "extra_forbidden");
+        assert_eq!(e.details["errors"][0]["type"], "extra_forbidden", "{}", e.details);
         let e = parse_json::<Body>(b"  ").unwrap_err();
         assert_eq!(e.status.as_u16(), 422);
     }
@@ -189,7 +195,7 @@ mod tests {
         assert_eq!(e.details["errors"][0]["type"], "duplicate");
         let e = parse("other=1").unwrap_err();
         assert_eq!(e.details["errors"][0]["loc"], serde_json::json!(["query", "other"]));
-        assert_eq!(e.details["errors"][0]["type"], "extra_forbidden");
+        assert_eq!(e.details["errors"][0]["type"], "extra_forbidden", "{}", e.details);
     }
 
     #[test]
