@@ -29,6 +29,10 @@ use crate::inventory::apply::NodeAction;
 use crate::inventory::model::{GPUS, NODES};
 use crate::notifications::{self, Kind};
 use crate::store::StoreError;
+use futures::StreamExt;
+
+/// How many of a drained node's sessions are paused (and waited for) at once.
+const DRAIN_CONCURRENCY: usize = 16;
 
 /// How long a drain waits for the operator to report a paused session Paused before it resumes
 /// it anyway (upstream's `DRAIN_PAUSE_ACK_SEC`).
@@ -283,11 +287,21 @@ impl Sessions {
             failed: Vec::new(),
             sessions: Vec::new(),
         };
-        for s in affected {
-            let (outcome, message) = match req.mode {
-                DrainMode::ForceTerminate => self.drain_end(&s, node).await,
-                DrainMode::Reschedule => self.drain_move(&s, node).await,
-            };
+        // The node's sessions side by side (each may wait up to the pause-acknowledgement time),
+        // reported in order.
+        let mode = req.mode;
+        let outcomes: Vec<_> = futures::stream::iter(affected)
+            .map(|s| async move {
+                let (outcome, message) = match mode {
+                    DrainMode::ForceTerminate => self.drain_end(&s, node).await,
+                    DrainMode::Reschedule => self.drain_move(&s, node).await,
+                };
+                (s, outcome, message)
+            })
+            .buffered(DRAIN_CONCURRENCY)
+            .collect()
+            .await;
+        for (s, outcome, message) in outcomes {
             match outcome {
                 DrainOutcome::Rescheduled => report.rescheduled.push(s.id.clone()),
                 DrainOutcome::Parked => report.parked.push(s.id.clone()),
