@@ -36,6 +36,8 @@ pub enum Kind {
     RuntimeWarning,
     /// The session was ended at its runtime limit.
     RuntimeEnded,
+    /// The session was paused at its runtime limit (its policy's `max_runtime_action` `pause`).
+    RuntimePaused,
     /// An admin paused the session.
     AdminPaused,
     /// An admin ended the session.
@@ -63,6 +65,7 @@ impl Kind {
             Self::IdlePaused => "idle_paused",
             Self::RuntimeWarning => "runtime_warning",
             Self::RuntimeEnded => "runtime_ended",
+            Self::RuntimePaused => "runtime_paused",
             Self::AdminPaused => "admin_paused",
             Self::AdminEnded => "admin_ended",
             Self::Drained => "drained",

@@ -53,6 +53,10 @@ pub struct PolicyView {
     pub max_queued: Option<i64>,
     /// Minutes one run may last; 0 = unlimited.
     pub max_runtime_min: Option<i64>,
+    /// What reaching `max_runtime_min` does to a running session: `end` it (upstream's
+    /// behaviour) or `pause` it (resumed by its owner, it runs for the full limit again). Both
+    /// warn its owner 10 minutes before. `null`: inherited; unset at every scope: `end`.
+    pub max_runtime_action: Option<RuntimeAction>,
     /// Seconds idle before the session is paused; 0 = never. The offering's is an upper bound.
     pub idle_timeout_sec: Option<i64>,
     pub limits: Limits,
@@ -76,6 +80,7 @@ impl From<&PolicyRecord> for PolicyView {
             max_concurrent: p.max_concurrent,
             max_queued: p.max_queued,
             max_runtime_min: p.max_runtime_min,
+            max_runtime_action: p.max_runtime_action,
             idle_timeout_sec: p.idle_timeout_sec,
             limits: p.limits.clone(),
             gpu_hours_month: p.gpu_hours_month,
@@ -100,6 +105,9 @@ pub struct PolicyCreate {
     pub max_queued: Option<i64>,
     #[serde(default)]
     pub max_runtime_min: Option<i64>,
+    /// `end` or `pause`: what reaching `max_runtime_min` does.
+    #[serde(default)]
+    pub max_runtime_action: Option<String>,
     #[serde(default)]
     pub idle_timeout_sec: Option<i64>,
     #[serde(default)]
@@ -131,8 +139,8 @@ pub struct LimitsIn {
     pub allow_privileged: Option<bool>,
 }
 
-fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
-    Option::<i64>::deserialize(d).map(Some)
+fn double_option<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// `PATCH /api/v1/resource-policies/{id}`: a field given is set (`null`: inherit); `limits`, when
@@ -149,6 +157,10 @@ pub struct PolicyPatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<i64>)]
     pub max_runtime_min: Option<Option<i64>>,
+    /// `end` or `pause` (`null`: inherit).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub max_runtime_action: Option<Option<String>>,
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<i64>)]
     pub idle_timeout_sec: Option<Option<i64>>,
@@ -184,6 +196,21 @@ fn check_number(errors: &mut Vec<FieldError>, loc: &[&str], v: Option<i64>) {
     } else if v > max {
         errors.push(FieldError::new(loc, format!("must be at most {max} {unit}, not {v}"), "range"));
     }
+}
+
+/// `max_runtime_action` as a request gives it: `end`, `pause` or absent.
+fn check_action(errors: &mut Vec<FieldError>, v: Option<&str>) -> Option<RuntimeAction> {
+    let v = v?;
+    let parsed = RuntimeAction::parse(v);
+    if parsed.is_none() {
+        let shown: String = v.chars().take(40).collect();
+        errors.push(FieldError::new(
+            &["body", "max_runtime_action"],
+            format!("must be end or pause (or null to inherit), not {shown:?}"),
+            "enum",
+        ));
+    }
+    parsed
 }
 
 fn zero_means(field: &str) -> &'static str {
@@ -279,6 +306,8 @@ pub struct EffectiveView {
     pub max_concurrent: Option<i64>,
     pub max_queued: Option<i64>,
     pub max_runtime_min: Option<i64>,
+    /// What reaching `max_runtime_min` does: `end` or `pause`; `null` (set at no scope): `end`.
+    pub max_runtime_action: Option<RuntimeAction>,
     pub idle_timeout_sec: Option<i64>,
     pub limits: Limits,
     /// Field -> the scope that set it.
@@ -329,6 +358,7 @@ pub fn effective_view(txn: &redb::ReadTransaction, user: &str, now: i64) -> Resu
         max_concurrent: p.max_concurrent,
         max_queued: p.max_queued,
         max_runtime_min: p.max_runtime_min,
+        max_runtime_action: p.max_runtime_action,
         idle_timeout_sec: p.idle_timeout_sec,
         limits: p.limits,
         sources: p.sources,
@@ -424,6 +454,7 @@ impl Policies {
         ] {
             check_number(&mut errors, &["body", f], v);
         }
+        let max_runtime_action = check_action(&mut errors, req.max_runtime_action.as_deref());
         if req.scope == Scope::Global && req.gpu_hours_month.is_some_and(|b| b > 0) {
             errors.push(global_budget());
         }
@@ -439,6 +470,7 @@ impl Policies {
             max_concurrent: req.max_concurrent,
             max_queued: req.max_queued,
             max_runtime_min: req.max_runtime_min,
+            max_runtime_action,
             idle_timeout_sec: req.idle_timeout_sec,
             limits,
             gpu_hours_month: req.gpu_hours_month,
@@ -481,6 +513,7 @@ impl Policies {
         ] {
             check_number(&mut errors, &["body", f], v.flatten());
         }
+        let action = req.max_runtime_action.as_ref().map(|v| check_action(&mut errors, v.as_deref()));
         let limits = req.limits.as_ref().map(|l| check_limits(&mut errors, l));
         if !errors.is_empty() {
             return Err(PolicyError::Invalid(errors));
@@ -497,6 +530,9 @@ impl Policies {
                 }
                 if let Some(v) = req.max_runtime_min {
                     p.max_runtime_min = v;
+                }
+                if let Some(v) = action {
+                    p.max_runtime_action = v;
                 }
                 if let Some(v) = req.idle_timeout_sec {
                     p.idle_timeout_sec = v;

@@ -84,6 +84,37 @@ pub struct Limits {
     pub allow_privileged: Option<bool>,
 }
 
+/// What the runtime limit does to a running session that reaches it (`max_runtime_action`; not
+/// in upstream, which always ends it). Unset at every scope: `end`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeAction {
+    /// Ended (its CR deleted, reason `max_runtime`), as upstream.
+    #[default]
+    End,
+    /// Paused (reason `max_runtime`); resumed by its owner, it gets a new run of the full limit.
+    Pause,
+}
+
+impl RuntimeAction {
+    pub const ALL: [Self; 2] = [Self::End, Self::Pause];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::End => "end",
+            Self::Pause => "pause",
+        }
+    }
+
+    pub fn is_end(&self) -> bool {
+        *self == Self::End
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
 /// One stored policy. `None` in a field inherits it from the wider scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyRecord {
@@ -98,6 +129,9 @@ pub struct PolicyRecord {
     /// Minutes; 0 = unlimited.
     #[serde(default)]
     pub max_runtime_min: Option<i64>,
+    /// What reaching `max_runtime_min` does (`None`: inherited; unset everywhere: end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_action: Option<RuntimeAction>,
     /// Seconds; 0 = never.
     #[serde(default)]
     pub idle_timeout_sec: Option<i64>,
@@ -112,7 +146,8 @@ pub struct PolicyRecord {
 }
 
 /// Upstream's seeded global policy: 1 concurrent, 2 queued, 720 min, 3600 s, 24 vCPU, 256 GiB,
-/// 98,304 MiB of VRAM, 100 % of cores, 500 GB of storage.
+/// 98,304 MiB of VRAM, 100 % of cores, 500 GB of storage; and (ours) `max_runtime_action` `end`,
+/// upstream's behaviour, written out so everyone reads what the limit does.
 pub fn seeded_global(now: i64) -> PolicyRecord {
     PolicyRecord {
         id: format!("pol_{}", ulid::Ulid::new()),
@@ -121,6 +156,7 @@ pub fn seeded_global(now: i64) -> PolicyRecord {
         max_concurrent: Some(1),
         max_queued: Some(2),
         max_runtime_min: Some(720),
+        max_runtime_action: Some(RuntimeAction::End),
         idle_timeout_sec: Some(3600),
         limits: Limits {
             cpu: Some(24),
@@ -171,6 +207,7 @@ pub struct Effective {
     pub max_concurrent: Option<i64>,
     pub max_queued: Option<i64>,
     pub max_runtime_min: Option<i64>,
+    pub max_runtime_action: Option<RuntimeAction>,
     pub idle_timeout_sec: Option<i64>,
     pub limits: Limits,
     /// Field (`max_concurrent`, `limits.cpu`, …) -> the scope that set it.
@@ -204,6 +241,7 @@ pub fn merge(chain: &[PolicyRecord]) -> Option<Effective> {
         take(&mut e.max_concurrent, &p.max_concurrent, src, "max_concurrent", s);
         take(&mut e.max_queued, &p.max_queued, src, "max_queued", s);
         take(&mut e.max_runtime_min, &p.max_runtime_min, src, "max_runtime_min", s);
+        take(&mut e.max_runtime_action, &p.max_runtime_action, src, "max_runtime_action", s);
         take(&mut e.idle_timeout_sec, &p.idle_timeout_sec, src, "idle_timeout_sec", s);
         let (l, from) = (&mut e.limits, &p.limits);
         take(&mut l.cpu, &from.cpu, src, "limits.cpu", s);
@@ -383,6 +421,7 @@ mod tests {
             max_concurrent: None,
             max_queued: None,
             max_runtime_min: None,
+            max_runtime_action: None,
             idle_timeout_sec: None,
             limits: Limits::default(),
             gpu_hours_month: None,
@@ -412,6 +451,7 @@ mod tests {
         assert_eq!(e.sources["idle_timeout_sec"], Scope::Group);
         assert_eq!(e.sources["limits.cpu"], Scope::Group);
         assert_eq!(e.sources["limits.storage_gb"], Scope::Global);
+        assert_eq!((e.max_runtime_action, e.sources["max_runtime_action"]), (Some(RuntimeAction::End), Scope::Global));
         assert!(merge(&[]).is_none());
     }
 
@@ -434,6 +474,29 @@ mod tests {
         // 0 is no limit.
         lifted.limits.gpu_mem_mb = Some(0);
         assert!(admit(&lifted, &used, &c).is_ok());
+    }
+
+    #[test]
+    fn max_runtime_action_is_inherited_from_the_nearest_scope_that_sets_it() {
+        let user = pol(Scope::User, |p| p.max_runtime_min = Some(30));
+        let group = pol(Scope::Group, |p| p.max_runtime_action = Some(RuntimeAction::Pause));
+        let e = merge(&[user.clone(), group.clone(), seeded_global(0)]).unwrap();
+        assert_eq!(e.max_runtime_action, Some(RuntimeAction::Pause));
+        assert_eq!(e.sources["max_runtime_action"], Scope::Group);
+        // The user's own choice wins over the group's.
+        let mine = pol(Scope::User, |p| p.max_runtime_action = Some(RuntimeAction::End));
+        let e = merge(&[mine, group, seeded_global(0)]).unwrap();
+        assert_eq!((e.max_runtime_action, e.sources["max_runtime_action"]), (Some(RuntimeAction::End), Scope::User));
+        // Set nowhere (a global policy from before the field): unset, which means end.
+        let mut old_global = seeded_global(0);
+        old_global.max_runtime_action = None;
+        let e = merge(&[user, old_global]).unwrap();
+        assert_eq!(e.max_runtime_action, None);
+        assert!(!e.sources.contains_key("max_runtime_action"));
+        // A record stored before the field reads as unset.
+        let mut v = serde_json::to_value(seeded_global(0)).unwrap();
+        v.as_object_mut().unwrap().remove("max_runtime_action");
+        assert_eq!(serde_json::from_value::<PolicyRecord>(v).unwrap().max_runtime_action, None);
     }
 
     #[tokio::test]

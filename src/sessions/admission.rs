@@ -142,6 +142,7 @@ impl Admission {
                 if let Some(min) = p.max_runtime_min {
                     shape.max_runtime_sec = tighter(shape.max_runtime_sec, min.saturating_mul(60));
                 }
+                shape.max_runtime_action = p.max_runtime_action.unwrap_or_default();
                 max_queued = p.max_queued.unwrap_or(0).max(0);
             }
             Ok(_) => {}

@@ -99,7 +99,9 @@ pub fn build(s: &SessionRecord, namespace: &str, excluded: &[String]) -> Value {
     let mut annotations = serde_json::Map::new();
     annotations.insert("gshare.io/traceparent".into(), json!(traceparent()));
     annotations.insert("gshare.io/idle-timeout-sec".into(), json!(sh.idle_timeout_sec.to_string()));
-    if sh.max_runtime_sec > 0 {
+    // A session its policy pauses at the limit: the control plane pauses it (the operator's
+    // reaper would end it), so the CR carries no cap.
+    if sh.max_runtime_sec > 0 && sh.max_runtime_action.is_end() {
         annotations.insert("gshare.io/max-runtime-sec".into(), json!(sh.max_runtime_sec.to_string()));
     }
     let mut spec = serde_json::Map::new();
@@ -309,6 +311,18 @@ mod tests {
         assert!(m["spec"]["volumes"].is_null() && m["spec"].get("volumes").is_some());
         assert!(m["spec"]["pinnedGpuUuid"].is_null() && m["spec"].get("pinnedGpuUuid").is_some());
         assert!(m["metadata"]["annotations"].get("gshare.io/max-runtime-sec").is_some_and(Value::is_null));
+    }
+
+    #[test]
+    fn a_session_paused_at_its_runtime_limit_carries_no_cap_for_the_reaper() {
+        let mut s = session();
+        s.shape.max_runtime_sec = 3600;
+        let o = build(&s, "gshare-sessions", &[]);
+        assert_eq!(o["metadata"]["annotations"]["gshare.io/max-runtime-sec"], "3600");
+        s.shape.max_runtime_action = crate::policy::model::RuntimeAction::Pause;
+        let o = build(&s, "gshare-sessions", &[]);
+        assert!(o["metadata"]["annotations"].get("gshare.io/max-runtime-sec").is_none());
+        assert!(merge_over(&o)["metadata"]["annotations"]["gshare.io/max-runtime-sec"].is_null());
     }
 
     #[test]

@@ -38,6 +38,7 @@ use crate::clusters::{ClusterId, Clusters};
 use crate::config::Config;
 use crate::http::error::ErrorCode;
 use crate::notifications::{self, Kind};
+use crate::policy::model::RuntimeAction;
 use crate::store::{DryRun, Store, StoreError};
 use cr::{CrClient, CrError};
 
@@ -111,6 +112,8 @@ pub const RUNTIME_WARNING_MS: i64 = 10 * 60_000;
 pub struct RuntimeSweep {
     pub warned: Vec<String>,
     pub ended: Vec<String>,
+    /// Paused at the limit (their policy's `max_runtime_action` is `pause`).
+    pub paused: Vec<String>,
 }
 
 /// What holds a cluster against unregistering: its live sessions and the open GPU allocations on
@@ -821,9 +824,12 @@ impl Sessions {
 
     /// The runtime limit, kept by the control plane as well as the operator's reaper (which reads
     /// the CR's `gshare.io/max-runtime-sec`): a running session whose run reaches its
-    /// `max_runtime_sec` is ended (its CR deleted, reason `max_runtime`); one within
-    /// [`RUNTIME_WARNING_MS`] of it is warned once per run (its message says when it ends, which
-    /// its owner's console shows live). Run by a timer task, never on a request.
+    /// `max_runtime_sec` is ended (its CR deleted, reason `max_runtime`), or paused (reason
+    /// `max_runtime`) when its shape's `max_runtime_action` is `pause`; one within
+    /// [`RUNTIME_WARNING_MS`] of it is warned once per run (its message says when it ends or
+    /// pauses, which its owner's console shows live). A resume starts a new run (`resumed_at`),
+    /// so a session paused at its limit and resumed runs for the full limit again. Run by a
+    /// timer task, never on a request.
     pub async fn enforce_runtime(&self) -> Result<RuntimeSweep, SessionError> {
         let now = self.clock.now_ms();
         let due = self
@@ -839,31 +845,45 @@ impl Sessions {
                     let run_start = s.resumed_at.or(s.started_at).unwrap_or(0);
                     let warned = s.runtime_warned_at.is_some_and(|w| w >= run_start);
                     if ends <= now || (ends - now <= RUNTIME_WARNING_MS && !warned) {
-                        due.push((id, ends));
+                        due.push((id, ends, s.shape.max_runtime_action));
                     }
                 }
                 Ok(due)
             })
             .await?;
         let mut sweep = RuntimeSweep::default();
-        for (id, ends) in due {
+        for (id, ends, action) in due {
             if ends <= now {
-                match self.end_at_runtime_limit(&id).await {
-                    Ok(()) => sweep.ended.push(id),
-                    Err(e) => tracing::warn!(session = %id, error = %e, "cannot end a session at its runtime limit"),
+                match action {
+                    RuntimeAction::End => match self.end_at_runtime_limit(&id).await {
+                        Ok(()) => sweep.ended.push(id),
+                        Err(e) => {
+                            tracing::warn!(session = %id, error = %e, "cannot end a session at its runtime limit")
+                        }
+                    },
+                    RuntimeAction::Pause => match self.pause_at_runtime_limit(&id).await {
+                        Ok(()) => sweep.paused.push(id),
+                        Err(e) => {
+                            tracing::warn!(session = %id, error = %e, "cannot pause a session at its runtime limit")
+                        }
+                    },
                 }
                 continue;
             }
+            let (ends_or_pauses, ended_or_paused) = match action {
+                RuntimeAction::End => ("ends", "ended"),
+                RuntimeAction::Pause => ("pauses", "paused"),
+            };
             let at = crate::clock::rfc3339_ms(ends);
             let minutes = (ends - now + 59_999) / 60_000;
             self.update_with(&id, move |txn, s, now| {
                 if s.phase == Phase::Running {
                     s.runtime_warned_at = Some(now);
                     s.message = Some(format!(
-                        "max-runtime warning: the runtime limit ends this session at {at} (in {minutes} min); save your work"
+                        "max-runtime warning: the runtime limit {ends_or_pauses} this session at {at} (in {minutes} min); save your work"
                     ));
                     let text = format!(
-                        "{} reaches its runtime limit at {at} (in {minutes} min) and will be ended; save your work",
+                        "{} reaches its runtime limit at {at} (in {minutes} min) and will be {ended_or_paused}; save your work",
                         s.label()
                     );
                     notifications::push(txn, now, &s.owner, Kind::RuntimeWarning, Some(&s.id), &text)?;
@@ -874,6 +894,26 @@ impl Sessions {
             sweep.warned.push(id);
         }
         Ok(sweep)
+    }
+
+    /// Pauses a session at its runtime limit (the pause path of a user's pause, reason
+    /// `max_runtime`) and tells its owner.
+    async fn pause_at_runtime_limit(&self, id: &str) -> Result<(), SessionError> {
+        let message = "max-runtime-exceeded: paused by the control plane at its runtime limit; resume it for a new run"
+            .to_string();
+        let s = self.pause_for(id, status::Reason::MaxRuntime, Some(message), None).await?;
+        if s.phase != Phase::Paused {
+            return Ok(());
+        }
+        let minutes = s.shape.max_runtime_sec / 60;
+        let text = format!("{} was paused at its runtime limit; resume it to run for another {minutes} min", s.label());
+        let now = self.clock.now_ms();
+        self.store
+            .write(move |txn| {
+                notifications::push(txn, now, &s.owner, Kind::RuntimePaused, Some(&s.id), &text).map(drop)
+            })
+            .await?;
+        Ok(())
     }
 
     async fn end_at_runtime_limit(&self, id: &str) -> Result<(), SessionError> {

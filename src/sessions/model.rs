@@ -10,6 +10,7 @@ use super::status::Reason;
 use crate::clock::rfc3339_ms;
 use crate::clusters::model::CLUSTERS;
 use crate::inventory::model::{GPUS, NODES};
+use crate::policy::model::RuntimeAction;
 use crate::store::{JsonTable, KeySet, Migration, StoreError};
 
 /// `off_…` -> offering (the catalogue sessions are created from).
@@ -94,6 +95,11 @@ pub struct Shape {
     pub idle_timeout_sec: i64,
     /// Hard cap on one run; 0 = none.
     pub max_runtime_sec: i64,
+    /// What reaching `max_runtime_sec` does: `end` (the operator's reaper and the control plane
+    /// both keep it) or `pause` (the control plane alone: the CR then carries no cap). Set from
+    /// the owner's policy when the session is created; offerings leave it `end`.
+    #[serde(default, skip_serializing_if = "RuntimeAction::is_end")]
+    pub max_runtime_action: RuntimeAction,
 }
 
 impl Default for Shape {
@@ -110,6 +116,7 @@ impl Default for Shape {
             disk_gb: 10,
             idle_timeout_sec: DEFAULT_IDLE_TIMEOUT_SEC,
             max_runtime_sec: 0,
+            max_runtime_action: RuntimeAction::End,
         }
     }
 }

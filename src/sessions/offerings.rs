@@ -205,6 +205,7 @@ impl OfferingCreate {
             disk_gb: self.disk_gb.unwrap_or(d.disk_gb),
             idle_timeout_sec: self.idle_timeout_sec.unwrap_or(d.idle_timeout_sec),
             max_runtime_sec: self.max_runtime_sec.unwrap_or(d.max_runtime_sec),
+            max_runtime_action: d.max_runtime_action,
         };
         Ok((name, check_shape(shape)?))
     }

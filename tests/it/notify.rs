@@ -222,6 +222,107 @@ async fn the_runtime_warning_and_end_are_the_owners_notifications() {
     s.stop().await;
 }
 
+/// `max_runtime_action` `pause` (not upstream's: it always ends): warned 10 minutes before that
+/// the session will be paused, paused (not ended) at its limit with reason `max_runtime`, its CR
+/// kept and carrying no cap for the operator's reaper; resumed by its owner, it runs a full limit
+/// again.
+#[tokio::test]
+async fn a_policy_that_pauses_at_the_runtime_limit_pauses_and_a_resume_gets_a_new_run() {
+    let s = server().await;
+    let c = cluster("rt-pause").await;
+    let cid = register(&s, "rt-pause", &c).await;
+    let off = offering(&s, "A100 slice").await; // max_runtime_sec 7200
+    people(&s, &["ann"]).await;
+    let body = json!({"scope": "user", "scope_id": "ann", "max_runtime_action": "pause"});
+    send(&s, Method::POST, "/api/v1/resource-policies", Some(body), 201).await;
+    let (sid, cr) = running(&s, &cid, &off, "ann", "gpu-node-0", &card(&c, "gpu-node-0", 0)).await;
+    let o = cr_of(&c, &cr).unwrap();
+    assert!(o["metadata"]["annotations"].get("gshare.io/max-runtime-sec").is_none(), "{o}");
+
+    s.clock.advance(Duration::from_secs(7200 - 9 * 60));
+    let sweep = s.app().sessions.enforce_runtime().await.unwrap();
+    assert_eq!(sweep.warned, [sid.clone()]);
+    let v = notes(&s, &member(&s, "ann"), "").await;
+    assert_eq!(kinds(&v), ["runtime_warning"], "{v}");
+    let text = v["data"][0]["text"].as_str().unwrap();
+    assert!(text.contains("in 9 min") && text.contains("will be paused") && !text.contains("ended"), "{v}");
+    let ses = send(&s, Method::GET, &format!("/api/v1/sessions/{sid}"), None, 200).await;
+    assert!(ses["message"].as_str().unwrap().contains("limit pauses this session"), "{ses}");
+
+    s.clock.advance(Duration::from_secs(9 * 60));
+    let sweep = s.app().sessions.enforce_runtime().await.unwrap();
+    assert_eq!((sweep.paused, sweep.ended), (vec![sid.clone()], vec![]));
+    let ses = send(&s, Method::GET, &format!("/api/v1/sessions/{sid}"), None, 200).await;
+    assert_eq!((ses["phase"].as_str(), ses["reason"].as_str()), (Some("paused"), Some("max_runtime")), "{ses}");
+    let o = cr_of(&c, &cr).expect("a paused session keeps its CR");
+    assert_eq!(o["spec"]["paused"], true, "{o}");
+    let v = notes(&s, &member(&s, "ann"), "").await;
+    assert_eq!(kinds(&v), ["runtime_paused", "runtime_warning"], "{v}");
+    assert!(v["data"][0]["text"].as_str().unwrap().contains("paused at its runtime limit"), "{v}");
+    // Paused, it is swept no more.
+    assert_eq!(s.app().sessions.enforce_runtime().await.unwrap(), Default::default());
+
+    // Its owner resumes it: a new run of the full limit (counted from the resume).
+    let res = as_user(&s, &member(&s, "ann"), Method::POST, &format!("/api/v1/sessions/{sid}/resume"), None).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(s.app().sessions.enforce_runtime().await.unwrap(), Default::default());
+    s.clock.advance(Duration::from_secs(7200 - 11 * 60));
+    assert_eq!(s.app().sessions.enforce_runtime().await.unwrap(), Default::default());
+    s.clock.advance(Duration::from_secs(2 * 60));
+    assert_eq!(s.app().sessions.enforce_runtime().await.unwrap().warned, [sid.clone()]);
+    s.clock.advance(Duration::from_secs(9 * 60));
+    assert_eq!(s.app().sessions.enforce_runtime().await.unwrap().paused, [sid]);
+    s.stop().await;
+}
+
+/// The field is inherited like the others: a group's `pause` applies to its members (and is
+/// enforced), a member's own `end` overrides it, and with no scope setting it the limit ends.
+#[tokio::test]
+async fn max_runtime_action_is_inherited_group_to_member_and_enforced() {
+    let s = server().await;
+    let c = cluster("rt-inherit").await;
+    let cid = register(&s, "rt-inherit", &c).await;
+    let off = offering(&s, "A100 slice").await;
+    s.seed_policy().await; // global: max_runtime_action end
+    send(&s, Method::POST, "/api/v1/groups", Some(json!({"name": "vision"})), 201).await;
+    for n in ["ann", "bob"] {
+        crate::users::create_own(&s, json!({"username": n, "group": "vision", "password": "a long enough passphrase"}))
+            .await;
+    }
+    crate::users::create_own(&s, json!({"username": "cat", "password": "a long enough passphrase"})).await;
+    let body = json!({"scope": "group", "scope_id": "vision", "max_runtime_action": "pause"});
+    send(&s, Method::POST, "/api/v1/resource-policies", Some(body), 201).await;
+    let body = json!({"scope": "user", "scope_id": "bob", "max_runtime_action": "end"});
+    send(&s, Method::POST, "/api/v1/resource-policies", Some(body), 201).await;
+    let effective = |who: &'static str| {
+        let s = &s;
+        async move {
+            let res = as_user(s, &member(s, who), Method::GET, "/api/v1/resource-policies/effective", None).await;
+            assert_eq!(res.status(), 200);
+            let v: Value = res.json().await.unwrap();
+            let acc = as_user(s, &member(s, who), Method::GET, "/api/v1/account", None).await.json::<Value>().await;
+            let acc = acc.unwrap();
+            assert_eq!(acc["policy"]["max_runtime_action"], v["max_runtime_action"], "{acc}");
+            (v["max_runtime_action"].clone(), v["sources"]["max_runtime_action"].clone())
+        }
+    };
+    assert_eq!(effective("ann").await, (json!("pause"), json!("group")));
+    assert_eq!(effective("bob").await, (json!("end"), json!("user")));
+    assert_eq!(effective("cat").await, (json!("end"), json!("global")));
+
+    let (ann, _) = running(&s, &cid, &off, "ann", "gpu-node-0", &card(&c, "gpu-node-0", 0)).await;
+    let (bob, _) = running(&s, &cid, &off, "bob", "gpu-node-0", &card(&c, "gpu-node-0", 1)).await;
+    s.clock.advance(Duration::from_secs(7200 - 9 * 60));
+    s.app().sessions.enforce_runtime().await.unwrap();
+    let text = |v: Value| v["data"][0]["text"].as_str().unwrap().to_string();
+    assert!(text(notes(&s, &member(&s, "ann"), "").await).contains("will be paused"));
+    assert!(text(notes(&s, &member(&s, "bob"), "").await).contains("will be ended"));
+    s.clock.advance(Duration::from_secs(9 * 60));
+    let sweep = s.app().sessions.enforce_runtime().await.unwrap();
+    assert_eq!((sweep.paused, sweep.ended), (vec![ann], vec![bob]));
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn a_drain_reschedules_where_the_fit_check_finds_room_parks_otherwise_and_can_terminate() {
     let s = server().await;

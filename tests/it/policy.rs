@@ -146,7 +146,7 @@ async fn policies_and_groups_keep_upstreams_names_and_refuse_bad_input() {
     assert_eq!(
         eff["sources"],
         json!({"max_concurrent": "group", "max_queued": "global", "max_runtime_min": "global",
-        "idle_timeout_sec": "global", "limits.cpu": "user", "limits.mem_gb": "global", "limits.gpu_mem_mb": "global",
+        "max_runtime_action": "global", "idle_timeout_sec": "global", "limits.cpu": "user", "limits.mem_gb": "global", "limits.gpu_mem_mb": "global",
         "limits.gpu_cores": "global", "limits.storage_gb": "global"})
     );
     assert_eq!(eff["used"]["active"], 0);
@@ -350,5 +350,45 @@ async fn a_slice_no_schedulable_node_can_hold_is_refused_before_apply() {
     send(&s, Method::POST, &format!("/api/v1/clusters/{cid}/nodes/{}/uncordon", names[0]), None, 200).await;
     send(&s, Method::POST, "/api/v1/sessions", Some(json!({"offering_id": small})), 201).await;
     assert_eq!(crs(), 1);
+    s.stop().await;
+}
+
+/// `max_runtime_action` (ours, not upstream's): `end` or `pause`; anything else is a 422 naming
+/// the field, on create and on PATCH, and nothing is stored; `null` inherits; the seeded global
+/// policy says `end`.
+#[tokio::test]
+async fn max_runtime_action_is_end_or_pause_and_anything_else_is_refused() {
+    let s = TestServer::start().await;
+    s.seed_policy().await;
+    assert_eq!(policies(&s).await[0]["max_runtime_action"], "end");
+    let before = policies(&s).await;
+    for bad in [json!("stop"), json!("Pause"), json!(""), json!(5), json!(["pause"])] {
+        let body = json!({"scope": "user", "scope_id": "ann", "max_runtime_action": bad});
+        let res = call(&s, Method::POST, "/api/v1/resource-policies", Some(body.clone())).await;
+        let e = expect_error(res, 422, "validation_failed").await;
+        assert!(e["error"]["details"]["errors"].to_string().contains("max_runtime_action"), "{body}: {e}");
+    }
+    let body = json!({"scope": "user", "scope_id": "ann", "max_runtime_action": "stop"});
+    let e =
+        expect_error(call(&s, Method::POST, "/api/v1/resource-policies", Some(body)).await, 422, "validation_failed")
+            .await;
+    let err = &e["error"]["details"]["errors"][0];
+    assert_eq!(err["loc"], json!(["body", "max_runtime_action"]), "{e}");
+    assert!(err["msg"].as_str().unwrap().contains("end or pause"), "{e}");
+    assert_eq!(policies(&s).await, before, "a refused policy was stored");
+
+    let body = json!({"scope": "user", "scope_id": "ann", "max_runtime_action": "pause"});
+    let p = send(&s, Method::POST, "/api/v1/resource-policies", Some(body), 201).await;
+    assert_eq!(p["max_runtime_action"], "pause");
+    let path = format!("/api/v1/resource-policies/{}", p["id"].as_str().unwrap());
+    let before = policies(&s).await;
+    let res = call(&s, Method::PATCH, &path, Some(json!({"max_runtime_action": "halt", "max_concurrent": 2}))).await;
+    let e = expect_error(res, 422, "validation_failed").await;
+    assert_eq!(e["error"]["details"]["errors"][0]["loc"], json!(["body", "max_runtime_action"]), "{e}");
+    assert_eq!(policies(&s).await, before, "a refused change was stored");
+    let p = send(&s, Method::PATCH, &path, Some(json!({"max_runtime_action": "end"})), 200).await;
+    assert_eq!(p["max_runtime_action"], "end");
+    let p = send(&s, Method::PATCH, &path, Some(json!({"max_runtime_action": null})), 200).await;
+    assert_eq!(p["max_runtime_action"], Value::Null);
     s.stop().await;
 }
