@@ -105,8 +105,10 @@ pub struct PolicyCreate {
     pub max_queued: Option<i64>,
     #[serde(default)]
     pub max_runtime_min: Option<i64>,
-    /// `end` or `pause`: what reaching `max_runtime_min` does.
+    /// `end` or `pause`: what reaching `max_runtime_min` does (read as text, so that another
+    /// value is refused naming this field).
     #[serde(default)]
+    #[schema(value_type = Option<RuntimeAction>)]
     pub max_runtime_action: Option<String>,
     #[serde(default)]
     pub idle_timeout_sec: Option<i64>,
@@ -159,7 +161,7 @@ pub struct PolicyPatch {
     pub max_runtime_min: Option<Option<i64>>,
     /// `end` or `pause` (`null`: inherit).
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<RuntimeAction>)]
     pub max_runtime_action: Option<Option<String>>,
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<i64>)]

@@ -24,6 +24,7 @@ export const KIND_LABELS: Record<Notification["kind"], string> = {
   idle_paused: "Paused when idle",
   runtime_warning: "Runtime limit soon",
   runtime_ended: "Runtime limit reached",
+  runtime_paused: "Paused at runtime limit",
   admin_paused: "Paused by an admin",
   admin_ended: "Ended by an admin",
   drained: "Node drained",

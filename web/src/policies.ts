@@ -11,6 +11,7 @@ export type Scope = Schemas["Scope"];
 export type NodePool = Schemas["NodePoolView"];
 export type PoolCreate = Schemas["PoolCreate"];
 export type PoolKind = Schemas["PoolKind"];
+export type RuntimeAction = Schemas["RuntimeAction"];
 
 const seg = encodeURIComponent;
 
@@ -56,6 +57,16 @@ export const LIMIT_NUMBERS: {
   { key: "storage_gb", label: "Storage", unit: "GiB" },
   { key: "volume_gb", label: "Home volume", unit: "GiB" },
 ];
+
+/** What reaching the runtime limit does, in words (`null`: inherited, or, effective, end). */
+export const RUNTIME_ACTIONS: { value: RuntimeAction; label: string }[] = [
+  { value: "end", label: "end the session" },
+  { value: "pause", label: "pause the session" },
+];
+
+export function runtimeActionText(a: RuntimeAction | null | undefined, unset = "inherited"): string {
+  return a == null ? unset : (RUNTIME_ACTIONS.find((x) => x.value === a)?.label ?? a);
+}
 
 /** A policy value as a cell: "inherited" when unset, "no limit" for 0 where 0 means that. */
 export function valueText(v: number | boolean | null | undefined, unit = "", zero = "no limit"): string {

@@ -2020,6 +2020,7 @@ export interface components {
             max_concurrent?: number | null;
             /** Format: int64 */
             max_queued?: number | null;
+            max_runtime_action?: components["schemas"]["RuntimeAction"] | null;
             /** Format: int64 */
             max_runtime_min?: number | null;
             remaining: components["schemas"]["Remaining"];
@@ -2484,7 +2485,7 @@ export interface components {
          * @description What a notification is about (`kind` on the wire).
          * @enum {string}
          */
-        NotificationKind: "idle_warning" | "idle_paused" | "runtime_warning" | "runtime_ended" | "admin_paused" | "admin_ended" | "drained" | "node_lost" | "pod_lost" | "budget_warning" | "budget_exhausted" | "queued_started" | "queue_dropped";
+        NotificationKind: "idle_warning" | "idle_paused" | "runtime_warning" | "runtime_ended" | "runtime_paused" | "admin_paused" | "admin_ended" | "drained" | "node_lost" | "pod_lost" | "budget_warning" | "budget_exhausted" | "queued_started" | "queue_dropped";
         /** @description `GET /api/v1/notifications`: newest first. */
         NotificationPage: {
             data: components["schemas"]["NotificationView"][];
@@ -2808,6 +2809,7 @@ export interface components {
             max_concurrent?: number | null;
             /** Format: int64 */
             max_queued?: number | null;
+            max_runtime_action?: components["schemas"]["RuntimeAction"] | null;
             /** Format: int64 */
             max_runtime_min?: number | null;
             scope: components["schemas"]["Scope"];
@@ -2838,6 +2840,7 @@ export interface components {
             max_concurrent?: number | null;
             /** Format: int64 */
             max_queued?: number | null;
+            max_runtime_action?: components["schemas"]["RuntimeAction"] | null;
             /** Format: int64 */
             max_runtime_min?: number | null;
         };
@@ -2873,6 +2876,7 @@ export interface components {
              *     started in order as capacity frees; 0 = none (refused, 409 `unserviceable`).
              */
             max_queued?: number | null;
+            max_runtime_action?: components["schemas"]["RuntimeAction"] | null;
             /**
              * Format: int64
              * @description Minutes one run may last; 0 = unlimited.
@@ -3091,6 +3095,12 @@ export interface components {
         Rotated: {
             kid: string;
         };
+        /**
+         * @description What the runtime limit does to a running session that reaches it (`max_runtime_action`; not
+         *     in upstream, which always ends it). Unset at every scope: `end`.
+         * @enum {string}
+         */
+        RuntimeAction: "end" | "pause";
         /** @description `{"accepted":n,"unknown":m}`: samples kept and samples for sessions not known here. */
         SamplesAccepted: {
             /** Format: int64 */
@@ -3253,6 +3263,12 @@ export interface components {
             idle_timeout_sec: number;
             /** @description Container image, pulled verbatim. */
             image: string;
+            /**
+             * @description What reaching `max_runtime_sec` does: `end` (the operator's reaper and the control plane
+             *     both keep it) or `pause` (the control plane alone: the CR then carries no cap). Set from
+             *     the owner's policy when the session is created; offerings leave it `end`.
+             */
+            max_runtime_action?: components["schemas"]["RuntimeAction"];
             /**
              * Format: int64
              * @description Hard cap on one run; 0 = none.

@@ -46,6 +46,16 @@ describe("My limits", () => {
     expect(screen.getByText("20480 / 98304 MiB")).toBeTruthy();
     expect(screen.getByText("30 / 100 %")).toBeTruthy();
     expect(screen.getByText("vision")).toBeTruthy();
+    // Unset at every scope: the limit ends the session.
+    expect(screen.getByText("ended")).toBeTruthy();
+  });
+
+  it("says a session is paused at its runtime limit when the policy says so", async () => {
+    stubFetch({
+      "GET /api/v1/resource-policies/effective": () => ({ body: { ...effective, max_runtime_action: "pause" } }),
+    });
+    render(<PolicyPanel />);
+    expect(await screen.findByText("paused (resume it for a new run)")).toBeTruthy();
   });
 
   it("shows the queue allowance and each GPU-hour budget with its state", async () => {

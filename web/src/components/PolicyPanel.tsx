@@ -55,6 +55,12 @@ export function PolicyPanel() {
             <dt>Longest run</dt>
             <dd>{e.max_runtime_min ? formatDuration(e.max_runtime_min * 60) : "no limit"}</dd>
           </div>
+          {e.max_runtime_min ? (
+            <div>
+              <dt>At the runtime limit</dt>
+              <dd>{e.max_runtime_action === "pause" ? "paused (resume it for a new run)" : "ended"}</dd>
+            </div>
+          ) : null}
           <div>
             <dt>Paused when idle after</dt>
             <dd>{e.idle_timeout_sec ? formatDuration(e.idle_timeout_sec) : "never"}</dd>

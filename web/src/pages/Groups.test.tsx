@@ -1,7 +1,7 @@
 import { fireEvent, render, screen, waitFor, within } from "@testing-library/preact";
 import { GroupsPage } from "./Groups";
 import { cluster, page, stubFetch } from "../test/fetch";
-import { valueText } from "../policies";
+import { runtimeActionText, valueText } from "../policies";
 
 const groups = [
   { name: "vision", description: "Vision lab", created_at: "2026-12-01T09:00:00.000Z", members: ["ann", "cy"], policy_id: "pol_v" },
@@ -38,6 +38,7 @@ const policies = [
     max_concurrent: 1,
     max_queued: 2,
     max_runtime_min: 720,
+    max_runtime_action: "end",
     idle_timeout_sec: 3600,
     limits,
     gpu_hours_month: null,
@@ -116,6 +117,7 @@ describe("GroupsPage", () => {
     expect(rows).toEqual(["global:*", "group:vision"]);
     const global = container.querySelector('[data-policy="global:*"]') as HTMLElement;
     expect(global.textContent).toContain("720 min");
+    expect(global.textContent).toContain("end the session");
     expect(global.textContent).toContain("98,304 MiB");
     const group = container.querySelector('[data-policy="group:vision"]') as HTMLElement;
     expect(within(group).getAllByText("inherited").length).toBeGreaterThan(5);
@@ -189,6 +191,8 @@ describe("GroupsPage", () => {
     fireEvent.input(within(dialog).getByLabelText("Live sessions"), { target: { value: "" } });
     fireEvent.input(within(dialog).getByLabelText("GPU memory (MiB)"), { target: { value: "40960" } });
     fireEvent.change(within(dialog).getByLabelText("Spill onto shared nodes"), { target: { value: "no" } });
+    expect((within(dialog).getByLabelText("At the runtime limit") as HTMLSelectElement).value).toBe("");
+    fireEvent.change(within(dialog).getByLabelText("At the runtime limit"), { target: { value: "pause" } });
     fireEvent.click(within(dialog).getByRole("button", { name: "Save policy" }));
     await waitFor(() => expect(calls.some((c) => c.method === "PATCH")).toBe(true));
     const body = calls.find((c) => c.method === "PATCH")!.body as Record<string, unknown>;
@@ -196,6 +200,22 @@ describe("GroupsPage", () => {
     expect((body.limits as Record<string, unknown>).gpu_mem_mb).toBe(40960);
     expect((body.limits as Record<string, unknown>).shared_pool).toBe(false);
     expect(body.gpu_hours_month).toBe(1500);
+    expect(body.max_runtime_action).toBe("pause");
+  });
+
+  it("sends an inherited runtime-limit action as null", async () => {
+    const calls = routes({ "PATCH /api/v1/resource-policies/*": () => ({ body: policies[1] }) });
+    render(<GroupsPage />);
+    await screen.findByText("Vision lab");
+    fireEvent.click(screen.getByRole("button", { name: "Edit Global policy" }));
+    const dialog = await screen.findByRole("dialog", { name: /Edit the global policy/ });
+    const select = within(dialog).getByLabelText("At the runtime limit") as HTMLSelectElement;
+    expect(select.value).toBe("end");
+    fireEvent.change(select, { target: { value: "" } });
+    fireEvent.click(within(dialog).getByRole("button", { name: "Save policy" }));
+    await waitFor(() => expect(calls.some((c) => c.method === "PATCH")).toBe(true));
+    const body = calls.find((c) => c.method === "PATCH")!.body as Record<string, unknown>;
+    expect(body.max_runtime_action).toBeNull();
   });
 
   it("says what a policy value means", () => {
@@ -204,5 +224,7 @@ describe("GroupsPage", () => {
     expect(valueText(0, "", "none")).toBe("none");
     expect(valueText(98304, "MiB")).toBe("98,304 MiB");
     expect(valueText(true)).toBe("yes");
+    expect(runtimeActionText(null)).toBe("inherited");
+    expect(runtimeActionText("pause")).toBe("pause the session");
   });
 });

@@ -28,6 +28,9 @@ import {
   setUserGroup,
   updatePolicy,
   valueText,
+  RUNTIME_ACTIONS,
+  runtimeActionText,
+  type RuntimeAction,
   type Group,
   type NodePool,
   type Policy,
@@ -186,6 +189,7 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
   const [numbers, setNumbers] = useState(init);
   const [sharedPool, setSharedPool] = useState<Flag>(flagOf(p?.limits.shared_pool));
   const [privileged, setPrivileged] = useState<Flag>(flagOf(p?.limits.allow_privileged));
+  const [runtimeAction, setRuntimeAction] = useState<RuntimeAction | "">(p?.max_runtime_action ?? "");
   const { busy, error, run } = useAction();
   const fields = serverFieldMessages(error);
   const n = (k: string) => numberOrNull(numbers[k] ?? "");
@@ -228,6 +232,7 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
             max_concurrent: n("max_concurrent"),
             max_queued: n("max_queued"),
             max_runtime_min: n("max_runtime_min"),
+            max_runtime_action: runtimeAction === "" ? null : runtimeAction,
             idle_timeout_sec: n("idle_timeout_sec"),
             limits,
             // The budget is not inherited, and the global scope has none.
@@ -286,6 +291,20 @@ function PolicyDialog(props: { policy?: Policy; groups: Group[]; onClose: () => 
           {POLICY_NUMBERS.map((f) => numberField(f.key, f.label, f.unit))}
           {LIMIT_NUMBERS.map((f) => numberField(f.key, f.label, f.unit))}
           {(p?.scope ?? scope) !== "global" && numberField("gpu_hours_month", "GPU-hour budget", "per month")}
+          <Field id="policy-runtime-action" label="At the runtime limit" error={fields.max_runtime_action}>
+            <select
+              id="policy-runtime-action"
+              value={runtimeAction}
+              onChange={(e) => setRuntimeAction((e.target as HTMLSelectElement).value as RuntimeAction | "")}
+            >
+              <option value="">inherited</option>
+              {RUNTIME_ACTIONS.map((a) => (
+                <option key={a.value} value={a.value}>
+                  {a.label}
+                </option>
+              ))}
+            </select>
+          </Field>
           <Field id="policy-shared-pool" label="Spill onto shared nodes">
             <select
               id="policy-shared-pool"
@@ -566,6 +585,7 @@ export function GroupsPage() {
                 <th scope="col" class="num">
                   GPU-h / month
                 </th>
+                <th scope="col">At runtime limit</th>
                 <th scope="col">Spill</th>
                 <th scope="col">
                   <span class="sr-only">Actions</span>
@@ -601,6 +621,7 @@ export function GroupsPage() {
                       <td class="num">
                         {p.gpu_hours_month ? p.gpu_hours_month.toLocaleString("en") : <span class="muted">no budget</span>}
                       </td>
+                      <td>{runtimeActionText(p.max_runtime_action)}</td>
                       <td>{valueText(p.limits.shared_pool)}</td>
                       <td class="actions">
                         <button type="button" aria-label={`Edit ${label} policy`} onClick={() => setOpen({ kind: "policy", policy: p })}>
