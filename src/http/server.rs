@@ -12,7 +12,11 @@
 //!   per-address cap) and is refused only if every one is busy;
 //! - beyond `max_connections`, [`HEALTH_RESERVE`] more connections are let in that answer only
 //!   `/healthz` and `/readyz` (503 `server_busy` otherwise), so monitoring still gets an answer
-//!   while every slot is taken;
+//!   while every slot is taken. A plain-HTTP connection accepted then is admitted by what its first
+//!   bytes ask for: when they have not arrived yet it waits for them outside the table (at most
+//!   [`EVICT_GRACE`], [`PENDING_MAX`] at once, [`PENDING_PER_ADDRESS`] per address), so a probe that
+//!   has connected but not yet written is neither refused nor closed by a storm's connections;
+//!   answered idle connections are closed before ones that have not had their first request;
 //! - an HTTP/2 connection carries at most [`H2_MAX_STREAMS`] streams at once, and its bodies share
 //!   one budget of buffered bytes.
 
