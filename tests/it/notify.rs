@@ -241,7 +241,7 @@ async fn a_policy_that_pauses_at_the_runtime_limit_pauses_and_a_resume_gets_a_ne
 
     s.clock.advance(Duration::from_secs(7200 - 9 * 60));
     let sweep = s.app().sessions.enforce_runtime().await.unwrap();
-    assert_eq!(sweep.warned, [sid.clone()]);
+    assert_eq!(sweep.warned, [sid.as_str()]);
     let v = notes(&s, &member(&s, "ann"), "").await;
     assert_eq!(kinds(&v), ["runtime_warning"], "{v}");
     let text = v["data"][0]["text"].as_str().unwrap();
@@ -269,7 +269,7 @@ async fn a_policy_that_pauses_at_the_runtime_limit_pauses_and_a_resume_gets_a_ne
     s.clock.advance(Duration::from_secs(7200 - 11 * 60));
     assert_eq!(s.app().sessions.enforce_runtime().await.unwrap(), Default::default());
     s.clock.advance(Duration::from_secs(2 * 60));
-    assert_eq!(s.app().sessions.enforce_runtime().await.unwrap().warned, [sid.clone()]);
+    assert_eq!(s.app().sessions.enforce_runtime().await.unwrap().warned, [sid.as_str()]);
     s.clock.advance(Duration::from_secs(9 * 60));
     assert_eq!(s.app().sessions.enforce_runtime().await.unwrap().paused, [sid]);
     s.stop().await;
