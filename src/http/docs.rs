@@ -214,3 +214,24 @@ pub fn add_shared_answers(doc: &mut Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn made_on_first_use_then_shared() {
+        let docs = Arc::new(ApiDocs::default());
+        assert!(docs.0.get().is_none(), "nothing is rendered before a request asks");
+        let first = docs.get().await.unwrap();
+        let again = docs.get().await.unwrap();
+        // The same bytes, not a second rendering or a copy.
+        assert_eq!(first.json.as_ptr(), again.json.as_ptr());
+        assert_eq!(first.html.as_ptr(), again.html.as_ptr());
+        let doc: Value = serde_json::from_slice(&first.json).unwrap();
+        assert!(doc.pointer("/paths/~1healthz/get").is_some(), "{}", doc["paths"]);
+        assert!(doc.pointer("/components/schemas/ErrorBody").is_some());
+        let html = std::str::from_utf8(&first.html).unwrap();
+        assert!(html.contains("<code>/healthz</code>") && html.contains("<code>csrf_failed</code>"));
+    }
+}
