@@ -260,6 +260,7 @@ async fn run() {
                     queued_at: now + i,
                     reason: "no_gpu_capacity".into(),
                     started_at: None,
+                    unserviceable_since: None,
                 });
                 gshare::sessions::model::put_session(txn, &s)?;
             }

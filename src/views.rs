@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -18,7 +18,7 @@ use crate::clusters::ClusterId;
 use crate::clusters::model::{self, ClusterStatus, Pagination, Role};
 use crate::clusters::registry::ListQuery;
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::query_number;
+use crate::http::extract::{ApiQuery, query_number};
 use crate::operator::status::OperatorConnection;
 
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -93,7 +93,7 @@ struct ListParams {
 async fn list(
     State(app): State<Arc<App>>,
     _admin: AdminCaller,
-    Query(p): Query<ListParams>,
+    ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<ClusterPage>, ApiError> {
     let page = query_number("page", p.page, 1, u64::MAX / 1000)?;
     let size = query_number("size", p.size, 20, 100)?;

@@ -1,8 +1,7 @@
 //! `GET /api/v1/audit`: the audit log, newest first, paginated (by page, or by key with
 //! `cursor`) and filterable.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRef, Query, State};
+use axum::extract::{FromRef, State};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -13,6 +12,7 @@ use super::{AuditFilter, AuditRecord};
 use crate::auth::guard::AdminCaller;
 use crate::auth::guard::Gate;
 use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::ApiQuery;
 
 pub const DEFAULT_PAGE_SIZE: u64 = 50;
 pub const MAX_PAGE_SIZE: u64 = 500;
@@ -83,9 +83,8 @@ fn number(name: &str, raw: Option<&str>, default: u64, max: u64) -> Result<u64, 
 async fn list_audit(
     State(app): State<AuditState>,
     _caller: AdminCaller,
-    query: Result<Query<AuditQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<axum::Json<AuditPage>, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::field(&["query"], e.body_text(), "query"))?;
     let page = number("page", q.page.as_deref(), 1, u64::from(u32::MAX))?;
     let size = number("size", q.size.as_deref(), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     let filter = AuditFilter { action: q.action.filter(|a| !a.is_empty()), actor: q.actor.filter(|a| !a.is_empty()) };

@@ -8,7 +8,7 @@
 //! cookies stop at its next request; its sessions keep running. A password an admin set (given,
 //! generated or reset) is replaced by its owner at first sign-in (`must_change_password`).
 
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,7 @@ use super::guard::Gate;
 use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
-use crate::http::extract::ApiJson;
+use crate::http::extract::{ApiJson, ApiQuery};
 
 pub fn routes<S>() -> OpenApiRouter<S>
 where
@@ -139,7 +139,7 @@ fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option
 async fn list_users(
     State(app): State<AuthState>,
     _admin: AdminCaller,
-    Query(p): Query<UserParams>,
+    ApiQuery(p): ApiQuery<UserParams>,
 ) -> Result<Response, ApiError> {
     let role = match p.role.as_deref() {
         None | Some("") => None,

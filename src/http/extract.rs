@@ -71,6 +71,50 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// Query parameters parsed into `T`, refused in our envelope: 422 `validation_failed` with
+/// `loc: ["query", <parameter>]` naming the parameter serde names (a parameter given twice, an
+/// unknown one where `T` denies them, a value of the wrong type), `["query"]` otherwise; never
+/// axum's plain-text 400.
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|axum::extract::Query(q)| ApiQuery(q))
+            .map_err(|rejection| query_error(&rejection.body_text()))
+    }
+}
+
+/// The error of a query string `T` cannot be read from (axum's rejection text: "Failed to
+/// deserialize query string: duplicate field `limit`", or with the parameter's path first:
+/// "…: other: unknown field `other`, expected `limit`").
+fn query_error(text: &str) -> ApiError {
+    let cause = text.split_once(": ").map_or(text, |(_, rest)| rest);
+    let is_name = |n: &&str| !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let (path, cause) = match cause.split_once(": ") {
+        Some((path, rest)) if is_name(&path) => (Some(path), rest),
+        _ => (None, cause),
+    };
+    let named = path.or_else(|| cause.split('`').nth(1).filter(is_name));
+    let (msg, kind) = if cause.starts_with("duplicate field") {
+        ("given more than once; give it once".to_string(), "duplicate")
+    } else if cause.starts_with("unknown field") {
+        ("not a parameter of this route".to_string(), "extra_forbidden")
+    } else {
+        (format!("cannot be read: {cause}"), "query")
+    };
+    match named {
+        Some(name) => ApiError::field(&["query", name], msg, kind),
+        None => ApiError::field(&["query"], format!("the query string cannot be read: {cause}"), "query"),
+    }
+}
+
 /// The bearer token of the `Authorization` header, if any.
 pub struct Bearer(pub Option<String>);
 
@@ -127,9 +171,31 @@ mod tests {
         let e = parse_json::<Body>(b"{\"name\":\"a\",\"count\":-1}").unwrap_err();
         assert_eq!(e.details["errors"][0]["loc"], serde_json::json!(["body", "count"]));
         let e = parse_json::<Body>(b"{\"name\":\"a\",\"count\":1,\"x\":1}").unwrap_err();
-        assert_eq!(e.details["errors"][0]["type"], "extra_forbidden");
+        assert_eq!(e.details["errors"][0]["type"], "extra_forbidden", "{}", e.details);
         let e = parse_json::<Body>(b"  ").unwrap_err();
         assert_eq!(e.status.as_u16(), 422);
+    }
+
+    #[test]
+    fn a_query_refusal_names_its_parameter() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Params {
+            limit: Option<String>,
+        }
+        let parse = |q: &str| {
+            let uri: axum::http::Uri = format!("/x?{q}").parse().unwrap();
+            axum::extract::Query::<Params>::try_from_uri(&uri).map(drop).map_err(|r| query_error(&r.body_text()))
+        };
+        assert!(parse("limit=1").is_ok());
+        let e = parse("limit=1&limit=2").unwrap_err();
+        assert_eq!(e.status.as_u16(), 422);
+        assert_eq!(e.details["errors"][0]["loc"], serde_json::json!(["query", "limit"]));
+        assert_eq!(e.details["errors"][0]["type"], "duplicate");
+        let e = parse("other=1").unwrap_err();
+        assert_eq!(e.details["errors"][0]["loc"], serde_json::json!(["query", "other"]));
+        assert_eq!(e.details["errors"][0]["type"], "extra_forbidden", "{}", e.details);
     }
 
     #[test]

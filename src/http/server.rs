@@ -12,7 +12,11 @@
 //!   per-address cap) and is refused only if every one is busy;
 //! - beyond `max_connections`, [`HEALTH_RESERVE`] more connections are let in that answer only
 //!   `/healthz` and `/readyz` (503 `server_busy` otherwise), so monitoring still gets an answer
-//!   while every slot is taken;
+//!   while every slot is taken. A plain-HTTP connection accepted then is admitted by what its first
+//!   bytes ask for: when they have not arrived yet it waits for them outside the table (at most
+//!   [`EVICT_GRACE`], [`PENDING_MAX`] at once, [`PENDING_PER_ADDRESS`] per address), so a probe that
+//!   has connected but not yet written is neither refused nor closed by a storm's connections;
+//!   answered idle connections are closed before ones that have not had their first request;
 //! - an HTTP/2 connection carries at most [`H2_MAX_STREAMS`] streams at once, and its bodies share
 //!   one budget of buffered bytes.
 
@@ -78,10 +82,21 @@ const EVICT_GRACE: Duration = Duration::from_millis(250);
 /// asks for anything else is evictable at once (it gets a 503 anyway).
 const HEALTH_GRACE: Duration = Duration::from_secs(1);
 
+/// Connections accepted while every regular slot is taken whose first bytes have not arrived yet
+/// wait (for at most [`EVICT_GRACE`]) outside the table until they say what they ask for: a probe
+/// then takes a place in the health reserve, anything else only a place that is free or idle. At
+/// most this many wait at once (the oldest gives way to a newer one)…
+const PENDING_MAX: usize = 1024;
+
+/// …and at most this many from one client address (more are refused).
+const PENDING_PER_ADDRESS: usize = 8;
+
 /// What a reserve connection's first bytes were ([`Slot::head`]).
 const HEAD_UNKNOWN: u8 = 0;
 const HEAD_HEALTH: u8 = 1;
 const HEAD_OTHER: u8 = 2;
+/// What [`peek_head_kind`] answers when the connection ended before saying.
+const HEAD_CLOSED: u8 = 3;
 
 /// The request lines of the health paths, as a plain HTTP/1 probe sends them.
 const HEALTH_HEADS: &[&[u8]] = &[b"GET /healthz", b"GET /readyz", b"HEAD /healthz", b"HEAD /readyz"];
@@ -142,6 +157,49 @@ struct Open {
     reserve: bool,
 }
 
+/// Connections waiting for their first bytes before admission (see [`PENDING_MAX`]), oldest
+/// first, each with how to tell it to give up its place.
+#[derive(Default)]
+struct Pending {
+    next: u64,
+    waiting: BTreeMap<u64, (Option<IpAddr>, Arc<Notify>)>,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+impl Pending {
+    /// A place to wait for a connection from `address` (`None`: exempt from the per-address
+    /// cap); `None` when its address has [`PENDING_PER_ADDRESS`] waiting already. When
+    /// [`PENDING_MAX`] wait, the oldest is told to give up its place.
+    fn enter(&mut self, address: Option<IpAddr>) -> Option<(u64, Arc<Notify>)> {
+        if let Some(a) = address
+            && self.per_address.get(&a).copied().unwrap_or(0) >= PENDING_PER_ADDRESS
+        {
+            return None;
+        }
+        while self.waiting.len() >= PENDING_MAX {
+            let Some((&oldest, _)) = self.waiting.iter().next() else { break };
+            self.leave(oldest);
+        }
+        let id = self.next;
+        self.next += 1;
+        let give_up = Arc::new(Notify::new());
+        self.waiting.insert(id, (address, give_up.clone()));
+        if let Some(a) = address {
+            count_up(&mut self.per_address, a);
+        }
+        Some((id, give_up))
+    }
+
+    /// Ends `id`'s wait (told to give up if it is still waiting).
+    fn leave(&mut self, id: u64) {
+        let Some((address, give_up)) = self.waiting.remove(&id) else { return };
+        give_up.notify_one();
+        if let Some(a) = address {
+            count_down(&mut self.per_address, a);
+        }
+    }
+}
+
 /// Open connections by age (a counter, oldest first), and how many each address holds.
 #[derive(Default)]
 struct Connections {
@@ -152,6 +210,8 @@ struct Connections {
     per_address: HashMap<IpAddr, usize>,
     /// Reserve connections per address (at most [`RESERVE_PER_ADDRESS`] each).
     reserve_per_address: HashMap<IpAddr, usize>,
+    /// Connections not admitted yet, waiting for their first bytes.
+    pending: Pending,
 }
 
 /// The key a client address counts under: IPv4 as is, IPv6 by its /64 (one host's share of a
@@ -209,9 +269,13 @@ impl Connections {
             && (slot.served.load(Ordering::Acquire) || age >= grace)
     }
 
-    /// Closes the oldest evictable connection that `pick` accepts; false when there is none.
+    /// Closes the oldest evictable connection that `pick` accepts, an idle one that has been
+    /// answered before one that has not had a request yet (a client that just connected, a
+    /// probe above all, may still be waiting for its task to read its head); false when there is
+    /// none.
     fn close_oldest_idle(&mut self, now: Instant, pick: impl Fn(&Open) -> bool) -> bool {
-        self.close_oldest(|o| pick(o) && Self::evictable(o, now))
+        self.close_oldest(|o| pick(o) && o.slot.served.load(Ordering::Acquire) && Self::evictable(o, now))
+            || self.close_oldest(|o| pick(o) && Self::evictable(o, now))
     }
 
     /// Closes the oldest connection that `pick` accepts; false when there is none.
@@ -409,28 +473,41 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     limits: Limits,
 ) {
-    let (grace, head_timeout) = (limits.grace, limits.head_timeout);
+    let grace = limits.grace;
     let caps = Caps {
         total: limits.max_connections.max(1),
         per_address: limits.max_connections_per_address.max(1),
         reserve: HEALTH_RESERVE,
     };
-    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().max_buf_size(MAX_BUF).timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(head_timeout);
+    builder
+        .http1()
+        .max_buf_size(MAX_BUF)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.head_timeout);
     builder
         .http2()
         .timer(hyper_util::rt::TokioTimer::new())
         .keep_alive_interval(H2_KEEPALIVE)
-        .keep_alive_timeout(head_timeout)
+        .keep_alive_timeout(limits.head_timeout)
         .max_concurrent_streams(H2_MAX_STREAMS)
         .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
         .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESETS)
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONNECTION_WINDOW)
         .max_header_list_size(H2_MAX_HEADER_LIST);
+    let shared = Arc::new(Shared {
+        router,
+        builder,
+        acceptor: tls.map(tokio_rustls::TlsAcceptor::from),
+        connections: Arc::new(Mutex::new(Connections::default())),
+        caps,
+        head_timeout: limits.head_timeout,
+        bodies: limits.bodies.clone(),
+        trusted: limits.trusted_proxies.clone(),
+        hops: limits.proxy_hops,
+    });
     let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Mutex::new(Connections::default()));
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -445,122 +522,81 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let peer_ip = address_key(peer.ip());
-        let exempt = limits.trusted_proxies.iter().any(|net| net.contains(&peer.ip()));
+        let exempt = shared.trusted.iter().any(|net| net.contains(&peer.ip()));
+        let address = (!exempt).then_some(address_key(peer.ip()));
         // Every regular slot taken: whether this one may take a place in the health reserve
-        // depends on what it asks for, if its first bytes are here already (plain HTTP only).
-        let full = lock(&connections).regular >= caps.total;
-        let (stream, head) = if full && acceptor.is_none() {
-            match peek_now(stream) {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "connection lost before it was admitted");
-                    continue;
-                }
+        // depends on what it asks for (plain HTTP only; TLS hides it until the handshake).
+        let full = lock(&shared.connections).regular >= caps.total;
+        if !full || shared.acceptor.is_some() {
+            let Some((id, slot, reserve)) =
+                lock(&shared.connections).admit(address, caps, Instant::now(), HEAD_UNKNOWN)
+            else {
+                tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
+                continue;
+            };
+            tokio::spawn(serve_connection(
+                shared.clone(),
+                graceful.watcher(),
+                stream,
+                peer,
+                address,
+                id,
+                slot,
+                reserve,
+            ));
+            continue;
+        }
+        // Its first bytes, if they are here already…
+        let (stream, head) = match peek_now(stream) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "connection lost before it was admitted");
+                continue;
             }
-        } else {
-            (stream, HEAD_UNKNOWN)
         };
-        let Some((conn_id, slot, reserve)) =
-            lock(&connections).admit((!exempt).then_some(peer_ip), caps, Instant::now(), head)
-        else {
-            tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
+        if head != HEAD_UNKNOWN {
+            let Some((id, slot, reserve)) = lock(&shared.connections).admit(address, caps, Instant::now(), head) else {
+                tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
+                continue;
+            };
+            tokio::spawn(serve_connection(
+                shared.clone(),
+                graceful.watcher(),
+                stream,
+                peer,
+                address,
+                id,
+                slot,
+                reserve,
+            ));
+            continue;
+        }
+        // …or wait for them outside the table: a probe that connected but has not written yet
+        // must not lose a place to (or be closed for) a storm's connections.
+        let Some((wait_id, give_up)) = lock(&shared.connections).pending.enter(address) else {
+            tracing::debug!(%peer, "connection refused: its address has too many waiting for their first bytes");
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let counted = slot.clone();
-        let router = router.clone();
-        let budgets = limits.bodies.clone();
-        let connection_budget = Arc::new(ConnectionBudget::default());
-        let trusted = limits.trusted_proxies.clone();
-        let hops = limits.proxy_hops;
-        let ticket = ConnectionTicket {
-            table: connections.clone(),
-            id: conn_id,
-            slot: slot.clone(),
-            address: (!exempt).then_some(peer_ip),
-            caps,
-        };
-        let svc = tower::service_fn(move |req: axum::http::Request<Incoming>| {
-            let (mut parts, incoming) = req.into_parts();
-            parts.extensions.insert(ConnectInfo::<SocketAddr>(peer));
-            parts.extensions.insert(ticket.clone());
-            let mode = if parts.uri.path().starts_with("/proxy/") { Mode::Streamed } else { Mode::Buffered };
-            let client = client_addr::resolve(ProxyTrust { hops, trusted: &trusted }, peer.ip(), &parts.headers);
-            let (watched_body, watched) =
-                body::watch(incoming, mode, address_key(client), &budgets, &connection_budget);
-            parts.extensions.insert(watched.watch.clone());
-            if reserve {
-                parts.extensions.insert(ReserveConnection);
-            }
-            let req = axum::http::Request::from_parts(parts, axum::body::Body::new(watched_body));
-            let in_flight = InFlight::enter(&counted);
-            let call = router.clone().oneshot(req);
-            async move {
-                let res = call.await;
-                // The request has been answered: its buffered bytes go back to the budgets.
-                drop(watched.charge);
-                drop(in_flight);
-                res
-            }
-        });
-        let builder = builder.clone();
-        let acceptor = acceptor.clone();
         let watcher = graceful.watcher();
-        let connections = connections.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
-            let served = async {
-                // The protocol sniff (HTTP/1 or h2 preface) and the TLS handshake are not covered
-                // by hyper's header timeout: a connection that never sends a byte ends here.
-                match tokio::time::timeout(head_timeout, stream.peek(&mut [0u8; 1])).await {
-                    Ok(Ok(n)) if n > 0 => {}
-                    Ok(_) => return,
-                    Err(_) => {
-                        tracing::debug!(%peer, "connection sent nothing; closed");
-                        return;
-                    }
-                }
-                if reserve && acceptor.is_none() && slot.head.load(Ordering::Acquire) == HEAD_UNKNOWN {
-                    // A health probe keeps its place until answered; anything else may be closed
-                    // at once to make room for one (TLS: not known before the handshake).
-                    slot.head.store(peek_head_kind(&stream).await, Ordering::Release);
-                }
-                let Some(acceptor) = acceptor else {
-                    let conn =
-                        builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
+            let head = tokio::select! {
+                head = tokio::time::timeout(EVICT_GRACE, peek_head_kind(&stream)) => head.unwrap_or(HEAD_UNKNOWN),
+                () = give_up.notified() => {
+                    tracing::debug!(%peer, "connection waiting for its first bytes closed to make room");
                     return;
-                };
-                let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
-                let conn =
-                    builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), TowerToHyperService::new(svc));
-                if let Err(e) = watcher.watch(conn.into_owned()).await {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
             };
-            tokio::select! {
-                () = served => {}
-                // Closed to make room under a cap: it was idle, so dropping it loses nothing.
-                () = slot.close.notified() => tracing::debug!(%peer, "idle connection closed to make room"),
-            }
-            let mut table = lock(&connections);
-            // A tunnel still using the connection removes it when it ends.
-            slot.ended.store(true, Ordering::Release);
-            if slot.held.load(Ordering::Acquire) == 0 {
-                table.remove(conn_id);
-            }
+            let admitted = {
+                let mut table = lock(&shared.connections);
+                table.pending.leave(wait_id);
+                if head == HEAD_CLOSED { None } else { table.admit(address, caps, Instant::now(), head) }
+            };
+            let Some((id, slot, reserve)) = admitted else {
+                tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
+                return;
+            };
+            serve_connection(shared, watcher, stream, peer, address, id, slot, reserve).await;
         });
     }
     drop(listener);
@@ -572,7 +608,131 @@ pub async fn serve(
     }
 }
 
-/// Counts a request in flight on its connection for as long as it lives.
+/// What the connections of one listener share.
+struct Shared {
+    router: Router,
+    builder: auto::Builder<TokioExecutor>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    connections: Arc<Mutex<Connections>>,
+    caps: Caps,
+    head_timeout: Duration,
+    bodies: Arc<Budgets>,
+    trusted: Arc<[IpNet]>,
+    hops: u32,
+}
+
+/// Serves one admitted connection (`id` in the table, counted under `address`) until it ends or
+/// is closed to make room, then gives its place back.
+#[allow(clippy::too_many_arguments)]
+async fn serve_connection(
+    shared: Arc<Shared>,
+    watcher: hyper_util::server::graceful::Watcher,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    address: Option<IpAddr>,
+    id: u64,
+    slot: Arc<Slot>,
+    reserve: bool,
+) {
+    let _ = stream.set_nodelay(true);
+    let counted = slot.clone();
+    let connection_budget = Arc::new(ConnectionBudget::default());
+    let ticket =
+        ConnectionTicket { table: shared.connections.clone(), id, slot: slot.clone(), address, caps: shared.caps };
+    let on_request = shared.clone();
+    let svc = tower::service_fn(move |req: axum::http::Request<Incoming>| {
+        let shared = &on_request;
+        let (mut parts, incoming) = req.into_parts();
+        parts.extensions.insert(ConnectInfo::<SocketAddr>(peer));
+        parts.extensions.insert(ticket.clone());
+        let mode = if parts.uri.path().starts_with("/proxy/") { Mode::Streamed } else { Mode::Buffered };
+        let client =
+            client_addr::resolve(ProxyTrust { hops: shared.hops, trusted: &shared.trusted }, peer.ip(), &parts.headers);
+        let (watched_body, watched) =
+            body::watch(incoming, mode, address_key(client), &shared.bodies, &connection_budget);
+        parts.extensions.insert(watched.watch.clone());
+        if reserve {
+            parts.extensions.insert(ReserveConnection);
+        }
+        let req = axum::http::Request::from_parts(parts, axum::body::Body::new(watched_body));
+        let in_flight = InFlight::enter(&counted);
+        let call = shared.router.clone().oneshot(req);
+        async move {
+            let res = call.await;
+            // The request has been answered: its buffered bytes go back to the budgets.
+            drop(watched.charge);
+            drop(in_flight);
+            res
+        }
+    });
+    let served = async {
+        // The protocol sniff (HTTP/1 or h2 preface) and the TLS handshake are not covered by
+        // hyper's header timeout: a connection that never sends a byte ends here. Plain HTTP: what
+        // the first bytes ask for, seen in passing — a probe keeps its place until answered.
+        let mut first = [0u8; 16];
+        match tokio::time::timeout(shared.head_timeout, stream.peek(&mut first)).await {
+            Ok(Ok(n)) if n > 0 => {
+                if shared.acceptor.is_none()
+                    && slot.head.load(Ordering::Acquire) == HEAD_UNKNOWN
+                    && let Some(kind) = classify_head(&first[..n])
+                {
+                    slot.head.store(kind, Ordering::Release);
+                }
+            }
+            Ok(_) => return,
+            Err(_) => {
+                tracing::debug!(%peer, "connection sent nothing; closed");
+                return;
+            }
+        }
+        if reserve && shared.acceptor.is_none() && slot.head.load(Ordering::Acquire) == HEAD_UNKNOWN {
+            // A health probe keeps its place until answered; anything else may be closed at once
+            // to make room for one (TLS: not known before the handshake).
+            let kind = match tokio::time::timeout(EVICT_GRACE, peek_head_kind(&stream)).await {
+                Ok(HEAD_CLOSED) => return,
+                Ok(kind) => kind,
+                Err(_) => HEAD_UNKNOWN,
+            };
+            slot.head.store(kind, Ordering::Release);
+        }
+        let Some(acceptor) = shared.acceptor.clone() else {
+            let conn =
+                shared.builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
+            if let Err(e) = watcher.watch(conn.into_owned()).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            return;
+        };
+        let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let conn =
+            shared.builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), TowerToHyperService::new(svc));
+        if let Err(e) = watcher.watch(conn.into_owned()).await {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
+    };
+    tokio::select! {
+        () = served => {}
+        // Closed to make room under a cap: it was idle, so dropping it loses nothing.
+        () = slot.close.notified() => tracing::debug!(%peer, "idle connection closed to make room"),
+    }
+    let mut table = lock(&shared.connections);
+    // A tunnel still using the connection removes it when it ends.
+    slot.ended.store(true, Ordering::Release);
+    if slot.held.load(Ordering::Acquire) == 0 {
+        table.remove(id);
+    }
+}
+
 /// Looks at what a just-accepted connection has sent so far, without waiting and without taking
 /// it (MSG_PEEK through the std socket: tokio's own peek waits for the reactor's readiness).
 fn peek_now(stream: tokio::net::TcpStream) -> std::io::Result<(tokio::net::TcpStream, u8)> {
@@ -585,21 +745,18 @@ fn peek_now(stream: tokio::net::TcpStream) -> std::io::Result<(tokio::net::TcpSt
     Ok((tokio::net::TcpStream::from_std(std_stream)?, head))
 }
 
-/// Peeks at a reserve connection's first bytes (without taking them) until they say whether it
-/// is a health probe, for at most [`EVICT_GRACE`].
+/// Peeks at a connection's first bytes (without taking them) until they say whether it is a
+/// health probe: [`HEAD_HEALTH`], [`HEAD_OTHER`], or [`HEAD_CLOSED`] when it ends first. Callers
+/// bound the wait.
 async fn peek_head_kind(stream: &tokio::net::TcpStream) -> u8 {
-    let give_up = Instant::now() + EVICT_GRACE;
     let mut buf = [0u8; 16];
     loop {
         let n = match stream.peek(&mut buf).await {
             Ok(n) if n > 0 => n,
-            _ => return HEAD_OTHER,
+            _ => return HEAD_CLOSED,
         };
         if let Some(kind) = classify_head(&buf[..n]) {
             return kind;
-        }
-        if Instant::now() >= give_up {
-            return HEAD_UNKNOWN;
         }
         // Part of a head that may still be a probe's: look again shortly (peek returns at once
         // while the same bytes wait).
@@ -607,6 +764,7 @@ async fn peek_head_kind(stream: &tokio::net::TcpStream) -> u8 {
     }
 }
 
+/// Counts a request in flight on its connection for as long as it lives.
 struct InFlight(Arc<Slot>);
 
 impl InFlight {
@@ -732,6 +890,53 @@ mod tests {
         let later = ms(10) + EVICT_GRACE;
         assert!(c.admit(ip(5), caps, later, HEAD_OTHER).is_some());
         assert_eq!(Arc::strong_count(&probe), 1, "a silent connection goes after the grace");
+    }
+
+    #[test]
+    fn an_answered_idle_connection_goes_before_one_still_waiting_for_its_head() {
+        let caps = Caps { total: 2, per_address: 100, reserve: 1 };
+        let t0 = Instant::now();
+        let mut c = Connections::default();
+        // The older one has not had a request yet (a probe whose task has not run), past its
+        // grace; the younger one was answered and is idle.
+        let (_, waiting, _) = c.admit(ip(1), caps, t0, HEAD_UNKNOWN).unwrap();
+        let (_, answered, _) = c.admit(ip(2), caps, t0 + Duration::from_millis(1), HEAD_UNKNOWN).unwrap();
+        drop(InFlight::enter(&answered));
+        let later = t0 + EVICT_GRACE * 2;
+        let (_, _, reserve) = c.admit(ip(3), caps, later, HEAD_OTHER).unwrap();
+        assert!(!reserve);
+        assert_eq!(Arc::strong_count(&answered), 1, "the answered one made room");
+        assert_eq!(Arc::strong_count(&waiting), 2, "the one waiting for its head is still open");
+        // No answered one left: the silent one goes after all.
+        assert!(c.admit(ip(4), caps, later, HEAD_OTHER).is_some());
+        assert_eq!(Arc::strong_count(&waiting), 1);
+    }
+
+    #[test]
+    fn connections_waiting_for_their_first_bytes_are_bounded() {
+        let mut p = Pending::default();
+        // Per address: PENDING_PER_ADDRESS, then refused; another address still gets a place.
+        let mine: Vec<_> = (0..PENDING_PER_ADDRESS).map(|_| p.enter(ip(1)).unwrap()).collect();
+        assert!(p.enter(ip(1)).is_none());
+        let (other, _) = p.enter(ip(2)).unwrap();
+        // One leaving makes room for its address again.
+        p.leave(mine[0].0);
+        assert!(p.enter(ip(1)).is_some());
+        assert_eq!(p.per_address.get(&ip(1).unwrap()), Some(&PENDING_PER_ADDRESS));
+        // In all: the oldest gives way to a newer one, and is told so.
+        while p.waiting.len() < PENDING_MAX {
+            p.enter(None).unwrap();
+        }
+        let oldest = mine[1].0;
+        let told = mine[1].1.clone();
+        let (newest, _) = p.enter(None).unwrap();
+        assert_eq!(p.waiting.len(), PENDING_MAX);
+        assert!(!p.waiting.contains_key(&oldest) && p.waiting.contains_key(&newest) && p.waiting.contains_key(&other));
+        assert_eq!(p.per_address.get(&ip(1).unwrap()), Some(&(PENDING_PER_ADDRESS - 1)));
+        let notified = told.notified();
+        tokio::pin!(notified);
+        // The permit stored by notify_one completes the wait at once.
+        assert!(futures::FutureExt::now_or_never(notified).is_some(), "the oldest was told to give up");
     }
 
     #[test]

@@ -84,6 +84,7 @@ impl InventoryPart for ClusterPart {
         super::fit::changed(txn, cluster_id);
         NODES.delete_prefix(txn, &prefix)?;
         GPUS.delete_prefix(txn, &prefix)?;
+        super::gpu_booking::forget_holds(txn, cluster_id)?;
         POOLS.delete_prefix(txn, &prefix)?;
         super::pools::forget_cluster(txn, cluster_id)?;
         // The row stays (history: running sessions, the last report) without nodes or GPUs.

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use redb::ReadTransaction;
 
+use super::gpu_booking::{Held, held_on, held_on_cluster};
 use super::model::{GPUS, GpuRecord, NODES, NodeRecord};
 use super::pools::{POOL_MEMBERS, Placement};
 use crate::callbacks::wire::GpuStatus;
@@ -86,10 +87,10 @@ pub struct Unfit {
 /// One model's counted cards.
 #[derive(Debug, Default)]
 struct ModelFree {
-    /// Free (MiB, cores) -> how many counted cards have exactly that much free.
-    points: BTreeMap<(u64, u64), u32>,
-    /// (MiB, cores) of counted cards with nothing booked -> how many.
-    wholes: BTreeMap<(u64, u64), u32>,
+    /// Free (MiB, cores) -> the counted cards that have exactly that much free.
+    points: BTreeMap<(u64, u64), BTreeSet<String>>,
+    /// (MiB, cores) of counted cards with nothing booked or held -> those cards.
+    wholes: BTreeMap<(u64, u64), BTreeSet<String>>,
     /// The free pairs not beaten in both by another card, by memory descending (derived from
     /// `points`; `None` after a change until the next check).
     frontier: Option<Vec<(u64, u64)>>,
@@ -116,6 +117,16 @@ impl ModelFree {
         self.wholes.keys().next_back().copied()
     }
 
+    /// Up to `n` cards that hold `want`, the tightest first (the least free that is enough).
+    fn cards_for(&self, want: &Want<'_>, n: usize) -> Vec<((u64, u64), String)> {
+        let map = if want.exclusive { &self.wholes } else { &self.points };
+        map.range((want.mem_mb, 0)..)
+            .filter(|((_, cores), _)| want.exclusive || *cores >= want.cores)
+            .flat_map(|(p, uuids)| uuids.iter().map(move |u| (*p, u.clone())))
+            .take(n)
+            .collect()
+    }
+
     fn is_empty(&self) -> bool {
         self.points.is_empty()
     }
@@ -129,21 +140,36 @@ struct Card {
     pool: Option<String>,
     model: String,
     ready: bool,
+    /// What is neither booked nor held on it.
     free: (u64, u64),
-    /// Its size when nothing is booked on it (and it is not MIG).
+    /// Its size when nothing is booked or held on it (and it is not MIG).
     whole: Option<(u64, u64)>,
     /// Its size, and whether it can be taken whole (not MIG).
     size: (u64, u64, bool),
 }
 
 impl Card {
-    fn of(g: &GpuRecord, pool: Option<String>) -> Self {
-        let free = (g.total_mem_mb.saturating_sub(g.used_mem_mb), g.total_cores.saturating_sub(g.used_cores));
-        let whole =
-            (g.used_mem_mb == 0 && g.used_cores == 0 && g.mode != "mig").then_some((g.total_mem_mb, g.total_cores));
+    fn of(g: &GpuRecord, pool: Option<String>, held: Held) -> Self {
+        let free = (
+            g.total_mem_mb.saturating_sub(g.used_mem_mb).saturating_sub(held.gpu_mem_mb),
+            g.total_cores.saturating_sub(g.used_cores).saturating_sub(held.gpu_cores),
+        );
+        let whole = (g.used_mem_mb == 0 && g.used_cores == 0 && held.sessions == 0 && g.mode != "mig")
+            .then_some((g.total_mem_mb, g.total_cores));
         let size = (g.total_mem_mb, g.total_cores, g.mode != "mig");
         let ready = g.status == GpuStatus::Ready;
         Self { node: g.node.clone(), pool, model: g.model.clone(), ready, free, whole, size }
+    }
+}
+
+fn bump_set<K: Ord>(map: &mut BTreeMap<K, BTreeSet<String>>, k: K, uuid: &str, add: bool) {
+    if add {
+        map.entry(k).or_default().insert(uuid.to_string());
+    } else if let std::collections::btree_map::Entry::Occupied(mut e) = map.entry(k) {
+        e.get_mut().remove(uuid);
+        if e.get().is_empty() {
+            e.remove();
+        }
     }
 }
 
@@ -186,6 +212,10 @@ pub struct FitIndex {
     builds: AtomicU64,
 }
 
+/// How many cards a fitting check names (the caller holds the slice on the first its own
+/// transaction confirms).
+const CANDIDATES: usize = 8;
+
 fn schedulable(n: &NodeRecord) -> bool {
     n.ready && n.schedulable && !n.cordoned && !n.offline && !n.decommissioning
 }
@@ -193,11 +223,18 @@ fn schedulable(n: &NodeRecord) -> bool {
 impl FitIndex {
     /// Whether `want` fits a card of `cluster_id` now, on any node (node pools ignored: use
     /// [`FitIndex::check_placed`] for a session's owner).
-    pub fn check(&self, store: &Store, cluster_id: &str, want: &Want<'_>) -> Result<Result<(), Unfit>, StoreError> {
+    pub fn check(
+        &self,
+        store: &Store,
+        cluster_id: &str,
+        want: &Want<'_>,
+    ) -> Result<Result<Vec<String>, Unfit>, StoreError> {
         self.check_placed(store, cluster_id, want, &Placement::anywhere())
     }
 
-    /// Whether `want` fits a card of `cluster_id` now on a node `placement` allows. Reads the
+    /// Whether `want` fits a card of `cluster_id` now on a node `placement` allows (what is booked
+    /// or held on a card counts as used); when it does, the cards that can hold it, the tightest
+    /// first (a few: the caller sets the slice aside on one, see `gpu_booking::hold`). Reads the
     /// committed state (never the caller's uncommitted rows: a batch that rolls back must leave
     /// no trace here), and only the rows changed since the summary's generation.
     pub fn check_placed(
@@ -206,7 +243,7 @@ impl FitIndex {
         cluster_id: &str,
         want: &Want<'_>,
         placement: &Placement,
-    ) -> Result<Result<(), Unfit>, StoreError> {
+    ) -> Result<Result<Vec<String>, Unfit>, StoreError> {
         let generation = store.table_generation(&[&key(cluster_id)]);
         let mut clusters = lock(&self.clusters);
         let stale = clusters.get(cluster_id).map(|s| s.generation).filter(|g| *g != generation);
@@ -249,24 +286,25 @@ fn build(txn: &ReadTransaction, cluster_id: &str, generation: u64) -> Result<Sum
         s.nodes.insert(n.name.clone(), schedulable(&n));
     }
     s.reserved = super::pools::reserved_nodes(txn, cluster_id)?;
+    let held = held_on_cluster(txn, cluster_id)?;
     for (_, g) in GPUS.list_prefix(txn, &prefix)? {
-        let card = s.card_of(&g);
+        let card = s.card_of(&g, held.get(&g.uuid).copied().unwrap_or_default());
         s.put_card(g.uuid.clone(), Some(card));
     }
     Ok(s)
 }
 
 impl Summary {
-    fn card_of(&self, g: &GpuRecord) -> Card {
-        Card::of(g, self.reserved.get(&g.node).cloned())
+    fn card_of(&self, g: &GpuRecord, held: Held) -> Card {
+        Card::of(g, self.reserved.get(&g.node).cloned(), held)
     }
 
     fn counts(&self, c: &Card) -> bool {
         c.ready && self.nodes.get(&c.node).copied().unwrap_or(true)
     }
 
-    /// Adds (`add`) or takes away what card `c` contributes.
-    fn account(&mut self, c: &Card, add: bool) {
+    /// Adds (`add`) or takes away what card `uuid` (`c`) contributes.
+    fn account(&mut self, uuid: &str, c: &Card, add: bool) {
         if !c.ready {
             return;
         }
@@ -281,9 +319,9 @@ impl Summary {
         }
         let bucket = (c.pool.clone(), c.model.clone());
         let m = self.models.entry(bucket.clone()).or_default();
-        bump(&mut m.points, c.free, add);
+        bump_set(&mut m.points, c.free, uuid, add);
         if let Some(w) = c.whole {
-            bump(&mut m.wholes, w, add);
+            bump_set(&mut m.wholes, w, uuid, add);
         }
         bump(&mut m.sizes, c.size, add);
         m.frontier = None;
@@ -295,7 +333,7 @@ impl Summary {
     /// Replaces card `uuid` (`None`: it is gone).
     fn put_card(&mut self, uuid: String, card: Option<Card>) {
         if let Some(old) = self.cards.remove(&uuid) {
-            self.account(&old, false);
+            self.account(&uuid, &old, false);
             if let Some(set) = self.node_cards.get_mut(&old.node) {
                 set.remove(&uuid);
                 if set.is_empty() {
@@ -304,7 +342,7 @@ impl Summary {
             }
         }
         if let Some(c) = card {
-            self.account(&c, true);
+            self.account(&uuid, &c, true);
             self.node_cards.entry(c.node.clone()).or_default().insert(uuid.clone());
             self.cards.insert(uuid, c);
         }
@@ -316,7 +354,7 @@ impl Summary {
         let uuids: Vec<String> = self.node_cards.get(name).map(|s| s.iter().cloned().collect()).unwrap_or_default();
         for u in &uuids {
             if let Some(c) = self.cards.get(u).cloned() {
-                self.account(&c, false);
+                self.account(u, &c, false);
             }
         }
         match schedulable {
@@ -331,7 +369,7 @@ impl Summary {
             if let Some(c) = self.cards.get_mut(u) {
                 c.pool = pool.clone();
                 let c = c.clone();
-                self.account(&c, true);
+                self.account(u, &c, true);
             }
         }
     }
@@ -361,18 +399,22 @@ impl Summary {
     }
 
     fn reread_card(&mut self, txn: &ReadTransaction, cluster_id: &str, uuid: &str) -> Result<(), StoreError> {
-        let card = GPUS.get(txn, &format!("{cluster_id}/{uuid}"))?.map(|g| self.card_of(&g));
+        let card = match GPUS.get(txn, &format!("{cluster_id}/{uuid}"))? {
+            Some(g) => Some(self.card_of(&g, held_on(txn, cluster_id, uuid)?)),
+            None => None,
+        };
         if self.cards.get(uuid) != card.as_ref() {
             self.put_card(uuid.to_string(), card);
         }
         Ok(())
     }
 
-    fn fits(&mut self, want: &Want<'_>, placement: &Placement) -> Result<(), Unfit> {
+    fn fits(&mut self, want: &Want<'_>, placement: &Placement) -> Result<Vec<String>, Unfit> {
         let wanted = want.model.map(str::to_ascii_uppercase);
         let matches = |m: &str| wanted.as_deref().is_none_or(|w| m.to_ascii_uppercase().contains(w));
         let allowed = |(pool, _): &(Option<String>, String)| placement.allows(pool.as_deref());
         let any_match = self.models.keys().any(|k| allowed(k) && matches(&k.1));
+        let mut cards: Vec<((u64, u64), String)> = Vec::new();
         for (_, free) in self.models.iter_mut().filter(|(k, _)| allowed(k) && matches(&k.1)) {
             let ok = if want.exclusive {
                 free.whole().is_some_and(|(mem, _)| mem >= want.mem_mb)
@@ -380,8 +422,12 @@ impl Summary {
                 free.frontier().iter().take_while(|(mem, _)| *mem >= want.mem_mb).any(|(_, cores)| *cores >= want.cores)
             };
             if ok {
-                return Ok(());
+                cards.extend(free.cards_for(want, CANDIDATES));
             }
+        }
+        if !cards.is_empty() {
+            cards.sort();
+            return Ok(cards.into_iter().take(CANDIDATES).map(|(_, uuid)| uuid).collect());
         }
         // The largest slice the placement allows among the asked model's cards (all its cards
         // when no model matches).
@@ -417,7 +463,7 @@ mod tests {
     use crate::store::WriteTxn;
 
     impl Summary {
-        fn fits_any(&mut self, want: &Want<'_>) -> Result<(), Unfit> {
+        fn fits_any(&mut self, want: &Want<'_>) -> Result<Vec<String>, Unfit> {
             self.fits(want, &Placement::anywhere())
         }
     }
@@ -507,8 +553,8 @@ mod tests {
             .map(|(m, f)| {
                 (
                     format!("{:?}/{}", m.0, m.1),
-                    f.points.iter().map(|(k, v)| (*k, *v)).collect(),
-                    f.wholes.iter().map(|(k, v)| (*k, *v)).collect(),
+                    f.points.iter().map(|(k, v)| (*k, v.len() as u32)).collect(),
+                    f.wholes.iter().map(|(k, v)| (*k, v.len() as u32)).collect(),
                 )
             })
             .collect();
@@ -572,6 +618,23 @@ mod tests {
             ("the node uncordoned", nd("n2", |n| n.cordoned = false)),
             ("a node offline", nd("n3", |n| n.offline = true)),
             ("a card given back", card("GPU-0-0", |g| (g.used_mem_mb, g.used_cores) = (0, 0))),
+            (
+                "a slice held for a session not yet bound",
+                Box::new(move |txn| {
+                    let share = crate::inventory::gpu_booking::Share::Slice { mem_mb: 20_480, cores: 25 };
+                    assert!(crate::inventory::gpu_booking::hold(txn, "ses_h", c, "GPU-0-0", share, 0)?);
+                    Ok(())
+                }),
+            ),
+            (
+                "a second hold on the same card",
+                Box::new(move |txn| {
+                    let share = crate::inventory::gpu_booking::Share::Slice { mem_mb: 10_240, cores: 5 };
+                    assert!(crate::inventory::gpu_booking::hold(txn, "ses_i", c, "GPU-0-0", share, 0)?);
+                    Ok(())
+                }),
+            ),
+            ("a hold given back", Box::new(move |txn| crate::inventory::gpu_booking::drop_hold(txn, "ses_h"))),
             (
                 "a node put in a dedicated pool",
                 Box::new(move |txn| {

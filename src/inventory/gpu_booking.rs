@@ -4,6 +4,16 @@
 //! allocations table records every booking so a release gives back exactly what was taken.
 //! Both run inside the caller's write transaction, so a booking commits with the phase change
 //! that caused it.
+//!
+//! **Holds.** A GPU session admitted by the fit check (created, started from the queue, resumed)
+//! takes nothing from a card until the operator reports the card it was bound to, so on its own
+//! the fit check would let the next create take the same last slice. [`hold`] therefore sets the
+//! admitted slice aside on the card the fit check chose, in the admitting transaction
+//! ([`CARD_HOLDS`]: per card, what is held on it; [`SESSION_HOLDS`]: per session, its hold), and
+//! the fit check counts a card's holds as used. The hold goes when the session is booked on a
+//! card ([`book`] with a card: what inventory shows then replaces it, wherever the pod landed) or
+//! gives its GPU back ([`release`]: ended, paused cold). Both are point reads and writes: the
+//! create path scans nothing.
 
 use crate::store::WriteTxn;
 use redb::ReadTransaction;
@@ -89,8 +99,122 @@ pub struct Booking<'a> {
     pub share: Share,
 }
 
-/// Opens the session's allocation unless one is open, and books its share on the card.
+/// `<cluster id>/<gpu uuid>` -> what the sessions admitted but not yet bound hold on that card.
+pub const CARD_HOLDS: JsonTable<Held> = JsonTable::new("gpu_holds");
+/// `<session id>` -> the slice the session holds (at most one), until it is bound or gives it back.
+pub const SESSION_HOLDS: JsonTable<Hold> = JsonTable::new("gpu_holds_by_session");
+
+/// What a card's holds add up to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub gpu_mem_mb: u64,
+    pub gpu_cores: u64,
+    /// How many sessions hold a part of it (a card any session holds is not wholly free).
+    pub sessions: u32,
+}
+
+/// One session's hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    pub cluster_id: String,
+    pub gpu_uuid: String,
+    pub gpu_mem_mb: u64,
+    pub gpu_cores: u64,
+    pub at: i64,
+}
+
+fn card_key(cluster_id: &str, uuid: &str) -> String {
+    format!("{cluster_id}/{uuid}")
+}
+
+/// What is held on card `uuid` of `cluster_id` (committed state; the fit summary's reads).
+pub fn held_on(txn: &ReadTransaction, cluster_id: &str, uuid: &str) -> Result<Held, StoreError> {
+    Ok(CARD_HOLDS.get(txn, &card_key(cluster_id, uuid))?.unwrap_or_default())
+}
+
+/// Every held card of `cluster_id` by uuid (a summary's rebuild: one range read of the holds).
+pub fn held_on_cluster(
+    txn: &ReadTransaction,
+    cluster_id: &str,
+) -> Result<std::collections::HashMap<String, Held>, StoreError> {
+    let prefix = format!("{cluster_id}/");
+    Ok(CARD_HOLDS
+        .list_prefix(txn, &prefix)?
+        .into_iter()
+        .map(|(k, h)| (k.strip_prefix(&prefix).unwrap_or(&k).to_string(), h))
+        .collect())
+}
+
+/// Sets `share` aside for session `session_id` on card `uuid` of `cluster_id` if the card (as
+/// this transaction sees it, holds included) can give it now; a hold the session had goes first.
+/// Answers whether it could.
+pub fn hold(
+    txn: &WriteTxn,
+    session_id: &str,
+    cluster_id: &str,
+    uuid: &str,
+    share: Share,
+    now: i64,
+) -> Result<bool, StoreError> {
+    drop_hold(txn, session_id)?;
+    let key = card_key(cluster_id, uuid);
+    let Some(g) = GPUS.get_in_write(txn, &key)? else { return Ok(false) };
+    let mut held = CARD_HOLDS.get_in_write(txn, &key)?.unwrap_or_default();
+    let free_mem = g.total_mem_mb.saturating_sub(g.used_mem_mb).saturating_sub(held.gpu_mem_mb);
+    let free_cores = g.total_cores.saturating_sub(g.used_cores).saturating_sub(held.gpu_cores);
+    let (mem, cores) = match share {
+        Share::Exclusive if g.used_mem_mb == 0 && g.used_cores == 0 && held.sessions == 0 => {
+            (g.total_mem_mb, g.total_cores)
+        }
+        Share::Exclusive => return Ok(false),
+        Share::Slice { mem_mb, cores } if mem_mb <= free_mem && cores <= free_cores => (mem_mb, cores),
+        Share::Slice { .. } => return Ok(false),
+    };
+    held.gpu_mem_mb = held.gpu_mem_mb.saturating_add(mem);
+    held.gpu_cores = held.gpu_cores.saturating_add(cores);
+    held.sessions = held.sessions.saturating_add(1);
+    CARD_HOLDS.put(txn, &key, &held)?;
+    let h = Hold { cluster_id: cluster_id.into(), gpu_uuid: uuid.into(), gpu_mem_mb: mem, gpu_cores: cores, at: now };
+    SESSION_HOLDS.put(txn, session_id, &h)?;
+    super::fit::changed_gpu(txn, cluster_id, uuid);
+    Ok(true)
+}
+
+/// Gives back the hold of session `session_id`, if it has one.
+pub fn drop_hold(txn: &WriteTxn, session_id: &str) -> Result<(), StoreError> {
+    let Some(h) = SESSION_HOLDS.get_in_write(txn, session_id)? else { return Ok(()) };
+    SESSION_HOLDS.delete(txn, session_id)?;
+    let key = card_key(&h.cluster_id, &h.gpu_uuid);
+    let mut held = CARD_HOLDS.get_in_write(txn, &key)?.unwrap_or_default();
+    held.gpu_mem_mb = held.gpu_mem_mb.saturating_sub(h.gpu_mem_mb);
+    held.gpu_cores = held.gpu_cores.saturating_sub(h.gpu_cores);
+    held.sessions = held.sessions.saturating_sub(1);
+    if held.sessions == 0 {
+        CARD_HOLDS.delete(txn, &key)?;
+    } else {
+        CARD_HOLDS.put(txn, &key, &held)?;
+    }
+    super::fit::changed_gpu(txn, &h.cluster_id, &h.gpu_uuid);
+    Ok(())
+}
+
+/// The hold of session `session_id` (tests, the session view's diagnostics).
+pub fn hold_of(txn: &ReadTransaction, session_id: &str) -> Result<Option<Hold>, StoreError> {
+    SESSION_HOLDS.get(txn, session_id)
+}
+
+/// Forgets a cluster's card holds (the cluster's inventory goes; its sessions' holds go as
+/// they end).
+pub fn forget_holds(txn: &WriteTxn, cluster_id: &str) -> Result<(), StoreError> {
+    CARD_HOLDS.delete_prefix(txn, &format!("{cluster_id}/")).map(drop)
+}
+
+/// Opens the session's allocation unless one is open, and books its share on the card. Booked on
+/// a card, the session's hold goes (what the card shows replaces it).
 pub fn book(txn: &WriteTxn, b: &Booking<'_>, now: i64) -> Result<(), StoreError> {
+    if b.gpu_uuid.is_some() {
+        drop_hold(txn, b.session_id)?;
+    }
     let open =
         ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(b.session_id))?.into_iter().any(|(_, a)| a.is_open());
     if open {
@@ -129,8 +253,9 @@ pub fn book(txn: &WriteTxn, b: &Booking<'_>, now: i64) -> Result<(), StoreError>
     ALLOCATIONS.put(txn, &allocation_key(b.session_id, &id), &a)
 }
 
-/// Releases the session's open allocations and gives their slices back to the cards.
+/// Releases the session's open allocations and its hold, and gives their slices back to the cards.
 pub fn release(txn: &WriteTxn, session_id: &str, now: i64) -> Result<(), StoreError> {
+    drop_hold(txn, session_id)?;
     for (key, mut a) in ALLOCATIONS.list_prefix_in_write(txn, &allocation_prefix(session_id))? {
         if a.is_open() {
             a.released_at = Some(now);

@@ -1,7 +1,7 @@
 //! `/api/v1/node-pools` (admins): node pools reserved for groups, upstream's routes and names.
 
 use axum::body::Bytes;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -15,7 +15,7 @@ use crate::audit::{RequestMeta, record_change as audit};
 use crate::auth::guard::{AdminCaller, Gate};
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::parse_json;
+use crate::http::extract::{ApiQuery, parse_json};
 
 pub fn routes<S>() -> OpenApiRouter<S>
 where
@@ -62,7 +62,7 @@ struct PoolParams {
 async fn list_pools(
     State(app): State<InventoryState>,
     _admin: AdminCaller,
-    Query(p): Query<PoolParams>,
+    ApiQuery(p): ApiQuery<PoolParams>,
 ) -> Result<axum::Json<PoolList>, ApiError> {
     let data = app.inventory.pools.list(p.cluster_id.filter(|c| !c.is_empty())).await?;
     Ok(axum::Json(PoolList { total: data.len() as u64, data }))

@@ -2,7 +2,7 @@
 //! reads another's), and marking them read.
 
 use axum::Json;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,6 +13,7 @@ use crate::auth::guard::Gate;
 use crate::auth::guard::SignedIn;
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::ApiQuery;
 
 /// What the notifications' handlers use (made from the router state by the composition root).
 #[derive(Clone)]
@@ -49,7 +50,7 @@ struct ListParams {
 async fn list(
     State(app): State<NotificationsState>,
     caller: SignedIn,
-    Query(p): Query<ListParams>,
+    ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<Json<NotificationPage>, ApiError> {
     let unread = match p.unread.as_deref() {
         None | Some("") | Some("false") => false,

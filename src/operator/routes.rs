@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -18,7 +18,7 @@ use crate::auth::tokens::{MAX_TTL, parse_ttl};
 use crate::clusters::ClusterId;
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, plural};
-use crate::http::extract::parse_json;
+use crate::http::extract::{ApiQuery, parse_json};
 
 /// What the operator's handlers use (made from the router state by the composition root).
 #[derive(Clone)]
@@ -334,7 +334,7 @@ async fn attach(
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
-    Query(p): Query<AttachParams>,
+    ApiQuery(p): ApiQuery<AttachParams>,
 ) -> Result<axum::Json<Report>, ApiError> {
     let id = parse_id(&id)?;
     // Parsed here, so a bad value is a 422 naming the parameter (axum's Query says only 400).
@@ -387,7 +387,7 @@ async fn detach(
     admin: AdminCaller,
     meta: RequestMeta,
     Path(id): Path<String>,
-    Query(p): Query<DetachParams>,
+    ApiQuery(p): ApiQuery<DetachParams>,
 ) -> Result<axum::Json<Report>, ApiError> {
     let id = parse_id(&id)?;
     let force = flag(p.force.as_deref(), "force")?;

@@ -2,7 +2,7 @@
 //! `/api/v1/groups` (admins).
 
 use axum::body::Bytes;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -18,7 +18,7 @@ use crate::auth::guard::Gate;
 use crate::auth::guard::{AdminCaller, SignedIn};
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::parse_json;
+use crate::http::extract::{ApiQuery, parse_json};
 
 /// What the policy room's handlers use (made from the router state by the composition root).
 #[derive(Clone)]
@@ -77,7 +77,7 @@ struct PolicyParams {
 async fn list_policies(
     State(app): State<PolicyState>,
     _admin: AdminCaller,
-    Query(p): Query<PolicyParams>,
+    ApiQuery(p): ApiQuery<PolicyParams>,
 ) -> Result<axum::Json<PolicyList>, ApiError> {
     let scope = match p.scope.as_deref() {
         None | Some("") => None,
@@ -125,7 +125,7 @@ struct EffectiveParams {
 async fn effective_policy(
     State(app): State<PolicyState>,
     caller: SignedIn,
-    Query(p): Query<EffectiveParams>,
+    ApiQuery(p): ApiQuery<EffectiveParams>,
 ) -> Result<axum::Json<EffectiveView>, ApiError> {
     let user = match p.user.filter(|u| !u.is_empty()) {
         Some(u) if u != caller.username && !caller.is_admin() => {
@@ -361,7 +361,7 @@ async fn get_usage(
     State(app): State<PolicyState>,
     caller: SignedIn,
     headers: axum::http::HeaderMap,
-    Query(p): Query<UsageParams>,
+    ApiQuery(p): ApiQuery<UsageParams>,
 ) -> Result<Response, ApiError> {
     let nonempty = |v: Option<String>| v.filter(|s| !s.is_empty());
     let granularity = match p.granularity.as_deref() {

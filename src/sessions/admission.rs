@@ -23,7 +23,8 @@ use super::model::{GpuMode, ResourceClass, SESSION_QUEUE, Shape, charge_of, queu
 use super::{SessionError, conflict};
 use crate::clusters::model::ClusterRecord;
 use crate::http::error::ErrorCode;
-use crate::inventory::fit::{FitIndex, Want};
+use crate::inventory::fit::{FitIndex, Unfit, Want};
+use crate::inventory::gpu_booking::{self, Share};
 use crate::store::{Store, WriteTxn};
 
 /// The smaller of two limits where 0 means none.
@@ -53,6 +54,16 @@ fn queued_of(txn: &WriteTxn, owner: &str) -> Result<i64, SessionError> {
     Ok(SESSION_QUEUE.list_in_write(txn)?.iter().filter(|(_, o)| o == owner).count() as i64)
 }
 
+/// What a GPU shape asks of one card.
+fn want_of(shape: &Shape) -> Want<'_> {
+    Want {
+        model: shape.gpu_model.as_deref().filter(|m| !m.is_empty()),
+        exclusive: shape.mode == Some(GpuMode::Exclusive),
+        mem_mb: shape.gpu_mem_mb.unwrap_or(0).max(0) as u64,
+        cores: shape.gpu_cores.unwrap_or(0).max(0) as u64,
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Admission {
     store: Store,
@@ -64,14 +75,54 @@ impl Admission {
         Self { store, fit: Arc::default() }
     }
 
+    /// The fit check for `owner` on `cluster`: the cards that can hold `want` now on the nodes
+    /// the owner's group's node pools allow (and the shared nodes when it has none or may spill).
+    fn fit_now(
+        &self,
+        txn: &WriteTxn,
+        owner: &str,
+        cluster: &ClusterRecord,
+        want: &Want<'_>,
+    ) -> Result<Result<Vec<String>, Unfit>, SessionError> {
+        let placement = crate::inventory::pools::placement_of(txn, &cluster.id, owner)?;
+        Ok(self.fit.check_placed(&self.store, &cluster.id, want, &placement)?)
+    }
+
+    /// Whether a GPU session of `owner` shaped `shape` could ever run on `cluster` as it is now:
+    /// it fits now, or a counted card of its model on a node its owner may use would hold it once
+    /// emptied. `false` when every such card is gone: its nodes cordoned, offline, drained or
+    /// removed, or moved into a pool its owner's group may not use (a queued session that can
+    /// never start).
+    pub fn could_ever_fit(
+        &self,
+        txn: &WriteTxn,
+        owner: &str,
+        cluster: &ClusterRecord,
+        shape: &Shape,
+    ) -> Result<bool, SessionError> {
+        if shape.resource_class != ResourceClass::Gpu {
+            return Ok(true);
+        }
+        Ok(match self.fit_now(txn, owner, cluster, &want_of(shape))? {
+            Ok(_) => true,
+            Err(unfit) => unfit.could_fit,
+        })
+    }
+
     /// Checks a new session (`resuming: None`; its idle and runtime limits are set in `shape`;
     /// it may be queued) or one that already counts against its owner (`Some(its shape)`: a
     /// resume, or a queued session at its turn; never queued: a refusal). A session paused
     /// holding its card skips the fit check with `fit: false`. `now`: for the budget's month.
+    ///
+    /// A GPU session the fit check admits to start has its slice held for it (`session_id`) on a
+    /// card that can give it, in this transaction (`gpu_booking::hold`): until the operator
+    /// reports the card it was bound to, the next check counts it as taken, so two creates
+    /// racing for the last free slice cannot both pass.
     #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         txn: &WriteTxn,
+        session_id: &str,
         owner: &str,
         cluster: &ClusterRecord,
         shape: &mut Shape,
@@ -119,18 +170,40 @@ impl Admission {
             }
             Ok(Verdict::Queue(reason))
         };
-        let want = Want {
-            model: shape.gpu_model.as_deref().filter(|m| !m.is_empty()),
-            exclusive: shape.mode == Some(GpuMode::Exclusive),
-            mem_mb: shape.gpu_mem_mb.unwrap_or(0).max(0) as u64,
-            cores: shape.gpu_cores.unwrap_or(0).max(0) as u64,
-        };
+        let want = want_of(shape);
         // Strictly in order: with others waiting on this cluster, a new session waits behind them.
         let ahead = max_queued > 0 && !queue_in_write(txn, &cluster.id)?.is_empty();
-        // Its group's node pools (and the shared nodes when it has none or may spill).
-        let placement = crate::inventory::pools::placement_of(txn, &cluster.id, owner)?;
-        let Err(unfit) = self.fit.check_placed(&self.store, &cluster.id, &want, &placement)? else {
-            return if ahead { may_queue(QUEUE_AHEAD) } else { Ok(Verdict::Start) };
+        let unfit = match self.fit_now(txn, owner, cluster, &want)? {
+            Ok(_) if ahead => return may_queue(QUEUE_AHEAD),
+            Ok(cards) => {
+                // Held on the first card this transaction confirms (the summary reads committed
+                // rows; a batch's own earlier holds are only in this transaction).
+                let share = if want.exclusive {
+                    Share::Exclusive
+                } else {
+                    Share::Slice { mem_mb: want.mem_mb, cores: want.cores }
+                };
+                for uuid in &cards {
+                    if gpu_booking::hold(txn, session_id, &cluster.id, uuid, share, now)? {
+                        return Ok(Verdict::Start);
+                    }
+                }
+                // The summary had not yet seen the commit just before this one (its generation is
+                // published a moment after the commit): that commit took the cards. No room now,
+                // but they would hold it once emptied.
+                if max_queued > 0 {
+                    return may_queue(NO_GPU_CAPACITY);
+                }
+                return Err(conflict(
+                    ErrorCode::Unserviceable,
+                    format!(
+                        "no schedulable node of cluster {} can hold this slice now: the free ones were just set aside for other sessions",
+                        cluster.name
+                    ),
+                    json!({ "cluster_id": cluster.id, "gpu_mem_mb": want.mem_mb, "gpu_cores": want.cores }),
+                ));
+            }
+            Err(unfit) => unfit,
         };
         // No room now, but an emptied card of its model would hold it: it can wait for one.
         if max_queued > 0 && unfit.could_fit {

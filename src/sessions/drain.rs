@@ -5,7 +5,11 @@
 //! operator is silent does nothing: nobody would carry out the pauses). Then each session on the
 //! node is either paused and resumed elsewhere when the fit check finds room (`reschedule`; the
 //! resume's `excludedNodes` carries the cordoned node, so the pod cannot land back; no room:
-//! parked, paused) or ended (`force_terminate`). The answer reports each session.
+//! parked, paused) or ended (`force_terminate`). The answer reports each session. As upstream
+//! (`_wait_pause_ack`, `DRAIN_PAUSE_ACK_SEC`), a rescheduled session is resumed only once the
+//! operator has reported it Paused, or after [`PAUSE_ACK_WAIT`] without that report: the operator
+//! marks the drained node unschedulable only on its next node pass (up to 15 s), and a resume
+//! that overtook the pause would leave the pod where it is until then.
 //!
 //! **Liveness** (a timer task, never a callback): a running session on a node gone offline ends
 //! `node_offline`; one whose pod has not reported for `session_stale_after` ends `pod_lost`. Both
@@ -25,6 +29,56 @@ use crate::inventory::apply::NodeAction;
 use crate::inventory::model::{GPUS, NODES};
 use crate::notifications::{self, Kind};
 use crate::store::StoreError;
+use futures::StreamExt;
+
+/// How many of a drained node's sessions are paused (and waited for) at once.
+const DRAIN_CONCURRENCY: usize = 16;
+
+/// How long a drain waits for the operator to report a paused session Paused before it resumes
+/// it anyway (upstream's `DRAIN_PAUSE_ACK_SEC`).
+pub const PAUSE_ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The pause acknowledgements drains wait for: a drain expects one for a session before it
+/// pauses it; the session's next Paused report (`Sessions::session_status`) delivers it.
+#[derive(Debug, Default)]
+pub struct PauseAcks {
+    waiting: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Notify>>>,
+    /// How long to wait (default [`PAUSE_ACK_WAIT`]), in ms; 0 until set.
+    wait_ms: std::sync::atomic::AtomicU64,
+}
+
+impl PauseAcks {
+    fn expect(&self, id: &str) -> std::sync::Arc<tokio::sync::Notify> {
+        crate::locks::lock(&self.waiting).entry(id.to_string()).or_default().clone()
+    }
+
+    fn done(&self, id: &str) {
+        crate::locks::lock(&self.waiting).remove(id);
+    }
+
+    /// Session `id` was reported Paused: a drain waiting for that goes on (one arriving before
+    /// the drain waits is kept for it).
+    pub(crate) fn acked(&self, id: &str) {
+        if let Some(n) = crate::locks::lock(&self.waiting).get(id) {
+            n.notify_one();
+        }
+    }
+
+    fn wait(&self) -> std::time::Duration {
+        match self.wait_ms.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => PAUSE_ACK_WAIT,
+            ms => std::time::Duration::from_millis(ms),
+        }
+    }
+}
+
+impl Sessions {
+    /// Sets how long a drain waits for each pause to be acknowledged (tests; at least 1 ms).
+    pub fn set_pause_ack_wait(&self, wait: std::time::Duration) {
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.pause_acks.wait_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// How a drain treats the node's sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -233,11 +287,21 @@ impl Sessions {
             failed: Vec::new(),
             sessions: Vec::new(),
         };
-        for s in affected {
-            let (outcome, message) = match req.mode {
-                DrainMode::ForceTerminate => self.drain_end(&s, node).await,
-                DrainMode::Reschedule => self.drain_move(&s, node).await,
-            };
+        // The node's sessions side by side (each may wait up to the pause-acknowledgement time),
+        // reported in order.
+        let mode = req.mode;
+        let outcomes: Vec<_> = futures::stream::iter(affected)
+            .map(|s| async move {
+                let (outcome, message) = match mode {
+                    DrainMode::ForceTerminate => self.drain_end(&s, node).await,
+                    DrainMode::Reschedule => self.drain_move(&s, node).await,
+                };
+                (s, outcome, message)
+            })
+            .buffered(DRAIN_CONCURRENCY)
+            .collect()
+            .await;
+        for (s, outcome, message) in outcomes {
             match outcome {
                 DrainOutcome::Rescheduled => report.rescheduled.push(s.id.clone()),
                 DrainOutcome::Parked => report.parked.push(s.id.clone()),
@@ -291,9 +355,14 @@ impl Sessions {
             Ok(c) => c,
             Err(e) => return (DrainOutcome::Failed, format!("cannot reach the cluster: {e}")),
         };
+        // Expected before the pause: an acknowledgement that beats the wait below is kept.
+        let ack = self.pause_acks.expect(&s.id);
         let generation = match client.pause(&s.cr_name()).await {
             Ok(g) => g,
-            Err(e) => return (DrainOutcome::Failed, format!("the cluster did not pause the session: {e}")),
+            Err(e) => {
+                self.pause_acks.done(&s.id);
+                return (DrainOutcome::Failed, format!("the cluster did not pause the session: {e}"));
+            }
         };
         let node_s = node.to_string();
         let paused = self
@@ -311,12 +380,22 @@ impl Sessions {
             })
             .await;
         if let Err(e) = paused {
+            self.pause_acks.done(&s.id);
             return (DrainOutcome::Failed, e.to_string());
         }
+        // Upstream's `_wait_pause_ack`: the old pod goes before the session is resumed.
+        let wait = self.pause_acks.wait();
+        let acked = tokio::time::timeout(wait, ack.notified()).await.is_ok();
+        self.pause_acks.done(&s.id);
+        let confirmed = if acked {
+            "the operator confirmed the pause".to_string()
+        } else {
+            format!("the operator did not confirm the pause within {} ms", wait.as_millis())
+        };
         let (outcome, message, text) = match self.resume(&s.id).await {
             Ok(_) => (
                 DrainOutcome::Rescheduled,
-                format!("resumed away from node {node}"),
+                format!("resumed away from node {node} ({confirmed})"),
                 format!(
                     "{} was moved: an administrator drained its node {node}, and it was restarted on another node",
                     s.label()

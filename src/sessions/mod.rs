@@ -210,6 +210,8 @@ pub struct Sessions {
     admission: admission::Admission,
     /// One queue pass at a time (the timer's and the woken task's).
     queue_pass: tokio::sync::Mutex<()>,
+    /// The operator's pause acknowledgements a drain waits for.
+    pause_acks: drain::PauseAcks,
 }
 
 impl Sessions {
@@ -235,6 +237,7 @@ impl Sessions {
             beats: Default::default(),
             mounts: None,
             queue_pass: tokio::sync::Mutex::new(()),
+            pause_acks: Default::default(),
         }
     }
 
@@ -498,7 +501,7 @@ impl Sessions {
                 if let Some(i) = image {
                     shape.image = i;
                 }
-                let verdict = admission.check(txn, &owner, &cluster, &mut shape, None, true, now)?;
+                let verdict = admission.check(txn, &sid, &owner, &cluster, &mut shape, None, true, now)?;
                 // Only an admitted session makes a home volume.
                 let volumes = match &mounts {
                     Some(Mounts(hook)) => hook(txn, &owner, &cluster, now)?,
@@ -532,9 +535,12 @@ impl Sessions {
                     volumes,
                     queue: match verdict {
                         admission::Verdict::Start => None,
-                        admission::Verdict::Queue(reason) => {
-                            Some(QueueState { queued_at: now, reason: reason.to_string(), started_at: None })
-                        }
+                        admission::Verdict::Queue(reason) => Some(QueueState {
+                            queued_at: now,
+                            reason: reason.to_string(),
+                            started_at: None,
+                            unserviceable_since: None,
+                        }),
                     },
                 };
                 put_session(txn, &s)?;
@@ -692,12 +698,21 @@ impl Sessions {
         self.admit_resume(&s).await?;
         let now = self.clock.now_ms();
         let excluded = self.excluded_nodes(&s.cluster_id, &s.owner).await;
-        let generation = self
-            .cr_client(&s.cluster_id)
-            .map_err(|e| self.cluster_failed(&s, "resume", e))?
-            .resume(&s, now, &excluded)
-            .await
-            .map_err(|e| self.cluster_failed(&s, "resume", e))?;
+        let resumed = match self.cr_client(&s.cluster_id) {
+            Ok(client) => client.resume(&s, now, &excluded).await,
+            Err(e) => Err(e),
+        };
+        let generation = match resumed {
+            Ok(generation) => generation,
+            Err(e) => {
+                // Not resumed: the slice its admission held goes back.
+                let sid = s.id.clone();
+                if let Err(e) = self.store.write(move |txn| crate::inventory::gpu_booking::drop_hold(txn, &sid)).await {
+                    tracing::warn!(session_id = %s.id, error = %e, "cannot give back the hold of a session not resumed");
+                }
+                return Err(self.cluster_failed(&s, "resume", e));
+            }
+        };
         self.update(id, move |s, now| {
             if s.phase != Phase::Paused {
                 return;
@@ -729,7 +744,7 @@ impl Sessions {
                     .ok_or_else(|| SessionError::NotFound(format!("no cluster {}", s.cluster_id)))?;
                 let mut shape = s.shape.clone();
                 let fit = s.bound_gpu_uuid.is_none();
-                admission.check(txn, &s.owner, &cluster, &mut shape, Some(&s.shape), fit, now).map(drop)
+                admission.check(txn, &s.id, &s.owner, &cluster, &mut shape, Some(&s.shape), fit, now).map(drop)
             })
             .await
     }

@@ -300,6 +300,10 @@ pub struct QueueState {
     /// When the queue started it (its CR applied); `None` while it waits.
     #[serde(default)]
     pub started_at: Option<i64>,
+    /// Since when no card it may use could ever hold it (reason `unserviceable`): it is passed
+    /// over, and leaves the queue after a grace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unserviceable_since: Option<i64>,
 }
 
 impl QueueState {

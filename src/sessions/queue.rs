@@ -31,6 +31,13 @@ use crate::store::{DryRun, WriteTxn};
 
 /// How long a session the queue started may stay unbound before its cluster's queue moves on.
 pub const IN_FLIGHT_MS: i64 = 5 * 60_000;
+/// How long a waiting session no card could ever hold stays in the queue (passed over) before it
+/// leaves it, reason `unserviceable`: a node back from a reboot or an uncordon in that time
+/// lets it wait on.
+pub const NEVER_FITS_GRACE_MS: i64 = 10 * 60_000;
+/// Why a queued session waits: no node it may use could hold it now (it is passed over, and
+/// leaves the queue after [`NEVER_FITS_GRACE_MS`]).
+pub const UNSERVICEABLE: &str = "unserviceable";
 /// Starts (and drops) per cluster in one pass; the next pass goes on.
 const MAX_PER_PASS: usize = 50;
 
@@ -139,6 +146,18 @@ impl Sessions {
                         } else {
                             None
                         };
+                        if drop_reason.is_none()
+                            && s.queue.as_ref().is_some_and(|q| q.unserviceable_since.is_some())
+                            && admission.could_ever_fit(txn, &owner, &cluster, &s.shape)?
+                            && let Some(q) = s.queue.as_mut()
+                        {
+                            // A node it may use is back: it waits as before.
+                            q.unserviceable_since = None;
+                            q.reason = super::admission::NO_GPU_CAPACITY.into();
+                            s.message = None;
+                            put_session(txn, &s)?;
+                            wrote.set(true);
+                        }
                         if let Some((reason, message)) = drop_reason {
                             notifications::push(txn, now, &owner, Kind::QueueDropped, Some(&id), &message)?;
                             s.reason = Some(reason);
@@ -152,7 +171,7 @@ impl Sessions {
                             return Ok(Step::Done);
                         }
                         let mut shape = s.shape.clone();
-                        match admission.check(txn, &owner, &cluster, &mut shape, Some(&s.shape), true, now) {
+                        match admission.check(txn, &id, &owner, &cluster, &mut shape, Some(&s.shape), true, now) {
                             Ok(_) => {
                                 let waited = (now - s.queue.as_ref().map_or(now, |q| q.queued_at)).max(0) / 60_000;
                                 if let Some(q) = s.queue.as_mut() {
@@ -166,10 +185,50 @@ impl Sessions {
                                 QUEUE_STARTED.put(txn, &format!("{cluster_id}/{id}"), &now)?;
                                 return Ok(Step::Started(Box::new(s)));
                             }
-                            // No room: the head holds its cluster's queue (strict order).
-                            Err(SessionError::Conflict { code: ErrorCode::Unserviceable, .. }) => {
+                            // No room now, but a card it may use would hold it once emptied: the
+                            // head holds its cluster's queue (strict order).
+                            Err(SessionError::Conflict { code: ErrorCode::Unserviceable, .. })
+                                if admission.could_ever_fit(txn, &owner, &cluster, &s.shape)? =>
+                            {
                                 note_reason(txn, &mut s, super::admission::NO_GPU_CAPACITY, None, &wrote)?;
                                 return Ok(Step::Done);
+                            }
+                            // No card it may use could ever hold it now (its model's nodes all
+                            // cordoned, offline, drained or removed, or moved into a pool its
+                            // group may not use): it holds nobody up; after a grace (a node that
+                            // blinked comes back) it leaves the queue.
+                            Err(SessionError::Conflict { code: ErrorCode::Unserviceable, message, .. }) => {
+                                let since = s.queue.as_ref().and_then(|q| q.unserviceable_since).unwrap_or(now);
+                                if now - since >= NEVER_FITS_GRACE_MS {
+                                    let message = format!(
+                                        "left the queue unstarted: for {} min no schedulable node of cluster {} that it may use has a card that could hold it ({message})",
+                                        (now - since) / 60_000,
+                                        cluster.name
+                                    );
+                                    let text = format!(
+                                        "{} left the queue unstarted: no node of cluster {} that it may use can hold it",
+                                        s.label(),
+                                        cluster.name
+                                    );
+                                    notifications::push(txn, now, &owner, Kind::QueueDropped, Some(&id), &text)?;
+                                    s.reason = Some(status::Reason::Unserviceable);
+                                    s.message = Some(message);
+                                    s.set_phase(Phase::Terminated, now);
+                                    put_session(txn, &s)?;
+                                    return Ok(Step::Dropped(id, status::Reason::Unserviceable));
+                                }
+                                let until = crate::clock::rfc3339_ms(since + NEVER_FITS_GRACE_MS);
+                                let message = format!(
+                                    "no schedulable node of cluster {} that it may use could hold it now; it leaves the queue at {until} unless one comes back",
+                                    cluster.name
+                                );
+                                if let Some(q) = s.queue.as_mut().filter(|q| q.unserviceable_since.is_none()) {
+                                    q.unserviceable_since = Some(since);
+                                    q.reason = UNSERVICEABLE.into();
+                                    s.message = Some(message);
+                                    put_session(txn, &s)?;
+                                    wrote.set(true);
+                                }
                             }
                             // Its owner's limits refuse it now: it waits, and the next is looked at.
                             Err(SessionError::Conflict { code: ErrorCode::QuotaExceeded, message, .. }) => {
@@ -389,10 +448,11 @@ fn note_reason(
     wrote: &Cell<bool>,
 ) -> Result<(), SessionError> {
     let Some(q) = s.queue.as_mut() else { return Ok(()) };
-    if q.reason == reason && s.message == message {
+    if q.reason == reason && s.message == message && q.unserviceable_since.is_none() {
         return Ok(());
     }
     q.reason = reason.to_string();
+    q.unserviceable_since = None;
     s.message = message;
     put_session(txn, s)?;
     wrote.set(true);

@@ -198,6 +198,8 @@ impl Sessions {
                 return Ok(Ok(StatusApplied { session_id: Some(session_id), ..Default::default() }));
             }
         }
+        // A Paused report: a drain may be waiting for it (its pause acknowledged).
+        let paused = super::status::ReportedPhase::parse(&r.phase) == super::status::ReportedPhase::Paused;
         let earlier = self.beats.take(&name);
         let replay = earlier.clone();
         let written = self
@@ -217,6 +219,9 @@ impl Sessions {
             && let Some(b) = earlier
         {
             self.beats.hold_back(b);
+        }
+        if paused && let Ok(Ok(StatusApplied { session_id: Some(id), .. })) = &written {
+            self.pause_acks.acked(id);
         }
         written
     }

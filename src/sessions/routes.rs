@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -19,7 +19,7 @@ use crate::auth::guard::Gate;
 use crate::auth::guard::{AdminCaller, SignedIn};
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode};
-use crate::http::extract::{parse_json, query_number};
+use crate::http::extract::{ApiQuery, parse_json, query_number};
 use crate::http::idempotency;
 
 /// What the sessions' handlers and the relay use (made from the router state by the composition
@@ -99,7 +99,7 @@ struct OfferingParams {
 async fn list_offerings(
     State(app): State<SessionsState>,
     caller: SignedIn,
-    Query(p): Query<OfferingParams>,
+    ApiQuery(p): ApiQuery<OfferingParams>,
 ) -> Result<axum::Json<OfferingList>, ApiError> {
     let status = match p.status.as_deref() {
         None | Some("") => None,
@@ -225,7 +225,7 @@ struct SessionParams {
 async fn list_sessions(
     State(app): State<SessionsState>,
     caller: SignedIn,
-    Query(p): Query<SessionParams>,
+    ApiQuery(p): ApiQuery<SessionParams>,
 ) -> Result<axum::Json<SessionPage>, ApiError> {
     // A member lists their own: `owner` naming someone else is refused, not quietly widened.
     let owner = p.owner.filter(|o| !o.is_empty());
@@ -403,7 +403,7 @@ async fn delete_session(
     admin: SignedIn,
     meta: RequestMeta,
     Path(id): Path<String>,
-    Query(p): Query<DeleteParams>,
+    ApiQuery(p): ApiQuery<DeleteParams>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
     let force = match p.force.as_deref() {
         None | Some("") | Some("false") => false,
@@ -507,7 +507,7 @@ struct VerifyParams {
 async fn connect_verify(
     State(app): State<SessionsState>,
     State(gate): State<crate::auth::guard::Gate>,
-    Query(p): Query<VerifyParams>,
+    ApiQuery(p): ApiQuery<VerifyParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);

@@ -59,6 +59,9 @@ pub enum Reason {
     PodLost,
     /// A drain of its node paused (and maybe moved) or ended it.
     Drained,
+    /// It left the queue unstarted: no node its owner may use could hold it any more (its GPU
+    /// model's nodes cordoned, offline, drained or removed, or pooled for other groups).
+    Unserviceable,
 }
 
 impl Reason {
@@ -80,6 +83,7 @@ impl Reason {
             Self::NodeOffline => "node_offline",
             Self::PodLost => "pod_lost",
             Self::Drained => "drained",
+            Self::Unserviceable => "unserviceable",
         }
     }
 
@@ -355,6 +359,7 @@ mod tests {
             (Reason::NodeOffline, "node_offline"),
             (Reason::PodLost, "pod_lost"),
             (Reason::Drained, "drained"),
+            (Reason::Unserviceable, "unserviceable"),
         ];
         for (reason, wire) in pinned {
             assert_eq!(reason.as_str(), wire);

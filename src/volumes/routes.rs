@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -20,7 +20,7 @@ use crate::auth::guard::Gate;
 use crate::auth::guard::SignedIn;
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::parse_json;
+use crate::http::extract::{ApiQuery, parse_json};
 use crate::sessions::model::AccessMode;
 
 /// What the volumes' handlers use (made from the router state by the composition root).
@@ -80,7 +80,7 @@ struct ListParams {
 async fn list_volumes(
     State(app): State<VolumesState>,
     caller: SignedIn,
-    Query(p): Query<ListParams>,
+    ApiQuery(p): ApiQuery<ListParams>,
 ) -> Result<axum::Json<VolumeList>, ApiError> {
     let deleted = match p.deleted.as_deref() {
         None | Some("") | Some("false") => false,

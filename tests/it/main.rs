@@ -10,6 +10,7 @@ mod crash;
 mod directory;
 mod events;
 mod exhaustion;
+mod fair;
 mod fake_kube;
 mod forward_auth;
 mod foundation;

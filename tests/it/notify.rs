@@ -73,6 +73,29 @@ async fn node_report(s: &TestServer, cid: &str, node: &str, ready: bool) {
     assert_eq!(res.await.unwrap().status(), 202);
 }
 
+/// POSTs a drain (answering 200) while the operator acknowledges each pause it makes with a
+/// Paused report, as a rescheduling drain waits for that before it resumes a session.
+pub(crate) async fn drain_acked(s: &TestServer, cid: &str, path: &str, body: Option<Value>) -> Value {
+    let op = operator(s, cid);
+    let drain = send(s, Method::POST, path, body, 200);
+    tokio::pin!(drain);
+    let mut acked = std::collections::HashSet::new();
+    let mut seen = s.app().store.generation();
+    loop {
+        tokio::select! {
+            v = &mut drain => return v,
+            g = s.app().store.changed_since(seen) => seen = g,
+        }
+        let list = send(s, Method::GET, "/api/v1/sessions?size=100", None, 200).await;
+        for v in list["data"].as_array().unwrap() {
+            if v["phase"] == "paused" && v["reason"] == "drained" && acked.insert(v["id"].clone()) {
+                let body = json!({"phase": "Paused", "ts": ts(s), "generation": 2});
+                report(s, &op, v["cr_name"].as_str().unwrap(), body).await;
+            }
+        }
+    }
+}
+
 async fn node_of(s: &TestServer, cid: &str, node: &str) -> Value {
     let nodes = send(s, Method::GET, &format!("/api/v1/clusters/{cid}/nodes"), None, 200).await;
     nodes.as_array().unwrap().iter().find(|n| n["name"] == node).cloned().unwrap_or_else(|| panic!("{nodes}"))
@@ -212,8 +235,7 @@ async fn a_drain_reschedules_where_the_fit_check_finds_room_parks_otherwise_and_
     let drain = |node: &str| format!("/api/v1/clusters/{cid}/nodes/{node}/drain");
 
     // Reschedule: node 1 has room for both.
-    let r =
-        send(&s, Method::POST, &drain("gpu-node-0"), Some(json!({"mode": "reschedule", "reason": "fan"})), 200).await;
+    let r = drain_acked(&s, &cid, &drain("gpu-node-0"), Some(json!({"mode": "reschedule", "reason": "fan"}))).await;
     assert_eq!(
         (r["status"].as_str(), r["mode"].as_str(), r["node_id"].as_str()),
         (Some("cordoned"), Some("reschedule"), Some("gpu-node-0"))
@@ -256,7 +278,7 @@ async fn a_drain_reschedules_where_the_fit_check_finds_room_parks_otherwise_and_
         let body = json!({"phase": "Running", "ts": ts(&s), "node_name": "gpu-node-1", "bound_gpu_uuid": card(&c, "gpu-node-1", i)});
         report(&s, &op, cr, body).await;
     }
-    let r = send(&s, Method::POST, &drain("gpu-node-1"), Some(json!({})), 200).await;
+    let r = drain_acked(&s, &cid, &drain("gpu-node-1"), Some(json!({}))).await;
     assert_eq!(r["mode"], "reschedule", "the default mode: {r}");
     let mut parked: Vec<String> = vec![s1.clone(), s2.clone(), s3.clone()];
     parked.sort();
@@ -326,7 +348,7 @@ async fn a_drain_while_the_operator_is_silent_does_nothing_and_a_node_back_durin
     // node comes back: it stays cordoned and the moved session's CR keeps excluding it.
     node_report(&s, &cid, "gpu-node-0", false).await;
     node_report(&s, &cid, "gpu-node-1", true).await;
-    let r = send(&s, Method::POST, &drain, Some(json!({"mode": "reschedule"})), 200).await;
+    let r = drain_acked(&s, &cid, &drain, Some(json!({"mode": "reschedule"}))).await;
     assert_eq!(r["rescheduled"], json!([sid]), "{r}");
     node_report(&s, &cid, "gpu-node-0", true).await;
     let n = node_of(&s, &cid, "gpu-node-0").await;

@@ -67,6 +67,7 @@ const REASONS: Record<string, string> = {
   node_offline: "its node went offline",
   pod_lost: "its pod stopped reporting",
   drained: "its node was drained",
+  unserviceable: "left the queue: no node it may use can hold it",
 };
 export const reasonText = (r: string) => REASONS[r] ?? r.replace(/_/g, " ");
 
@@ -75,6 +76,7 @@ const QUEUE_REASONS: Record<string, string> = {
   queue_ahead: "others wait before it",
   quota_exceeded: "held by its owner's limits",
   operator_not_connected: "the cluster's operator is not connected",
+  unserviceable: "no node it may use can hold it now; passed over, it leaves the queue if none comes back",
 };
 
 /** A waiting session's place in its cluster's queue and why it waits; null when it does not wait. */

@@ -3168,7 +3168,7 @@ export interface components {
          * @description Why a session paused or ended (`reason` on the wire; stored as its string).
          * @enum {string}
          */
-        SessionReason: "disk_exceeded" | "max_runtime" | "idle" | "evicted" | "crash_loop" | "paused" | "error" | "user_stopped" | "deleted" | "apply_failed" | "budget_exhausted" | "offering_inactive" | "account_disabled" | "node_offline" | "pod_lost" | "drained";
+        SessionReason: "disk_exceeded" | "max_runtime" | "idle" | "evicted" | "crash_loop" | "paused" | "error" | "user_stopped" | "deleted" | "apply_failed" | "budget_exhausted" | "offering_inactive" | "account_disabled" | "node_offline" | "pod_lost" | "drained" | "unserviceable";
         /** @description A session as the API shows it. */
         SessionView: components["schemas"]["Shape"] & {
             /** @description Allowed now. */
