@@ -70,8 +70,8 @@ pub struct App {
     pub store: Store,
     pub auth: Authorities,
     pub clock: Clock,
-    pub openapi_json: Arc<Vec<u8>>,
-    pub reference_html: Arc<String>,
+    /// `/api/openapi.json` and `/api/docs`, made on first use.
+    pub api_docs: Arc<http::docs::ApiDocs>,
     /// Sign-in: login throttling and ended sessions (see `auth::login`).
     pub signin: Arc<auth::login::SignIn>,
     /// The audit log's writer (see `audit::record`).
@@ -222,11 +222,6 @@ impl App {
             (Some(cert), Some(key)) => Some(Arc::new(http::tls::CertReloader::load(cert, key)?)),
             _ => None,
         };
-        let (_, doc) = http::api_routes();
-        let mut doc_json = serde_json::to_value(&doc).map_err(|e| StartError::Other(e.to_string()))?;
-        http::docs::add_shared_answers(&mut doc_json);
-        let reference_html = http::docs::reference_html(&doc_json);
-        let openapi_json = serde_json::to_vec_pretty(&doc_json).map_err(|e| StartError::Other(e.to_string()))?;
         let clusters = Arc::new(clusters::Clusters::new(
             store.clone(),
             config.clone(),
@@ -278,8 +273,7 @@ impl App {
             store,
             auth,
             clock,
-            openapi_json: Arc::new(openapi_json),
-            reference_html: Arc::new(reference_html),
+            api_docs: Default::default(),
             signin,
             audit,
             tls,

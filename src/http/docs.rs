@@ -3,6 +3,52 @@
 
 use serde_json::Value;
 use std::fmt::Write;
+use std::sync::{Arc, OnceLock};
+
+use axum::body::Bytes;
+
+use super::error::ApiError;
+
+/// `/api/openapi.json` and `/api/docs`, made on the first request for either and kept.
+///
+/// Not at start-up: making them builds the whole document as a `serde_json::Value` tree and the
+/// page from it, several MiB of short-lived allocations that jemalloc keeps (dirty) for seconds
+/// after start — at 10 s after ready they were 7 of an idle server's 13 MiB of anonymous memory
+/// (issue "Edge footprint"), for pages most servers never serve.
+#[derive(Debug, Default)]
+pub struct ApiDocs(OnceLock<Result<Rendered, String>>);
+
+/// The document (pretty JSON) and its reference page; `Bytes`, so each answer shares them.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub json: Bytes,
+    pub html: Bytes,
+}
+
+impl ApiDocs {
+    /// The rendered pair, making it on a blocking thread the first time (tens of milliseconds).
+    pub async fn get(self: &Arc<Self>) -> Result<Rendered, ApiError> {
+        let made = match self.0.get() {
+            Some(made) => made.clone(),
+            None => {
+                let docs = self.clone();
+                tokio::task::spawn_blocking(move || docs.0.get_or_init(render).clone())
+                    .await
+                    .map_err(|e| ApiError::internal(format!("rendering the API document failed: {e}")))?
+            }
+        };
+        made.map_err(|e| ApiError::internal(format!("cannot render the API document: {e}")))
+    }
+}
+
+fn render() -> Result<Rendered, String> {
+    let (_, doc) = super::api_routes();
+    let mut doc = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
+    add_shared_answers(&mut doc);
+    let html = reference_html(&doc);
+    let json = serde_json::to_vec_pretty(&doc).map_err(|e| e.to_string())?;
+    Ok(Rendered { json: json.into(), html: html.into() })
+}
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -166,5 +212,26 @@ pub fn add_shared_answers(doc: &mut Value) {
                 add("403", "forbidden: an admin token, or another cluster's data");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn made_on_first_use_then_shared() {
+        let docs = Arc::new(ApiDocs::default());
+        assert!(docs.0.get().is_none(), "nothing is rendered before a request asks");
+        let first = docs.get().await.unwrap();
+        let again = docs.get().await.unwrap();
+        // The same bytes, not a second rendering or a copy.
+        assert_eq!(first.json.as_ptr(), again.json.as_ptr());
+        assert_eq!(first.html.as_ptr(), again.html.as_ptr());
+        let doc: Value = serde_json::from_slice(&first.json).unwrap();
+        assert!(doc.pointer("/paths/~1healthz/get").is_some(), "{}", doc["paths"]);
+        assert!(doc.pointer("/components/schemas/ErrorBody").is_some());
+        let html = std::str::from_utf8(&first.html).unwrap();
+        assert!(html.contains("<code>/healthz</code>") && html.contains("<code>csrf_failed</code>"));
     }
 }

@@ -88,22 +88,20 @@ async fn readyz(State(app): State<Arc<App>>, req: Request) -> Result<axum::Json<
     }
 }
 
-/// `GET /api/openapi.json`: generated from the handlers at start-up.
-pub async fn openapi_json(State(app): State<Arc<App>>) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        app.openapi_json.as_ref().clone(),
-    )
-        .into_response()
+/// `GET /api/openapi.json`: generated from the handlers (on the first request; see `ApiDocs`).
+pub async fn openapi_json(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
+    let docs = app.api_docs.get().await?;
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], docs.json)
+        .into_response())
 }
 
 /// `GET /api/docs`: a self-contained reference page (no scripts, no CDN).
-pub async fn reference_page(State(app): State<Arc<App>>) -> Response {
-    let mut res = Html(app.reference_html.as_ref().clone()).into_response();
+pub async fn reference_page(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
+    let docs = app.api_docs.get().await?;
+    let mut res = Html(docs.html).into_response();
     res.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"),
     );
-    res
+    Ok(res)
 }
