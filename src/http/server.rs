@@ -527,34 +527,20 @@ pub async fn serve(
         // Every regular slot taken: whether this one may take a place in the health reserve
         // depends on what it asks for (plain HTTP only; TLS hides it until the handshake).
         let full = lock(&shared.connections).regular >= caps.total;
-        if !full || shared.acceptor.is_some() {
-            let Some((id, slot, reserve)) =
-                lock(&shared.connections).admit(address, caps, Instant::now(), HEAD_UNKNOWN)
-            else {
-                tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
-                continue;
-            };
-            tokio::spawn(serve_connection(
-                shared.clone(),
-                graceful.watcher(),
-                stream,
-                peer,
-                address,
-                id,
-                slot,
-                reserve,
-            ));
-            continue;
-        }
+        let waits_for_head = full && shared.acceptor.is_none();
         // Its first bytes, if they are here already…
-        let (stream, head) = match peek_now(stream) {
-            Ok(pair) => pair,
-            Err(e) => {
-                tracing::debug!(%peer, error = %e, "connection lost before it was admitted");
-                continue;
+        let (stream, head) = if waits_for_head {
+            match peek_now(stream) {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "connection lost before it was admitted");
+                    continue;
+                }
             }
+        } else {
+            (stream, HEAD_UNKNOWN)
         };
-        if head != HEAD_UNKNOWN {
+        if !waits_for_head || head != HEAD_UNKNOWN {
             let Some((id, slot, reserve)) = lock(&shared.connections).admit(address, caps, Instant::now(), head) else {
                 tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
                 continue;
