@@ -2,7 +2,9 @@
 //! 20,000 ended sessions in the history and 2,000 live ones stored before anything is measured:
 //! 1. `GET /internal/connect/verify` with the `gshare_session` cookie: the forward-auth every
 //!    proxied request of a session pays, against `GET /healthz` in the same run;
-//! 2. the `/proxy/<cr>/…` relay to a stand-in ingress, against hitting that ingress directly;
+//! 2. the `/proxy/<cr>/…` relay to a stand-in ingress, against hitting that ingress directly and
+//!    a bare pass-through on the same stack (the bound); WebSockets too: upgrades per second and
+//!    echoed frames per second over held tunnels, the same three ways;
 //! 3. `GET /api/v1/sessions` pages: live, all (first and a deep page), by owner, by phase.
 //!
 //! Run: `cargo bench --bench sessions` (needs `wrk`: apt-get install wrk). `BENCH_HISTORY` and
@@ -27,11 +29,34 @@ use common::wrk;
 
 const CRD: &str = include_str!("../packaging/crds/gshare.io_gsharesessions.yaml");
 
-/// A stand-in for a cluster's ingress controller: 200 "ok" to everything.
+/// A stand-in for a cluster's ingress controller: 200 "ok" to everything, and an upgrade (a
+/// session app's WebSocket) turned into a byte echo after its 101.
 async fn ingress() -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(|| async { "ok" });
+    let app = axum::Router::new().fallback(|mut req: axum::extract::Request| async move {
+        if !req.headers().contains_key(axum::http::header::UPGRADE) {
+            return axum::http::Response::new(axum::body::Body::from("ok"));
+        }
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let Ok(upgraded) = on.await else { return };
+            let mut io = hyper_util::rt::TokioIo::new(upgraded);
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = io.read(&mut buf).await {
+                if io.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        });
+        axum::http::Response::builder()
+            .status(101)
+            .header("connection", "upgrade")
+            .header("upgrade", "websocket")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     addr
 }
@@ -53,6 +78,9 @@ async fn bare_proxy(ingress: std::net::SocketAddr) -> std::net::SocketAddr {
         let client = client.clone();
         async move {
             let pq = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+            if req.headers().contains_key(axum::http::header::UPGRADE) {
+                return bare_upgrade(ingress, req, pq).await;
+            }
             *req.uri_mut() = format!("http://{ingress}{pq}").parse().unwrap();
             match client.request(req).await {
                 Ok(r) => r.map(axum::body::Body::new),
@@ -62,6 +90,158 @@ async fn bare_proxy(ingress: std::net::SocketAddr) -> std::net::SocketAddr {
     });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     addr
+}
+
+/// The bare pass-through's upgrade: a connection of its own to the ingress, the 101 passed back,
+/// then bytes copied both ways (what any relay of WebSockets does at least).
+async fn bare_upgrade(
+    ingress: std::net::SocketAddr,
+    mut req: axum::extract::Request,
+    pq: String,
+) -> axum::http::Response<axum::body::Body> {
+    use hyper_util::rt::TokioIo;
+    let bad = || axum::http::Response::builder().status(502).body(axum::body::Body::empty()).unwrap();
+    let client_side = hyper::upgrade::on(&mut req);
+    let Ok(stream) = tokio::net::TcpStream::connect(ingress).await else { return bad() };
+    let _ = stream.set_nodelay(true);
+    let Ok((mut sender, conn)) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await else {
+        return bad();
+    };
+    tokio::spawn(conn.with_upgrades());
+    let (parts, body) = req.into_parts();
+    let mut out = hyper::Request::new(body);
+    *out.method_mut() = parts.method;
+    *out.uri_mut() = pq.parse().unwrap();
+    *out.headers_mut() = parts.headers;
+    let Ok(mut resp) = sender.send_request(out).await else { return bad() };
+    let upstream = hyper::upgrade::on(&mut resp);
+    tokio::spawn(async move {
+        if let Ok((a, b)) = tokio::try_join!(client_side, upstream) {
+            let _ = tokio::io::copy_bidirectional(&mut TokioIo::new(a), &mut TokioIo::new(b)).await;
+        }
+    });
+    let (parts, _) = resp.into_parts();
+    axum::http::Response::from_parts(parts, axum::body::Body::empty())
+}
+
+/// What one WebSocket run measured: upgrades (connect, 101, one echoed frame, close) per
+/// second, and echoed 64-byte frames per second over 16 tunnels held open.
+#[derive(Debug, Clone, Copy)]
+struct WsRun {
+    upgrades: f64,
+    /// Upgrades answered with anything but 101 (a per-session or per-address cap).
+    refused: u64,
+    frames: f64,
+}
+
+/// WebSockets against `addr` (`GET path` with `headers`), from a runtime of its own on two
+/// threads (the client, like wrk, shares the two cores): 16 workers open, prove and close
+/// upgraded connections for `BENCH_SECONDS`, then 16 tunnels echo 64-byte frames as long.
+async fn ws_load(label: &str, addr: std::net::SocketAddr, path: &str, headers: &[String]) -> WsRun {
+    let secs = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(10);
+    let mut head = format!(
+        "GET {path} HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    );
+    if !headers.iter().any(|h| h.to_ascii_lowercase().starts_with("host:")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    let run = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let head = std::sync::Arc::new(head);
+            let span = Duration::from_secs(secs);
+            let upgrades = {
+                let until = std::time::Instant::now() + span;
+                let workers: Vec<_> = (0..16)
+                    .map(|_| {
+                        let head = head.clone();
+                        tokio::spawn(async move {
+                            let (mut n, mut refused) = (0u64, 0u64);
+                            while std::time::Instant::now() < until {
+                                match ws_open(addr, &head).await {
+                                    Some(mut ws) => {
+                                        ws_echo(&mut ws).await;
+                                        n += 1;
+                                    }
+                                    None => refused += 1,
+                                }
+                            }
+                            (n, refused)
+                        })
+                    })
+                    .collect();
+                let (mut total, mut refused) = (0, 0);
+                for w in workers {
+                    let (n, r) = w.await.unwrap();
+                    total += n;
+                    refused += r;
+                }
+                (total as f64 / span.as_secs_f64(), refused)
+            };
+            let frames = {
+                let mut tunnels = Vec::new();
+                for _ in 0..16 {
+                    tunnels.push(ws_open(addr, &head).await.expect("a tunnel for the frames"));
+                }
+                let until = std::time::Instant::now() + span;
+                let workers: Vec<_> = tunnels
+                    .into_iter()
+                    .map(|mut ws| {
+                        tokio::spawn(async move {
+                            let mut n = 0u64;
+                            while std::time::Instant::now() < until {
+                                ws_echo(&mut ws).await;
+                                n += 1;
+                            }
+                            n
+                        })
+                    })
+                    .collect();
+                let mut total = 0;
+                for w in workers {
+                    total += w.await.unwrap();
+                }
+                total as f64 / span.as_secs_f64()
+            };
+            WsRun { upgrades: upgrades.0, refused: upgrades.1, frames }
+        })
+    })
+    .await
+    .unwrap();
+    println!("  {label:<44} {:>9.0} upgrades/s ({} refused)  {:>9.0} frames/s", run.upgrades, run.refused, run.frames);
+    run
+}
+
+/// An upgraded connection: the request head sent, the 101 read (None: another answer, which
+/// the run counts as refused).
+async fn ws_open(addr: std::net::SocketAddr, head: &str) -> Option<tokio::net::TcpStream> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before the 101: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    got.starts_with(b"HTTP/1.1 101").then_some(s)
+}
+
+/// One 64-byte frame there and back.
+async fn ws_echo(s: &mut tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let frame = [0x5au8; 64];
+    s.write_all(&frame).await.unwrap();
+    let mut back = [0u8; 64];
+    s.read_exact(&mut back).await.unwrap();
+    assert_eq!(back, frame);
 }
 
 async fn run() {
@@ -184,9 +364,10 @@ async fn run() {
         .unwrap();
     assert_eq!(res.status(), 200);
     let direct = wrk("GET ingress directly (baseline)", &format!("http://{ing}/proxy/{cr}/lab/api/kernels"), &[]).await;
-    let bare = bare_proxy(ing).await;
+    let bare_addr = bare_proxy(ing).await;
     let bare =
-        wrk("GET through a bare pass-through (bound)", &format!("http://{bare}/proxy/{cr}/lab/api/kernels"), &[]).await;
+        wrk("GET through a bare pass-through (bound)", &format!("http://{bare_addr}/proxy/{cr}/lab/api/kernels"), &[])
+            .await;
     // As a browser on the session domain sends it (the relay answers on no other host).
     let on_domain = "Host: s.bench.test".to_string();
     let relayed = wrk(
@@ -199,6 +380,20 @@ async fn run() {
     let relayed_cookie = wrk(
         "GET /proxy/<cr>/lab/… relay, session cookie",
         &format!("{base}/proxy/{cr}/lab/api/kernels"),
+        &[format!("Cookie: {cookie}"), on_domain.clone()],
+    )
+    .await;
+
+    // WebSockets (a terminal's, a kernel's): the same three ways.
+    println!("WebSockets, 16 at a time (client runtime on 2 threads, same 2 cores):");
+    let ws_path = format!("/proxy/{cr}/lab/api/kernels/k1/channels");
+    let ws_direct = ws_load("WS ingress directly (baseline)", ing, &ws_path, &[]).await;
+    let ws_bare = ws_load("WS through a bare pass-through (bound)", bare_addr, &ws_path, &[]).await;
+    let server_addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let ws_relayed = ws_load(
+        "WS /proxy/<cr>/… relay, session cookie",
+        server_addr,
+        &ws_path,
         &[format!("Cookie: {cookie}"), on_domain.clone()],
     )
     .await;
@@ -260,6 +455,13 @@ async fn run() {
         bare.rps / direct.rps,
         relayed.rps / bare.rps,
         relayed_cookie.rps / bare.rps
+    );
+    println!(
+        "WebSockets: relay / bare pass-through = {:.2} upgrades, {:.2} frames (target >= 0.9); bare / direct = {:.2} upgrades, {:.2} frames",
+        ws_relayed.upgrades / ws_bare.upgrades,
+        ws_relayed.frames / ws_bare.frames,
+        ws_bare.upgrades / ws_direct.upgrades,
+        ws_bare.frames / ws_direct.frames
     );
     server.stop().await;
 }

@@ -384,13 +384,14 @@ impl RunningServer {
                     let stopped = async move {
                         let _ = stop.wait_for(|v| *v).await;
                     };
-                    http::server::serve(l, redirect, None, stopped, limits).await;
+                    http::server::serve(l, redirect.into(), None, stopped, limits).await;
                 });
                 Some(bound)
             }
             None => None,
         };
         let router = http::router(app.clone());
+        let relay_router = http::relay_router(app.clone());
         let local_admins = {
             let (router, mut stop) = (router.clone(), rx.clone());
             let (grace, head) = (app.config.shutdown_grace, app.config.request_head_timeout);
@@ -407,7 +408,7 @@ impl RunningServer {
         let task = tokio::spawn(async move {
             let tcp = http::server::serve(
                 listener,
-                router,
+                http::server::Routes { all: router, relay: relay_router },
                 tls_config,
                 async move {
                     let _ = rx.wait_for(|v| *v).await;

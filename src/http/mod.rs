@@ -76,20 +76,65 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
 /// The complete application router.
 pub fn router(app: Arc<App>) -> Router {
     let (api, _) = api_routes();
-    api.route("/api/openapi.json", get(system::openapi_json))
+    let rules = RouteRules { sessions: app.sessions.clone(), inventory: app.inventory.clone() };
+    let router = api
+        .route("/api/openapi.json", get(system::openapi_json))
         .route("/api/docs", get(system::reference_page))
         // Session apps through this server, for installs whose session domain points here.
         .route("/proxy/{*rest}", axum::routing::any(crate::sessions::relay::relay))
         // The console SPA; it answers the API prefixes with the same JSON 404 as before.
         .fallback(crate::console::serve)
-        // On a session domain only the relay, verify and health answer (421 otherwise).
-        .layer(axum::middleware::from_fn_with_state(app.sessions.clone(), crate::sessions::origin::session_origin))
-        // Counts operator callbacks by route and status for /metrics (needs the matched route).
-        .layer(axum::middleware::from_fn_with_state(app.inventory.clone(), crate::inventory::metrics::count_callbacks))
-        .layer(DefaultBodyLimit::max(extract::MAX_JSON_BODY))
+        .layer(axum::middleware::from_fn_with_state(rules, route_rules))
+        .layer(DefaultBodyLimit::max(extract::MAX_JSON_BODY));
+    shared_layers(router).with_state(app)
+}
+
+/// The router the listeners send `/proxy/…` requests to (`server::Routes`): the relay alone,
+/// with only the shared layers. The relay streams bodies (no JSON body limit), answers on every
+/// host (the session-origin rule lets `/proxy/` through) and is no callback; the three layers
+/// those need would cost every relayed request a service clone and a boxed future each. The
+/// complete [`router`] routes `/proxy/` to the same handler (the admin socket, router tests).
+pub fn relay_router(app: Arc<App>) -> Router {
+    let router = Router::new().route("/proxy/{*rest}", axum::routing::any(crate::sessions::relay::relay));
+    shared_layers(router).with_state(app)
+}
+
+/// The layers every answer passes: the panic guard and the request context (outermost).
+fn shared_layers(router: Router<Arc<App>>) -> Router<Arc<App>> {
+    router
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))
         }))
         .layer(axum::middleware::from_fn(middleware::request_context))
-        .with_state(app)
+}
+
+/// What the per-route rules read.
+#[derive(Clone)]
+struct RouteRules {
+    sessions: Arc<crate::sessions::Sessions>,
+    inventory: Arc<crate::inventory::Inventory>,
+}
+
+/// The per-route rules, one layer (each layer costs every request a clone of the services below
+/// it and a boxed future): on a session domain only the relay, verify and health answer (421
+/// otherwise); operator callbacks are counted by route and status for /metrics (this needs the
+/// matched route, so it runs inside the router).
+async fn route_rules(
+    axum::extract::State(rules): axum::extract::State<RouteRules>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let callback = crate::inventory::metrics::CountedCallback::begin(&mut req);
+    let refused = match crate::sessions::origin::host_to_check(&req) {
+        Some(host) => crate::sessions::origin::refusal(&rules.sessions, host).await,
+        None => None,
+    };
+    let res = match refused {
+        Some(refusal) => refusal,
+        None => next.run(req).await,
+    };
+    if let Some(callback) = callback {
+        callback.answered(&rules.inventory, &res);
+    }
+    res
 }

@@ -468,7 +468,7 @@ impl Limits {
 /// every connection is a TLS one; the certificate comes from the config's resolver per handshake.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    routes: Routes,
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()>,
     limits: Limits,
@@ -497,7 +497,7 @@ pub async fn serve(
         .initial_connection_window_size(H2_CONNECTION_WINDOW)
         .max_header_list_size(H2_MAX_HEADER_LIST);
     let shared = Arc::new(Shared {
-        router,
+        routes,
         builder,
         acceptor: tls.map(tokio_rustls::TlsAcceptor::from),
         connections: Arc::new(Mutex::new(Connections::default())),
@@ -594,9 +594,24 @@ pub async fn serve(
     }
 }
 
+/// Where a listener's requests go: `/proxy/…` (the sessions' data plane) to `relay`, everything
+/// else to `all` (`crate::http::router` and `crate::http::relay_router`).
+#[derive(Clone)]
+pub struct Routes {
+    pub all: Router,
+    pub relay: Router,
+}
+
+impl From<Router> for Routes {
+    /// One router for every request.
+    fn from(router: Router) -> Self {
+        Self { relay: router.clone(), all: router }
+    }
+}
+
 /// What the connections of one listener share.
 struct Shared {
-    router: Router,
+    routes: Routes,
     builder: auto::Builder<TokioExecutor>,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     connections: Arc<Mutex<Connections>>,
@@ -631,7 +646,11 @@ async fn serve_connection(
         let (mut parts, incoming) = req.into_parts();
         parts.extensions.insert(ConnectInfo::<SocketAddr>(peer));
         parts.extensions.insert(ticket.clone());
-        let mode = if parts.uri.path().starts_with("/proxy/") { Mode::Streamed } else { Mode::Buffered };
+        let (mode, router) = if parts.uri.path().starts_with("/proxy/") {
+            (Mode::Streamed, &shared.routes.relay)
+        } else {
+            (Mode::Buffered, &shared.routes.all)
+        };
         let client =
             client_addr::resolve(ProxyTrust { hops: shared.hops, trusted: &shared.trusted }, peer.ip(), &parts.headers);
         let (watched_body, watched) =
@@ -642,7 +661,7 @@ async fn serve_connection(
         }
         let req = axum::http::Request::from_parts(parts, axum::body::Body::new(watched_body));
         let in_flight = InFlight::enter(&counted);
-        let call = shared.router.clone().oneshot(req);
+        let call = router.clone().oneshot(req);
         async move {
             let res = call.await;
             // The request has been answered: its buffered bytes go back to the budgets.

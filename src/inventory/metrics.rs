@@ -6,8 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
+use axum::extract::{MatchedPath, Request};
 use axum::response::Response;
 
 use crate::auth::guard::CallerSlot;
@@ -71,21 +70,30 @@ impl Callbacks {
     }
 }
 
-/// Middleware (on the whole router): counts every answer of an `/internal` route, by status and,
+/// An `/internal` callback being answered, counted once its answer is known. Part of the router's
+/// per-route rules (`crate::http`): every answer of an `/internal` route is counted by status and,
 /// once the operator guard verified the caller, by cluster.
-pub async fn count_callbacks(State(inventory): State<Arc<super::Inventory>>, mut req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str())
-        .filter(|r| r.starts_with("/internal/"))
-        .map(str::to_string);
-    let Some(route) = route else { return next.run(req).await };
-    let slot = CallerSlot::default();
-    req.extensions_mut().insert(slot.clone());
-    let res = next.run(req).await;
-    inventory.metrics.count(&route, res.status().as_u16(), slot.0.get().map(|c| c.as_str()));
-    res
+pub struct CountedCallback {
+    route: String,
+    slot: CallerSlot,
+}
+
+impl CountedCallback {
+    /// For a request routed to an `/internal` route (`None` for any other): the slot the
+    /// operator guard fills in goes into the request.
+    pub fn begin(req: &mut Request) -> Option<Self> {
+        let route = req.extensions().get::<MatchedPath>()?.as_str();
+        if !route.starts_with("/internal/") {
+            return None;
+        }
+        let counted = Self { route: route.to_string(), slot: CallerSlot::default() };
+        req.extensions_mut().insert(counted.slot.clone());
+        Some(counted)
+    }
+
+    pub fn answered(self, inventory: &super::Inventory, res: &Response) {
+        inventory.metrics.count(&self.route, res.status().as_u16(), self.slot.0.get().map(|c| c.as_str()));
+    }
 }
 
 pub fn escape(v: &str) -> String {

@@ -9,9 +9,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::Sessions;
@@ -75,26 +74,32 @@ impl Sessions {
     }
 }
 
-/// The router layer: on a session domain, only what [`served_on_session_hosts`] names.
-pub async fn session_origin(State(sessions): State<Arc<Sessions>>, req: Request, next: Next) -> Response {
+/// The host a request's answer depends on: lower case, `None` for the paths a session domain
+/// serves (and requests naming no host). See [`refusal`].
+pub fn host_to_check(req: &Request) -> Option<String> {
     if served_on_session_hosts(req.uri().path()) {
-        return next.run(req).await;
+        return None;
     }
-    let Some(host) = request_host(&req).map(|h| h.to_ascii_lowercase()) else {
-        return next.run(req).await;
-    };
+    request_host(req).map(|h| h.to_ascii_lowercase())
+}
+
+/// When `host` (from [`host_to_check`]) is a session domain, the refusal (`None`: the request
+/// goes on). Run by the router's per-route rules (`crate::http`).
+pub async fn refusal(sessions: &Sessions, host: String) -> Option<Response> {
     if !sessions.is_session_host(&host).await {
-        return next.run(req).await;
+        return None;
     }
-    ApiError::new(
-        StatusCode::MISDIRECTED_REQUEST,
-        ErrorCode::WrongHost,
-        format!(
-            "{host} is a session domain: it serves session apps under /proxy/ only; the console is at its own address"
-        ),
+    Some(
+        ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            ErrorCode::WrongHost,
+            format!(
+                "{host} is a session domain: it serves session apps under /proxy/ only; the console is at its own address"
+            ),
+        )
+        .with_details(serde_json::json!({ "host": host }))
+        .into_response(),
     )
-    .with_details(serde_json::json!({ "host": host }))
-    .into_response()
 }
 
 #[cfg(test)]
