@@ -73,6 +73,9 @@ pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
+/// The relay's route, in both routers (`server::serve_connection` sends `/proxy/…` to the relay's).
+const RELAY_PATH: &str = "/proxy/{*rest}";
+
 /// The complete application router.
 pub fn router(app: Arc<App>) -> Router {
     let (api, _) = api_routes();
@@ -81,7 +84,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/openapi.json", get(system::openapi_json))
         .route("/api/docs", get(system::reference_page))
         // Session apps through this server, for installs whose session domain points here.
-        .route("/proxy/{*rest}", axum::routing::any(crate::sessions::relay::relay))
+        .route(RELAY_PATH, axum::routing::any(crate::sessions::relay::relay))
         // The console SPA; it answers the API prefixes with the same JSON 404 as before.
         .fallback(crate::console::serve)
         .layer(axum::middleware::from_fn_with_state(rules, route_rules))
@@ -95,7 +98,7 @@ pub fn router(app: Arc<App>) -> Router {
 /// those need would cost every relayed request a service clone and a boxed future each. The
 /// complete [`router`] routes `/proxy/` to the same handler (the admin socket, router tests).
 pub fn relay_router(app: Arc<App>) -> Router {
-    let router = Router::new().route("/proxy/{*rest}", axum::routing::any(crate::sessions::relay::relay));
+    let router = Router::new().route(RELAY_PATH, axum::routing::any(crate::sessions::relay::relay));
     shared_layers(router).with_state(app)
 }
 
