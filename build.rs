@@ -1,6 +1,8 @@
 //! Builds the console SPA (web/) and stages it for embedding: `$OUT_DIR/console` gets every file of
 //! the Vite output plus `.gz` and `.br` siblings, which `src/console.rs` embeds with rust-embed.
 //!
+//! Also gzips the committed OpenAPI document (`web/src/api/openapi.json`) into `$OUT_DIR`.
+//!
 //! - `GSHARE_WEB_DIST=/path/to/dist`: use a prebuilt `dist/` (packagers); npm is never run.
 //! - otherwise: `npm ci` when `web/node_modules` is missing, then `npm run build:embed` into
 //!   `$OUT_DIR/web-dist`; cargo reruns this only when the web sources or package files change.
@@ -58,7 +60,17 @@ fn run() -> Result<(), String> {
         fs::remove_dir_all(&staged).map_err(|e| format!("cannot clear {}: {e}", staged.display()))?;
     }
     stage(&dist, &staged)?;
-    Ok(())
+    stage_api_document(&manifest, &out)
+}
+
+/// The OpenAPI document the server serves is the committed snapshot (tests hold it equal to the
+/// handlers'), embedded gzipped: `$OUT_DIR/openapi.json.gz`.
+fn stage_api_document(manifest: &Path, out: &Path) -> Result<(), String> {
+    println!("cargo:rerun-if-changed=web/src/api/openapi.json");
+    let snapshot = manifest.join("web/src/api/openapi.json");
+    let bytes = fs::read(&snapshot).map_err(|e| format!("cannot read {}: {e}", snapshot.display()))?;
+    let target = out.join("openapi.json.gz");
+    fs::write(&target, gzip(&bytes)?).map_err(|e| format!("cannot write {}: {e}", target.display()))
 }
 
 fn env(name: &str) -> Result<String, String> {

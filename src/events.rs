@@ -21,11 +21,11 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::App;
 use crate::auth::guard::SignedIn;
@@ -133,8 +133,8 @@ impl Topic {
     }
 }
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(events))
+pub fn routes<D: Docs>() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(D: events))
 }
 
 fn event(kind: &str, generation: u64) -> Event {

@@ -17,13 +17,13 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::App;
 use crate::auth::guard::AdminCaller;
@@ -32,8 +32,8 @@ use crate::http::error::ApiError;
 use crate::http::extract::bearer_token;
 use crate::store::{BATCH_BUCKETS, COMMIT_BUCKETS, Store};
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(metrics))
+pub fn routes<D: Docs>() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(D: metrics))
 }
 
 /// What a caller may see.

@@ -16,13 +16,13 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::App;
 use crate::auth::guard::AdminCaller;
@@ -546,8 +546,8 @@ pub fn callbacks_total(app: &App) -> u64 {
     app.inventory.metrics.snapshot().iter().map(|(_, _, n)| n).sum()
 }
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(overview)).routes(routes!(overview_node))
+pub fn routes<D: Docs>() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(D: overview)).routes(routes!(D: overview_node))
 }
 
 fn accepts_gzip(headers: &HeaderMap) -> bool {

@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::App;
 use crate::auth::guard::AdminCaller;
@@ -21,8 +21,8 @@ use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{ApiQuery, query_number};
 use crate::operator::status::OperatorConnection;
 
-pub fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new().routes(routes!(list)).routes(routes!(show)).routes(routes!(connection_test))
+pub fn routes<D: Docs>() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(D: list)).routes(routes!(D: show)).routes(routes!(D: connection_test))
 }
 
 /// A cluster as `GET /api/v1/clusters` lists it: the registry's view and its operator's state.

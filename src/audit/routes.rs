@@ -1,11 +1,11 @@
 //! `GET /api/v1/audit`: the audit log, newest first, paginated (by page, or by key with
 //! `cursor`) and filterable.
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRef, State};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::AuditState;
 use super::{AuditFilter, AuditRecord};
@@ -17,13 +17,13 @@ use crate::http::extract::ApiQuery;
 pub const DEFAULT_PAGE_SIZE: u64 = 50;
 pub const MAX_PAGE_SIZE: u64 = 500;
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     AuditState: FromRef<S>,
     Gate: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(list_audit))
+    OpenApiRouter::new().routes(routes!(D: list_audit))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -6,13 +6,13 @@
 //!
 //! Refusals are 422 with one `details.errors[]` entry per field, in words a person can act on.
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::AuthState;
 use super::accounts::{
@@ -26,7 +26,7 @@ use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, FieldError};
 use crate::http::extract::ApiJson;
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     AuthState: FromRef<S>,
@@ -34,12 +34,12 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(account))
-        .routes(routes!(change_password))
-        .routes(routes!(sign_out_everywhere))
-        .routes(routes!(list_admins, add_admin))
-        .routes(routes!(remove_admin))
-        .routes(routes!(set_admin_password))
+        .routes(routes!(D: account))
+        .routes(routes!(D: change_password))
+        .routes(routes!(D: sign_out_everywhere))
+        .routes(routes!(D: list_admins, add_admin))
+        .routes(routes!(D: remove_admin))
+        .routes(routes!(D: set_admin_password))
 }
 
 /// The signed-in admin's account.

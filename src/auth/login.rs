@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 use std::time::Duration;
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRef, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -16,7 +17,6 @@ use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::AuthState;
 use super::accounts::{self, MAX_PASSWORD_LEN, MAX_USERNAME_LEN};
@@ -210,7 +210,7 @@ pub fn set_not_before(txn: &crate::store::WriteTxn, username: &str, now: i64) ->
     Ok(())
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     AuthState: FromRef<S>,
@@ -218,10 +218,10 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(login))
-        .routes(routes!(logout))
-        .routes(routes!(me))
-        .routes(routes!(sign_in_options))
+        .routes(routes!(D: login))
+        .routes(routes!(D: logout))
+        .routes(routes!(D: me))
+        .routes(routes!(D: sign_in_options))
 }
 
 /// What the sign-in page offers, asked before anyone signs in.

@@ -5,13 +5,13 @@
 //! linked to the issuer's `sub`), sets the console's session cookies and sends the browser to the
 //! console. Local sign-in is untouched: an issuer that is down answers 503 here, nothing more.
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRef, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::AuthState;
 use super::accounts::{DirectoryVerdict, Standing, Username};
@@ -27,14 +27,14 @@ pub const START: &str = "/api/v1/auth/oidc/start";
 const FLOW_COOKIE: &str = "gshare_oidc";
 const FLOW_PATH: &str = "/api/v1/auth/oidc";
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     AuthState: FromRef<S>,
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(oidc_start)).routes(routes!(oidc_callback))
+    OpenApiRouter::new().routes(routes!(D: oidc_start)).routes(routes!(D: oidc_callback))
 }
 
 fn not_configured() -> ApiError {

@@ -2,13 +2,13 @@
 //! `POST /api/v1/keys/rotate` (what `gshare keys rotate` asks a running server: in force at once,
 //! audited).
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRef, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::AuthState;
 use super::guard::AdminCaller;
@@ -17,14 +17,14 @@ use crate::audit::{AuditEntry, AuditResult, RequestMeta};
 use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     AuthState: FromRef<S>,
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(jwks)).routes(routes!(rotate_keys))
+    OpenApiRouter::new().routes(routes!(D: jwks)).routes(routes!(D: rotate_keys))
 }
 
 /// The internal signing key made by a rotation.

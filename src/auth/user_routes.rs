@@ -8,13 +8,13 @@
 //! cookies stop at its next request; its sessions keep running. A password an admin set (given,
 //! generated or reset) is replaced by its owner at first sign-in (`must_change_password`).
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::AuthState;
 use super::account_routes::{account_error, hash, password_rules};
@@ -26,7 +26,7 @@ use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody, FieldError};
 use crate::http::extract::{ApiJson, ApiQuery};
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     AuthState: FromRef<S>,
@@ -34,12 +34,12 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(list_users, create_user))
-        .routes(routes!(patch_user, delete_user))
-        .routes(routes!(reset_password))
-        .routes(routes!(bulk_create))
-        .routes(routes!(invite_user))
-        .routes(routes!(accept_invite))
+        .routes(routes!(D: list_users, create_user))
+        .routes(routes!(D: patch_user, delete_user))
+        .routes(routes!(D: reset_password))
+        .routes(routes!(D: bulk_create))
+        .routes(routes!(D: invite_user))
+        .routes(routes!(D: accept_invite))
 }
 
 /// A name the routes keep for themselves (`/api/v1/users/bulk`): no account may have it.

@@ -11,13 +11,13 @@ pub mod wire;
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::audit::RequestMeta;
 use crate::auth::guard::Gate;
@@ -37,7 +37,7 @@ pub struct CallbacksState {
     pub volumes: Arc<crate::volumes::Volumes>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     CallbacksState: FromRef<S>,
@@ -45,18 +45,18 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(inventory_nodes))
-        .routes(routes!(inventory_gpu_devices))
-        .routes(routes!(inventory_drift))
-        .routes(routes!(nodes_cordoned))
-        .routes(routes!(nodes_decommissioning))
-        .routes(routes!(nodes_decommissioned))
-        .routes(routes!(health_events))
-        .routes(routes!(volumes_sync))
-        .routes(routes!(image_build_status))
-        .routes(routes!(session_samples))
-        .routes(routes!(session_status))
-        .routes(routes!(audit_operator))
+        .routes(routes!(D: inventory_nodes))
+        .routes(routes!(D: inventory_gpu_devices))
+        .routes(routes!(D: inventory_drift))
+        .routes(routes!(D: nodes_cordoned))
+        .routes(routes!(D: nodes_decommissioning))
+        .routes(routes!(D: nodes_decommissioned))
+        .routes(routes!(D: health_events))
+        .routes(routes!(D: volumes_sync))
+        .routes(routes!(D: image_build_status))
+        .routes(routes!(D: session_samples))
+        .routes(routes!(D: session_status))
+        .routes(routes!(D: audit_operator))
 }
 
 fn accepted() -> Response {

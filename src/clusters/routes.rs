@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::ClusterId;
 use super::model::*;
@@ -31,14 +31,17 @@ pub struct ClustersState {
     pub audit: Arc<crate::audit::AuditLog>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     ClustersState: FromRef<S>,
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(register)).routes(routes!(unclaimed)).routes(routes!(patch, unregister))
+    OpenApiRouter::new()
+        .routes(routes!(D: register))
+        .routes(routes!(D: unclaimed))
+        .routes(routes!(D: patch, unregister))
 }
 
 impl From<ClusterError> for ApiError {

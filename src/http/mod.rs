@@ -2,6 +2,7 @@
 //! wraps them in the shared layers (request context with security headers, body limit, panic guard).
 
 pub mod admin_socket;
+pub mod api_router;
 pub mod body;
 pub mod client_addr;
 pub mod docs;
@@ -21,9 +22,9 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use utoipa::OpenApi;
-use utoipa_axum::router::OpenApiRouter;
 
 use crate::App;
+use api_router::{Docs, Document, OpenApiRouter, Serve};
 use error::ApiError;
 
 #[derive(OpenApi)]
@@ -44,32 +45,41 @@ use error::ApiError;
 )]
 struct ApiDoc;
 
-/// Every documented route, with the OpenAPI document built from the same handlers.
-pub fn api_routes() -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
+/// Every documented route: the server's router (routes only; see `api_router`).
+pub fn api_routes() -> Router<Arc<App>> {
+    build::<Serve>(OpenApiRouter::new()).0
+}
+
+/// The OpenAPI document the handlers describe, before `docs::add_shared_answers`. The server
+/// serves the committed snapshot of it (`web/src/api/openapi.json`); tests hold the two equal.
+pub fn api_document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    OpenApiRouter::with_openapi(doc)
-        .merge(system::routes())
-        .merge(crate::auth::routes::routes())
-        .merge(crate::auth::login::routes())
-        .merge(crate::auth::oidc_routes::routes())
-        .merge(crate::auth::account_routes::routes())
-        .merge(crate::auth::user_routes::routes())
-        .merge(crate::events::routes())
-        .merge(crate::overview::routes())
-        .merge(crate::audit::routes::routes())
-        .merge(crate::clusters::routes::routes())
-        .merge(crate::views::routes())
-        .merge(crate::inventory::routes::routes())
-        .merge(crate::inventory::pool_routes::routes())
-        .merge(crate::callbacks::routes())
-        .merge(crate::sessions::routes::routes())
-        .merge(crate::volumes::routes::routes())
-        .merge(crate::policy::routes::routes())
-        .merge(crate::notifications::routes::routes())
-        .merge(crate::snapshot::routes::routes())
-        .merge(crate::operator::routes::routes())
-        .merge(crate::metrics::routes())
+    build::<Document>(OpenApiRouter::with_openapi(doc)).1
+}
+
+fn build<D: Docs>(base: OpenApiRouter<Arc<App>>) -> (Router<Arc<App>>, utoipa::openapi::OpenApi) {
+    base.merge(system::routes::<D>())
+        .merge(crate::auth::routes::routes::<_, D>())
+        .merge(crate::auth::login::routes::<_, D>())
+        .merge(crate::auth::oidc_routes::routes::<_, D>())
+        .merge(crate::auth::account_routes::routes::<_, D>())
+        .merge(crate::auth::user_routes::routes::<_, D>())
+        .merge(crate::events::routes::<D>())
+        .merge(crate::overview::routes::<D>())
+        .merge(crate::audit::routes::routes::<_, D>())
+        .merge(crate::clusters::routes::routes::<_, D>())
+        .merge(crate::views::routes::<D>())
+        .merge(crate::inventory::routes::routes::<_, D>())
+        .merge(crate::inventory::pool_routes::routes::<_, D>())
+        .merge(crate::callbacks::routes::<_, D>())
+        .merge(crate::sessions::routes::routes::<_, D>())
+        .merge(crate::volumes::routes::routes::<_, D>())
+        .merge(crate::policy::routes::routes::<_, D>())
+        .merge(crate::notifications::routes::routes::<_, D>())
+        .merge(crate::snapshot::routes::routes::<_, D>())
+        .merge(crate::operator::routes::routes::<_, D>())
+        .merge(crate::metrics::routes::<D>())
         .split_for_parts()
 }
 
@@ -78,7 +88,7 @@ const RELAY_PATH: &str = "/proxy/{*rest}";
 
 /// The complete application router.
 pub fn router(app: Arc<App>) -> Router {
-    let (api, _) = api_routes();
+    let api = api_routes();
     let rules = RouteRules { sessions: app.sessions.clone(), inventory: app.inventory.clone() };
     let router = api
         .route("/api/openapi.json", get(system::openapi_json))

@@ -1,5 +1,6 @@
 //! `/api/v1/node-pools` (admins): node pools reserved for groups, upstream's routes and names.
 
+use crate::http::api_router::{Docs, routes};
 use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
@@ -7,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::pools::{NodePoolView, PoolCreate, PoolError, PoolUpdate};
 use super::routes::InventoryState;
@@ -17,14 +17,16 @@ use crate::http::client_addr::AddrConfig;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{ApiQuery, parse_json};
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     InventoryState: FromRef<S>,
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(list_pools, create_pool)).routes(routes!(get_pool, update_pool, delete_pool))
+    OpenApiRouter::new()
+        .routes(routes!(D: list_pools, create_pool))
+        .routes(routes!(D: get_pool, update_pool, delete_pool))
 }
 
 impl From<PoolError> for ApiError {

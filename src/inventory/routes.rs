@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::Json;
 use axum::extract::{FromRef, Path, State};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::apply::NodeAction;
 use super::model::{GPUS, GpuView, HEALTH_EVENTS, NodeRecord, NodeView, latest_gpu_events};
@@ -28,7 +28,7 @@ pub struct InventoryState {
     pub audit: Arc<crate::audit::AuditLog>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     InventoryState: FromRef<S>,
@@ -36,10 +36,10 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(nodes))
-        .routes(routes!(cordon))
-        .routes(routes!(uncordon))
-        .routes(routes!(decommission))
+        .routes(routes!(D: nodes))
+        .routes(routes!(D: cordon))
+        .routes(routes!(D: uncordon))
+        .routes(routes!(D: decommission))
 }
 
 /// Nodes of a cluster with their GPUs.

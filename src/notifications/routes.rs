@@ -1,12 +1,12 @@
 //! `/api/v1/notifications`: the caller's own notifications (members and admins alike; nobody
 //! reads another's), and marking them read.
 
+use crate::http::api_router::{Docs, routes};
 use axum::Json;
 use axum::extract::{FromRef, Path, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::{NotificationPage, NotificationView};
 use crate::auth::guard::Gate;
@@ -21,14 +21,14 @@ pub struct NotificationsState {
     pub store: crate::store::Store,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     NotificationsState: FromRef<S>,
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(list)).routes(routes!(mark_one)).routes(routes!(mark_all))
+    OpenApiRouter::new().routes(routes!(D: list)).routes(routes!(D: mark_one)).routes(routes!(D: mark_all))
 }
 
 /// The most a list answers.

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::{OperatorError, Report, TokenView};
 use crate::audit::{RequestMeta, record_change as audit};
@@ -29,7 +29,7 @@ pub struct OperatorState {
     pub audit: Arc<crate::audit::AuditLog>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     OperatorState: FromRef<S>,
@@ -37,11 +37,11 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(attach))
-        .routes(routes!(detach))
-        .routes(routes!(operator_token))
-        .routes(routes!(operator_manifests))
-        .routes(routes!(settings))
+        .routes(routes!(D: attach))
+        .routes(routes!(D: detach))
+        .routes(routes!(D: operator_token))
+        .routes(routes!(D: operator_manifests))
+        .routes(routes!(D: settings))
 }
 
 /// The server's own settings that decide whether a cluster can be attached and its sessions

@@ -1,6 +1,7 @@
 //! `/api/v1/resource-policies` (admins; `GET …/effective` for everyone signed in, their own) and
 //! `/api/v1/groups` (admins).
 
+use crate::http::api_router::{Docs, routes};
 use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
@@ -8,7 +9,6 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::model::Scope;
 use super::usage;
@@ -27,7 +27,7 @@ pub struct PolicyState {
     pub audit: std::sync::Arc<crate::audit::AuditLog>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     PolicyState: FromRef<S>,
@@ -35,12 +35,12 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(list_policies, create_policy))
-        .routes(routes!(effective_policy))
-        .routes(routes!(patch_policy, delete_policy))
-        .routes(routes!(list_groups, create_group))
-        .routes(routes!(patch_group, delete_group))
-        .routes(routes!(get_usage))
+        .routes(routes!(D: list_policies, create_policy))
+        .routes(routes!(D: effective_policy))
+        .routes(routes!(D: patch_policy, delete_policy))
+        .routes(routes!(D: list_groups, create_group))
+        .routes(routes!(D: patch_group, delete_group))
+        .routes(routes!(D: get_usage))
 }
 
 impl From<PolicyError> for ApiError {

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::connect::{Denied, VerifyRequest};
 use super::model::*;
@@ -38,7 +38,7 @@ pub struct SessionsState {
     pub signin: Arc<crate::auth::login::SignIn>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     SessionsState: FromRef<S>,
@@ -46,15 +46,15 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(list_offerings, create_offering))
-        .routes(routes!(show_offering, patch_offering, delete_offering))
-        .routes(routes!(list_sessions, create_session))
-        .routes(routes!(show_session, delete_session))
-        .routes(routes!(pause_session))
-        .routes(routes!(resume_session))
-        .routes(routes!(connect_session))
-        .routes(routes!(connect_verify))
-        .routes(routes!(drain_node))
+        .routes(routes!(D: list_offerings, create_offering))
+        .routes(routes!(D: show_offering, patch_offering, delete_offering))
+        .routes(routes!(D: list_sessions, create_session))
+        .routes(routes!(D: show_session, delete_session))
+        .routes(routes!(D: pause_session))
+        .routes(routes!(D: resume_session))
+        .routes(routes!(D: connect_session))
+        .routes(routes!(D: connect_verify))
+        .routes(routes!(D: drain_node))
 }
 
 impl From<SessionError> for ApiError {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::body::Bytes;
 use axum::extract::{FromRef, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -11,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::{SnapshotError, SnapshotInfo, SnapshotStatus, check_reason};
 use crate::audit::{self, AuditEntry, AuditResult, RequestMeta};
@@ -29,14 +29,14 @@ pub struct SnapshotState {
     pub audit: Arc<crate::audit::AuditLog>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     SnapshotState: FromRef<S>,
     Gate: FromRef<S>,
     AddrConfig: FromRef<S>,
 {
-    OpenApiRouter::new().routes(routes!(create_snapshot, list_snapshots)).routes(routes!(snapshot_status))
+    OpenApiRouter::new().routes(routes!(D: create_snapshot, list_snapshots)).routes(routes!(D: snapshot_status))
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]

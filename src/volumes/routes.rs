@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::http::api_router::{Docs, routes};
 use axum::body::Bytes;
 use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
@@ -10,7 +11,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::model::{OrphanView, OwnerReclaimView, VolumeList, VolumeView};
 use super::{Actor, Adopt, ListQuery, NewVolume, VolumeError, Volumes};
@@ -30,7 +30,7 @@ pub struct VolumesState {
     pub audit: Arc<crate::audit::AuditLog>,
 }
 
-pub fn routes<S>() -> OpenApiRouter<S>
+pub fn routes<S, D: Docs>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
     VolumesState: FromRef<S>,
@@ -38,12 +38,12 @@ where
     AddrConfig: FromRef<S>,
 {
     OpenApiRouter::new()
-        .routes(routes!(list_volumes, create_volume))
-        .routes(routes!(show_volume, grow_volume, delete_volume))
-        .routes(routes!(share_volume, unshare_volume))
-        .routes(routes!(adopt_orphan))
-        .routes(routes!(reclaim_orphan))
-        .routes(routes!(reclaim_owner))
+        .routes(routes!(D: list_volumes, create_volume))
+        .routes(routes!(D: show_volume, grow_volume, delete_volume))
+        .routes(routes!(D: share_volume, unshare_volume))
+        .routes(routes!(D: adopt_orphan))
+        .routes(routes!(D: reclaim_orphan))
+        .routes(routes!(D: reclaim_owner))
 }
 
 impl From<VolumeError> for ApiError {

@@ -77,25 +77,31 @@ async fn every_operation_documents_the_answers_its_extractors_give() {
     s.stop().await;
 }
 
-/// The console's types come from `web/src/api/openapi.json` (openapi-typescript writes
-/// `schema.d.ts` from it; `npm test` checks that one): it must be the document the server serves.
-/// `GSHARE_UPDATE_OPENAPI=1 cargo test --test it openapi_snapshot` rewrites it, and
-/// `npm run api:update` in web/ does that and regenerates the types.
+/// The server serves the committed `web/src/api/openapi.json` (the console's types come from it:
+/// openapi-typescript writes `schema.d.ts`, `npm test` checks that one), so it must be the document
+/// the handlers describe. `GSHARE_UPDATE_OPENAPI=1 cargo test --test it openapi_snapshot` rewrites
+/// it, and `npm run api:update` in web/ does that and regenerates the types.
 #[tokio::test]
-async fn the_consoles_openapi_snapshot_is_the_served_document() {
-    let s = TestServer::start().await;
-    let doc: Value = s.get("/api/openapi.json").await.json().await.unwrap();
-    s.stop().await;
-    let served = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+async fn the_consoles_openapi_snapshot_is_the_handlers_document_and_is_served() {
+    let generated = serde_json::to_string_pretty(&gshare::http::docs::generated()).unwrap() + "\n";
     let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/src/api/openapi.json");
     if std::env::var_os("GSHARE_UPDATE_OPENAPI").is_some() {
-        std::fs::write(&committed, &served).unwrap();
+        std::fs::write(&committed, &generated).unwrap();
     }
+    let on_disk = std::fs::read_to_string(&committed).unwrap_or_default();
     assert!(
-        std::fs::read_to_string(&committed).is_ok_and(|c| c == served),
-        "web/src/api/openapi.json is not the document the server serves; run `npm run api:update` in web/ \
+        on_disk == generated,
+        "web/src/api/openapi.json is not the document the handlers describe; run `npm run api:update` in web/ \
          (GSHARE_UPDATE_OPENAPI=1 cargo test --test it openapi_snapshot, then openapi-typescript)"
     );
+    // What the server answers is that file, byte for byte (embedded at build time).
+    let s = TestServer::start().await;
+    let res = s.get("/api/openapi.json").await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/json");
+    let served = res.text().await.unwrap();
+    s.stop().await;
+    assert!(served == on_disk, "the server serves another document than web/src/api/openapi.json");
 }
 
 #[tokio::test]
