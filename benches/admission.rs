@@ -40,7 +40,7 @@ fn line(label: &str, mut v: Vec<f64>) -> f64 {
 }
 
 async fn run() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let env_n = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (gpus, creates) = (env_n("BENCH_GPUS", 40_000), env_n("BENCH_CREATES", 400));
     let dir = tempfile::tempdir().unwrap();

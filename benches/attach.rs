@@ -31,7 +31,7 @@ fn ms(d: Duration) -> String {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let config = Config::for_data_dir(
         &dir.path().join("data"),

@@ -29,7 +29,7 @@ fn ms(d: Duration) -> String {
 }
 
 async fn start(dir: &std::path::Path) -> RunningServer {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = Config::for_data_dir(&dir.join("data"), &[("GSHARE_LISTEN", "127.0.0.1:0")]).unwrap();
     RunningServer::start(config, Clock::system()).await.unwrap()
 }

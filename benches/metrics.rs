@@ -65,7 +65,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 async fn run() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let config = Config::for_data_dir(
         &dir.path().join("data"),

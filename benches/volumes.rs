@@ -61,7 +61,7 @@ fn sync_body(cid: &str, homes: &[String], round: i64) -> Value {
 async fn main() {
     let n = env_usize("BENCH_VOLUMES", 2000);
     let rounds = env_usize("BENCH_ROUNDS", 15);
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let config = Config::for_data_dir(&dir.path().join("data"), &[("GSHARE_LISTEN", "127.0.0.1:0")]).unwrap();
     let server = RunningServer::start(config, Clock::system()).await.unwrap();

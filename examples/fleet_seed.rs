@@ -79,8 +79,8 @@ pub fn gpu_body(cid: &str, c: usize, node: usize, g: usize) -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // reqwest is built without a default TLS provider (the server picks aws-lc-rs).
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    // reqwest is built without a default TLS provider (the server picks ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match Args::parse().what {
         What::Seed { data_dir, clusters, sessions, owners, out } => {
             seed(data_dir, clusters, sessions, owners, out).await

@@ -285,7 +285,7 @@ mod tests {
 
     #[tokio::test]
     async fn server_prefixes_never_fall_through_in_the_real_router() {
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
         let config = crate::config::Config::for_data_dir(&dir.path().join("data"), &[]).unwrap();
         let app = crate::App::open(config, crate::clock::Clock::system()).await.unwrap();

@@ -89,6 +89,7 @@ fn b64(bytes: &[u8]) -> String {
 /// byte picks: a raw token; fuzzed claims signed with the real key (so claim parsing past the
 /// signature is reached); fuzzed header and claims; a valid token with bytes changed.
 pub fn jwt(data: &[u8]) {
+    crate::auth::jwt_crypto::install();
     let Some(k) = jwt_keys() else { return };
     let Some((&mode, rest)) = data.split_first() else { return };
     let now = k.authority.clock().now();

@@ -8,6 +8,7 @@ pub mod directory;
 pub mod guard;
 pub mod hash_pool;
 pub mod invites;
+pub mod jwt_crypto;
 pub mod keys;
 pub mod login;
 pub mod offline;

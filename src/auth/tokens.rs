@@ -164,6 +164,7 @@ impl TokenAuthority {
         configured: Option<SigningKey>,
         clock: Clock,
     ) -> Result<(Self, Option<String>), KeyError> {
+        super::jwt_crypto::install();
         let (loaded, generated) =
             if configured.is_some() { (ring.load()?, None) } else { ring.load_or_init(clock.now())? };
         let mut validation = Validation::new(Algorithm::RS256);

@@ -21,7 +21,7 @@ pub fn ldap_test(config: &Config, user: &str) -> Result<()> {
         std::io::stdin().read_line(&mut line).context("cannot read the password from stdin")?;
         line.trim_end_matches(['\r', '\n']).to_string()
     };
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = LdapDirectory::new(settings).map_err(anyhow::Error::msg)?;
     let rt = super::runtime()?;
     let mut trace = Vec::new();

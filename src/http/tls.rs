@@ -1,7 +1,7 @@
 //! HTTPS in the binary: the certificate and key files from `tls_cert` / `tls_key`, served through
 //! a rustls resolver whose certificate is swapped in place when the files change (watched with
 //! notify, plus a periodic check), so renewals need no restart and drop no connection. A broken
-//! renewal is logged and the previous certificate kept. Only the aws-lc-rs provider is used.
+//! renewal is logged and the previous certificate kept. Only the ring provider is used (the one cryptography library in the binary).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -68,7 +68,7 @@ impl std::fmt::Debug for CertReloader {
 
 /// The one crypto provider this project uses.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {

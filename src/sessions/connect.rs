@@ -69,6 +69,7 @@ impl std::fmt::Debug for ConnectKeys {
 
 impl ConnectKeys {
     pub fn open(keys_dir: &Path) -> Result<Self, String> {
+        crate::auth::jwt_crypto::install();
         let path = keys_dir.join(KEY_FILE);
         let secret = match std::fs::read(&path) {
             Ok(bytes) if bytes.len() >= KEY_BYTES => bytes,

@@ -688,6 +688,7 @@ async fn a_replaced_pod_and_a_late_report_from_before_the_resume_keep_the_sessio
 async fn a_token_upstream_minted_keeps_working() {
     use rsa::pkcs1::EncodeRsaPrivateKey;
     use rsa::pkcs8::DecodePrivateKey;
+    crate::support::init();
     // Upstream's Secret `gshare-jwt-signing` holds `private.pem` (PKCS#1 from older OpenSSL,
     // PKCS#8 from newer): both are taken.
     let key = gshare::auth::keys::SigningKey::generate_for_tests();

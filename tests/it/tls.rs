@@ -41,7 +41,7 @@ impl Ca {
     fn client(&self) -> reqwest::Client {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.issuer.der().clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()

@@ -131,7 +131,7 @@ fn tls_config(settings: &LdapSettings) -> Result<Arc<rustls::ClientConfig>, Stri
     tls_client_config(settings.ca_file.as_deref(), "ldap.ca_file")
 }
 
-/// A rustls client (aws-lc-rs) trusting the PEM certificates of `ca_file` (named `key` in
+/// A rustls client (ring) trusting the PEM certificates of `ca_file` (named `key` in
 /// errors), else the system's roots. Also the OpenID Connect client's.
 pub(crate) fn tls_client_config(
     ca_file: Option<&std::path::Path>,
@@ -156,7 +156,7 @@ pub(crate) fn tls_client_config(
             }
         }
     }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?

@@ -1,5 +1,5 @@
 //! OpenID Connect sign-in (issue 26): the authorization code flow with PKCE against the `[oidc]`
-//! issuer, by the `openidconnect` crate. Its HTTP goes through hyper + hyper-rustls (aws-lc-rs,
+//! issuer, by the `openidconnect` crate. Its HTTP goes through hyper + hyper-rustls (ring,
 //! the configured CA file or the system's roots), each request bounded by `oidc.timeout`, bodies
 //! capped, no redirects followed, and no plain-http request once the issuer is https.
 //!

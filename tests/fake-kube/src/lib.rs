@@ -202,7 +202,7 @@ impl FakeCluster {
         self.ca_pem.as_deref()
     }
 
-    /// A rustls client config (aws-lc-rs) trusting this cluster's CA and, in client-certificate
+    /// A rustls client config (ring) trusting this cluster's CA and, in client-certificate
     /// mode, presenting the admin certificate; `None` without TLS. For raw HTTP clients in tests.
     pub fn client_tls_config(&self) -> Option<rustls::ClientConfig> {
         use rustls::pki_types::pem::PemObject;
@@ -210,7 +210,7 @@ impl FakeCluster {
         let ca = CertificateDer::from_pem_slice(self.ca_pem.as_deref()?.as_bytes()).ok()?;
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca).ok()?;
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .ok()?

@@ -62,10 +62,10 @@ impl Pki {
         })
     }
 
-    /// rustls server config (aws-lc-rs), h2 and http/1.1; client certificates from our CA
+    /// rustls server config (ring), h2 and http/1.1; client certificates from our CA
     /// are verified when offered.
     pub fn server_config(&self) -> std::io::Result<rustls::ServerConfig> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(io_err)?;

@@ -1,4 +1,4 @@
-//! Listening: TCP accept, TLS (rustls, aws-lc-rs), HTTP/1.1 and HTTP/2 via hyper, and cutting
+//! Listening: TCP accept, TLS (rustls, ring), HTTP/1.1 and HTTP/2 via hyper, and cutting
 //! connections when the cluster is made unreachable or shut down.
 
 use std::sync::Arc;

@@ -14,7 +14,8 @@ pub mod oidc;
 pub mod slapd;
 
 pub fn init() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    gshare::auth::jwt_crypto::install();
 }
 
 /// A server running in this process, with its data directory.
