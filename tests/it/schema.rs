@@ -86,7 +86,9 @@ async fn the_consoles_openapi_snapshot_is_the_handlers_document_and_is_served() 
     let generated = serde_json::to_string_pretty(&gshare::http::docs::generated()).unwrap() + "\n";
     let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("web/src/api/openapi.json");
     if std::env::var_os("GSHARE_UPDATE_OPENAPI").is_some() {
+        // The server embeds the file when it is built: the next build serves what is written here.
         std::fs::write(&committed, &generated).unwrap();
+        return;
     }
     let on_disk = std::fs::read_to_string(&committed).unwrap_or_default();
     assert!(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # After the server's API changed: rewrite the console's snapshot of the OpenAPI document from the
-# server itself (the Rust test, in-process, no port), then the types generated from it. Uses
+# handlers (the Rust test, in-process), then the types generated from it (the server embeds the
+# file when it is built, so rebuild before serving). Uses
 # $CARGO_TARGET_DIR like the rest of the build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
