@@ -5,7 +5,7 @@
 //! from its `#[utoipa::path]`; [`Document`] (`http::api_document`, used by the tests that hold the
 //! committed `web/src/api/openapi.json` equal to the handlers) builds the whole operation too, as
 //! utoipa-axum's `routes!` does. The server serves that committed document, so the code that
-//! builds operations and schemas — 2.2 MiB of the binary, never run by a serving process — is not
+//! builds operations and schemas — 2.6 MiB of the dist binary, never run by a serving process — is not
 //! in the binary at all (issue "Edge footprint").
 
 pub use utoipa_axum::router::OpenApiRouter;
