@@ -186,7 +186,7 @@ pub fn internal_body(data: &[u8]) {
 /// HAMi's `hami.io/node-nvidia-register` annotation and the capacity fallback, as the probe reads a
 /// Node. The first byte picks: a whole Node as JSON; the annotation's value; a capacity quantity.
 pub fn hami_node(data: &[u8]) {
-    use k8s_openapi::api::core::v1::{Node, NodeStatus};
+    use crate::clusters::kinds::{Node, NodeStatus};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     let Some((&mode, rest)) = data.split_first() else { return };
     let node = match mode % 3 {

@@ -3,6 +3,7 @@
 
 pub mod in_use;
 pub mod inventory_part;
+pub mod kinds;
 pub mod kubeconfig;
 pub mod model;
 pub mod prereq;

@@ -10,9 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service};
-use k8s_openapi::api::networking::v1::IngressClass;
+use super::kinds::{ConfigMap, Deployment, IngressClass, Node, Pod, Service};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde::{Deserialize, Serialize};

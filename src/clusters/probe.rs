@@ -6,12 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
-use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::api::ListParams;
 use serde::Deserialize;
 
+use super::kinds::{Namespace, Node, RuntimeClass};
 use super::kubeconfig::ServerAddr;
 use super::model::{Check, ClusterStatus, ProbeError, Stage};
 

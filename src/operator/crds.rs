@@ -68,7 +68,7 @@ impl CrdFile {
     /// The CRD as a JSON object (the file is one YAML document).
     pub fn object(&self) -> Value {
         // The files are fixed at build time and checked by tests; a parse failure is a build bug.
-        serde_yaml::from_str(self.text).unwrap_or(Value::Null)
+        serde_saphyr::from_str(self.text).unwrap_or(Value::Null)
     }
 
     /// SHA-256 of the embedded text, hex.

@@ -423,7 +423,7 @@ pub fn to_yaml(p: &Params) -> Result<String, String> {
     }
     for o in objects(p).into_iter().skip(crds::ALL.len()) {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&o).map_err(|e| e.to_string())?);
+        out.push_str(&serde_saphyr::to_string(&o).map_err(|e| e.to_string())?);
     }
     Ok(out)
 }
@@ -599,5 +599,69 @@ mod tests {
             .map(|d| serde_yaml::from_str(d).unwrap())
             .collect();
         assert_eq!(docs.len(), objects(&params()).len());
+    }
+
+    /// kubectl reads YAML 1.1 (`yes`, `on`, `n`, `12:30`, `0o17` are not strings there): every
+    /// scalar such a reader could take for another type is written quoted, and reads back equal.
+    #[test]
+    fn yaml_quotes_what_a_yaml_1_1_reader_would_retype() {
+        let tricky = [
+            "yes",
+            "on",
+            "y",
+            "n",
+            "NO",
+            "Off",
+            "~",
+            "null",
+            "1.0",
+            "0o17",
+            "0x1f",
+            "1e3",
+            "1_000",
+            "012",
+            "+1",
+            ".inf",
+            "-.Inf",
+            ".nan",
+            "2001-12-14",
+            "12:30",
+            "true",
+            "False",
+            ":x",
+            "- a",
+            "#c",
+            "a: b",
+            "",
+            " lead",
+            "trail ",
+            "@x",
+            "`x",
+            "'q",
+            "\"d",
+            "a #b",
+            "*a",
+            "&a",
+            "!t",
+            "%x",
+            "{a}",
+            "[a]",
+            "|",
+            "> x",
+        ];
+        let mut o = serde_json::Map::new();
+        for t in tricky {
+            o.insert(t.to_string(), Value::String(t.to_string()));
+        }
+        let v = Value::Object(o);
+        let y = serde_saphyr::to_string(&v).unwrap();
+        for line in y.lines() {
+            // Key and value are the same string, so the line is `<q>: <q>`.
+            let q = &line[..(line.len() - 2) / 2];
+            assert_eq!(line, format!("{q}: {q}"), "{line}");
+            assert!(q.starts_with('"') && q.ends_with('"'), "unquoted: {line}");
+        }
+        let back: Value = serde_yaml::from_str(&y).unwrap();
+        assert_eq!(back, v);
     }
 }

@@ -488,7 +488,7 @@ impl Operator {
         }
         // What upstream's attach-cluster.sh sets up, checked again now; the HAMi monitor found
         // is the URL the operator gets. A refused node list is a failed check, not a failure.
-        let node_api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        let node_api: kube::Api<crate::clusters::kinds::Node> = kube::Api::all(client.clone());
         let nodes = match node_api.list(&kube::api::ListParams::default()).await {
             Ok(l) => l.items,
             Err(kube::Error::Api(_)) => Vec::new(),

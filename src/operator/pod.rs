@@ -9,9 +9,8 @@
 
 use std::time::Duration;
 
+use crate::clusters::kinds::{ContainerStatus, Deployment, Event, Pod};
 use futures::AsyncReadExt;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 use serde::Serialize;
