@@ -12,24 +12,8 @@ mkdir -p "$out"
 command -v cargo-deb >/dev/null || cargo install --locked cargo-deb
 command -v cargo-generate-rpm >/dev/null || cargo install --locked cargo-generate-rpm
 
-# Linked with identical code folding (lld's --icf=all: 0.2 MiB of monomorphised copies) where
-# rustc links with lld (x86_64 Linux since Rust 1.90); passed to the binary's own link only, so
-# the dependencies' builds are shared with plain `cargo build --profile dist`.
-case "$(rustc -vV | sed -n 's/^host: //p')" in
-    x86_64-unknown-linux-gnu) cargo rustc --profile dist --locked -p gshare --bin gshare -- -C link-arg=-Wl,--icf=all ;;
-    *) cargo build --profile dist --locked -p gshare --bin gshare ;;
-esac
-# The size budget (packaging/size-budget, bytes): reported against its target, failed over its ceiling.
-target=$(awk '$1 == "target" {print $2}' packaging/size-budget)
-ceiling=$(awk '$1 == "ceiling" {print $2}' packaging/size-budget)
-size=$(stat -c %s "$CARGO_TARGET_DIR/dist/gshare")
-awk -v s="$size" -v t="$target" -v c="$ceiling" 'BEGIN {printf "dist binary: %d bytes = %.2f MiB; target %.2f MiB (%.1f %%), ceiling %.2f MiB\n", s, s / 1048576, t / 1048576, 100 * s / t, c / 1048576}'
-if [ "$size" -gt "$ceiling" ]; then
-    echo "the dist binary is $((size - ceiling)) bytes over its ceiling (packaging/size-budget)" >&2
-    exit 1
-elif [ "$size" -gt "$target" ]; then
-    echo "warning: the dist binary is $((size - target)) bytes over its $((target / 1048576)) MiB target (packaging/size-budget)" >&2
-fi
+# The dist binary, checked against its size budget.
+./hack/size.sh
 # Both tools read the asset target/dist/gshare from $CARGO_TARGET_DIR/dist/.
 
 cargo deb --no-build --locked --profile dist -p gshare -o "$out"
