@@ -360,7 +360,7 @@ pub fn relay_headers(data: &[u8]) {
     }
     let upgrade = is_upgrade(&h);
     let named = connection_named(&h);
-    let out = forward_headers(&h, upgrade, &|_| accept);
+    let out = forward_headers(h.clone(), upgrade, &|_| accept);
     for (name, value) in &out {
         let n = name.as_str();
         assert!(!is_client_forbidden(n), "forwarded {n}");

@@ -108,7 +108,9 @@ pub fn router(app: Arc<App>) -> Router {
 /// those need would cost every relayed request a service clone and a boxed future each. The
 /// complete [`router`] routes `/proxy/` to the same handler (the admin socket, router tests).
 pub fn relay_router(app: Arc<App>) -> Router {
-    let router = Router::new().route(RELAY_PATH, axum::routing::any(crate::sessions::relay::relay));
+    // A fallback, not a route: every request here is a relayed one, so the path needs no matching
+    // (and no captured parameters or matched-path extension made for each request).
+    let router = Router::new().fallback(crate::sessions::relay::relay);
     shared_layers(router).with_state(app)
 }
 

@@ -174,39 +174,49 @@ pub(crate) fn connection_named(h: &HeaderMap) -> Vec<String> {
 
 /// Drops the hop-by-hop headers of an answer: the fixed list and what its `Connection` names.
 pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
-    for name in connection_named(h) {
-        h.remove(name.as_str());
+    if h.contains_key(header::CONNECTION) {
+        for name in connection_named(h) {
+            h.remove(name.as_str());
+        }
     }
     for name in HOP_BY_HOP {
         h.remove(*name);
     }
 }
 
-pub(crate) fn forward_headers(from: &HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
-    let mut out = HeaderMap::new();
-    let named = connection_named(from);
-    for (name, value) in from {
-        if HOP_BY_HOP.contains(&name.as_str())
-            || is_client_forbidden(name.as_str())
-            || named.iter().any(|n| n == name.as_str())
-        {
-            continue;
+/// The request's headers as they go on, filtered in place (no second map): hop-by-hop headers and
+/// what `Connection` names go, and what [`is_client_forbidden`] names; `Cookie` keeps only what
+/// [`filter_cookies`] keeps; an upgrade keeps `Connection: upgrade` and its `Upgrade`.
+pub(crate) fn forward_headers(mut h: HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
+    let upgrade_to = if upgrade { h.get(header::UPGRADE).cloned() } else { None };
+    if h.contains_key(header::CONNECTION) {
+        for name in connection_named(&h) {
+            h.remove(name.as_str());
         }
-        if name == header::COOKIE {
-            if let Some(v) = filter_cookies(value, keep_session) {
-                out.append(header::COOKIE, v);
-            }
-            continue;
+    }
+    for name in HOP_BY_HOP {
+        h.remove(*name);
+    }
+    // Usually none: collecting an empty iterator allocates nothing.
+    let forbidden: Vec<HeaderName> = h.keys().filter(|n| is_client_forbidden(n.as_str())).cloned().collect();
+    for name in forbidden {
+        h.remove(name);
+    }
+    if h.contains_key(header::COOKIE) {
+        let kept: Vec<HeaderValue> =
+            h.get_all(header::COOKIE).iter().filter_map(|v| filter_cookies(v, keep_session)).collect();
+        h.remove(header::COOKIE);
+        for v in kept {
+            h.append(header::COOKIE, v);
         }
-        out.append(name.clone(), value.clone());
     }
     if upgrade {
-        out.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        if let Some(u) = from.get(header::UPGRADE) {
-            out.insert(header::UPGRADE, u.clone());
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        if let Some(u) = upgrade_to {
+            h.insert(header::UPGRADE, u);
         }
     }
-    out
+    h
 }
 
 fn relay_error(status: StatusCode, code: ErrorCode, message: String) -> Response {
@@ -295,12 +305,18 @@ pub async fn relay(
     let (parts, body) = req.into_parts();
     // Only this session's cookie goes on (verify needs it); other sessions' stay with the browser.
     let keep_session = |c: &str| app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
-    let mut headers = forward_headers(&parts.headers, upgrade, &keep_session);
     // A browser with this session's cookie is its user: its body (an upload to the app) is not
     // counted among the bodies read before a credential check (`http::body`).
     if crate::auth::cookies::cookie(&parts.headers, super::connect::COOKIE).is_some_and(keep_session) {
         crate::http::body::mark_authenticated(&parts.extensions);
     }
+    // Read from the client's headers before they are filtered for the ingress.
+    let console_user = crate::auth::guard::console_user(&gate, &parts.headers);
+    let xff = match parts.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(prior) if app.config.trusted_proxy_hops > 0 => format!("{prior}, {client_ip}"),
+        _ => client_ip.to_string(),
+    };
+    let mut headers = forward_headers(parts.headers, upgrade, &keep_session);
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
     let host = session.domain.as_deref().unwrap_or(&target);
     let Ok(host) = HeaderValue::from_str(host) else {
@@ -313,7 +329,7 @@ pub async fn relay(
     // The console's cookie does not cross (it is a credential), but who it signs in matters to
     // verify (a member's browser opens no other member's link): passed on as the relay's signed
     // statement, which verify checks as it would the cookie (see `CONSOLE_USER_HEADER`).
-    if let Some((name, admin)) = crate::auth::guard::console_user(&gate, &parts.headers)
+    if let Some((name, admin)) = console_user
         && let Some(v) = app.sessions.console_user_assertion(&name, admin).and_then(|v| HeaderValue::from_str(&v).ok())
     {
         headers.insert(HeaderName::from_static(super::connect::CONSOLE_USER_HEADER), v);
@@ -325,10 +341,6 @@ pub async fn relay(
             headers.insert(HeaderName::from_static(name), v);
         }
     }
-    let xff = match parts.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prior) if app.config.trusted_proxy_hops > 0 => format!("{prior}, {client_ip}"),
-        _ => client_ip.to_string(),
-    };
     if let Ok(v) = HeaderValue::from_str(&xff) {
         headers.insert(HeaderName::from_static("x-forwarded-for"), v);
     }
@@ -609,14 +621,14 @@ mod tests {
         ] {
             h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
         }
-        let f = forward_headers(&h, false, &|_| true);
+        let f = forward_headers(h.clone(), false, &|_| true);
         assert_eq!(f.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
 
         // A nameless cookie that reads as one of ours goes too (found by the relay_headers fuzz
         // target's seed: it was forwarded).
         let mut h = HeaderMap::new();
         h.append(header::COOKIE, HeaderValue::from_static("=gshare_console=x; = __Host-gshare_csrf=y; app=1"));
-        let f = forward_headers(&h, false, &|_| true);
+        let f = forward_headers(h.clone(), false, &|_| true);
         assert_eq!(f.get(header::COOKIE).map(|v| v.to_str().unwrap()), Some("app=1"));
 
         // An answer's hop-by-hop headers stay at this hop too.
@@ -667,9 +679,9 @@ mod tests {
         h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, Upgrade"));
         h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
         assert!(is_upgrade(&h));
-        let f = forward_headers(&h, true, &|_| true);
+        let f = forward_headers(h.clone(), true, &|_| true);
         assert_eq!(f[header::CONNECTION], "upgrade");
         assert_eq!(f[header::UPGRADE], "websocket");
-        assert!(forward_headers(&h, false, &|_| true).get(header::UPGRADE).is_none());
+        assert!(forward_headers(h.clone(), false, &|_| true).get(header::UPGRADE).is_none());
     }
 }
