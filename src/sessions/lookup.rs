@@ -10,6 +10,7 @@
 //! it never answers for another session. Connection tokens are not cached here: redeeming one is a
 //! write that must happen once.
 
+use axum::http::HeaderValue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,26 @@ pub struct SessionTarget {
     pub domain: Option<String>,
     /// When the run ends at the latest (ms): its start plus the offering's `max_runtime_sec`.
     pub ends_at: Option<i64>,
+    /// The relay's headers for this session, made once per lookup rather than per request.
+    pub headers: RelayHeaders,
+}
+
+/// The headers the relay adds for a session (`None`: the text is not a header value).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RelayHeaders {
+    /// `X-GShare-Session`.
+    pub session: Option<HeaderValue>,
+    /// `X-GShare-User`.
+    pub user: Option<HeaderValue>,
+    /// `Host` and `X-Forwarded-Host`: the session domain, else the ingress's `host:port`.
+    pub host: Option<HeaderValue>,
+}
+
+impl RelayHeaders {
+    pub fn new(session_id: &str, owner: &str, domain: Option<&str>, ingress: Option<&str>) -> Self {
+        let value = |v: &str| HeaderValue::from_str(v).ok();
+        Self { session: value(session_id), user: value(owner), host: domain.or(ingress).and_then(value) }
+    }
 }
 
 /// The in-memory side: one map, valid for one store generation.
@@ -123,12 +144,13 @@ impl Sessions {
             })
             .await?;
         let Some((s, cluster)) = found else { return Ok(None) };
+        let ingress =
+            cluster.as_ref().and_then(|c| c.session_ingress.clone()).or_else(|| self.config.session_ingress.clone());
+        let domain = cluster.as_ref().and_then(|c| self.session_domain(c));
         let target = Arc::new(SessionTarget {
-            ingress: cluster
-                .as_ref()
-                .and_then(|c| c.session_ingress.clone())
-                .or_else(|| self.config.session_ingress.clone()),
-            domain: cluster.as_ref().and_then(|c| self.session_domain(c)),
+            headers: RelayHeaders::new(&s.id, &s.owner, domain.as_deref(), ingress.as_deref()),
+            ingress,
+            domain,
             ends_at: run_ends_at(&s),
             session_id: s.id,
             owner: s.owner,
@@ -158,6 +180,7 @@ mod tests {
             ingress: None,
             domain: None,
             ends_at: None,
+            headers: RelayHeaders::default(),
         })
     }
 

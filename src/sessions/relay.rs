@@ -229,8 +229,8 @@ pub async fn relay(
     State(gate): State<crate::auth::guard::Gate>,
     mut req: Request,
 ) -> Response {
-    let raw = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
-    let routed = match route(&raw) {
+    let raw = req.uri().path_and_query().map_or_else(|| req.uri().path(), |p| p.as_str());
+    let routed = match route(raw) {
         Ok(r) => r,
         Err(Refusal::NotProxied) => {
             return relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no session in this path".into());
@@ -274,7 +274,7 @@ pub async fn relay(
         .with_details(serde_json::json!({ "host": asked, "session_domain": session.domain }))
         .into_response();
     }
-    let Some(target) = session.ingress.clone() else {
+    let Some(target) = session.ingress.as_deref() else {
         return relay_error(
             StatusCode::NOT_FOUND,
             ErrorCode::NoSessionIngress,
@@ -318,8 +318,7 @@ pub async fn relay(
     };
     let mut headers = forward_headers(parts.headers, upgrade, &keep_session);
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
-    let host = session.domain.as_deref().unwrap_or(&target);
-    let Ok(host) = HeaderValue::from_str(host) else {
+    let Some(host) = session.headers.host.clone() else {
         return relay_error(
             StatusCode::BAD_GATEWAY,
             ErrorCode::RelayFailed,
@@ -336,9 +335,9 @@ pub async fn relay(
     }
     headers.insert(header::HOST, host.clone());
     headers.insert(HeaderName::from_static("x-forwarded-host"), host);
-    for (name, value) in [("x-gshare-session", &session.session_id), ("x-gshare-user", &session.owner)] {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            headers.insert(HeaderName::from_static(name), v);
+    for (name, value) in [("x-gshare-session", &session.headers.session), ("x-gshare-user", &session.headers.user)] {
+        if let Some(v) = value {
+            headers.insert(HeaderName::from_static(name), v.clone());
         }
     }
     if let Ok(v) = HeaderValue::from_str(&xff) {
@@ -361,8 +360,8 @@ pub async fn relay(
     if !upgrade {
         let resp = match tokio::time::timeout(HEAD_TIMEOUT, app.sessions.relay.client.request(out)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return unreachable(&target, &error_chain(&e)),
-            Err(_) => return unreachable(&target, "no response within 60 s"),
+            Ok(Err(e)) => return unreachable(target, &error_chain(&e)),
+            Err(_) => return unreachable(target, "no response within 60 s"),
         };
         let (mut parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
@@ -403,26 +402,26 @@ pub async fn relay(
         // Only in router tests without a socket.
         None => None,
     };
-    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&target)).await {
+    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target)).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return unreachable(&target, &e.to_string()),
-        Err(_) => return unreachable(&target, "no connection within 10 s"),
+        Ok(Err(e)) => return unreachable(target, &e.to_string()),
+        Err(_) => return unreachable(target, "no connection within 10 s"),
     };
     let _ = stream.set_nodelay(true);
     let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
         Ok(pair) => pair,
-        Err(e) => return unreachable(&target, &e.to_string()),
+        Err(e) => return unreachable(target, &e.to_string()),
     };
     let conn_task = tokio::spawn(conn.with_upgrades());
     let mut resp = match tokio::time::timeout(HEAD_TIMEOUT, sender.send_request(out)).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             conn_task.abort();
-            return unreachable(&target, &e.to_string());
+            return unreachable(target, &e.to_string());
         }
         Err(_) => {
             conn_task.abort();
-            return unreachable(&target, "no response within 60 s");
+            return unreachable(target, "no response within 60 s");
         }
     };
 
