@@ -391,7 +391,7 @@ impl RunningServer {
             None => None,
         };
         let router = http::router(app.clone());
-        let relay_router = http::relay_router(app.clone());
+        let relay = http::relay_handle(&app);
         let local_admins = {
             let (router, mut stop) = (router.clone(), rx.clone());
             let (grace, head) = (app.config.shutdown_grace, app.config.request_head_timeout);
@@ -408,7 +408,7 @@ impl RunningServer {
         let task = tokio::spawn(async move {
             let tcp = http::server::serve(
                 listener,
-                http::server::Routes { all: router, relay: relay_router },
+                http::server::Routes { all: router, relay },
                 tls_config,
                 async move {
                     let _ = rx.wait_for(|v| *v).await;

@@ -14,7 +14,7 @@ use super::body::BodyWatch;
 use super::error::{ApiError, ErrorCode, REQUEST_ID, from_status};
 use super::server::ReserveConnection;
 
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
+pub const REQUEST_ID_HEADER: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
 
 /// A response extension for answers passed on from elsewhere (a session app's, through the
 /// `/proxy/` relay): they keep their own status, body and headers. No JSON envelope replaces a
@@ -43,6 +43,16 @@ fn request_id_from(req: &Request) -> String {
 /// service clone and a boxed future on every request): request id, header cap, JSON envelope for
 /// bodiless errors, access log, and [`security_headers`].
 pub async fn request_context(req: Request, next: Next) -> Response {
+    with_context(req, |req| next.run(req)).await
+}
+
+/// [`request_context`] around any inner service: the axum layer's `Next`, or the relay, which
+/// the listeners call directly (`server::Routes`: no router, layer clones or boxed futures).
+pub async fn with_context<F, Fut>(req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let id = request_id_from(&req);
     let method = req.method().clone();
     // A cheap handle (the URI's bytes are shared), read only if the line is logged.
@@ -78,7 +88,7 @@ pub async fn request_context(req: Request, next: Next) -> Response {
                 busy.extensions_mut().insert(CloseConnection);
                 return busy;
             }
-            let res = next.run(req).await;
+            let res = inner(req).await;
             if let Some(refusal) = body_watch.as_ref().and_then(|w| w.refusal()) {
                 // The body broke a rule (too slow, too late, over a budget): whatever the handler
                 // made of the cut body, this is the answer, and the connection does not carry on.

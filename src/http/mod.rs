@@ -83,7 +83,7 @@ fn build<D: Docs>(base: OpenApiRouter<Arc<App>>) -> (Router<Arc<App>>, utoipa::o
         .split_for_parts()
 }
 
-/// The relay's route, in both routers (`server::serve_connection` sends `/proxy/…` to the relay's).
+/// The relay's route in the complete router (the listeners send `/proxy/…` to [`relay_handle`]).
 const RELAY_PATH: &str = "/proxy/{*rest}";
 
 /// The complete application router.
@@ -102,16 +102,27 @@ pub fn router(app: Arc<App>) -> Router {
     shared_layers(router).with_state(app)
 }
 
-/// The router the listeners send `/proxy/…` requests to (`server::Routes`): the relay alone,
-/// with only the shared layers. The relay streams bodies (no JSON body limit), answers on every
-/// host (the session-origin rule lets `/proxy/` through) and is no callback; the three layers
-/// those need would cost every relayed request a service clone and a boxed future each. The
-/// complete [`router`] routes `/proxy/` to the same handler (the admin socket, router tests).
-pub fn relay_router(app: Arc<App>) -> Router {
-    // A fallback, not a route: every request here is a relayed one, so the path needs no matching
-    // (and no captured parameters or matched-path extension made for each request).
-    let router = Router::new().fallback(crate::sessions::relay::relay);
-    shared_layers(router).with_state(app)
+/// What the listeners call for `/proxy/…` requests (`server::Routes`): the relay handler inside
+/// the request context and a panic guard — what the complete [`router`]'s shared layers do — called
+/// directly. The relay streams bodies (no JSON body limit), answers on every host (the
+/// session-origin rule lets `/proxy/` through) and is no callback, so it needs no other layer; and
+/// without a router, layer services to clone and futures to box, each relayed request costs less.
+/// The complete [`router`] routes `/proxy/` to the same handler (the admin socket, router tests).
+pub fn relay_handle(app: &Arc<App>) -> server::Handle {
+    use axum::extract::FromRef;
+    use futures::FutureExt;
+    let state =
+        Arc::new(crate::sessions::relay::RelayState { sessions: FromRef::from_ref(app), gate: FromRef::from_ref(app) });
+    Arc::new(move |req| {
+        let state = state.clone();
+        Box::pin(middleware::with_context(req, move |req| async move {
+            let relayed = crate::sessions::relay::relay_request(&state.sessions, &state.gate, req);
+            match std::panic::AssertUnwindSafe(relayed).catch_unwind().await {
+                Ok(res) => res,
+                Err(_) => axum::response::IntoResponse::into_response(ApiError::internal("handler panicked")),
+            }
+        }))
+    })
 }
 
 /// The layers every answer passes: the panic guard and the request context (outermost).

@@ -594,18 +594,34 @@ pub async fn serve(
     }
 }
 
+/// A handler the listeners call directly, without a router (the relay's: `crate::http::relay_handle`).
+pub type Handle =
+    Arc<dyn Fn(axum::extract::Request) -> futures::future::BoxFuture<'static, axum::response::Response> + Send + Sync>;
+
 /// Where a listener's requests go: `/proxy/…` (the sessions' data plane) to `relay`, everything
-/// else to `all` (`crate::http::router` and `crate::http::relay_router`).
+/// else to `all` (`crate::http::router` and `crate::http::relay_handle`).
 #[derive(Clone)]
 pub struct Routes {
     pub all: Router,
-    pub relay: Router,
+    pub relay: Handle,
 }
 
 impl From<Router> for Routes {
     /// One router for every request.
     fn from(router: Router) -> Self {
-        Self { relay: router.clone(), all: router }
+        let relay = router.clone();
+        Self {
+            relay: Arc::new(move |req| {
+                let call = relay.clone().oneshot(req);
+                Box::pin(async move {
+                    match call.await {
+                        Ok(res) => res,
+                        Err(never) => match never {},
+                    }
+                })
+            }),
+            all: router,
+        }
     }
 }
 
@@ -646,11 +662,8 @@ async fn serve_connection(
         let (mut parts, incoming) = req.into_parts();
         parts.extensions.insert(ConnectInfo::<SocketAddr>(peer));
         parts.extensions.insert(ticket.clone());
-        let (mode, router) = if parts.uri.path().starts_with("/proxy/") {
-            (Mode::Streamed, &shared.routes.relay)
-        } else {
-            (Mode::Buffered, &shared.routes.all)
-        };
+        let relayed = parts.uri.path().starts_with("/proxy/");
+        let mode = if relayed { Mode::Streamed } else { Mode::Buffered };
         let client =
             client_addr::resolve(ProxyTrust { hops: shared.hops, trusted: &shared.trusted }, peer.ip(), &parts.headers);
         let (watched_body, watched) =
@@ -661,9 +674,16 @@ async fn serve_connection(
         }
         let req = axum::http::Request::from_parts(parts, axum::body::Body::new(watched_body));
         let in_flight = InFlight::enter(&counted);
-        let call = router.clone().oneshot(req);
+        let call = if relayed {
+            futures::future::Either::Left((shared.routes.relay)(req))
+        } else {
+            futures::future::Either::Right(shared.routes.all.clone().oneshot(req))
+        };
         async move {
-            let res = call.await;
+            let res = match call {
+                futures::future::Either::Left(relayed) => Ok(relayed.await),
+                futures::future::Either::Right(routed) => routed.await,
+            };
             // The request has been answered: its buffered bytes go back to the budgets.
             drop(watched.charge);
             drop(in_flight);

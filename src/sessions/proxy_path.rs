@@ -175,18 +175,35 @@ pub fn route(uri: &str) -> Result<Routed, Refusal> {
         Some((p, q)) => (p, Some(q.to_string())),
         None => (target, None),
     };
-    let path = decode_unreserved(raw_path)?;
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    if segments.iter().any(|s| s.bytes().all(|b| b == b'.')) {
-        return Err(Refusal::DotSegment);
+    // Usually there is nothing to decode and no `//` to merge: the path as sent is the normal one,
+    // and is read without a copy (the relay routes every request through here).
+    let path = if raw_path.contains('%') {
+        std::borrow::Cow::Owned(decode_unreserved(raw_path)?)
+    } else {
+        std::borrow::Cow::Borrowed(raw_path)
+    };
+    let (mut first, mut second, mut count) = ("", "", 0usize);
+    for s in path.split('/').filter(|s| !s.is_empty()) {
+        if s.bytes().all(|b| b == b'.') {
+            return Err(Refusal::DotSegment);
+        }
+        match count {
+            0 => first = s,
+            1 => second = s,
+            _ => {}
+        }
+        count += 1;
     }
     let trailing = path.ends_with('/');
-    match segments.first() {
-        Some(&"proxy") => {}
-        Some(s) if s.eq_ignore_ascii_case("proxy") => return Err(Refusal::LetterCase),
+    match first {
+        "proxy" => {}
+        s if s.eq_ignore_ascii_case("proxy") => return Err(Refusal::LetterCase),
         _ => return Err(Refusal::NotProxied),
     }
-    let Some(cr) = segments.get(1) else { return Err(Refusal::NotProxied) };
+    if count < 2 {
+        return Err(Refusal::NotProxied);
+    }
+    let cr = second;
     if !is_session_name(cr) {
         let lower = cr.to_ascii_lowercase();
         return Err(if lower != *cr && is_session_name(&lower) {
@@ -195,13 +212,23 @@ pub fn route(uri: &str) -> Result<Routed, Refusal> {
             Refusal::BadSessionName
         });
     }
-    if segments.len() == 2 && !trailing {
+    if count == 2 && !trailing {
         return Err(Refusal::NotProxied);
     }
-    let mut normal = format!("/{}", segments.join("/"));
-    if trailing {
-        normal.push('/');
-    }
+    // The path starts with `/` (see `target`); without `//` its non-empty segments joined are it.
+    let normal = if path.contains("//") {
+        let mut normal = String::with_capacity(path.len());
+        for s in path.split('/').filter(|s| !s.is_empty()) {
+            normal.push('/');
+            normal.push_str(s);
+        }
+        if trailing {
+            normal.push('/');
+        }
+        normal
+    } else {
+        path.to_string()
+    };
     Ok(Routed { cr: cr.to_string(), path: normal, query })
 }
 

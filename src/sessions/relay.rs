@@ -38,6 +38,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time for the ingress to answer with its response head (bodies and WebSockets may last).
 const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Header names the relay adds, made at compile time (`from_static` at run time parses the name
+/// on every request).
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_GSHARE_SESSION: HeaderName = HeaderName::from_static("x-gshare-session");
+const X_GSHARE_USER: HeaderName = HeaderName::from_static("x-gshare-user");
+const X_GSHARE_CONSOLE_USER: HeaderName = HeaderName::from_static(super::connect::CONSOLE_USER_HEADER);
+
 /// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded, except what an upgrade needs.
 pub(crate) const HOP_BY_HOP: &[&str] = &[
     "connection",
@@ -154,6 +163,31 @@ pub(crate) fn filter_set_cookies(h: &mut HeaderMap, cr: &str, keep_session: &dyn
     }
 }
 
+/// Whether `name` is one of [`HOP_BY_HOP`] (a comparison, not a hash lookup per name).
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+/// Removes the headers `drop` selects, in one pass over the names (usually none is removed, and
+/// nothing is allocated or hashed).
+fn remove_where(h: &mut HeaderMap, drop: impl Fn(&HeaderName) -> bool) {
+    let names: Vec<HeaderName> = h.keys().filter(|n| drop(n)).cloned().collect();
+    for name in names {
+        h.remove(name);
+    }
+}
+
 pub(crate) fn is_upgrade(h: &HeaderMap) -> bool {
     h.get(header::CONNECTION)
         .and_then(|v| v.to_str().ok())
@@ -179,9 +213,7 @@ pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
             h.remove(name.as_str());
         }
     }
-    for name in HOP_BY_HOP {
-        h.remove(*name);
-    }
+    remove_where(h, is_hop_by_hop);
 }
 
 /// The request's headers as they go on, filtered in place (no second map): hop-by-hop headers and
@@ -194,14 +226,7 @@ pub(crate) fn forward_headers(mut h: HeaderMap, upgrade: bool, keep_session: &dy
             h.remove(name.as_str());
         }
     }
-    for name in HOP_BY_HOP {
-        h.remove(*name);
-    }
-    // Usually none: collecting an empty iterator allocates nothing.
-    let forbidden: Vec<HeaderName> = h.keys().filter(|n| is_client_forbidden(n.as_str())).cloned().collect();
-    for name in forbidden {
-        h.remove(name);
-    }
+    remove_where(&mut h, |n| is_hop_by_hop(n) || is_client_forbidden(n.as_str()));
     if h.contains_key(header::COOKIE) {
         let kept: Vec<HeaderValue> =
             h.get_all(header::COOKIE).iter().filter_map(|v| filter_cookies(v, keep_session)).collect();
@@ -227,8 +252,20 @@ fn relay_error(status: StatusCode, code: ErrorCode, message: String) -> Response
 pub async fn relay(
     State(app): State<SessionsState>,
     State(gate): State<crate::auth::guard::Gate>,
-    mut req: Request,
+    req: Request,
 ) -> Response {
+    relay_request(&app, &gate, req).await
+}
+
+/// What the relay reads, made once for the listeners' direct path (`crate::http::relay_handle`):
+/// the handler's two states without a clone of each per request.
+pub struct RelayState {
+    pub sessions: SessionsState,
+    pub gate: crate::auth::guard::Gate,
+}
+
+/// [`relay`] with its state borrowed.
+pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate, mut req: Request) -> Response {
     let raw = req.uri().path_and_query().map_or_else(|| req.uri().path(), |p| p.as_str());
     let routed = match route(raw) {
         Ok(r) => r,
@@ -256,12 +293,11 @@ pub async fn relay(
     }
     // A session's app runs its user's code: served on any other host (the console's above all) its
     // pages would run with that origin's cookies. Only the session's own domain is relayed.
-    let asked = request_host(&req);
-    let on_own_domain = match (&session.domain, &asked) {
-        (Some(domain), Some(host)) => host.eq_ignore_ascii_case(domain),
-        _ => false,
-    };
+    let on_own_domain = session.domain.as_deref().is_some_and(|domain| {
+        sent_to_domain(&req, domain) || request_host(&req).is_some_and(|host| host.eq_ignore_ascii_case(domain))
+    });
     if !on_own_domain {
+        let asked = request_host(&req);
         let served_on = session.domain.as_deref().map_or_else(
             || "no host: no session domain is set for its cluster or the server".to_string(),
             |d| format!("its session domain {d}"),
@@ -311,8 +347,8 @@ pub async fn relay(
         crate::http::body::mark_authenticated(&parts.extensions);
     }
     // Read from the client's headers before they are filtered for the ingress.
-    let console_user = crate::auth::guard::console_user(&gate, &parts.headers);
-    let xff = match parts.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+    let console_user = crate::auth::guard::console_user(gate, &parts.headers);
+    let xff = match parts.headers.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(prior) if app.config.trusted_proxy_hops > 0 => format!("{prior}, {client_ip}"),
         _ => client_ip.to_string(),
     };
@@ -331,25 +367,37 @@ pub async fn relay(
     if let Some((name, admin)) = console_user
         && let Some(v) = app.sessions.console_user_assertion(&name, admin).and_then(|v| HeaderValue::from_str(&v).ok())
     {
-        headers.insert(HeaderName::from_static(super::connect::CONSOLE_USER_HEADER), v);
+        headers.insert(X_GSHARE_CONSOLE_USER, v);
     }
+    // Room for what is added below, so the map grows at most once.
+    headers.reserve(6);
     headers.insert(header::HOST, host.clone());
-    headers.insert(HeaderName::from_static("x-forwarded-host"), host);
-    for (name, value) in [("x-gshare-session", &session.headers.session), ("x-gshare-user", &session.headers.user)] {
+    headers.insert(X_FORWARDED_HOST, host);
+    for (name, value) in [(X_GSHARE_SESSION, &session.headers.session), (X_GSHARE_USER, &session.headers.user)] {
         if let Some(v) = value {
-            headers.insert(HeaderName::from_static(name), v.clone());
+            headers.insert(name, v.clone());
         }
     }
-    if let Ok(v) = HeaderValue::from_str(&xff) {
-        headers.insert(HeaderName::from_static("x-forwarded-for"), v);
+    if let Ok(v) = HeaderValue::try_from(xff) {
+        headers.insert(X_FORWARDED_FOR, v);
     }
-    headers.insert(HeaderName::from_static("x-forwarded-proto"), HeaderValue::from_static(scheme));
-    // The normalised path verify will route, never the raw one.
-    let path_and_query = routed.path_and_query();
-    // Plain requests go by the pooled client (an absolute URI names the ingress); an upgrade goes
-    // on a connection of its own (origin form).
-    let uri = if upgrade { path_and_query.parse::<Uri>() } else { format!("http://{target}{path_and_query}").parse() };
-    let Ok(uri) = uri else {
+    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(scheme));
+    // The normalised path verify will route, never the raw one. Plain requests go by the pooled
+    // client (an absolute URI names the ingress); an upgrade goes on a connection of its own
+    // (origin form). Made in one string the URI then owns (no copy).
+    let mut uri = String::with_capacity(
+        "http://".len() + target.len() + routed.path.len() + routed.query.as_ref().map_or(0, |q| q.len() + 1),
+    );
+    if !upgrade {
+        uri.push_str("http://");
+        uri.push_str(target);
+    }
+    uri.push_str(&routed.path);
+    if let Some(q) = &routed.query {
+        uri.push('?');
+        uri.push_str(q);
+    }
+    let Ok(uri) = Uri::try_from(uri) else {
         return relay_error(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, "unusable request target".into());
     };
     let mut out = hyper::Request::new(body);
@@ -465,6 +513,27 @@ pub async fn relay(
     parts.version = client_version;
     parts.extensions.insert(PassedThrough);
     Response::from_parts(parts, Body::new(incoming))
+}
+
+/// Whether the request was sent to `domain` (what [`request_host`] would find equal to it), read
+/// without parsing or allocating for the usual `Host: <domain>` or `Host: <domain>:<port>`; `false`
+/// means "not by this quick reading" (the caller then asks [`request_host`]).
+fn sent_to_domain(req: &Request, domain: &str) -> bool {
+    if req.uri().authority().is_some() {
+        return false;
+    }
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let (Some(v), None) = (hosts.next(), hosts.next()) else { return false };
+    let v = v.as_bytes();
+    let Some(rest) = v.get(domain.len()..) else { return false };
+    // Only a domain any authority parser reads as itself (no `@`, `:`, `[`, no trailing dot, which
+    // `request_host` drops): else the slow way.
+    !domain.is_empty()
+        && !domain.ends_with('.')
+        && domain.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && v[..domain.len()].eq_ignore_ascii_case(domain.as_bytes())
+        && (rest.is_empty()
+            || rest.len() <= 6 && rest[0] == b':' && rest.len() > 1 && rest[1..].iter().all(u8::is_ascii_digit))
 }
 
 /// The host a request was sent to, without its port: HTTP/2's `:authority` (the URI), else the
@@ -682,5 +751,58 @@ mod tests {
         assert_eq!(f[header::CONNECTION], "upgrade");
         assert_eq!(f[header::UPGRADE], "websocket");
         assert!(forward_headers(h.clone(), false, &|_| true).get(header::UPGRADE).is_none());
+    }
+
+    /// The quick reading of `Host` agrees with [`request_host`] whenever it says yes, and says
+    /// yes for the usual forms (no parse, no allocation on the relay's path).
+    #[test]
+    fn the_quick_host_check_never_accepts_what_the_full_one_refuses() {
+        let domains = ["s.lab.example", "S.Lab.Example", "lab", "a-b.c", "x@y", "[::1]", "h:80", "s.lab.example.", ""];
+        let hosts = [
+            "s.lab.example",
+            "S.LAB.example",
+            "s.lab.example:8443",
+            "s.lab.example:",
+            "s.lab.example:80x",
+            "s.lab.example:1234567",
+            "s.lab.example.",
+            "s.lab.example.:80",
+            "s.lab.examplex",
+            "u@s.lab.example",
+            "s.lab.example@evil",
+            "lab",
+            "lab:1",
+            "x@y",
+            "[::1]",
+            "[::1]:80",
+            "h:80",
+            "h:80:80",
+            "a-b.c",
+            "",
+        ];
+        for d in domains {
+            for h in hosts {
+                let req = Request::builder().uri("/proxy/x/").header(header::HOST, h).body(Body::empty()).unwrap();
+                let full = request_host(&req).is_some_and(|host| host.eq_ignore_ascii_case(d));
+                if sent_to_domain(&req, d) {
+                    assert!(full, "quick yes, full no: Host {h:?}, domain {d:?}");
+                }
+            }
+        }
+        let usual = |h: &str, d: &str| {
+            let req = Request::builder().uri("/proxy/x/").header(header::HOST, h).body(Body::empty()).unwrap();
+            sent_to_domain(&req, d)
+        };
+        assert!(usual("s.lab.example", "s.lab.example"));
+        assert!(usual("S.LAB.example:8443", "s.lab.example"));
+        assert!(!usual("s.lab.examplex", "s.lab.example"));
+        // Two Host headers: never the quick way (the request context refuses them anyway).
+        let two = Request::builder()
+            .uri("/proxy/x/")
+            .header(header::HOST, "s.lab.example")
+            .header(header::HOST, "evil")
+            .body(Body::empty())
+            .unwrap();
+        assert!(!sent_to_domain(&two, "s.lab.example"));
     }
 }

@@ -1055,6 +1055,18 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
         assert!(!h.contains_key(console_only), "{console_only} added to an app's answer: {h:?}");
     }
     assert_eq!(res.text().await.unwrap(), "<h1>Jupyter: 404 Not Found</h1>");
+    // HEAD: the app's head, no body (the listeners call the relay without a router).
+    let res = s
+        .client
+        .head(s.url(&format!("/proxy/{name}/lab/tree/missing-page")))
+        .header("Host", "sessions.lab.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    assert_eq!(res.headers()["x-ingress"], "yes");
+    assert!(res.headers().contains_key("x-request-id"));
+    assert_eq!(res.bytes().await.unwrap().len(), 0);
     // Only on the session's own domain: an app served on the console's host (or any other) would
     // run its user's code with that origin's cookies. Nothing reaches the ingress then.
     let misdirected = |host: &'static str| {

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Instructions per request of the relay and of the bare pass-through (issue "Edge footprint").
+
+Throughput and CPU time on a shared two-core VM move by +-20 % between runs; instruction counts do
+not. Runs the sessions bench under callgrind (the server, the bare pass-through and the stand-in
+ingress are one process; wrk is outside it), zeroes the counters when the "ingress directly" phase
+ends and dumps them when the bare and the relay phases end, and divides each dump's instructions by
+the requests wrk made in it. Both figures include the stand-in ingress's work (the same in both).
+
+Usage: hack/relay_instr.py <sessions bench binary built with symbols> [out dir]
+  The binary: CARGO_PROFILE_BENCH_STRIP=false CARGO_PROFILE_BENCH_DEBUG=line-tables-only
+  cargo bench --bench sessions --no-run (prints its path). BENCH_SECONDS (default 15) per phase;
+  the stored history is kept small (BENCH_HISTORY=2000, BENCH_LIVE=200): the relay's session lookup
+  is a cached map read whatever the count. Then, per phase:
+  callgrind_annotate --inclusive=yes <out dir>/cg.out.<pid>.<n> | head -60
+"""
+import os, re, subprocess, sys, tempfile
+
+binary = sys.argv[1]
+out = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="relay-instr-")
+os.makedirs(out, exist_ok=True)
+secs = int(os.environ.get("BENCH_SECONDS", "15"))
+env = dict(os.environ, BENCH_SECONDS=str(secs))
+env.setdefault("BENCH_HISTORY", "2000")
+env.setdefault("BENCH_LIVE", "200")
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+p = subprocess.Popen(
+    ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out.%p", binary, "--bench"],
+    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env,
+)
+
+
+def control(*args):
+    subprocess.run(["callgrind_control", *args, str(p.pid)], check=True, stdout=subprocess.DEVNULL)
+
+
+def total_ir(path):
+    for line in open(path):
+        if line.startswith("summary:") or line.startswith("totals:"):
+            return int(line.split()[1])
+    raise SystemExit(f"no totals in {path}")
+
+
+phases = {}
+for line in p.stdout:
+    sys.stdout.write(line)
+    m = re.match(r"\s+GET (.*?)\s{2,}.*?([\d.]+) req/s", line)
+    if not m:
+        continue
+    label, rps = m.group(1), float(m.group(2))
+    if label.startswith("ingress directly"):
+        control("-z")
+    elif label.startswith("through a bare") or label.startswith("/proxy/<cr>/lab/… through the relay"):
+        before = set(os.listdir(out))
+        control("-d")
+        dumped = sorted(set(os.listdir(out)) - before)
+        phases[label] = (dumped[-1], rps * secs)
+        if label.startswith("/proxy/"):
+            break
+p.kill()
+p.wait()
+res = {}
+for label, (f, n) in phases.items():
+    ir = total_ir(os.path.join(out, f))
+    res[label] = ir / n
+    print(f"{label}: {n:.0f} requests, {ir / n:,.0f} instructions/request ({out}/{f})")
+if len(res) == 2:
+    b, r = list(res.values())
+    print(f"relay/bare instructions per request: {r / b:.3f} (relay extra {r - b:,.0f})")
