@@ -14,7 +14,10 @@ Usage: hack/relay_instr.py <sessions bench binary built with symbols> [out dir]
   is a cached map read whatever the count. Then, per phase:
   callgrind_annotate --inclusive=yes <out dir>/cg.out.<pid>.<n> | head -60
 """
-import os, re, subprocess, sys, tempfile
+import os, re, shutil, subprocess, sys, tempfile
+
+if not shutil.which("wrk") or not shutil.which("valgrind"):
+    raise SystemExit("relay_instr.py: needs wrk and valgrind (Debian packages wrk, valgrind)")
 
 binary = sys.argv[1]
 out = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="relay-instr-")

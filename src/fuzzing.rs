@@ -246,6 +246,8 @@ pub fn verify_uri(data: &[u8]) {
         assert!(!r.path.to_ascii_lowercase().contains("%2f"), "{r:?} from {uri:?} keeps an encoded slash");
         // What the relay forwards routes to the same session, unchanged.
         assert_eq!(route(&r.path_and_query()).as_ref(), Ok(&r), "not a fixed point: {uri:?}");
+        assert!(r.is_target(&r.path_and_query()), "{r:?}");
+        assert_eq!(r.is_target(&uri), r.path_and_query() == uri, "{uri:?}");
         if let Some(q) = &r.query {
             let _ = crate::sessions::connect::query_param(q, "gshare_cnx");
         }

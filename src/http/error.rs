@@ -10,13 +10,14 @@ use utoipa::ToSchema;
 pub use super::error_code::ErrorCode;
 
 tokio::task_local! {
-    /// The id of the request being served (set by the request-context middleware).
-    pub static REQUEST_ID: String;
+    /// The id of the request being served (set by the request-context middleware), as the
+    /// `X-Request-Id` it answers with (ASCII: a ULID or a checked client's id).
+    pub static REQUEST_ID: axum::http::HeaderValue;
 }
 
 /// The current request's id, or `""` outside a request.
 pub fn current_request_id() -> String {
-    REQUEST_ID.try_with(Clone::clone).unwrap_or_default()
+    REQUEST_ID.try_with(|id| id.to_str().unwrap_or_default().to_string()).unwrap_or_default()
 }
 
 /// `1 session`, `2 sessions`: counts in messages people read.
@@ -213,7 +214,8 @@ mod tests {
     use axum::body::to_bytes;
 
     async fn render(e: ApiError) -> (StatusCode, Value) {
-        let res = REQUEST_ID.scope("req-1".to_string(), async move { e.into_response() }).await;
+        let res =
+            REQUEST_ID.scope(axum::http::HeaderValue::from_static("req-1"), async move { e.into_response() }).await;
         let status = res.status();
         let body = to_bytes(res.into_body(), 1 << 20).await.unwrap();
         (status, serde_json::from_slice(&body).unwrap())

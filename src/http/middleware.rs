@@ -28,15 +28,24 @@ struct CloseConnection;
 /// Total bytes of request headers accepted (a 1 MB `Authorization` header gets a clean 431).
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-fn request_id_from(req: &Request) -> String {
+/// The client's `X-Request-Id` when it is a plain token (1–64 of `A-Za-z0-9-_.:`), else a new
+/// ULID; as the header value the answer carries (the client's shares its bytes).
+fn request_id_from(req: &Request) -> HeaderValue {
     req.headers()
         .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
         .filter(|v| {
-            !v.is_empty() && v.len() <= 64 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+            let b = v.as_bytes();
+            !b.is_empty()
+                && b.len() <= 64
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b':'))
         })
-        .map(str::to_string)
-        .unwrap_or_else(|| ulid::Ulid::new().to_string())
+        .cloned()
+        .unwrap_or_else(|| {
+            let mut text = [0u8; ulid::ULID_LEN];
+            let id = ulid::Ulid::new();
+            // Crockford base 32: always a header value.
+            HeaderValue::from_str(id.array_to_str(&mut text)).unwrap_or(HeaderValue::from_static("-"))
+        })
 }
 
 /// The per-request pass every route shares (one layer, not one per concern: each layer costs a
@@ -118,19 +127,18 @@ where
     if http1 && response.extensions().get::<CloseConnection>().is_some() {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert(REQUEST_ID_HEADER, v);
-    }
     security_headers(&mut response);
     let status = response.status().as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     // Paths never carry secrets here (tokens travel in headers); query strings are not logged.
     let path = uri.path();
+    let request_id = id.to_str().unwrap_or_default();
     if status >= 500 {
-        tracing::warn!(request_id = %id, %method, %path, status, ms, "request");
+        tracing::warn!(request_id, %method, %path, status, ms, "request");
     } else {
-        tracing::debug!(request_id = %id, %method, %path, status, ms, "request");
+        tracing::debug!(request_id, %method, %path, status, ms, "request");
     }
+    response.headers_mut().insert(REQUEST_ID_HEADER, id);
     response
 }
 

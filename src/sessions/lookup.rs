@@ -51,12 +51,19 @@ pub struct RelayHeaders {
     pub user: Option<HeaderValue>,
     /// `Host` and `X-Forwarded-Host`: the session domain, else the ingress's `host:port`.
     pub host: Option<HeaderValue>,
+    /// The ingress's `host:port` as the authority of the URIs plain requests are sent to.
+    pub ingress: Option<axum::http::uri::Authority>,
 }
 
 impl RelayHeaders {
     pub fn new(session_id: &str, owner: &str, domain: Option<&str>, ingress: Option<&str>) -> Self {
         let value = |v: &str| HeaderValue::from_str(v).ok();
-        Self { session: value(session_id), user: value(owner), host: domain.or(ingress).and_then(value) }
+        Self {
+            session: value(session_id),
+            user: value(owner),
+            host: domain.or(ingress).and_then(value),
+            ingress: ingress.and_then(|i| axum::http::uri::Authority::try_from(i).ok()),
+        }
     }
 }
 
@@ -70,22 +77,37 @@ pub struct LookupCache {
 
 #[derive(Debug, Default)]
 struct Entries {
+    /// The tables' generation the map was read at.
     generation: u64,
+    /// A store generation (any commit moves it) at which `generation` was found current: while
+    /// the store's is still this, no commit has landed since and the tables need no look.
+    checked_at: u64,
     by_cr: HashMap<String, Arc<SessionTarget>>,
 }
 
 impl LookupCache {
-    fn get(&self, cr: &str, generation: u64) -> Option<Arc<SessionTarget>> {
-        let e = lock(&self.entries);
-        if e.generation != generation {
-            return None;
+    /// The entry for `cr` if the map is still current at store generation `store` (read before
+    /// this call): no commit since it was last checked, or `tables()` (the tables' generation,
+    /// asked only then) still the map's. `Err`: not found, and the tables' generation to read at.
+    fn get(&self, cr: &str, store: u64, tables: impl FnOnce() -> u64) -> Result<Arc<SessionTarget>, u64> {
+        {
+            let e = lock(&self.entries);
+            if e.checked_at == store {
+                return e.by_cr.get(cr).cloned().ok_or(e.generation);
+            }
         }
-        e.by_cr.get(cr).cloned()
+        let generation = tables();
+        let mut e = lock(&self.entries);
+        if e.generation != generation {
+            return Err(generation);
+        }
+        e.checked_at = e.checked_at.max(store);
+        e.by_cr.get(cr).cloned().ok_or(generation)
     }
 
     /// Keeps what was read at `generation` (taken before the read: a commit in between only makes
-    /// the entry stale at once, never wrong).
-    fn put(&self, cr: &str, generation: u64, target: Arc<SessionTarget>) {
+    /// the entry stale at once, never wrong), which was current at store generation `store`.
+    fn put(&self, cr: &str, generation: u64, store: u64, target: Arc<SessionTarget>) {
         let mut e = lock(&self.entries);
         if e.generation != generation {
             if generation < e.generation {
@@ -93,6 +115,9 @@ impl LookupCache {
             }
             e.by_cr.clear();
             e.generation = generation;
+            e.checked_at = store;
+        } else {
+            e.checked_at = e.checked_at.max(store);
         }
         if e.by_cr.len() >= MAX_ENTRIES {
             e.by_cr.clear();
@@ -128,11 +153,17 @@ impl Sessions {
         // The generation before the data (see `LookupCache::put`): the last commit that wrote a
         // table this answer is read from, so operator reports that write only inventory tables
         // (the steady flood) leave the entries valid.
-        let generation = self.store.table_generation(&[SESSIONS.name(), LIVE_SESSIONS.name(), CLUSTERS.name()]);
-        if let Some(t) = self.lookups.get(cr, generation) {
-            self.lookups.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(Some(t));
-        }
+        // The store's generation first: while it has not moved, neither have the tables (a
+        // commit writes their generations before it moves the store's), and they are not looked at.
+        let store = self.store.generation();
+        let tables = || self.store.table_generation(&[SESSIONS.name(), LIVE_SESSIONS.name(), CLUSTERS.name()]);
+        let generation = match self.lookups.get(cr, store, tables) {
+            Ok(t) => {
+                self.lookups.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(t));
+            }
+            Err(generation) => generation,
+        };
         self.lookups.misses.fetch_add(1, Ordering::Relaxed);
         let name = cr.to_string();
         let found = self
@@ -157,7 +188,7 @@ impl Sessions {
             phase: s.phase,
             cluster_name: s.cluster_name,
         });
-        self.lookups.put(cr, generation, target.clone());
+        self.lookups.put(cr, generation, store, target.clone());
         Ok(Some(target))
     }
 
@@ -184,28 +215,67 @@ mod tests {
         })
     }
 
+    /// As a request sees the cache when the store's generation is `g + 1000` (some commits to
+    /// other tables) and the tables' is `g`.
+    fn get(c: &LookupCache, cr: &str, g: u64) -> Option<Arc<SessionTarget>> {
+        c.get(cr, g + 1000, || g).ok()
+    }
+
+    fn put(c: &LookupCache, cr: &str, g: u64, t: Arc<SessionTarget>) {
+        c.put(cr, g, g + 1000, t)
+    }
+
+    #[test]
+    fn the_tables_are_asked_only_after_a_commit() {
+        let c = LookupCache::default();
+        c.put("ses-a", 5, 40, target("ses_A"));
+        let asked = std::cell::Cell::new(0);
+        let tables = |g: u64| {
+            let asked = &asked;
+            move || {
+                asked.set(asked.get() + 1);
+                g
+            }
+        };
+        assert_eq!(c.get("ses-a", 40, tables(5)).unwrap().session_id, "ses_A");
+        assert_eq!(c.get("ses-b", 40, tables(5)).unwrap_err(), 5, "not found: read at the map's generation");
+        assert_eq!(asked.get(), 0, "no commit since the map was checked");
+        // A commit to other tables: asked once, the entry still serves, and the next is not asked.
+        assert_eq!(c.get("ses-a", 41, tables(5)).unwrap().session_id, "ses_A");
+        assert_eq!(asked.get(), 1);
+        assert!(c.get("ses-a", 41, tables(5)).is_ok());
+        assert_eq!(asked.get(), 1);
+        // A commit to these tables: the entry is not served.
+        assert_eq!(c.get("ses-a", 42, tables(6)).unwrap_err(), 6);
+        assert_eq!(asked.get(), 2);
+        // A map read at generation 6 while the store was at 42 serves at 42 without asking.
+        c.put("ses-a", 6, 42, target("ses_A2"));
+        assert_eq!(c.get("ses-a", 42, tables(6)).unwrap().session_id, "ses_A2");
+        assert_eq!(asked.get(), 2);
+    }
+
     #[test]
     fn an_entry_serves_only_its_generation_and_name() {
         let c = LookupCache::default();
-        c.put("ses-a", 5, target("ses_A"));
-        assert_eq!(c.get("ses-a", 5).unwrap().session_id, "ses_A");
-        assert!(c.get("ses-b", 5).is_none(), "another name");
-        assert!(c.get("ses-a", 6).is_none(), "after a commit");
-        assert!(c.get("ses-a", 4).is_none());
+        put(&c, "ses-a", 5, target("ses_A"));
+        assert_eq!(get(&c, "ses-a", 5).unwrap().session_id, "ses_A");
+        assert!(get(&c, "ses-b", 5).is_none(), "another name");
+        assert!(get(&c, "ses-a", 6).is_none(), "after a commit");
+        assert!(get(&c, "ses-a", 4).is_none());
         // A read from an older generation never replaces a newer map.
-        c.put("ses-b", 6, target("ses_B"));
-        c.put("ses-a", 5, target("ses_A"));
-        assert!(c.get("ses-a", 6).is_none());
-        assert_eq!(c.get("ses-b", 6).unwrap().session_id, "ses_B");
+        put(&c, "ses-b", 6, target("ses_B"));
+        put(&c, "ses-a", 5, target("ses_A"));
+        assert!(get(&c, "ses-a", 6).is_none());
+        assert_eq!(get(&c, "ses-b", 6).unwrap().session_id, "ses_B");
     }
 
     #[test]
     fn the_map_is_bounded() {
         let c = LookupCache::default();
         for i in 0..MAX_ENTRIES + 10 {
-            c.put(&format!("ses-{i}"), 1, target("ses_X"));
+            put(&c, &format!("ses-{i}"), 1, target("ses_X"));
         }
         assert!(lock(&c.entries).by_cr.len() <= MAX_ENTRIES);
-        assert!(c.get(&format!("ses-{}", MAX_ENTRIES + 9), 1).is_some(), "the newest is kept");
+        assert!(get(&c, &format!("ses-{}", MAX_ENTRIES + 9), 1).is_some(), "the newest is kept");
     }
 }

@@ -33,6 +33,21 @@ impl Routed {
             None => self.path.clone(),
         }
     }
+
+    /// Whether [`Self::path_and_query`] is `target` (an origin-form target that needed no
+    /// normalising), read without making it: the relay then forwards the request's own, already
+    /// parsed, path and query.
+    pub fn is_target(&self, target: &str) -> bool {
+        match &self.query {
+            None => target == self.path,
+            Some(q) => {
+                target.len() == self.path.len() + 1 + q.len()
+                    && target.starts_with(self.path.as_str())
+                    && target.as_bytes()[self.path.len()] == b'?'
+                    && target.ends_with(q.as_str())
+            }
+        }
+    }
 }
 
 /// Why a request target was refused (the `reason` a 401 or 400 names).
@@ -138,39 +153,54 @@ fn is_session_name(s: &str) -> bool {
         && s.len() <= 253
         && !s.starts_with('-')
         && !s.ends_with('-')
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        // Without early exit, so it is a vector loop (every relayed request asks).
+        && s.bytes().fold(true, |ok, b| ok & (b.is_ascii_lowercase() | b.is_ascii_digit() | (b == b'-')))
+}
+
+/// A session name, or why the segment is not one (an upper-case name is refused as such).
+fn check_session_name(cr: &str) -> Result<(), Refusal> {
+    if is_session_name(cr) {
+        return Ok(());
+    }
+    let lower = cr.to_ascii_lowercase();
+    Err(if lower != cr && is_session_name(&lower) { Refusal::LetterCase } else { Refusal::BadSessionName })
+}
+
+/// The path and query of an origin-form target (`/…`) or of an `http(s)://host/…` URL.
+fn origin_target(uri: &str) -> Result<&str, Refusal> {
+    if uri.starts_with('/') {
+        return Ok(uri);
+    }
+    let lower = uri.get(..8).unwrap_or(uri).to_ascii_lowercase();
+    let rest = if lower.starts_with("http://") {
+        &uri[7..]
+    } else if lower.starts_with("https://") {
+        &uri[8..]
+    } else {
+        return Err(Refusal::NotAPath);
+    };
+    // The authority ends at the first `/` or `?`; a URL without a path is not proxied.
+    match rest.find(['/', '?']) {
+        _ if rest.is_empty() => Err(Refusal::NotAPath),
+        Some(0) => Err(Refusal::NotAPath),
+        Some(i) if rest.as_bytes()[i] == b'/' => Ok(&rest[i..]),
+        _ => Err(Refusal::NotProxied),
+    }
 }
 
 /// The session an original URI (`/proxy/<cr>/…?…`) or URL (`https://host/proxy/<cr>/…`) routes to.
 pub fn route(uri: &str) -> Result<Routed, Refusal> {
-    if uri.bytes().any(|b| b <= b' ' || b >= 0x7f) {
-        return Err(Refusal::ControlOrNonAscii);
-    }
-    if uri.contains('#') {
-        return Err(Refusal::Fragment);
-    }
-    if uri.contains('\\') {
-        return Err(Refusal::Backslash);
-    }
-    let target = if uri.starts_with('/') {
-        uri
-    } else {
-        let lower = uri.get(..8).unwrap_or(uri).to_ascii_lowercase();
-        let rest = if lower.starts_with("http://") {
-            &uri[7..]
-        } else if lower.starts_with("https://") {
-            &uri[8..]
-        } else {
-            return Err(Refusal::NotAPath);
-        };
-        // The authority ends at the first `/` or `?`; a URL without a path is not proxied.
-        match rest.find(['/', '?']) {
-            _ if rest.is_empty() => return Err(Refusal::NotAPath),
-            Some(0) => return Err(Refusal::NotAPath),
-            Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
-            _ => return Err(Refusal::NotProxied),
+    // What refuses a URI wherever it is, looked for in one pass without early exit (the compiler
+    // makes it a vector loop: the relay routes every request through here); which one it was is
+    // then decided in order: control and non-ASCII bytes first, then `#`, then `\`.
+    let suspect = uri.bytes().fold(false, |acc, b| acc | (b <= b' ') | (b >= 0x7f) | (b == b'#') | (b == b'\\'));
+    if suspect {
+        if uri.bytes().any(|b| b <= b' ' || b >= 0x7f) {
+            return Err(Refusal::ControlOrNonAscii);
         }
-    };
+        return Err(if uri.contains('#') { Refusal::Fragment } else { Refusal::Backslash });
+    }
+    let target = origin_target(uri)?;
     let (raw_path, query) = match target.split_once('?') {
         Some((p, q)) => (p, Some(q.to_string())),
         None => (target, None),
@@ -182,17 +212,32 @@ pub fn route(uri: &str) -> Result<Routed, Refusal> {
     } else {
         std::borrow::Cow::Borrowed(raw_path)
     };
-    let (mut first, mut second, mut count) = ("", "", 0usize);
-    for s in path.split('/').filter(|s| !s.is_empty()) {
-        if s.bytes().all(|b| b == b'.') {
-            return Err(Refusal::DotSegment);
+    // The segments in one pass over the bytes (the path starts with `/`): the first two, how many,
+    // and whether any is empty before the end (a `//` to merge).
+    let (mut first, mut second, mut count, mut merged) = ("", "", 0usize, false);
+    let bytes = path.as_bytes();
+    let mut start = 1;
+    loop {
+        let end =
+            bytes.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'/')).map_or(bytes.len(), |j| start + j);
+        let s = &path[start.min(end)..end];
+        if s.is_empty() {
+            merged |= end < bytes.len();
+        } else {
+            if s.bytes().all(|b| b == b'.') {
+                return Err(Refusal::DotSegment);
+            }
+            match count {
+                0 => first = s,
+                1 => second = s,
+                _ => {}
+            }
+            count += 1;
         }
-        match count {
-            0 => first = s,
-            1 => second = s,
-            _ => {}
+        if end >= bytes.len() {
+            break;
         }
-        count += 1;
+        start = end + 1;
     }
     let trailing = path.ends_with('/');
     match first {
@@ -204,19 +249,12 @@ pub fn route(uri: &str) -> Result<Routed, Refusal> {
         return Err(Refusal::NotProxied);
     }
     let cr = second;
-    if !is_session_name(cr) {
-        let lower = cr.to_ascii_lowercase();
-        return Err(if lower != *cr && is_session_name(&lower) {
-            Refusal::LetterCase
-        } else {
-            Refusal::BadSessionName
-        });
-    }
+    check_session_name(cr)?;
     if count == 2 && !trailing {
         return Err(Refusal::NotProxied);
     }
     // The path starts with `/` (see `target`); without `//` its non-empty segments joined are it.
-    let normal = if path.contains("//") {
+    let normal = if merged {
         let mut normal = String::with_capacity(path.len());
         for s in path.split('/').filter(|s| !s.is_empty()) {
             normal.push('/');
@@ -235,6 +273,103 @@ pub fn route(uri: &str) -> Result<Routed, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The straightforward form [`route`] had before it was made one pass (a `Vec` of segments,
+    /// `join`): kept to check that the two agree.
+    fn route_reference(uri: &str) -> Result<Routed, Refusal> {
+        if uri.bytes().any(|b| b <= b' ' || b >= 0x7f) {
+            return Err(Refusal::ControlOrNonAscii);
+        }
+        if uri.contains('#') {
+            return Err(Refusal::Fragment);
+        }
+        if uri.contains('\\') {
+            return Err(Refusal::Backslash);
+        }
+        let target = origin_target(uri)?;
+        let (raw_path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q.to_string())),
+            None => (target, None),
+        };
+        let path = decode_unreserved(raw_path)?;
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        if segments.iter().any(|s| s.bytes().all(|b| b == b'.')) {
+            return Err(Refusal::DotSegment);
+        }
+        let trailing = path.ends_with('/');
+        match segments.first() {
+            Some(&"proxy") => {}
+            Some(s) if s.eq_ignore_ascii_case("proxy") => return Err(Refusal::LetterCase),
+            _ => return Err(Refusal::NotProxied),
+        }
+        let Some(cr) = segments.get(1) else { return Err(Refusal::NotProxied) };
+        check_session_name(cr)?;
+        if segments.len() == 2 && !trailing {
+            return Err(Refusal::NotProxied);
+        }
+        let mut normal = format!("/{}", segments.join("/"));
+        if trailing {
+            normal.push('/');
+        }
+        Ok(Routed { cr: cr.to_string(), path: normal, query })
+    }
+
+    #[test]
+    fn the_one_pass_route_agrees_with_the_straightforward_one() {
+        let parts = [
+            "/",
+            "//",
+            "proxy",
+            "PROXY",
+            "Proxy",
+            "ses-a1",
+            "SES-A1",
+            "ses-b2",
+            "-x",
+            ".",
+            "..",
+            "...",
+            "%2e",
+            "%2E%2e",
+            "%2F",
+            "%2f",
+            "%5C",
+            "%41",
+            "%7e",
+            "%20",
+            "%zz",
+            "%",
+            "?",
+            "#",
+            "\\",
+            "a",
+            "lab",
+            "a.b",
+            "?x=/../",
+            "http://h",
+            "HTTPS://h:1",
+            "\t",
+            "\u{e9}",
+            "~",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200_000 {
+            let n = 1 + next() % 8;
+            let mut uri = String::new();
+            for _ in 0..n {
+                uri.push_str(parts[(next() % parts.len() as u64) as usize]);
+            }
+            assert_eq!(route(&uri), route_reference(&uri), "{uri:?}");
+            let prefixed = format!("/proxy/ses-a1/{uri}");
+            assert_eq!(route(&prefixed), route_reference(&prefixed), "{prefixed:?}");
+        }
+    }
 
     const A: &str = "ses-01jaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "ses-01jbbbbbbbbbbbbbbbbbbbbbbb";
@@ -328,7 +463,33 @@ mod tests {
             format!("//proxy/{A}//terminal/"),
         ] {
             let r = route(&input).unwrap();
+            assert!(!r.is_target(&input), "{input} was normalised");
+            assert!(r.is_target(&r.path_and_query()));
             assert_eq!(route(&r.path_and_query()).unwrap(), r, "{input}");
+        }
+    }
+
+    /// A target is forwarded as it came only when routing left it unchanged.
+    #[test]
+    fn only_an_unchanged_target_is_forwarded_as_sent() {
+        for (input, as_sent) in [
+            (format!("/proxy/{A}/lab?x=1&y=%2F"), true),
+            (format!("/proxy/{A}/lab/"), true),
+            (format!("/proxy/{A}/x%2A"), true),
+            (format!("/proxy/{A}/x%2a"), false),
+            (format!("/proxy/{A}/x%41"), false),
+            (format!("/proxy/{A}//lab"), false),
+            (format!("http://h/proxy/{A}/lab"), false),
+        ] {
+            let r = route(&input).unwrap();
+            assert_eq!(r.is_target(&input), as_sent, "{input}");
+            assert_eq!(r.path_and_query() == input, as_sent, "{input}");
+            // Not fooled by a target of the right length and ends.
+            let mut other = r.path_and_query().into_bytes();
+            if let Some(q) = other.iter().position(|&b| b == b'?') {
+                other[q] = b'&';
+                assert!(!r.is_target(std::str::from_utf8(&other).unwrap()), "{input}");
+            }
         }
     }
 }
