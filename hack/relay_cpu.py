@@ -18,7 +18,10 @@ for r in range(rounds):
     p = subprocess.Popen([bin_, "--bench"], stdout=subprocess.PIPE, text=True, cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."), env=dict(os.environ, BENCH_SECONDS=str(secs)))
     def cpu():
         f = open(f"/proc/{p.pid}/stat").read().rsplit(")",1)[1].split()
-        return (int(f[11]) + int(f[12])) / tick
+        io = dict(l.split(": ") for l in open(f"/proc/{p.pid}/io").read().splitlines())
+        cpu_line = open("/proc/stat").readline().split()
+        idle = (int(cpu_line[4]) + int(cpu_line[5])) / tick
+        return ((int(f[11]) + int(f[12])) / tick, int(f[11]) / tick, int(io["syscr"]) + int(io["syscw"]), idle)
     last = None; res = {}
     for line in p.stdout:
         now = cpu()
@@ -26,10 +29,11 @@ for r in range(rounds):
         if last is not None and m:
             label = m.group(2)
             rps = float(m.group(3))
-            res[label] = ((now - last) / (rps * secs) * 1e6, rps)
+            n = rps * secs
+            res[label] = ((now[0] - last[0]) / n * 1e6, rps, (now[1] - last[1]) / n * 1e6, (now[2] - last[2]) / n, (now[3] - last[3]) / secs / os.cpu_count())
         last = now
         if "relay, session cookie" in line and line.strip().startswith("GET"):
             p.kill(); break
     p.wait()
     b = res.get("through a bare pass-through (bound)"); rl = res.get("/proxy/<cr>/lab/… through the relay"); rc = res.get("/proxy/<cr>/lab/… relay, session cookie")
-    print(f"{os.path.basename(bin_)} r{r}: process CPU µs/request: bare {b[0]:.1f} ({b[1]:.0f}/s), relay {rl[0]:.1f} ({rl[1]:.0f}/s), relay+cookie {rc[0]:.1f} ({rc[1]:.0f}/s); relay/bare rps {rl[1]/b[1]:.2f}, cpu {rl[0]/b[0]:.2f}", flush=True)
+    print(f"{os.path.basename(bin_)} r{r}: process CPU µs/request: bare {b[0]:.1f} ({b[1]:.0f}/s), relay {rl[0]:.1f} ({rl[1]:.0f}/s), relay+cookie {rc[0]:.1f} ({rc[1]:.0f}/s); relay/bare rps {rl[1]/b[1]:.2f}, cpu {rl[0]/b[0]:.2f}; user µs/request bare {b[2]:.1f} relay {rl[2]:.1f}; read+write syscalls/request bare {b[3]:.1f} relay {rl[3]:.1f}; machine idle bare {b[4]:.0%} relay {rl[4]:.0%}", flush=True)

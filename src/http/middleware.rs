@@ -105,13 +105,14 @@ where
                 refused.extensions_mut().insert(CloseConnection);
                 return refused;
             }
-            let is_json = res
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with("application/json"));
-            let passed_through = res.extensions().get::<PassedThrough>().is_some();
-            if (res.status().is_client_error() || res.status().is_server_error()) && !is_json && !passed_through {
+            let is_json = |res: &Response| {
+                res.headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with("application/json"))
+            };
+            let error = res.status().is_client_error() || res.status().is_server_error();
+            if error && !is_json(&res) && res.extensions().get::<PassedThrough>().is_none() {
                 let mut replaced = from_status(res.status()).into_response();
                 for name in [header::ALLOW, header::RETRY_AFTER, header::WWW_AUTHENTICATE] {
                     if let Some(v) = res.headers().get(&name) {

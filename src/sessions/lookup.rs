@@ -53,6 +53,8 @@ pub struct RelayHeaders {
     pub host: Option<HeaderValue>,
     /// The ingress's `host:port` as the authority of the URIs plain requests are sent to.
     pub ingress: Option<axum::http::uri::Authority>,
+    /// The session domain may be compared with `Host` as text (`super::relay::is_plain_domain`).
+    pub plain_domain: bool,
 }
 
 impl RelayHeaders {
@@ -63,6 +65,7 @@ impl RelayHeaders {
             user: value(owner),
             host: domain.or(ingress).and_then(value),
             ingress: ingress.and_then(|i| axum::http::uri::Authority::try_from(i).ok()),
+            plain_domain: domain.is_some_and(super::relay::is_plain_domain),
         }
     }
 }

@@ -317,7 +317,8 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
     // A session's app runs its user's code: served on any other host (the console's above all) its
     // pages would run with that origin's cookies. Only the session's own domain is relayed.
     let on_own_domain = session.domain.as_deref().is_some_and(|domain| {
-        sent_to_domain(&req, domain) || request_host(&req).is_some_and(|host| host.eq_ignore_ascii_case(domain))
+        (session.headers.plain_domain && sent_to_plain_domain(&req, domain))
+            || request_host(&req).is_some_and(|host| host.eq_ignore_ascii_case(domain))
     });
     if !on_own_domain {
         let asked = request_host(&req);
@@ -558,10 +559,20 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
     Response::from_parts(parts, Body::new(incoming))
 }
 
-/// Whether the request was sent to `domain` (what [`request_host`] would find equal to it), read
-/// without parsing or allocating for the usual `Host: <domain>` or `Host: <domain>:<port>`; `false`
-/// means "not by this quick reading" (the caller then asks [`request_host`]).
-fn sent_to_domain(req: &Request, domain: &str) -> bool {
+/// A domain any authority parser reads as itself (no `@`, `:`, `[`, no trailing dot, which
+/// `request_host` drops), so [`sent_to_plain_domain`] may compare it as text. Decided once per
+/// session lookup (`super::lookup::RelayHeaders`), not per request.
+pub(crate) fn is_plain_domain(domain: &str) -> bool {
+    !domain.is_empty()
+        && !domain.ends_with('.')
+        && domain.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+}
+
+/// Whether the request was sent to `domain` (which [`is_plain_domain`] accepts: what
+/// [`request_host`] would find equal to it), read without parsing or allocating for the usual
+/// `Host: <domain>` or `Host: <domain>:<port>`; `false` means "not by this quick reading" (the
+/// caller then asks [`request_host`]).
+fn sent_to_plain_domain(req: &Request, domain: &str) -> bool {
     if req.uri().authority().is_some() {
         return false;
     }
@@ -569,12 +580,7 @@ fn sent_to_domain(req: &Request, domain: &str) -> bool {
     let (Some(v), None) = (hosts.next(), hosts.next()) else { return false };
     let v = v.as_bytes();
     let Some(rest) = v.get(domain.len()..) else { return false };
-    // Only a domain any authority parser reads as itself (no `@`, `:`, `[`, no trailing dot, which
-    // `request_host` drops): else the slow way.
-    !domain.is_empty()
-        && !domain.ends_with('.')
-        && domain.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-        && v[..domain.len()].eq_ignore_ascii_case(domain.as_bytes())
+    v[..domain.len()].eq_ignore_ascii_case(domain.as_bytes())
         && (rest.is_empty()
             || rest.len() <= 6 && rest[0] == b':' && rest.len() > 1 && rest[1..].iter().all(u8::is_ascii_digit))
 }
@@ -700,6 +706,11 @@ fn unreachable(target: &str, cause: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The relay's quick Host check as a whole (the domain's part is decided per lookup).
+    fn sent_to_domain(req: &Request, domain: &str) -> bool {
+        is_plain_domain(domain) && sent_to_plain_domain(req, domain)
+    }
 
     #[test]
     fn addresses_are_written_as_display_writes_them() {
