@@ -212,32 +212,24 @@ pub fn route(uri: &str) -> Result<Routed, Refusal> {
     } else {
         std::borrow::Cow::Borrowed(raw_path)
     };
-    // The segments in one pass over the bytes (the path starts with `/`): the first two, how many,
-    // and whether any is empty before the end (a `//` to merge).
+    // The segments in one pass (the path starts with `/`): the first two, how many, and whether
+    // any is empty before the end (a `//` to merge).
     let (mut first, mut second, mut count, mut merged) = ("", "", 0usize, false);
-    let bytes = path.as_bytes();
-    let mut start = 1;
-    loop {
-        let end =
-            bytes.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'/')).map_or(bytes.len(), |j| start + j);
-        let s = &path[start.min(end)..end];
+    let mut segments = path.get(1..).unwrap_or_default().split('/').peekable();
+    while let Some(s) = segments.next() {
         if s.is_empty() {
-            merged |= end < bytes.len();
-        } else {
-            if s.bytes().all(|b| b == b'.') {
-                return Err(Refusal::DotSegment);
-            }
-            match count {
-                0 => first = s,
-                1 => second = s,
-                _ => {}
-            }
-            count += 1;
+            merged |= segments.peek().is_some();
+            continue;
         }
-        if end >= bytes.len() {
-            break;
+        if s.bytes().all(|b| b == b'.') {
+            return Err(Refusal::DotSegment);
         }
-        start = end + 1;
+        match count {
+            0 => first = s,
+            1 => second = s,
+            _ => {}
+        }
+        count += 1;
     }
     let trailing = path.ends_with('/');
     match first {
