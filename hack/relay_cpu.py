@@ -6,15 +6,18 @@ Throughput ratios on two shared cores move by +-10 % from run to run; the CPU th
 of the process between the lines the bench prints at the end of each phase and divides by
 (req/s x seconds). Stops after the relay phases.
 
-Usage: hack/relay_cpu.py <sessions bench binary> [rounds]
-  (the binary: `cargo bench --bench sessions --no-run` prints its path; BENCH_SECONDS, default 8)
+Usage: hack/relay_cpu.py <sessions bench binary> [<another binary> ...] [rounds]
+  (a binary: `cargo bench --bench sessions --no-run` prints its path; BENCH_SECONDS, default 8).
+  Several binaries (a change and its parent) are run in turn, round by round, so that a slow
+  spell of the machine falls on both.
 """
 import subprocess, sys, time, os, re
-bin_ = sys.argv[1]
-rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+args = sys.argv[1:]
+rounds = int(args.pop()) if len(args) > 1 and args[-1].isdigit() else 1
+bins = args
 secs = int(os.environ.get("BENCH_SECONDS","8"))
 tick = os.sysconf('SC_CLK_TCK')
-for r in range(rounds):
+for r, bin_ in ((r, b) for r in range(rounds) for b in bins):
     p = subprocess.Popen([bin_, "--bench"], stdout=subprocess.PIPE, text=True, cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."), env=dict(os.environ, BENCH_SECONDS=str(secs)))
     def cpu():
         f = open(f"/proc/{p.pid}/stat").read().rsplit(")",1)[1].split()

@@ -219,10 +219,18 @@ impl Drop for UnauthenticatedPermit {
     }
 }
 
-/// One connection's budget of buffered body bytes.
-#[derive(Debug, Default)]
+/// One connection's budget of buffered body bytes, and its reference to the process's (made once
+/// per connection: each request clones this, and no count every core writes).
+#[derive(Debug)]
 pub struct ConnectionBudget {
+    budgets: Arc<Budgets>,
     used: AtomicUsize,
+}
+
+impl ConnectionBudget {
+    pub fn new(budgets: Arc<Budgets>) -> Arc<Self> {
+        Arc::new(Self { budgets, used: AtomicUsize::new(0) })
+    }
 }
 
 /// How a body is read: buffered by its handler (every API route), or streamed on (the relay).
@@ -243,7 +251,6 @@ pub struct Watched {
 /// answered or cancelled).
 pub struct Charge {
     watch: Arc<BodyWatch>,
-    budgets: Arc<Budgets>,
     connection: Arc<ConnectionBudget>,
 }
 
@@ -251,7 +258,7 @@ impl Drop for Charge {
     fn drop(&mut self) {
         let n = self.watch.charged.swap(0, Ordering::AcqRel);
         if n > 0 {
-            self.budgets.used.fetch_sub(n, Ordering::AcqRel);
+            self.connection.budgets.used.fetch_sub(n, Ordering::AcqRel);
             self.connection.used.fetch_sub(n, Ordering::AcqRel);
         }
     }
@@ -261,7 +268,6 @@ impl Drop for Charge {
 pub struct WatchedBody<B> {
     inner: B,
     watch: Arc<BodyWatch>,
-    budgets: Arc<Budgets>,
     connection: Arc<ConnectionBudget>,
     mode: Mode,
     client: IpAddr,
@@ -276,15 +282,9 @@ pub struct WatchedBody<B> {
 }
 
 /// Wraps `inner` for one request from `client` on a connection with `connection`'s budget.
-pub fn watch<B>(
-    inner: B,
-    mode: Mode,
-    client: IpAddr,
-    budgets: &Arc<Budgets>,
-    connection: &Arc<ConnectionBudget>,
-) -> (WatchedBody<B>, Watched) {
+pub fn watch<B>(inner: B, mode: Mode, client: IpAddr, connection: &Arc<ConnectionBudget>) -> (WatchedBody<B>, Watched) {
     let watch = Arc::new(BodyWatch {
-        limits: budgets.limits,
+        limits: connection.budgets.limits,
         failure: OnceLock::new(),
         authenticated: AtomicBool::new(false),
         charged: AtomicUsize::new(0),
@@ -293,7 +293,6 @@ pub fn watch<B>(
     let body = WatchedBody {
         inner,
         watch: watch.clone(),
-        budgets: budgets.clone(),
         connection: connection.clone(),
         mode,
         client,
@@ -305,14 +304,14 @@ pub fn watch<B>(
         first_poll: true,
         done: false,
     };
-    let charge = Charge { watch: watch.clone(), budgets: budgets.clone(), connection: connection.clone() };
+    let charge = Charge { watch: watch.clone(), connection: connection.clone() };
     (body, Watched { watch, charge })
 }
 
 impl<B> WatchedBody<B> {
     /// When the body fails if nothing more arrives.
     fn fails_at(&self) -> (Instant, BodyFailure) {
-        let limits = &self.budgets.limits;
+        let limits = &self.connection.budgets.limits;
         let rate = u64::from(limits.min_rate.max(1));
         // Average rate: `received` bytes buy `received / rate` seconds past the grace.
         let credit = Duration::from_millis(self.received.saturating_mul(1000) / rate);
@@ -338,11 +337,12 @@ impl<B> WatchedBody<B> {
         if self.mode == Mode::Streamed || n == 0 {
             return Ok(());
         }
-        if !charge(&self.budgets.used, n, self.budgets.limits.process_budget) {
+        let budgets = &self.connection.budgets;
+        if !charge(&budgets.used, n, budgets.limits.process_budget) {
             return Err(BodyFailure::ProcessBudget);
         }
         if !charge(&self.connection.used, n, PER_CONNECTION_BODY_BYTES) {
-            self.budgets.used.fetch_sub(n, Ordering::AcqRel);
+            budgets.used.fetch_sub(n, Ordering::AcqRel);
             return Err(BodyFailure::ConnectionBudget);
         }
         self.watch.charged.fetch_add(n, Ordering::AcqRel);
@@ -368,7 +368,7 @@ where
         if this.first_poll {
             this.first_poll = false;
             if !this.inner.is_end_stream() && !this.watch.authenticated.load(Ordering::Acquire) {
-                match this.budgets.enter_unauthenticated(this.client) {
+                match this.connection.budgets.enter_unauthenticated(this.client) {
                     Some(p) => this.permit = Some(p),
                     None => return this.fail(BodyFailure::Unauthenticated),
                 }
@@ -490,11 +490,11 @@ mod tests {
             grace: RATE_GRACE,
             process_budget: 1 << 20,
         });
-        let conn = Arc::new(ConnectionBudget::default());
+        let conn = ConnectionBudget::new(b.clone());
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let _in_runtime = rt.enter();
         let (_tx, inner) = fed(&[]);
-        let (mut body, _w) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 1]), &b, &conn);
+        let (mut body, _w) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 1]), &conn);
         let (at, why) = body.fails_at();
         assert_eq!((at - body.started, why), (RATE_GRACE, BodyFailure::TooSlow));
         // 2 KiB at 1 KiB/s buys two seconds past the grace.
@@ -512,9 +512,9 @@ mod tests {
     #[tokio::test]
     async fn a_stalled_body_fails_after_the_grace_and_its_credit() {
         let b = budgets(1 << 20);
-        let conn = Arc::new(ConnectionBudget::default());
+        let conn = ConnectionBudget::new(b.clone());
         let (tx, inner) = fed(&[2048]);
-        let (body, watched) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 1]), &b, &conn);
+        let (body, watched) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 1]), &conn);
         let err = read_all(body).await.expect_err("the body fails");
         assert!(matches!(err, BodyError::Cut(BodyFailure::TooSlow)), "{err}");
         assert_eq!(watched.watch.failure(), Some(BodyFailure::TooSlow));
@@ -532,15 +532,15 @@ mod tests {
             grace: Duration::from_millis(50),
             process_budget: 1 << 30,
         });
-        let conn = Arc::new(ConnectionBudget::default());
+        let conn = ConnectionBudget::new(b.clone());
         // 1 MiB at 64 B/s would buy hours; the deadline comes first.
         let (tx, inner) = fed(&[1 << 20]);
-        let (body, w) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 4]), &b, &conn);
+        let (body, w) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 4]), &conn);
         assert!(matches!(read_all(body).await, Err(BodyError::Cut(BodyFailure::Deadline))));
         drop((tx, w));
         // Streamed: frames 100 ms apart (a pause shorter than the deadline) pass, until they stop.
         let (tx, inner) = fed(&[1 << 20]);
-        let (body, _w) = watch(inner, Mode::Streamed, IpAddr::from([10, 0, 0, 4]), &b, &conn);
+        let (body, _w) = watch(inner, Mode::Streamed, IpAddr::from([10, 0, 0, 4]), &conn);
         let feeder = tokio::spawn(async move {
             for _ in 0..3 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -557,10 +557,10 @@ mod tests {
     #[tokio::test]
     async fn a_complete_body_passes_and_gives_its_place_back() {
         let b = budgets(1 << 20);
-        let conn = Arc::new(ConnectionBudget::default());
+        let conn = ConnectionBudget::new(b.clone());
         let (tx, inner) = fed(&[10, 20]);
         drop(tx);
-        let (body, w) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 5]), &b, &conn);
+        let (body, w) = watch(inner, Mode::Buffered, IpAddr::from([10, 0, 0, 5]), &conn);
         assert_eq!(read_all(body).await.unwrap(), 30);
         assert_eq!(w.watch.failure(), None);
         assert!(lock(&b.unauthenticated).is_empty());
@@ -569,18 +569,18 @@ mod tests {
     #[tokio::test]
     async fn unauthenticated_bodies_per_address_are_bounded_and_given_back() {
         let b = budgets(1 << 20);
-        let conn = Arc::new(ConnectionBudget::default());
+        let conn = ConnectionBudget::new(b.clone());
         let addr = IpAddr::from([10, 0, 0, 2]);
         let mut held = Vec::new();
         for _ in 0..UNAUTHENTICATED_BODIES_PER_ADDRESS {
             let (tx, inner) = fed(&[]);
-            let (mut body, w) = watch(inner, Mode::Buffered, addr, &b, &conn);
+            let (mut body, w) = watch(inner, Mode::Buffered, addr, &conn);
             assert!(poll_once(&mut body));
             held.push((tx, body, w));
         }
         let one_more = |authenticated: bool, addr: IpAddr| {
             let (_tx, inner) = fed(&[]);
-            let (mut body, w) = watch(inner, Mode::Buffered, addr, &b, &conn);
+            let (mut body, w) = watch(inner, Mode::Buffered, addr, &conn);
             w.watch.authenticated.store(authenticated, Ordering::Release);
             poll_once(&mut body);
             w.watch.failure()
@@ -596,7 +596,7 @@ mod tests {
     #[tokio::test]
     async fn the_connection_budget_refuses_what_would_pass_it() {
         let b = budgets(1 << 30);
-        let conn = Arc::new(ConnectionBudget::default());
+        let conn = ConnectionBudget::new(b.clone());
         let addr = IpAddr::from([10, 0, 0, 3]);
         let half = PER_CONNECTION_BODY_BYTES / 2 + 1;
         let mk = || {
@@ -604,24 +604,24 @@ mod tests {
             drop(tx);
             inner
         };
-        let (first, w1) = watch(mk(), Mode::Buffered, addr, &b, &conn);
+        let (first, w1) = watch(mk(), Mode::Buffered, addr, &conn);
         assert!(read_all(first).await.is_ok());
-        let (second, w2) = watch(mk(), Mode::Buffered, addr, &b, &conn);
+        let (second, w2) = watch(mk(), Mode::Buffered, addr, &conn);
         assert!(matches!(read_all(second).await, Err(BodyError::Cut(BodyFailure::ConnectionBudget))));
         assert_eq!(w2.watch.failure(), Some(BodyFailure::ConnectionBudget));
         assert_eq!(b.buffered_bytes(), half, "a refused frame is not charged");
         drop(w1);
-        let (third, _w3) = watch(mk(), Mode::Buffered, addr, &b, &conn);
+        let (third, _w3) = watch(mk(), Mode::Buffered, addr, &conn);
         assert!(read_all(third).await.is_ok(), "the first request's bytes came back when it was answered");
         // The relay streams its bodies on: nothing is charged.
-        let (streamed, _w4) = watch(mk(), Mode::Streamed, addr, &b, &conn);
+        let (streamed, _w4) = watch(mk(), Mode::Streamed, addr, &conn);
         assert!(read_all(streamed).await.is_ok());
         // And the process budget: a second connection cannot pass it either.
         let small = budgets(half + 10);
-        let other = Arc::new(ConnectionBudget::default());
-        let (a, _wa) = watch(mk(), Mode::Buffered, addr, &small, &Arc::new(ConnectionBudget::default()));
+        let other = ConnectionBudget::new(small.clone());
+        let (a, _wa) = watch(mk(), Mode::Buffered, addr, &ConnectionBudget::new(small.clone()));
         assert!(read_all(a).await.is_ok());
-        let (c, _wc) = watch(mk(), Mode::Buffered, addr, &small, &other);
+        let (c, _wc) = watch(mk(), Mode::Buffered, addr, &other);
         assert!(matches!(read_all(c).await, Err(BodyError::Cut(BodyFailure::ProcessBudget))));
     }
 }

@@ -73,53 +73,16 @@ where
     let http1 = req.version() <= axum::http::Version::HTTP_11;
     let response = REQUEST_ID
         .scope(id.clone(), async move {
-            if header_bytes > MAX_HEADER_BYTES {
-                return ApiError::new(
-                    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                    ErrorCode::HeadersTooLarge,
-                    format!("request headers exceed {MAX_HEADER_BYTES} bytes"),
-                )
-                .into_response();
-            }
-            if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
-                // Which one would a proxy in front have routed by? Refuse rather than guess.
-                return ApiError::bad_request("the request has more than one Host header").into_response();
-            }
-            if reserve && !matches!(req.uri().path(), "/healthz" | "/readyz") {
-                // One of the connections let in beyond max_connections for monitoring only.
-                let mut busy = ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    ErrorCode::ServerBusy,
-                    "every connection slot is taken; this one answers only /healthz and /readyz",
-                )
-                .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
-                .into_response();
-                busy.extensions_mut().insert(CloseConnection);
-                return busy;
+            if let Some(refused) = refused_head(&req, header_bytes, reserve) {
+                return refused;
             }
             let res = inner(req).await;
             if let Some(refusal) = body_watch.as_ref().and_then(|w| w.refusal()) {
-                // The body broke a rule (too slow, too late, over a budget): whatever the handler
-                // made of the cut body, this is the answer, and the connection does not carry on.
-                let mut refused = refusal.into_response();
-                refused.extensions_mut().insert(CloseConnection);
-                return refused;
+                return body_refused(refusal);
             }
-            let is_json = |res: &Response| {
-                res.headers()
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(|v| v.starts_with("application/json"))
-            };
             let error = res.status().is_client_error() || res.status().is_server_error();
-            if error && !is_json(&res) && res.extensions().get::<PassedThrough>().is_none() {
-                let mut replaced = from_status(res.status()).into_response();
-                for name in [header::ALLOW, header::RETRY_AFTER, header::WWW_AUTHENTICATE] {
-                    if let Some(v) = res.headers().get(&name) {
-                        replaced.headers_mut().insert(name, v.clone());
-                    }
-                }
-                return replaced;
+            if error && res.extensions().get::<PassedThrough>().is_none() {
+                return enveloped(res);
             }
             res
         })
@@ -129,18 +92,108 @@ where
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     security_headers(&mut response);
-    let status = response.status().as_u16();
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
-    // Paths never carry secrets here (tokens travel in headers); query strings are not logged.
-    let path = uri.path();
-    let request_id = id.to_str().unwrap_or_default();
-    if status >= 500 {
-        tracing::warn!(request_id, %method, %path, status, ms, "request");
-    } else {
-        tracing::debug!(request_id, %method, %path, status, ms, "request");
-    }
+    access_log(&id, &method, &uri, response.status(), started);
     response.headers_mut().insert(REQUEST_ID_HEADER, id);
     response
+}
+
+// What follows is out of the usual request's way (`#[cold]`, or not inlined): the less code every
+// request passes, the fewer instruction cache misses it pays.
+
+/// A refusal for the request's head: over the header cap, two `Host`s, or a reserve connection
+/// asking for anything but health.
+fn refused_head(req: &Request, header_bytes: usize, reserve: bool) -> Option<Response> {
+    if header_bytes > MAX_HEADER_BYTES {
+        return Some(headers_too_large());
+    }
+    if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
+        return Some(two_hosts());
+    }
+    if reserve && !matches!(req.uri().path(), "/healthz" | "/readyz") {
+        return Some(reserve_busy());
+    }
+    None
+}
+
+#[cold]
+fn headers_too_large() -> Response {
+    ApiError::new(
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        ErrorCode::HeadersTooLarge,
+        format!("request headers exceed {MAX_HEADER_BYTES} bytes"),
+    )
+    .into_response()
+}
+
+#[cold]
+fn two_hosts() -> Response {
+    // Which one would a proxy in front have routed by? Refuse rather than guess.
+    ApiError::bad_request("the request has more than one Host header").into_response()
+}
+
+#[cold]
+fn reserve_busy() -> Response {
+    // One of the connections let in beyond max_connections for monitoring only.
+    let mut busy = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::ServerBusy,
+        "every connection slot is taken; this one answers only /healthz and /readyz",
+    )
+    .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+    .into_response();
+    busy.extensions_mut().insert(CloseConnection);
+    busy
+}
+
+/// The body broke a rule (too slow, too late, over a budget): whatever the handler made of the
+/// cut body, this is the answer, and the connection does not carry on.
+#[cold]
+fn body_refused(refusal: ApiError) -> Response {
+    let mut refused = refusal.into_response();
+    refused.extensions_mut().insert(CloseConnection);
+    refused
+}
+
+/// An error answer of our own without a JSON body (a lower layer's 404, 405, 413, timeout) in
+/// the JSON envelope, with the headers that say what to do about it.
+#[cold]
+fn enveloped(res: Response) -> Response {
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return res;
+    }
+    let mut replaced = from_status(res.status()).into_response();
+    for name in [header::ALLOW, header::RETRY_AFTER, header::WWW_AUTHENTICATE] {
+        if let Some(v) = res.headers().get(&name) {
+            replaced.headers_mut().insert(name, v.clone());
+        }
+    }
+    replaced
+}
+
+/// The access log line (debug; a warning for a 5xx). Paths never carry secrets here (tokens
+/// travel in headers); query strings are not logged.
+#[inline(never)]
+fn access_log(
+    id: &HeaderValue,
+    method: &axum::http::Method,
+    uri: &axum::http::Uri,
+    status: StatusCode,
+    started: Instant,
+) {
+    let status = status.as_u16();
+    let (path, request_id) = (uri.path(), id.to_str().unwrap_or_default());
+    if status >= 500 {
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::warn!(request_id, %method, %path, status, ms, "request");
+    } else if tracing::enabled!(tracing::Level::DEBUG) {
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::debug!(request_id, %method, %path, status, ms, "request");
+    }
 }
 
 /// The Content-Security-Policy for the console and every other response that sets none: scripts,

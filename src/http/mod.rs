@@ -14,6 +14,7 @@ pub mod middleware;
 pub mod server;
 pub mod system;
 pub mod text;
+pub mod timer;
 pub mod tls;
 
 use std::sync::Arc;
@@ -108,20 +109,24 @@ pub fn router(app: Arc<App>) -> Router {
 /// session-origin rule lets `/proxy/` through) and is no callback, so it needs no other layer; and
 /// without a router, layer services to clone and futures to box, each relayed request costs less.
 /// The complete [`router`] routes `/proxy/` to the same handler (the admin socket, router tests).
-pub fn relay_handle(app: &Arc<App>) -> server::Handle {
+pub fn relay_handle(app: &Arc<App>) -> server::HandleMaker {
     use axum::extract::FromRef;
     use futures::FutureExt;
     let state =
         Arc::new(crate::sessions::relay::RelayState { sessions: FromRef::from_ref(app), gate: FromRef::from_ref(app) });
-    Arc::new(move |req| {
-        let state = state.clone();
-        Box::pin(middleware::with_context(req, move |req| async move {
-            let relayed = crate::sessions::relay::relay_request(&state.sessions, &state.gate, req);
-            match std::panic::AssertUnwindSafe(relayed).catch_unwind().await {
-                Ok(res) => res,
-                Err(_) => axum::response::IntoResponse::into_response(ApiError::internal("handler panicked")),
-            }
-        }))
+    Arc::new(move || {
+        // The connection's own reference to the state, which its requests clone (see `HandleMaker`).
+        let state = Arc::new(state.clone());
+        Arc::new(move |req| {
+            let state = state.clone();
+            Box::pin(middleware::with_context(req, move |req| async move {
+                let relayed = crate::sessions::relay::relay_request(&state.sessions, &state.gate, req);
+                match std::panic::AssertUnwindSafe(relayed).catch_unwind().await {
+                    Ok(res) => res,
+                    Err(_) => axum::response::IntoResponse::into_response(ApiError::internal("handler panicked")),
+                }
+            }))
+        })
     })
 }
 

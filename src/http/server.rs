@@ -40,6 +40,7 @@ use tower::ServiceExt;
 
 use super::body::{self, Budgets, ConnectionBudget, Mode};
 use super::client_addr::{self, ProxyTrust};
+use super::timer::{ConnectionTimer, Deadline, Deadlines};
 use crate::locks::lock;
 
 /// Read buffer per connection: larger than [`super::middleware::MAX_HEADER_BYTES`] so oversized
@@ -370,14 +371,31 @@ impl Connections {
 }
 
 /// A request extension: the connection the request came on, for a handler that takes it over
-/// (the relay's WebSocket tunnels, see [`ConnectionTicket::tunnel`]).
+/// (the relay's WebSocket tunnels, see [`ConnectionTicket::tunnel`]). One per connection, which
+/// each of its requests clones: the table's reference count is not written per request.
 #[derive(Clone)]
-pub struct ConnectionTicket {
+pub struct ConnectionTicket(Arc<Ticket>);
+
+struct Ticket {
     table: Arc<Mutex<Connections>>,
     id: u64,
     slot: Arc<Slot>,
     address: Option<IpAddr>,
     caps: Caps,
+    /// The timer of handlers' answer deadlines (the relay's) on this connection.
+    answers: Arc<Deadlines>,
+}
+
+impl ConnectionTicket {
+    fn new(table: Arc<Mutex<Connections>>, id: u64, slot: Arc<Slot>, address: Option<IpAddr>, caps: Caps) -> Self {
+        Self(Arc::new(Ticket { table, id, slot, address, caps, answers: Deadlines::new() }))
+    }
+
+    /// Ready at `at`: a handler's deadline for an answer it waits for, on the timer this
+    /// connection keeps for them (see `super::timer`).
+    pub fn deadline(&self, at: Instant) -> Deadline {
+        self.0.answers.until(at)
+    }
 }
 
 /// Why a tunnel was refused: which cap is full.
@@ -395,11 +413,12 @@ impl ConnectionTicket {
     /// tunnel uses it after the upgrade, and counts the tunnel's second descriptor (the upstream
     /// connection) as one more connection of the same address. `Err` when there is no room for it.
     pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
-        let mut table = lock(&self.table);
-        let Some((upstream, _, reserve)) = table.admit(self.address, self.caps, Instant::now(), HEAD_OTHER) else {
+        let this = &self.0;
+        let mut table = lock(&this.table);
+        let Some((upstream, _, reserve)) = table.admit(this.address, this.caps, Instant::now(), HEAD_OTHER) else {
             let address_full =
-                self.address.is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= self.caps.per_address);
-            return Err(if address_full { NoRoom::Address(self.caps.per_address) } else { NoRoom::Server });
+                this.address.is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= this.caps.per_address);
+            return Err(if address_full { NoRoom::Address(this.caps.per_address) } else { NoRoom::Server });
         };
         if reserve {
             table.remove(upstream);
@@ -409,7 +428,7 @@ impl ConnectionTicket {
             // Busy for as long as it lives: never closed as idle.
             o.slot.held.fetch_add(1, Ordering::AcqRel);
         }
-        self.slot.held.fetch_add(1, Ordering::AcqRel);
+        this.slot.held.fetch_add(1, Ordering::AcqRel);
         Ok(Tunnel { ticket: self.clone(), upstream })
     }
 }
@@ -422,11 +441,12 @@ pub struct Tunnel {
 
 impl Drop for Tunnel {
     fn drop(&mut self) {
-        let mut table = lock(&self.ticket.table);
+        let ticket = &self.ticket.0;
+        let mut table = lock(&ticket.table);
         table.remove(self.upstream);
-        let slot = &self.ticket.slot;
+        let slot = &ticket.slot;
         if slot.held.fetch_sub(1, Ordering::AcqRel) == 1 && slot.ended.load(Ordering::Acquire) {
-            table.remove(self.ticket.id);
+            table.remove(ticket.id);
         }
     }
 }
@@ -598,30 +618,32 @@ pub async fn serve(
 pub type Handle =
     Arc<dyn Fn(axum::extract::Request) -> futures::future::BoxFuture<'static, axum::response::Response> + Send + Sync>;
 
+/// Makes a connection's own [`Handle`] when it opens: the state its requests take a reference to
+/// is then counted per connection, not in one count every core writes per request.
+pub type HandleMaker = Arc<dyn Fn() -> Handle + Send + Sync>;
+
 /// Where a listener's requests go: `/proxy/…` (the sessions' data plane) to `relay`, everything
 /// else to `all` (`crate::http::router` and `crate::http::relay_handle`).
 #[derive(Clone)]
 pub struct Routes {
     pub all: Router,
-    pub relay: Handle,
+    pub relay: HandleMaker,
 }
 
 impl From<Router> for Routes {
     /// One router for every request.
     fn from(router: Router) -> Self {
         let relay = router.clone();
-        Self {
-            relay: Arc::new(move |req| {
-                let call = relay.clone().oneshot(req);
-                Box::pin(async move {
-                    match call.await {
-                        Ok(res) => res,
-                        Err(never) => match never {},
-                    }
-                })
-            }),
-            all: router,
-        }
+        let handle: Handle = Arc::new(move |req| {
+            let call = relay.clone().oneshot(req);
+            Box::pin(async move {
+                match call.await {
+                    Ok(res) => res,
+                    Err(never) => match never {},
+                }
+            })
+        });
+        Self { relay: Arc::new(move || handle.clone()), all: router }
     }
 }
 
@@ -653,9 +675,11 @@ async fn serve_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let counted = slot.clone();
-    let connection_budget = Arc::new(ConnectionBudget::default());
-    let ticket =
-        ConnectionTicket { table: shared.connections.clone(), id, slot: slot.clone(), address, caps: shared.caps };
+    // What each request of the connection gets a reference to is made once here: per-connection
+    // reference counts are written by one core at a time, the listener's by every core at once.
+    let connection_budget = ConnectionBudget::new(shared.bodies.clone());
+    let ticket = ConnectionTicket::new(shared.connections.clone(), id, slot.clone(), address, shared.caps);
+    let relay = (shared.routes.relay)();
     let on_request = shared.clone();
     let svc = tower::service_fn(move |req: axum::http::Request<Incoming>| {
         let shared = &on_request;
@@ -666,8 +690,7 @@ async fn serve_connection(
         let mode = if relayed { Mode::Streamed } else { Mode::Buffered };
         let client =
             client_addr::resolve(ProxyTrust { hops: shared.hops, trusted: &shared.trusted }, peer.ip(), &parts.headers);
-        let (watched_body, watched) =
-            body::watch(incoming, mode, address_key(client), &shared.bodies, &connection_budget);
+        let (watched_body, watched) = body::watch(incoming, mode, address_key(client), &connection_budget);
         parts.extensions.insert(watched.watch.clone());
         if reserve {
             parts.extensions.insert(ReserveConnection);
@@ -675,7 +698,7 @@ async fn serve_connection(
         let req = axum::http::Request::from_parts(parts, axum::body::Body::new(watched_body));
         let in_flight = InFlight::enter(&counted);
         let call = if relayed {
-            futures::future::Either::Left((shared.routes.relay)(req))
+            futures::future::Either::Left(relay(req))
         } else {
             futures::future::Either::Right(shared.routes.all.clone().oneshot(req))
         };
@@ -720,9 +743,11 @@ async fn serve_connection(
             };
             slot.head.store(kind, Ordering::Release);
         }
+        // The request-head timeouts on a timer the connection keeps (see `super::timer`).
+        let mut builder = shared.builder.clone();
+        builder.http1().timer(ConnectionTimer::default());
         let Some(acceptor) = shared.acceptor.clone() else {
-            let conn =
-                shared.builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
             if let Err(e) = watcher.watch(conn.into_owned()).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
@@ -739,8 +764,7 @@ async fn serve_connection(
                 return;
             }
         };
-        let conn =
-            shared.builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), TowerToHyperService::new(svc));
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), TowerToHyperService::new(svc));
         if let Err(e) = watcher.watch(conn.into_owned()).await {
             tracing::debug!(%peer, error = %e, "connection ended with an error");
         }
@@ -1061,7 +1085,7 @@ mod tests {
         let caps = Caps { total: 4, per_address: 3, reserve: 1 };
         let table = Arc::new(Mutex::new(Connections::default()));
         let (id, slot, _) = lock(&table).admit(ip(1), caps, tick(), HEAD_UNKNOWN).unwrap();
-        let ticket = ConnectionTicket { table: table.clone(), id, slot: slot.clone(), address: ip(1), caps };
+        let ticket = ConnectionTicket::new(table.clone(), id, slot.clone(), ip(1), caps);
         let t1 = ticket.tunnel().unwrap();
         let t2 = ticket.tunnel().unwrap();
         assert_eq!(lock(&table).per_address[&ip(1).unwrap()], 3);

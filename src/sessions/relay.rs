@@ -27,7 +27,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::model::{Phase, cr_name};
-use super::proxy_path::{Refusal, route};
+use super::proxy_path::{Refusal, Routed, route};
 use super::routes::SessionsState;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::middleware::PassedThrough;
@@ -266,6 +266,7 @@ fn push_ip(out: &mut String, ip: std::net::IpAddr) {
     }
 }
 
+#[cold]
 fn relay_error(status: StatusCode, code: ErrorCode, message: String) -> Response {
     ApiError::new(status, code, message).into_response()
 }
@@ -286,33 +287,25 @@ pub struct RelayState {
     pub gate: crate::auth::guard::Gate,
 }
 
-/// [`relay`] with its state borrowed.
+/// [`relay`] with its state borrowed. The usual request's path is kept short and every refusal
+/// is made out of line (`#[cold]` functions below): a relayed request runs through the server,
+/// the pooled client and the app's ingress, and the less code it passes, the fewer instruction
+/// cache misses it pays.
 pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate, mut req: Request) -> Response {
     let raw = req.uri().path_and_query().map_or_else(|| req.uri().path(), |p| p.as_str());
     let routed = match route(raw) {
         Ok(r) => r,
-        Err(Refusal::NotProxied) => {
-            return relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no session in this path".into());
-        }
-        Err(r) => {
-            return ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, r.message())
-                .with_details(serde_json::json!({ "reason": r.as_str() }))
-                .into_response();
-        }
+        Err(r) => return refused_target(r),
     };
     let as_sent = routed.is_target(raw);
     // The session and where its requests go, as of the last commit (see `super::lookup`).
     let session = match app.sessions.target(&routed.cr).await {
         Ok(Some(found)) => found,
-        Ok(None) => return relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such session".into()),
-        Err(e) => return ApiError::internal(e).into_response(),
+        Ok(None) => return no_session(),
+        Err(e) => return lookup_failed(e),
     };
     if session.phase.is_final() {
-        return relay_error(
-            StatusCode::NOT_FOUND,
-            ErrorCode::NotFound,
-            format!("session {} has ended", session.session_id),
-        );
+        return ended(&session);
     }
     // A session's app runs its user's code: served on any other host (the console's above all) its
     // pages would run with that origin's cookies. Only the session's own domain is relayed.
@@ -321,31 +314,13 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
             || request_host(&req).is_some_and(|host| host.eq_ignore_ascii_case(domain))
     });
     if !on_own_domain {
-        let asked = request_host(&req);
-        let served_on = session.domain.as_deref().map_or_else(
-            || "no host: no session domain is set for its cluster or the server".to_string(),
-            |d| format!("its session domain {d}"),
-        );
-        return ApiError::new(
-            StatusCode::MISDIRECTED_REQUEST,
-            ErrorCode::WrongHost,
-            format!("session {} is relayed only on {served_on}", session.session_id),
-        )
-        .with_details(serde_json::json!({ "host": asked, "session_domain": session.domain }))
-        .into_response();
+        return wrong_host(&session, &req);
     }
     let Some(target) = session.ingress.as_deref() else {
-        return relay_error(
-            StatusCode::NOT_FOUND,
-            ErrorCode::NoSessionIngress,
-            format!(
-                "this server does not relay /proxy/ for cluster {}: set the cluster's session ingress (host:port of its ingress controller) or point the session domain at the cluster",
-                session.cluster_name
-            ),
-        );
+        return no_ingress(&session);
     };
     if session.phase != Phase::Running {
-        tracing::debug!(session_id = %session.session_id, phase = session.phase.as_str(), "relaying to a session that is not running");
+        not_running(&session);
     }
 
     // The answer goes out in the client's HTTP version, not the ingress's (an HTTP/1.0 app would
@@ -353,7 +328,6 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
     let client_version = req.version();
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-    let ticket = req.extensions().get::<ConnectionTicket>().cloned();
     let peer = req
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
@@ -425,21 +399,7 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
             uri.path_and_query = Some(pq);
             Uri::from_parts(uri).ok()
         }
-        _ => {
-            let mut uri = String::with_capacity(
-                "http://".len() + target.len() + routed.path.len() + routed.query.as_ref().map_or(0, |q| q.len() + 1),
-            );
-            if !upgrade {
-                uri.push_str("http://");
-                uri.push_str(target);
-            }
-            uri.push_str(&routed.path);
-            if let Some(q) = &routed.query {
-                uri.push('?');
-                uri.push_str(q);
-            }
-            Uri::try_from(uri).ok()
-        }
+        _ => made_uri(&routed, target, upgrade),
     };
     let Some(uri) = uri else {
         return relay_error(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, "unusable request target".into());
@@ -449,114 +409,222 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
     *out.uri_mut() = uri;
     *out.headers_mut() = headers;
 
-    if !upgrade {
-        let resp = match tokio::time::timeout(HEAD_TIMEOUT, app.sessions.relay.client.request(out)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return unreachable(target, &error_chain(&e)),
-            Err(_) => return unreachable(target, "no response within 60 s"),
-        };
-        let (mut parts, incoming) = resp.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
-        filter_set_cookies(&mut parts.headers, &routed.cr, &keep_session);
-        parts.version = client_version;
-        parts.extensions.insert(PassedThrough);
-        return Response::from_parts(parts, Body::new(incoming));
+    if let Some(client_upgrade) = client_upgrade {
+        // Its own future (boxed): the usual request's is not made larger by a tunnel's states.
+        let ticket = parts.extensions.get::<ConnectionTicket>();
+        let upgrade =
+            Upgrade { app, session: &session, target, cr: &routed.cr, client_version, keep_session: &keep_session };
+        return Box::pin(upgrade.relay(out, client_upgrade, ticket)).await;
     }
 
-    // An upgrade gets a connection of its own, handed over to the two ends after the 101. It keeps
-    // the client's connection counted under `max_connections` and its address's cap, counts the
-    // upstream one too, and is bounded per session.
-    let Some(session_tunnel) = app.sessions.relay.enter_tunnel(&session.session_id) else {
-        return relay_error(
-            StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::TooManyTunnels,
-            format!("session {} has {MAX_TUNNELS_PER_SESSION} WebSockets open; close some first", session.session_id),
-        );
-    };
-    let tunnel = match ticket.as_ref().map(ConnectionTicket::tunnel) {
-        Some(Ok(t)) => Some(t),
-        Some(Err(NoRoom::Server)) => {
-            return relay_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::ServerBusy,
-                "every connection slot is taken; the WebSocket was not opened".into(),
-            );
-        }
-        Some(Err(NoRoom::Address(limit))) => {
-            return relay_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                ErrorCode::TooManyTunnels,
-                format!(
-                    "your address has {limit} connections open (max_connections_per_address; a WebSocket holds two); close some first"
-                ),
-            );
-        }
+    // On the connection's kept timer: no timer registered and removed per request.
+    let at = tokio::time::Instant::now().into_std() + HEAD_TIMEOUT;
+    let deadline = match parts.extensions.get::<ConnectionTicket>() {
+        Some(ticket) => ticket.deadline(at),
         // Only in router tests without a socket.
-        None => None,
+        None => crate::http::timer::Deadlines::new().until(at),
     };
-    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return unreachable(target, &e.to_string()),
-        Err(_) => return unreachable(target, "no connection within 10 s"),
+    let answer = tokio::select! {
+        biased;
+        r = app.sessions.relay.client.request(out) => r,
+        () = deadline => return unreachable(target, "no response within 60 s"),
     };
-    let _ = stream.set_nodelay(true);
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
-        Ok(pair) => pair,
-        Err(e) => return unreachable(target, &e.to_string()),
+    let resp = match answer {
+        Ok(r) => r,
+        Err(e) => return unreachable(target, &error_chain(&e)),
     };
-    let conn_task = tokio::spawn(conn.with_upgrades());
-    let mut resp = match tokio::time::timeout(HEAD_TIMEOUT, sender.send_request(out)).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            conn_task.abort();
-            return unreachable(target, &e.to_string());
-        }
-        Err(_) => {
-            conn_task.abort();
-            return unreachable(target, "no response within 60 s");
-        }
-    };
-
-    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-        let Some(client_upgrade) = client_upgrade else {
-            return relay_error(
-                StatusCode::BAD_GATEWAY,
-                ErrorCode::RelayFailed,
-                "the ingress switched protocols unasked".into(),
-            );
-        };
-        let upstream_upgrade = hyper::upgrade::on(&mut resp);
-        let sid = session.session_id.clone();
-        // The counts move into the tunnel's task and end with it.
-        tokio::spawn(async move {
-            let _counted = (tunnel, session_tunnel);
-            match tokio::try_join!(client_upgrade, upstream_upgrade) {
-                Ok((client, upstream)) => {
-                    let (mut a, mut b) = (TokioIo::new(client), TokioIo::new(upstream));
-                    if let Err(e) = tokio::io::copy_bidirectional(&mut a, &mut b).await {
-                        tracing::debug!(session_id = %sid, error = %e, "relayed WebSocket closed");
-                    }
-                }
-                Err(e) => tracing::debug!(session_id = %sid, error = %e, "WebSocket upgrade not completed"),
-            }
-        });
-        let (mut parts, _) = resp.into_parts();
-        parts.version = client_version;
-        let mut r = Response::from_parts(parts, Body::empty());
-        keep_upgrade_headers(r.headers_mut());
-        filter_set_cookies(r.headers_mut(), &routed.cr, &keep_session);
-        r.extensions_mut().insert(PassedThrough);
-        return r;
-    }
-
-    // Not switched: the ingress's own answer (its verify's 401, a 404 for a path it does not
-    // route, the app's error) goes back as it came, as for any other request.
     let (mut parts, incoming) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     filter_set_cookies(&mut parts.headers, &routed.cr, &keep_session);
     parts.version = client_version;
     parts.extensions.insert(PassedThrough);
     Response::from_parts(parts, Body::new(incoming))
+}
+
+/// The target made as text: a normalised path, or an upgrade's origin form.
+fn made_uri(routed: &Routed, target: &str, upgrade: bool) -> Option<Uri> {
+    let mut uri = String::with_capacity(
+        "http://".len() + target.len() + routed.path.len() + routed.query.as_ref().map_or(0, |q| q.len() + 1),
+    );
+    if !upgrade {
+        uri.push_str("http://");
+        uri.push_str(target);
+    }
+    uri.push_str(&routed.path);
+    if let Some(q) = &routed.query {
+        uri.push('?');
+        uri.push_str(q);
+    }
+    Uri::try_from(uri).ok()
+}
+
+/// What a relayed upgrade (a WebSocket) needs of the request it came in.
+struct Upgrade<'a> {
+    app: &'a SessionsState,
+    session: &'a super::lookup::SessionTarget,
+    target: &'a str,
+    cr: &'a str,
+    client_version: axum::http::Version,
+    keep_session: &'a (dyn Fn(&str) -> bool + Sync),
+}
+
+impl Upgrade<'_> {
+    /// An upgrade gets a connection of its own, handed over to the two ends after the 101. It
+    /// keeps the client's connection counted under `max_connections` and its address's cap,
+    /// counts the upstream one too, and is bounded per session.
+    async fn relay(
+        self,
+        out: hyper::Request<Body>,
+        client_upgrade: hyper::upgrade::OnUpgrade,
+        ticket: Option<&ConnectionTicket>,
+    ) -> Response {
+        let Self { app, session, target, cr, client_version, keep_session } = self;
+        let Some(session_tunnel) = app.sessions.relay.enter_tunnel(&session.session_id) else {
+            return relay_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::TooManyTunnels,
+                format!(
+                    "session {} has {MAX_TUNNELS_PER_SESSION} WebSockets open; close some first",
+                    session.session_id
+                ),
+            );
+        };
+        let tunnel = match ticket.map(ConnectionTicket::tunnel) {
+            Some(Ok(t)) => Some(t),
+            Some(Err(NoRoom::Server)) => {
+                return relay_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorCode::ServerBusy,
+                    "every connection slot is taken; the WebSocket was not opened".into(),
+                );
+            }
+            Some(Err(NoRoom::Address(limit))) => {
+                return relay_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    ErrorCode::TooManyTunnels,
+                    format!(
+                        "your address has {limit} connections open (max_connections_per_address; a WebSocket holds two); close some first"
+                    ),
+                );
+            }
+            // Only in router tests without a socket.
+            None => None,
+        };
+        let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return unreachable(target, &e.to_string()),
+            Err(_) => return unreachable(target, "no connection within 10 s"),
+        };
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+            Ok(pair) => pair,
+            Err(e) => return unreachable(target, &e.to_string()),
+        };
+        let conn_task = tokio::spawn(conn.with_upgrades());
+        let mut resp = match tokio::time::timeout(HEAD_TIMEOUT, sender.send_request(out)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                conn_task.abort();
+                return unreachable(target, &e.to_string());
+            }
+            Err(_) => {
+                conn_task.abort();
+                return unreachable(target, "no response within 60 s");
+            }
+        };
+
+        if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+            let upstream_upgrade = hyper::upgrade::on(&mut resp);
+            let sid = session.session_id.clone();
+            // The counts move into the tunnel's task and end with it.
+            tokio::spawn(async move {
+                let _counted = (tunnel, session_tunnel);
+                match tokio::try_join!(client_upgrade, upstream_upgrade) {
+                    Ok((client, upstream)) => {
+                        let (mut a, mut b) = (TokioIo::new(client), TokioIo::new(upstream));
+                        if let Err(e) = tokio::io::copy_bidirectional(&mut a, &mut b).await {
+                            tracing::debug!(session_id = %sid, error = %e, "relayed WebSocket closed");
+                        }
+                    }
+                    Err(e) => tracing::debug!(session_id = %sid, error = %e, "WebSocket upgrade not completed"),
+                }
+            });
+            let (mut parts, _) = resp.into_parts();
+            parts.version = client_version;
+            let mut r = Response::from_parts(parts, Body::empty());
+            keep_upgrade_headers(r.headers_mut());
+            filter_set_cookies(r.headers_mut(), cr, keep_session);
+            r.extensions_mut().insert(PassedThrough);
+            return r;
+        }
+
+        // Not switched: the ingress's own answer (its verify's 401, a 404 for a path it does not
+        // route, the app's error) goes back as it came, as for any other request.
+        let (mut parts, incoming) = resp.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        filter_set_cookies(&mut parts.headers, cr, keep_session);
+        parts.version = client_version;
+        parts.extensions.insert(PassedThrough);
+        Response::from_parts(parts, Body::new(incoming))
+    }
+}
+
+#[cold]
+fn refused_target(r: Refusal) -> Response {
+    if let Refusal::NotProxied = r {
+        return relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no session in this path".into());
+    }
+    ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, r.message())
+        .with_details(serde_json::json!({ "reason": r.as_str() }))
+        .into_response()
+}
+
+#[cold]
+fn no_session() -> Response {
+    relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such session".into())
+}
+
+#[cold]
+fn lookup_failed(e: crate::store::StoreError) -> Response {
+    ApiError::internal(e).into_response()
+}
+
+#[cold]
+fn ended(session: &super::lookup::SessionTarget) -> Response {
+    relay_error(StatusCode::NOT_FOUND, ErrorCode::NotFound, format!("session {} has ended", session.session_id))
+}
+
+#[cold]
+fn wrong_host(session: &super::lookup::SessionTarget, req: &Request) -> Response {
+    let asked = request_host(req);
+    let served_on = session.domain.as_deref().map_or_else(
+        || "no host: no session domain is set for its cluster or the server".to_string(),
+        |d| format!("its session domain {d}"),
+    );
+    ApiError::new(
+        StatusCode::MISDIRECTED_REQUEST,
+        ErrorCode::WrongHost,
+        format!("session {} is relayed only on {served_on}", session.session_id),
+    )
+    .with_details(serde_json::json!({ "host": asked, "session_domain": session.domain }))
+    .into_response()
+}
+
+#[cold]
+fn no_ingress(session: &super::lookup::SessionTarget) -> Response {
+    relay_error(
+        StatusCode::NOT_FOUND,
+        ErrorCode::NoSessionIngress,
+        format!(
+            "this server does not relay /proxy/ for cluster {}: set the cluster's session ingress (host:port of its ingress controller) or point the session domain at the cluster",
+            session.cluster_name
+        ),
+    )
+}
+
+#[cold]
+fn not_running(session: &super::lookup::SessionTarget) {
+    tracing::debug!(session_id = %session.session_id, phase = session.phase.as_str(), "relaying to a session that is not running");
 }
 
 /// A domain any authority parser reads as itself (no `@`, `:`, `[`, no trailing dot, which
@@ -692,6 +760,7 @@ fn keep_upgrade_headers(h: &mut HeaderMap) {
     }
 }
 
+#[cold]
 fn unreachable(target: &str, cause: &str) -> Response {
     tracing::warn!(target, cause, "session relay: the ingress did not answer");
     ApiError::new(

@@ -59,6 +59,25 @@ async fn a_connection_that_never_sends_a_byte_is_closed() {
     s.stop().await;
 }
 
+/// hyper's request-head timeout runs on a timer each connection keeps and moves on per request
+/// (`http::timer`): a head that stalls after keep-alive requests is still cut, and so is a
+/// connection that goes quiet between requests.
+#[tokio::test]
+async fn a_head_that_stalls_after_keep_alive_requests_is_cut() {
+    let s = TestServer::start_with(&[("GSHARE_REQUEST_HEAD_TIMEOUT", "1s")]).await;
+    let mut stalled = TcpStream::connect(s.app_addr()).await.unwrap();
+    let mut quiet = TcpStream::connect(s.app_addr()).await.unwrap();
+    for _ in 0..3 {
+        healthz_keep_alive(&mut stalled).await;
+        healthz_keep_alive(&mut quiet).await;
+    }
+    stalled.write_all(b"GET /healthz HTTP/1.1\r\nHo").await.unwrap();
+    closed_by_server(&mut stalled).await;
+    closed_by_server(&mut quiet).await;
+    assert_eq!(s.get("/healthz").await.status(), 200);
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn idle_connections_over_the_cap_close_oldest_first_and_healthz_answers() {
     let cap = 16;
