@@ -70,20 +70,9 @@ impl RelayHeaders {
     }
 }
 
-/// The in-memory side: a map per thread that looks (tokio's workers), each valid for one store
-/// generation. Per thread because every relayed request and every verify reads it: with one map
-/// for all, each of them would write the same few cache lines (its lock, its counters, the
-/// entries' reference counts) from every core, and on a busy server moving those lines between
-/// cores costs more than the lookup. Each thread reads a session from the store once per
-/// generation.
+/// The in-memory side: one map, valid for one store generation.
 #[derive(Debug, Default)]
 pub struct LookupCache {
-    shards: thread_local::ThreadLocal<Shard>,
-}
-
-/// One thread's map and counters (the lock is taken by that thread only, and by `stats`).
-#[derive(Debug, Default)]
-struct Shard {
     entries: Mutex<Entries>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -104,37 +93,25 @@ impl LookupCache {
     /// this call): no commit since it was last checked, or `tables()` (the tables' generation,
     /// asked only then) still the map's. `Err`: not found, and the tables' generation to read at.
     fn get(&self, cr: &str, store: u64, tables: impl FnOnce() -> u64) -> Result<Arc<SessionTarget>, u64> {
-        let shard = self.shard();
-        let found = {
-            let mut e = lock(&shard.entries);
+        {
+            let e = lock(&self.entries);
             if e.checked_at == store {
-                e.by_cr.get(cr).cloned().ok_or(e.generation)
-            } else {
-                drop(e);
-                let generation = tables();
-                e = lock(&shard.entries);
-                if e.generation == generation {
-                    e.checked_at = e.checked_at.max(store);
-                    e.by_cr.get(cr).cloned().ok_or(generation)
-                } else {
-                    Err(generation)
-                }
+                return e.by_cr.get(cr).cloned().ok_or(e.generation);
             }
-        };
-        let counter = if found.is_ok() { &shard.hits } else { &shard.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
-    }
-
-    /// This thread's map.
-    fn shard(&self) -> &Shard {
-        self.shards.get_or_default()
+        }
+        let generation = tables();
+        let mut e = lock(&self.entries);
+        if e.generation != generation {
+            return Err(generation);
+        }
+        e.checked_at = e.checked_at.max(store);
+        e.by_cr.get(cr).cloned().ok_or(generation)
     }
 
     /// Keeps what was read at `generation` (taken before the read: a commit in between only makes
     /// the entry stale at once, never wrong), which was current at store generation `store`.
     fn put(&self, cr: &str, generation: u64, store: u64, target: Arc<SessionTarget>) {
-        let mut e = lock(&self.shard().entries);
+        let mut e = lock(&self.entries);
         if e.generation != generation {
             if generation < e.generation {
                 return; // read before a commit another request has already seen
@@ -153,9 +130,7 @@ impl LookupCache {
 
     /// (hits, misses) since start.
     pub fn stats(&self) -> (u64, u64) {
-        self.shards.iter().fold((0, 0), |(hits, misses), s| {
-            (hits + s.hits.load(Ordering::Relaxed), misses + s.misses.load(Ordering::Relaxed))
-        })
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
     }
 }
 
@@ -186,9 +161,13 @@ impl Sessions {
         let store = self.store.generation();
         let tables = || self.store.table_generation(&[SESSIONS.name(), LIVE_SESSIONS.name(), CLUSTERS.name()]);
         let generation = match self.lookups.get(cr, store, tables) {
-            Ok(t) => return Ok(Some(t)),
+            Ok(t) => {
+                self.lookups.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(t));
+            }
             Err(generation) => generation,
         };
+        self.lookups.misses.fetch_add(1, Ordering::Relaxed);
         let name = cr.to_string();
         let found = self
             .store
@@ -294,29 +273,12 @@ mod tests {
     }
 
     #[test]
-    fn each_thread_keeps_its_own_map_and_the_counts_add_up() {
-        let c = LookupCache::default();
-        put(&c, "ses-a", 5, target("ses_A"));
-        assert_eq!(get(&c, "ses-a", 5).unwrap().session_id, "ses_A");
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                assert!(get(&c, "ses-a", 5).is_none(), "another thread reads it from the store once");
-                put(&c, "ses-a", 5, target("ses_A"));
-                assert_eq!(get(&c, "ses-a", 5).unwrap().session_id, "ses_A");
-                assert!(get(&c, "ses-a", 6).is_none(), "and stops serving it after a commit");
-            });
-        });
-        assert_eq!(c.stats(), (2, 2));
-        assert!(get(&c, "ses-a", 6).is_none(), "this thread's map too");
-    }
-
-    #[test]
     fn the_map_is_bounded() {
         let c = LookupCache::default();
         for i in 0..MAX_ENTRIES + 10 {
             put(&c, &format!("ses-{i}"), 1, target("ses_X"));
         }
-        assert!(lock(&c.shard().entries).by_cr.len() <= MAX_ENTRIES);
+        assert!(lock(&c.entries).by_cr.len() <= MAX_ENTRIES);
         assert!(get(&c, &format!("ses-{}", MAX_ENTRIES + 9), 1).is_some(), "the newest is kept");
     }
 }
