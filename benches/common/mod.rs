@@ -41,6 +41,11 @@ fn ms(text: &str) -> f64 {
 /// 10 s); prints p50, p99, req/s and any non-2xx count after `label`, and returns them.
 pub async fn wrk(label: &str, url: &str, headers: &[String]) -> WrkRun {
     let secs = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse::<u32>().ok()).unwrap_or(10);
+    wrk_for(secs, label, url, headers).await
+}
+
+/// [`wrk`] for `secs` seconds.
+pub async fn wrk_for(secs: u32, label: &str, url: &str, headers: &[String]) -> WrkRun {
     let mut cmd = tokio::process::Command::new("wrk");
     cmd.args(["-t2", "-c16", &format!("-d{secs}s"), "--latency"]);
     for h in headers {

@@ -10,14 +10,64 @@ use utoipa::ToSchema;
 pub use super::error_code::ErrorCode;
 
 tokio::task_local! {
-    /// The id of the request being served (set by the request-context middleware), as the
-    /// `X-Request-Id` it answers with (ASCII: a ULID or a checked client's id).
-    pub static REQUEST_ID: axum::http::HeaderValue;
+    /// The id of the request being served (set by the request-context middleware): the
+    /// `X-Request-Id` it answers with.
+    pub static REQUEST_ID: RequestId;
 }
 
 /// The current request's id, or `""` outside a request.
 pub fn current_request_id() -> String {
-    REQUEST_ID.try_with(|id| id.to_str().unwrap_or_default().to_string()).unwrap_or_default()
+    REQUEST_ID.try_with(|id| id.as_str().to_string()).unwrap_or_default()
+}
+
+/// A request's id: a ULID, or a client's own id when it is a plain token (1–64 of
+/// `A-Za-z0-9-_.:`). Held inline and copied, not shared: setting it for a request writes no
+/// count another core reads.
+#[derive(Clone, Copy)]
+pub struct RequestId {
+    len: u8,
+    text: [u8; RequestId::MAX],
+}
+
+impl RequestId {
+    /// The longest id a client may send.
+    pub const MAX: usize = 64;
+
+    /// `text` if it is a plain token, else `None`.
+    pub fn new(text: &[u8]) -> Option<Self> {
+        let plain = !text.is_empty()
+            && text.len() <= Self::MAX
+            && text.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b':'));
+        if !plain {
+            return None;
+        }
+        let mut id = Self { len: text.len() as u8, text: [0; Self::MAX] };
+        id.text[..text.len()].copy_from_slice(text);
+        Some(id)
+    }
+
+    /// A new ULID.
+    pub fn generate() -> Self {
+        let mut text = [0u8; ulid::ULID_LEN];
+        let id = ulid::Ulid::new();
+        // Crockford base 32: always a plain token.
+        Self::new(id.array_to_str(&mut text).as_bytes()).unwrap_or(Self { len: 1, text: [b'-'; Self::MAX] })
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or_default()
+    }
+
+    /// As the `X-Request-Id` header's value.
+    pub fn header_value(&self) -> HeaderValue {
+        HeaderValue::from_str(self.as_str()).unwrap_or(HeaderValue::from_static("-"))
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// `1 session`, `2 sessions`: counts in messages people read.
@@ -214,8 +264,7 @@ mod tests {
     use axum::body::to_bytes;
 
     async fn render(e: ApiError) -> (StatusCode, Value) {
-        let res =
-            REQUEST_ID.scope(axum::http::HeaderValue::from_static("req-1"), async move { e.into_response() }).await;
+        let res = REQUEST_ID.scope(RequestId::new(b"req-1").unwrap(), async move { e.into_response() }).await;
         let status = res.status();
         let body = to_bytes(res.into_body(), 1 << 20).await.unwrap();
         (status, serde_json::from_slice(&body).unwrap())

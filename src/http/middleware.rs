@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::body::BodyWatch;
-use super::error::{ApiError, ErrorCode, REQUEST_ID, from_status};
+use super::error::{ApiError, ErrorCode, REQUEST_ID, RequestId, from_status};
 use super::server::ReserveConnection;
 
 pub const REQUEST_ID_HEADER: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
@@ -28,36 +28,23 @@ struct CloseConnection;
 /// Total bytes of request headers accepted (a 1 MB `Authorization` header gets a clean 431).
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-/// The client's `X-Request-Id` when it is a plain token (1–64 of `A-Za-z0-9-_.:`), else a new
-/// ULID; as the header value the answer carries (the client's shares its bytes).
-fn request_id_from(req: &Request) -> HeaderValue {
-    req.headers()
-        .get(REQUEST_ID_HEADER)
-        .filter(|v| {
-            let b = v.as_bytes();
-            !b.is_empty()
-                && b.len() <= 64
-                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b':'))
-        })
-        .cloned()
-        .unwrap_or_else(|| {
-            let mut text = [0u8; ulid::ULID_LEN];
-            let id = ulid::Ulid::new();
-            // Crockford base 32: always a header value.
-            HeaderValue::from_str(id.array_to_str(&mut text)).unwrap_or(HeaderValue::from_static("-"))
-        })
+/// The client's `X-Request-Id` when it is a plain token (see [`RequestId`]), else a new ULID.
+fn request_id_from(req: &Request) -> RequestId {
+    req.headers().get(REQUEST_ID_HEADER).and_then(|v| RequestId::new(v.as_bytes())).unwrap_or_else(RequestId::generate)
 }
 
 /// The per-request pass every route shares (one layer, not one per concern: each layer costs a
 /// service clone and a boxed future on every request): request id, header cap, JSON envelope for
 /// bodiless errors, access log, and [`security_headers`].
 pub async fn request_context(req: Request, next: Next) -> Response {
-    with_context(req, |req| next.run(req)).await
+    let reserve = req.extensions().get::<ReserveConnection>().is_some();
+    with_context(req, reserve, |req| next.run(req)).await
 }
 
 /// [`request_context`] around any inner service: the axum layer's `Next`, or the relay, which
 /// the listeners call directly (`server::Routes`: no router, layer clones or boxed futures).
-pub async fn with_context<F, Fut>(req: Request, inner: F) -> Response
+/// `reserve`: the request came on a reserve connection (health probes only).
+pub async fn with_context<F, Fut>(req: Request, reserve: bool, inner: F) -> Response
 where
     F: FnOnce(Request) -> Fut,
     Fut: std::future::Future<Output = Response>,
@@ -69,10 +56,9 @@ where
     let started = Instant::now();
     let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
     let body_watch = req.extensions().get::<std::sync::Arc<BodyWatch>>().cloned();
-    let reserve = req.extensions().get::<ReserveConnection>().is_some();
     let http1 = req.version() <= axum::http::Version::HTTP_11;
     let response = REQUEST_ID
-        .scope(id.clone(), async move {
+        .scope(id, async move {
             if let Some(refused) = refused_head(&req, header_bytes, reserve) {
                 return refused;
             }
@@ -93,7 +79,7 @@ where
     }
     security_headers(&mut response);
     access_log(&id, &method, &uri, response.status(), started);
-    response.headers_mut().insert(REQUEST_ID_HEADER, id);
+    response.headers_mut().insert(REQUEST_ID_HEADER, id.header_value());
     response
 }
 
@@ -179,14 +165,14 @@ fn enveloped(res: Response) -> Response {
 /// travel in headers); query strings are not logged.
 #[inline(never)]
 fn access_log(
-    id: &HeaderValue,
+    id: &RequestId,
     method: &axum::http::Method,
     uri: &axum::http::Uri,
     status: StatusCode,
     started: Instant,
 ) {
     let status = status.as_u16();
-    let (path, request_id) = (uri.path(), id.to_str().unwrap_or_default());
+    let (path, request_id) = (uri.path(), id.as_str());
     if status >= 500 {
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         tracing::warn!(request_id, %method, %path, status, ms, "request");

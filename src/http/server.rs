@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::ConnectInfo;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -370,9 +370,11 @@ impl Connections {
     }
 }
 
-/// A request extension: the connection the request came on, for a handler that takes it over
-/// (the relay's WebSocket tunnels, see [`ConnectionTicket::tunnel`]). One per connection, which
-/// each of its requests clones: the table's reference count is not written per request.
+/// The connection a request came on: who sent it, whether it is a reserve connection, and what
+/// a handler that takes the connection over needs (the relay's WebSocket tunnels, see
+/// [`ConnectionTicket::tunnel`]). One per connection, which each of its requests clones: the
+/// table's reference count is not written per request. A request extension on routed requests;
+/// the relay's handle holds its connection's (see [`HandleMaker`]).
 #[derive(Clone)]
 pub struct ConnectionTicket(Arc<Ticket>);
 
@@ -380,15 +382,27 @@ struct Ticket {
     table: Arc<Mutex<Connections>>,
     id: u64,
     slot: Arc<Slot>,
+    peer: SocketAddr,
     address: Option<IpAddr>,
+    reserve: bool,
     caps: Caps,
     /// The timer of handlers' answer deadlines (the relay's) on this connection.
     answers: Arc<Deadlines>,
 }
 
 impl ConnectionTicket {
-    fn new(table: Arc<Mutex<Connections>>, id: u64, slot: Arc<Slot>, address: Option<IpAddr>, caps: Caps) -> Self {
-        Self(Arc::new(Ticket { table, id, slot, address, caps, answers: Deadlines::new() }))
+    fn new(ticket: Ticket) -> Self {
+        Self(Arc::new(ticket))
+    }
+
+    /// The address the connection comes from (the peer of the socket).
+    pub fn peer(&self) -> SocketAddr {
+        self.0.peer
+    }
+
+    /// One of the connections let in beyond `max_connections` for health probes only.
+    pub fn reserve(&self) -> bool {
+        self.0.reserve
     }
 
     /// Ready at `at`: a handler's deadline for an answer it waits for, on the timer this
@@ -618,9 +632,10 @@ pub async fn serve(
 pub type Handle =
     Arc<dyn Fn(axum::extract::Request) -> futures::future::BoxFuture<'static, axum::response::Response> + Send + Sync>;
 
-/// Makes a connection's own [`Handle`] when it opens: the state its requests take a reference to
-/// is then counted per connection, not in one count every core writes per request.
-pub type HandleMaker = Arc<dyn Fn() -> Handle + Send + Sync>;
+/// Makes a connection's own [`Handle`] when it opens, for that connection: the state its requests
+/// take a reference to is then counted per connection, not in one count every core writes per
+/// request, and its requests need no extensions to say where they came from.
+pub type HandleMaker = Arc<dyn Fn(&ConnectionTicket) -> Handle + Send + Sync>;
 
 /// Where a listener's requests go: `/proxy/…` (the sessions' data plane) to `relay`, everything
 /// else to `all` (`crate::http::router` and `crate::http::relay_handle`).
@@ -634,17 +649,31 @@ impl From<Router> for Routes {
     /// One router for every request.
     fn from(router: Router) -> Self {
         let relay = router.clone();
-        let handle: Handle = Arc::new(move |req| {
-            let call = relay.clone().oneshot(req);
-            Box::pin(async move {
-                match call.await {
-                    Ok(res) => res,
-                    Err(never) => match never {},
-                }
+        let maker: HandleMaker = Arc::new(move |ticket: &ConnectionTicket| {
+            let (relay, ticket) = (relay.clone(), ticket.clone());
+            Arc::new(move |mut req: axum::extract::Request| {
+                with_connection(req.extensions_mut(), &ticket);
+                let call = relay.clone().oneshot(req);
+                Box::pin(async move {
+                    match call.await {
+                        Ok(res) => res,
+                        Err(never) => match never {},
+                    }
+                })
             })
         });
-        Self { relay: Arc::new(move || handle.clone()), all: router }
+        Self { relay: maker, all: router }
     }
+}
+
+/// The extensions a routed request carries: where it came from ([`ConnectInfo`]), its
+/// connection ([`ConnectionTicket`]) and, on a reserve connection, [`ReserveConnection`].
+fn with_connection(extensions: &mut axum::http::Extensions, ticket: &ConnectionTicket) {
+    extensions.insert(ConnectInfo::<SocketAddr>(ticket.peer()));
+    if ticket.reserve() {
+        extensions.insert(ReserveConnection);
+    }
+    extensions.insert(ticket.clone());
 }
 
 /// What the connections of one listener share.
@@ -678,24 +707,38 @@ async fn serve_connection(
     // What each request of the connection gets a reference to is made once here: per-connection
     // reference counts are written by one core at a time, the listener's by every core at once.
     let connection_budget = ConnectionBudget::new(shared.bodies.clone());
-    let ticket = ConnectionTicket::new(shared.connections.clone(), id, slot.clone(), address, shared.caps);
-    let relay = (shared.routes.relay)();
+    let ticket = ConnectionTicket::new(Ticket {
+        table: shared.connections.clone(),
+        id,
+        slot: slot.clone(),
+        peer,
+        address,
+        reserve,
+        caps: shared.caps,
+        answers: Deadlines::new(),
+    });
+    let relay = (shared.routes.relay)(&ticket);
     let on_request = shared.clone();
     let svc = tower::service_fn(move |req: axum::http::Request<Incoming>| {
         let shared = &on_request;
         let (mut parts, incoming) = req.into_parts();
-        parts.extensions.insert(ConnectInfo::<SocketAddr>(peer));
-        parts.extensions.insert(ticket.clone());
         let relayed = parts.uri.path().starts_with("/proxy/");
-        let mode = if relayed { Mode::Streamed } else { Mode::Buffered };
-        let client =
-            client_addr::resolve(ProxyTrust { hops: shared.hops, trusted: &shared.trusted }, peer.ip(), &parts.headers);
-        let (watched_body, watched) = body::watch(incoming, mode, address_key(client), &connection_budget);
-        parts.extensions.insert(watched.watch.clone());
-        if reserve {
-            parts.extensions.insert(ReserveConnection);
+        // A request without a body (most) has nothing to watch: no bytes to count or wait for.
+        let (body, charge) = if incoming.is_end_stream() {
+            (axum::body::Body::new(incoming), None)
+        } else {
+            let mode = if relayed { Mode::Streamed } else { Mode::Buffered };
+            let trust = ProxyTrust { hops: shared.hops, trusted: &shared.trusted };
+            let client = client_addr::resolve(trust, peer.ip(), &parts.headers);
+            let (watched_body, watched) = body::watch(incoming, mode, address_key(client), &connection_budget);
+            parts.extensions.insert(watched.watch);
+            (axum::body::Body::new(watched_body), Some(watched.charge))
+        };
+        // The relay's handle knows its connection; routed requests carry it.
+        if !relayed {
+            with_connection(&mut parts.extensions, &ticket);
         }
-        let req = axum::http::Request::from_parts(parts, axum::body::Body::new(watched_body));
+        let req = axum::http::Request::from_parts(parts, body);
         let in_flight = InFlight::enter(&counted);
         let call = if relayed {
             futures::future::Either::Left(relay(req))
@@ -708,7 +751,7 @@ async fn serve_connection(
                 futures::future::Either::Right(routed) => routed.await,
             };
             // The request has been answered: its buffered bytes go back to the budgets.
-            drop(watched.charge);
+            drop(charge);
             drop(in_flight);
             res
         }
@@ -1085,7 +1128,17 @@ mod tests {
         let caps = Caps { total: 4, per_address: 3, reserve: 1 };
         let table = Arc::new(Mutex::new(Connections::default()));
         let (id, slot, _) = lock(&table).admit(ip(1), caps, tick(), HEAD_UNKNOWN).unwrap();
-        let ticket = ConnectionTicket::new(table.clone(), id, slot.clone(), ip(1), caps);
+        let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+        let ticket = ConnectionTicket::new(Ticket {
+            table: table.clone(),
+            id,
+            slot: slot.clone(),
+            peer,
+            address: ip(1),
+            reserve: false,
+            caps,
+            answers: Deadlines::new(),
+        });
         let t1 = ticket.tunnel().unwrap();
         let t2 = ticket.tunnel().unwrap();
         assert_eq!(lock(&table).per_address[&ip(1).unwrap()], 3);

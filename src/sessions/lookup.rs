@@ -58,6 +58,19 @@ pub struct RelayHeaders {
 }
 
 impl RelayHeaders {
+    /// A copy that shares no bytes with `self`: cloning its values writes no count that
+    /// another connection's requests write too.
+    fn own_copy(&self) -> Self {
+        let value = |v: &Option<HeaderValue>| v.as_ref().and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok());
+        Self {
+            session: value(&self.session),
+            user: value(&self.user),
+            host: value(&self.host),
+            ingress: self.ingress.as_ref().and_then(|a| axum::http::uri::Authority::try_from(a.as_str()).ok()),
+            plain_domain: self.plain_domain,
+        }
+    }
+
     pub fn new(session_id: &str, owner: &str, domain: Option<&str>, ingress: Option<&str>) -> Self {
         let value = |v: &str| HeaderValue::from_str(v).ok();
         Self {
@@ -134,6 +147,21 @@ impl LookupCache {
     }
 }
 
+/// One connection's last lookup, in a copy of its own: the requests of a keep-alive connection
+/// (a browser's, to one session's domain) find it without the shared map's lock and without
+/// writing a reference count that requests on other cores write too. It is the shared map's
+/// answer as of a store generation, and is asked of the map again once any commit lands.
+#[derive(Default)]
+pub struct ConnectionLookup(Mutex<Option<Kept>>);
+
+struct Kept {
+    cr: String,
+    /// The store's generation when the shared map last gave `shared` for `cr`.
+    store: u64,
+    shared: Arc<SessionTarget>,
+    own: Arc<SessionTarget>,
+}
+
 /// The session a CR name stands for, from a read transaction.
 pub(crate) fn find(txn: &redb::ReadTransaction, name: &str) -> Result<Option<SessionRecord>, StoreError> {
     find_by_cr_name(
@@ -195,7 +223,37 @@ impl Sessions {
         Ok(Some(target))
     }
 
-    /// (hits, misses) of the per-request lookups.
+    /// [`Self::target`] through `connection`'s last lookup: the same answer, without the shared
+    /// map while no commit has landed since that lookup (see [`ConnectionLookup`]).
+    pub async fn connection_target(
+        &self,
+        cr: &str,
+        connection: &ConnectionLookup,
+    ) -> Result<Option<Arc<SessionTarget>>, StoreError> {
+        // Read before the shared map (as `target` does): a commit in between makes the copy
+        // stale at once, never wrong.
+        let store = self.store.generation();
+        if let Some(kept) = lock(&connection.0).as_ref()
+            && kept.store == store
+            && kept.cr == cr
+        {
+            return Ok(Some(kept.own.clone()));
+        }
+        let Some(shared) = self.target(cr).await? else { return Ok(None) };
+        let mut kept = lock(&connection.0);
+        if let Some(k) = kept.as_mut()
+            && k.cr == cr
+            && Arc::ptr_eq(&k.shared, &shared)
+        {
+            k.store = k.store.max(store);
+            return Ok(Some(k.own.clone()));
+        }
+        let own = Arc::new(SessionTarget { headers: shared.headers.own_copy(), ..SessionTarget::clone(&shared) });
+        *kept = Some(Kept { cr: cr.to_string(), store, shared, own: own.clone() });
+        Ok(Some(own))
+    }
+
+    /// (hits, misses) of the shared map's lookups.
     pub fn lookup_stats(&self) -> (u64, u64) {
         self.lookups.stats()
     }

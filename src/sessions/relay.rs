@@ -277,7 +277,27 @@ pub async fn relay(
     State(gate): State<crate::auth::guard::Gate>,
     req: Request,
 ) -> Response {
-    relay_request(&app, &gate, req).await
+    // One request of its connection here: no lookup of its own to keep.
+    let connection =
+        req.extensions().get::<ConnectionTicket>().map(|t| RelayConnection { ticket: t.clone(), lookup: None });
+    relay_request(&app, &gate, req, connection.as_ref()).await
+}
+
+/// What the relay keeps per client connection: the connection, and its last session lookup.
+pub struct RelayConnection {
+    ticket: ConnectionTicket,
+    lookup: Option<super::lookup::ConnectionLookup>,
+}
+
+impl RelayConnection {
+    pub fn new(ticket: ConnectionTicket) -> Self {
+        Self { ticket, lookup: Some(Default::default()) }
+    }
+
+    /// The connection is a reserve one (health probes only).
+    pub fn reserve(&self) -> bool {
+        self.ticket.reserve()
+    }
 }
 
 /// What the relay reads, made once for the listeners' direct path (`crate::http::relay_handle`):
@@ -291,7 +311,13 @@ pub struct RelayState {
 /// is made out of line (`#[cold]` functions below): a relayed request runs through the server,
 /// the pooled client and the app's ingress, and the less code it passes, the fewer instruction
 /// cache misses it pays.
-pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate, mut req: Request) -> Response {
+pub async fn relay_request(
+    app: &SessionsState,
+    gate: &crate::auth::guard::Gate,
+    mut req: Request,
+    on: Option<&RelayConnection>,
+) -> Response {
+    let connection = on.map(|c| &c.ticket);
     let raw = req.uri().path_and_query().map_or_else(|| req.uri().path(), |p| p.as_str());
     let routed = match route(raw) {
         Ok(r) => r,
@@ -299,7 +325,11 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
     };
     let as_sent = routed.is_target(raw);
     // The session and where its requests go, as of the last commit (see `super::lookup`).
-    let session = match app.sessions.target(&routed.cr).await {
+    let found = match on.and_then(|c| c.lookup.as_ref()) {
+        Some(lookup) => app.sessions.connection_target(&routed.cr, lookup).await,
+        None => app.sessions.target(&routed.cr).await,
+    };
+    let session = match found {
         Ok(Some(found)) => found,
         Ok(None) => return no_session(),
         Err(e) => return lookup_failed(e),
@@ -328,11 +358,14 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
     let client_version = req.version();
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-    let peer = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip())
-        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let peer = match connection {
+        Some(c) => c.peer().ip(),
+        // Only in router tests without a listener.
+        None => req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| c.0.ip()),
+    };
     let trust = crate::http::client_addr::ProxyTrust::from_config(&app.config);
     let client_ip = crate::http::client_addr::resolve(trust, peer, req.headers());
     let scheme = if app.tls.is_some() { "https" } else { "http" };
@@ -411,15 +444,14 @@ pub async fn relay_request(app: &SessionsState, gate: &crate::auth::guard::Gate,
 
     if let Some(client_upgrade) = client_upgrade {
         // Its own future (boxed): the usual request's is not made larger by a tunnel's states.
-        let ticket = parts.extensions.get::<ConnectionTicket>();
         let upgrade =
             Upgrade { app, session: &session, target, cr: &routed.cr, client_version, keep_session: &keep_session };
-        return Box::pin(upgrade.relay(out, client_upgrade, ticket)).await;
+        return Box::pin(upgrade.relay(out, client_upgrade, connection)).await;
     }
 
     // On the connection's kept timer: no timer registered and removed per request.
     let at = tokio::time::Instant::now().into_std() + HEAD_TIMEOUT;
-    let deadline = match parts.extensions.get::<ConnectionTicket>() {
+    let deadline = match connection {
         Some(ticket) => ticket.deadline(at),
         // Only in router tests without a socket.
         None => crate::http::timer::Deadlines::new().until(at),

@@ -654,3 +654,73 @@ async fn through_the_relay_a_members_console_cookie_opens_no_other_members_link(
     assert_eq!(res.status(), 200, "an expired statement counts as none");
     s.stop().await;
 }
+
+/// One client connection kept open across requests, as a browser keeps one to a session domain.
+struct KeptConnection(hyper::client::conn::http1::SendRequest<String>);
+
+impl KeptConnection {
+    async fn open(s: &TestServer) -> Self {
+        let stream = tokio::net::TcpStream::connect(s.app_addr()).await.unwrap();
+        let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(conn);
+        Self(sender)
+    }
+
+    /// `GET target` on this connection: status, the session the ingress's verify admitted, and
+    /// the error code of a refusal.
+    async fn get(&mut self, target: &str, cookie: &str) -> (u16, Option<String>, Option<String>) {
+        use http_body_util::BodyExt;
+        self.0.ready().await.expect("the connection is still open");
+        let req = hyper::Request::get(target).header("host", DOMAIN).header("cookie", cookie).body(String::new());
+        let res = self.0.send_request(req.unwrap()).await.unwrap();
+        let status = res.status().as_u16();
+        let authed = res.headers().get("x-authed-session").map(|v| v.to_str().unwrap().to_string());
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        let code =
+            serde_json::from_slice::<Value>(&body).ok().and_then(|v| v["error"]["code"].as_str().map(String::from));
+        (status, authed, code)
+    }
+}
+
+/// The relay keeps each connection's last lookup: the requests of one keep-alive connection go to
+/// the session their path names whichever session the one before went to, to where that session's
+/// requests go after any change commits (the cluster's ingress moved), and not at all once the
+/// session has ended.
+#[tokio::test]
+async fn a_kept_connection_follows_each_change_of_its_sessions() {
+    let (s, _c, cid, [a, b]) = two_sessions("gpu-fe").await;
+    let (first, first_st) = auth_ingress(&s).await;
+    let (second, second_st) = auth_ingress(&s).await;
+    let patch = |ingress: std::net::SocketAddr| {
+        let (s, cid) = (&s, cid.clone());
+        async move {
+            let body = json!({"session_ingress": ingress.to_string()});
+            send(s, reqwest::Method::PATCH, &format!("/api/v1/clusters/{cid}"), Some(body), 200).await;
+        }
+    };
+    patch(first).await;
+    let (ca, cb) = (cookie(&s, &a).await, cookie(&s, &b).await);
+    let both = format!("{ca}; {cb}");
+    let (pa, pb) = (format!("/proxy/{}/lab", a.cr), format!("/proxy/{}/lab", b.cr));
+    let mut conn = KeptConnection::open(&s).await;
+    // Each request goes to the session its path names, in any order on the one connection.
+    for (path, o) in [(&pa, &a), (&pa, &a), (&pb, &b), (&pa, &a), (&pb, &b), (&pb, &b)] {
+        assert_eq!(conn.get(path, &both).await, (200, Some(o.sid.clone()), None));
+    }
+    assert_eq!(first_st.hits.load(Ordering::SeqCst), 6);
+    // The cluster's ingress moves: the connection's next requests go to the new one.
+    patch(second).await;
+    for (path, o) in [(&pb, &b), (&pa, &a)] {
+        assert_eq!(conn.get(path, &both).await, (200, Some(o.sid.clone()), None));
+    }
+    assert_eq!((first_st.hits.load(Ordering::SeqCst), second_st.hits.load(Ordering::SeqCst)), (6, 2));
+    // Ended (deleted, then reported gone): the relay itself refuses it on the same connection,
+    // and the other session's requests still go through.
+    assert_eq!(conn.get(&pb, &both).await.0, 200);
+    send(&s, reqwest::Method::DELETE, &format!("/api/v1/sessions/{}", b.sid), None, 200).await;
+    report(&s, &operator(&s, &cid), &b.cr, json!({"phase": "Terminated", "ts": ts(&s)})).await;
+    assert_eq!(conn.get(&pb, &both).await, (404, None, Some("not_found".into())));
+    assert_eq!(conn.get(&pa, &both).await, (200, Some(a.sid.clone()), None));
+    assert_eq!(second_st.hits.load(Ordering::SeqCst), 4);
+    s.stop().await;
+}
