@@ -201,36 +201,44 @@ pub fn route(uri: &str) -> Result<Routed, Refusal> {
         return Err(if uri.contains('#') { Refusal::Fragment } else { Refusal::Backslash });
     }
     let target = origin_target(uri)?;
-    let (raw_path, query) = match target.split_once('?') {
-        Some((p, q)) => (p, Some(q.to_string())),
+    // Bytes are looked for by plain loops here, not `str` searches: their searcher costs more
+    // than the short paths and segments it would find (the relay routes every request here).
+    let (raw_path, query) = match target.bytes().position(|b| b == b'?') {
+        Some(i) => (target.get(..i).unwrap_or_default(), Some(target.get(i + 1..).unwrap_or_default().to_string())),
         None => (target, None),
     };
     // Usually there is nothing to decode and no `//` to merge: the path as sent is the normal one,
-    // and is read without a copy (the relay routes every request through here).
-    let path = if raw_path.contains('%') {
+    // and is read without a copy.
+    let path = if raw_path.bytes().any(|b| b == b'%') {
         std::borrow::Cow::Owned(decode_unreserved(raw_path)?)
     } else {
         std::borrow::Cow::Borrowed(raw_path)
     };
     // The segments in one pass (the path starts with `/`): the first two, how many, and whether
     // any is empty before the end (a `//` to merge).
-    let (mut first, mut second, mut count, mut merged) = ("", "", 0usize, false);
-    let mut segments = path.get(1..).unwrap_or_default().split('/').peekable();
-    while let Some(s) = segments.next() {
-        if s.is_empty() {
-            merged |= segments.peek().is_some();
-            continue;
-        }
-        if s.bytes().all(|b| b == b'.') {
+    let bytes = path.as_bytes();
+    let (mut first, mut second, mut count, mut merged) = (0..0, 0..0, 0usize, false);
+    let mut start = 1;
+    while start <= bytes.len() {
+        let end =
+            bytes.get(start..).unwrap_or_default().iter().position(|&b| b == b'/').map_or(bytes.len(), |i| start + i);
+        let segment = bytes.get(start..end).unwrap_or_default();
+        if segment.is_empty() {
+            merged |= end < bytes.len();
+        } else if segment.iter().all(|&b| b == b'.') {
             return Err(Refusal::DotSegment);
+        } else {
+            match count {
+                0 => first = start..end,
+                1 => second = start..end,
+                _ => {}
+            }
+            count += 1;
         }
-        match count {
-            0 => first = s,
-            1 => second = s,
-            _ => {}
-        }
-        count += 1;
+        start = end + 1;
     }
+    // Ranges between `/`s: always on character boundaries.
+    let (first, second) = (path.get(first).unwrap_or_default(), path.get(second).unwrap_or_default());
     let trailing = path.ends_with('/');
     match first {
         "proxy" => {}

@@ -449,21 +449,10 @@ pub async fn relay_request(
         return Box::pin(upgrade.relay(out, client_upgrade, connection)).await;
     }
 
-    // On the connection's kept timer: no timer registered and removed per request.
-    let at = tokio::time::Instant::now().into_std() + HEAD_TIMEOUT;
-    let deadline = match connection {
-        Some(ticket) => ticket.deadline(at),
-        // Only in router tests without a socket.
-        None => crate::http::timer::Deadlines::new().until(at),
-    };
-    let answer = tokio::select! {
-        biased;
-        r = app.sessions.relay.client.request(out) => r,
-        () = deadline => return unreachable(target, "no response within 60 s"),
-    };
-    let resp = match answer {
-        Ok(r) => r,
-        Err(e) => return unreachable(target, &error_chain(&e)),
+    let resp = match within(connection, HEAD_TIMEOUT, app.sessions.relay.client.request(out)).await {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return unreachable(target, &error_chain(&e)),
+        None => return unreachable(target, "no response within 60 s"),
     };
     let (mut parts, incoming) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -471,6 +460,27 @@ pub async fn relay_request(
     parts.version = client_version;
     parts.extensions.insert(PassedThrough);
     Response::from_parts(parts, Body::new(incoming))
+}
+
+/// `work`'s output, or `None` once `limit` has passed: on `connection`'s kept timer (see
+/// `crate::http::timer`), so that no timer is registered and removed per request in the wheel
+/// every core shares.
+async fn within<F: std::future::Future>(
+    connection: Option<&ConnectionTicket>,
+    limit: Duration,
+    work: F,
+) -> Option<F::Output> {
+    let at = tokio::time::Instant::now().into_std() + limit;
+    let deadline = match connection {
+        Some(ticket) => ticket.deadline(at),
+        // Only in router tests without a listener.
+        None => crate::http::timer::Deadlines::new().until(at),
+    };
+    tokio::select! {
+        biased;
+        r = work => Some(r),
+        () = deadline => None,
+    }
 }
 
 /// The target made as text: a normalised path, or an upgrade's origin form.
@@ -542,10 +552,10 @@ impl Upgrade<'_> {
             // Only in router tests without a socket.
             None => None,
         };
-        let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return unreachable(target, &e.to_string()),
-            Err(_) => return unreachable(target, "no connection within 10 s"),
+        let stream = match within(ticket, CONNECT_TIMEOUT, tokio::net::TcpStream::connect(target)).await {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => return unreachable(target, &e.to_string()),
+            None => return unreachable(target, "no connection within 10 s"),
         };
         let _ = stream.set_nodelay(true);
         let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
@@ -553,13 +563,13 @@ impl Upgrade<'_> {
             Err(e) => return unreachable(target, &e.to_string()),
         };
         let conn_task = tokio::spawn(conn.with_upgrades());
-        let mut resp = match tokio::time::timeout(HEAD_TIMEOUT, sender.send_request(out)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
+        let mut resp = match within(ticket, HEAD_TIMEOUT, sender.send_request(out)).await {
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
                 conn_task.abort();
                 return unreachable(target, &e.to_string());
             }
-            Err(_) => {
+            None => {
                 conn_task.abort();
                 return unreachable(target, "no response within 60 s");
             }
