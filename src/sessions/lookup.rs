@@ -159,7 +159,16 @@ struct Kept {
     /// The store's generation when the shared map last gave `shared` for `cr`.
     store: u64,
     shared: Arc<SessionTarget>,
-    own: Arc<SessionTarget>,
+    /// Made by the connection's second request for `shared` (a connection that makes one, a
+    /// WebSocket's, does not pay for the copy).
+    own: Option<Arc<SessionTarget>>,
+}
+
+impl SessionTarget {
+    /// A copy whose header values share no bytes with `self`'s.
+    fn own_copy(&self) -> Self {
+        Self { headers: self.headers.own_copy(), ..self.clone() }
+    }
 }
 
 /// The session a CR name stands for, from a read transaction.
@@ -233,11 +242,12 @@ impl Sessions {
         // Read before the shared map (as `target` does): a commit in between makes the copy
         // stale at once, never wrong.
         let store = self.store.generation();
-        if let Some(kept) = lock(&connection.0).as_ref()
-            && kept.store == store
-            && kept.cr == cr
+        if let Some(k) = lock(&connection.0).as_mut()
+            && k.store == store
+            && k.cr == cr
         {
-            return Ok(Some(kept.own.clone()));
+            let own = k.own.get_or_insert_with(|| Arc::new(k.shared.own_copy()));
+            return Ok(Some(own.clone()));
         }
         let Some(shared) = self.target(cr).await? else { return Ok(None) };
         let mut kept = lock(&connection.0);
@@ -246,11 +256,10 @@ impl Sessions {
             && Arc::ptr_eq(&k.shared, &shared)
         {
             k.store = k.store.max(store);
-            return Ok(Some(k.own.clone()));
+            return Ok(Some(k.own.clone().unwrap_or(shared)));
         }
-        let own = Arc::new(SessionTarget { headers: shared.headers.own_copy(), ..SessionTarget::clone(&shared) });
-        *kept = Some(Kept { cr: cr.to_string(), store, shared, own: own.clone() });
-        Ok(Some(own))
+        *kept = Some(Kept { cr: cr.to_string(), store, shared: shared.clone(), own: None });
+        Ok(Some(shared))
     }
 
     /// (hits, misses) of the shared map's lookups.

@@ -371,7 +371,20 @@ pub async fn relay_request(
     let scheme = if app.tls.is_some() { "https" } else { "http" };
     let (parts, body) = req.into_parts();
     // Only this session's cookie goes on (verify needs it); other sessions' stay with the browser.
-    let keep_session = |c: &str| app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
+    // Its signature is checked once per request (the answer for the last value is kept: the
+    // cookie is asked about again when the headers are filtered).
+    let checked = std::sync::Mutex::new(None::<(String, bool)>);
+    let keep_session = |c: &str| {
+        let mut last = lock(&checked);
+        if let Some((value, kept)) = last.as_ref()
+            && value == c
+        {
+            return *kept;
+        }
+        let kept = app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
+        *last = Some((c.to_string(), kept));
+        kept
+    };
     // A browser with this session's cookie is its user: its body (an upload to the app) is not
     // counted among the bodies read before a credential check (`http::body`).
     if crate::auth::cookies::cookie(&parts.headers, super::connect::COOKIE).is_some_and(keep_session) {
