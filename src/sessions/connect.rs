@@ -18,6 +18,7 @@
 //! session and sends each only there; when several arrive, the one for the routed session counts.
 
 use std::path::Path;
+use std::sync::Mutex;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -160,6 +161,18 @@ impl ConnectKeys {
         let c = jsonwebtoken::decode::<ConsoleUserClaims>(value, &self.decoding, &v).ok()?.claims;
         (c.exp > now_s).then_some((c.cu, c.adm))
     }
+}
+
+/// The last session cookie asked about (see [`Sessions::cookie_opens`]): one per client
+/// connection of the relay.
+#[derive(Default)]
+pub struct CookieMemo(Mutex<Option<Remembered>>);
+
+struct Remembered {
+    value: String,
+    /// The CR name of the session it was signed for (`None`: not signed with our key).
+    cr: Option<String>,
+    exp: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -401,6 +414,29 @@ impl Sessions {
     /// The sid of a valid (signed, unexpired) `gshare_session` cookie.
     pub fn cookie_session(&self, cookie: &str) -> Option<String> {
         self.connect.verify(cookie, self.clock().now_ms().div_euclid(1000)).map(|c| c.sid)
+    }
+
+    /// Whether `cookie` is a valid session cookie for the session named `cr` (as
+    /// [`Self::cookie_session`] finds), through `memo`: a browser sends the same cookie with every
+    /// request of a connection, and its signature is checked once; its expiry, every time.
+    pub fn cookie_opens(&self, cookie: &str, cr: &str, memo: &CookieMemo) -> bool {
+        let now_s = self.clock().now_ms().div_euclid(1000);
+        let mut last = lock(&memo.0);
+        if let Some(r) = last.as_ref()
+            && r.value == cookie
+        {
+            return r.exp > now_s && r.cr.as_deref() == Some(cr);
+        }
+        // The claims whatever their expiry (compared here, so a remembered one expires too).
+        let claims = self.connect.verify(cookie, i64::MIN);
+        let r = Remembered {
+            value: cookie.to_string(),
+            cr: claims.as_ref().map(|c| cr_name(&c.sid)),
+            exp: claims.map_or(i64::MIN, |c| c.exp),
+        };
+        let opens = r.exp > now_s && r.cr.as_deref() == Some(cr);
+        *last = Some(r);
+        opens
     }
 
     /// The forward-auth decision for the session the original URI routes to: a valid cookie for

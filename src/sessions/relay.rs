@@ -26,7 +26,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::model::{Phase, cr_name};
+use super::model::Phase;
 use super::proxy_path::{Refusal, Routed, route};
 use super::routes::SessionsState;
 use crate::http::error::{ApiError, ErrorCode};
@@ -278,8 +278,11 @@ pub async fn relay(
     req: Request,
 ) -> Response {
     // One request of its connection here: no lookup of its own to keep.
-    let connection =
-        req.extensions().get::<ConnectionTicket>().map(|t| RelayConnection { ticket: t.clone(), lookup: None });
+    let connection = req.extensions().get::<ConnectionTicket>().map(|t| RelayConnection {
+        ticket: t.clone(),
+        lookup: None,
+        cookies: Default::default(),
+    });
     relay_request(&app, &gate, req, connection.as_ref()).await
 }
 
@@ -287,11 +290,13 @@ pub async fn relay(
 pub struct RelayConnection {
     ticket: ConnectionTicket,
     lookup: Option<super::lookup::ConnectionLookup>,
+    /// The last session cookie its requests sent.
+    cookies: super::connect::CookieMemo,
 }
 
 impl RelayConnection {
     pub fn new(ticket: ConnectionTicket) -> Self {
-        Self { ticket, lookup: Some(Default::default()) }
+        Self { ticket, lookup: Some(Default::default()), cookies: Default::default() }
     }
 
     /// The connection is a reserve one (health probes only).
@@ -371,20 +376,16 @@ pub async fn relay_request(
     let scheme = if app.tls.is_some() { "https" } else { "http" };
     let (parts, body) = req.into_parts();
     // Only this session's cookie goes on (verify needs it); other sessions' stay with the browser.
-    // Its signature is checked once per request (the answer for the last value is kept: the
-    // cookie is asked about again when the headers are filtered).
-    let checked = std::sync::Mutex::new(None::<(String, bool)>);
-    let keep_session = |c: &str| {
-        let mut last = lock(&checked);
-        if let Some((value, kept)) = last.as_ref()
-            && value == c
-        {
-            return *kept;
+    // Its signature is checked once per connection (see `Sessions::cookie_opens`).
+    let own_memo;
+    let memo = match on {
+        Some(c) => &c.cookies,
+        None => {
+            own_memo = super::connect::CookieMemo::default();
+            &own_memo
         }
-        let kept = app.sessions.cookie_session(c).is_some_and(|sid| cr_name(&sid) == routed.cr);
-        *last = Some((c.to_string(), kept));
-        kept
     };
+    let keep_session = |c: &str| app.sessions.cookie_opens(c, &routed.cr, memo);
     // A browser with this session's cookie is its user: its body (an upload to the app) is not
     // counted among the bodies read before a credential check (`http::body`).
     if crate::auth::cookies::cookie(&parts.headers, super::connect::COOKIE).is_some_and(keep_session) {

@@ -724,3 +724,37 @@ async fn a_kept_connection_follows_each_change_of_its_sessions() {
     assert_eq!(second_st.hits.load(Ordering::SeqCst), 4);
     s.stop().await;
 }
+
+/// A session cookie's signature is checked once per connection, its expiry every time: on a kept
+/// connection, the cookie goes on to the app while it is valid and not once it has expired.
+#[tokio::test]
+async fn a_remembered_session_cookie_still_expires() {
+    use http_body_util::BodyExt;
+    let (s, _c, cid, [a, _b]) = two_sessions("gpu-ff").await;
+    // An app that answers with the cookies it was sent.
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        req.headers().get("cookie").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ingress = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let body = json!({"session_ingress": ingress.to_string()});
+    send(&s, reqwest::Method::PATCH, &format!("/api/v1/clusters/{cid}"), Some(body), 200).await;
+    let ca = cookie(&s, &a).await;
+    let mut conn = KeptConnection::open(&s).await;
+    let mut sent_on = async |conn: &mut KeptConnection| {
+        conn.0.ready().await.unwrap();
+        let req = hyper::Request::get(format!("/proxy/{}/lab", a.cr)).header("host", DOMAIN).header("cookie", &ca);
+        let res = conn.0.send_request(req.body(String::new()).unwrap()).await.unwrap();
+        assert_eq!(res.status(), 200);
+        String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
+    };
+    for _ in 0..3 {
+        assert_eq!(sent_on(&mut conn).await, ca, "a valid cookie goes on");
+    }
+    s.clock.advance(std::time::Duration::from_secs(2 * 3600));
+    assert_eq!(sent_on(&mut conn).await, "", "an expired cookie stays with the browser");
+    s.stop().await;
+}
