@@ -744,7 +744,7 @@ async fn a_remembered_session_cookie_still_expires() {
     send(&s, reqwest::Method::PATCH, &format!("/api/v1/clusters/{cid}"), Some(body), 200).await;
     let ca = cookie(&s, &a).await;
     let mut conn = KeptConnection::open(&s).await;
-    let mut sent_on = async |conn: &mut KeptConnection| {
+    let sent_on = async |conn: &mut KeptConnection| {
         conn.0.ready().await.unwrap();
         let req = hyper::Request::get(format!("/proxy/{}/lab", a.cr)).header("host", DOMAIN).header("cookie", &ca);
         let res = conn.0.send_request(req.body(String::new()).unwrap()).await.unwrap();
