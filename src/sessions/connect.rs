@@ -411,14 +411,9 @@ impl Sessions {
         self.connect.console_user_assertion(name, admin, self.clock().now_ms().div_euclid(1000))
     }
 
-    /// The sid of a valid (signed, unexpired) `gshare_session` cookie.
-    pub fn cookie_session(&self, cookie: &str) -> Option<String> {
-        self.connect.verify(cookie, self.clock().now_ms().div_euclid(1000)).map(|c| c.sid)
-    }
-
-    /// Whether `cookie` is a valid session cookie for the session named `cr` (as
-    /// [`Self::cookie_session`] finds), through `memo`: a browser sends the same cookie with every
-    /// request of a connection, and its signature is checked once; its expiry, every time.
+    /// Whether `cookie` is a valid (signed, unexpired) `gshare_session` cookie for the session
+    /// named `cr`, through `memo`: a browser sends the same cookie with every request of a
+    /// connection, and its signature is checked once; its expiry, every time.
     pub fn cookie_opens(&self, cookie: &str, cr: &str, memo: &CookieMemo) -> bool {
         let now_s = self.clock().now_ms().div_euclid(1000);
         let mut last = lock(&memo.0);
