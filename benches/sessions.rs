@@ -469,13 +469,16 @@ async fn run() {
     let secs = env_n("BENCH_SECONDS", 10);
     let ws_path = format!("/proxy/{cr}/lab/api/kernels/k1/channels");
     let server_addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
-    let (direct_head, bare_head) = (ws_head(ing, &ws_path, &[]), ws_head(bare_addr, &ws_path, &[]));
-    let relay_head = ws_head(server_addr, &ws_path, &[format!("Cookie: {cookie}"), on_domain.clone()]);
+    // A browser's upgrade, with the session's cookie: the same head to the relay and the bare
+    // pass-through (which passes it on as it came).
+    let browser = [format!("Cookie: {cookie}"), on_domain.clone()];
+    let direct_head = ws_head(ing, &ws_path, &[]);
+    let (bare_head, relay_head) = (ws_head(bare_addr, &ws_path, &browser), ws_head(server_addr, &ws_path, &browser));
     let ws_direct = ws_upgrades(secs, "WS upgrades: ingress directly (baseline)", ing, &direct_head).await;
-    let ws_bare = ws_upgrades(secs, "WS upgrades: through a bare pass-through", bare_addr, &bare_head).await;
+    let ws_bare = ws_upgrades(secs, "WS upgrades: bare pass-through, session cookie", bare_addr, &bare_head).await;
     let ws_relayed = ws_upgrades(secs, "WS upgrades: relay, session cookie", server_addr, &relay_head).await;
     let frames_direct = ws_frames(secs, "WS frames: ingress directly (baseline)", ing, &direct_head).await;
-    let frames_bare = ws_frames(secs, "WS frames: through a bare pass-through", bare_addr, &bare_head).await;
+    let frames_bare = ws_frames(secs, "WS frames: bare pass-through, session cookie", bare_addr, &bare_head).await;
     let frames_relayed = ws_frames(secs, "WS frames: relay, session cookie", server_addr, &relay_head).await;
     let ws_ratios = alternating(
         pairs,

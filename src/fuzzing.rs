@@ -336,15 +336,40 @@ pub fn set_cookie(data: &[u8]) {
     }
 }
 
+/// Hop-by-hop headers (RFC 9110 §7.6.1), written out here apart from the relay's own test.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The headers a message's `Connection` names (for this hop only), in lower case.
+fn connection_named(h: &axum::http::HeaderMap) -> Vec<String> {
+    h.get_all(axum::http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
 /// The relay's request and answer header handling. First byte: bit 0, does a `gshare_session`
 /// value verify; the rest is header lines `name: value`. What the relay forwards holds no
 /// credential or identity header a client may not set, no hop-by-hop header (but the upgrade's
 /// own), nothing the request's `Connection` names, and no cookie of the server's but a session
-/// cookie that verifies; an answer loses every hop-by-hop header. The host a request was sent to
-/// has no port and no userinfo.
+/// cookie that verifies; an answer loses every hop-by-hop header (a 101 all but its `Connection`
+/// and `Upgrade`). The host a request was sent to has no port and no userinfo.
 pub fn relay_headers(data: &[u8]) {
     use crate::sessions::relay::{
-        HOP_BY_HOP, connection_named, forward_headers, is_client_forbidden, is_upgrade, request_host, strip_hop_by_hop,
+        forward_headers, is_client_forbidden, is_upgrade, keep_upgrade_headers, request_host, scan_cookies,
+        strip_hop_by_hop,
     };
     use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
     let Some((&mode, rest)) = data.split_first() else { return };
@@ -362,6 +387,10 @@ pub fn relay_headers(data: &[u8]) {
     }
     let upgrade = is_upgrade(&h);
     let named = connection_named(&h);
+    // The relay's one pass over the cookies reads them as the guard does.
+    let scan = scan_cookies(&h, Some(crate::auth::cookies::CONSOLE_COOKIE), &|_| accept);
+    assert_eq!(scan.session, crate::auth::cookies::cookie(&h, crate::sessions::connect::COOKIE));
+    assert_eq!(scan.console, crate::auth::cookies::cookie(&h, crate::auth::cookies::CONSOLE_COOKIE));
     let out = forward_headers(h.clone(), upgrade, &|_| accept);
     for (name, value) in &out {
         let n = name.as_str();
@@ -388,6 +417,17 @@ pub fn relay_headers(data: &[u8]) {
     strip_hop_by_hop(&mut answer);
     for n in HOP_BY_HOP.iter().copied().chain(named.iter().map(String::as_str)) {
         assert!(!answer.contains_key(n), "answer kept {n}");
+    }
+    // A 101 keeps its `Connection` and `Upgrade`, and nothing else hop-by-hop.
+    let mut switched = h.clone();
+    keep_upgrade_headers(&mut switched);
+    for n in HOP_BY_HOP.iter().copied().chain(named.iter().map(String::as_str)) {
+        let kept = matches!(n, "connection" | "upgrade");
+        assert_eq!(switched.contains_key(n), kept && h.contains_key(n), "101 answer and {n}");
+    }
+    for (name, _) in &h {
+        let hop = HOP_BY_HOP.contains(&name.as_str()) || named.iter().any(|c| c == name.as_str());
+        assert_eq!(switched.contains_key(name), !hop || matches!(name.as_str(), "connection" | "upgrade"), "{name}");
     }
     let mut req = axum::extract::Request::new(axum::body::Body::empty());
     *req.headers_mut() = h;

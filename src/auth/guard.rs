@@ -258,7 +258,16 @@ where
 /// connection token's account with. Answers the name and whether it is an admin's. Any other
 /// cookie or none: `None`.
 pub fn console_user(app: &Gate, headers: &axum::http::HeaderMap) -> Option<(String, bool)> {
-    let token = cookie(headers, console_cookie_names(app.signin.secure_cookies()).0)?;
+    console_user_of(app, cookie(headers, console_cookie_name(app))?)
+}
+
+/// The name of the console's session cookie on this server.
+pub fn console_cookie_name(app: &Gate) -> &'static str {
+    console_cookie_names(app.signin.secure_cookies()).0
+}
+
+/// [`console_user`] for the console cookie's value `token`, read by the caller.
+pub fn console_user_of(app: &Gate, token: &str) -> Option<(String, bool)> {
     let claims = app.auth.api.verify(token).ok()?;
     let name = claims.sub.strip_prefix(ADMIN_PREFIX).or_else(|| claims.sub.strip_prefix(USER_PREFIX))?;
     if !app.signin.is_current(name, claims.jti.as_deref(), claims.iat) {

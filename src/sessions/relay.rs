@@ -47,40 +47,73 @@ const X_GSHARE_SESSION: HeaderName = HeaderName::from_static("x-gshare-session")
 const X_GSHARE_USER: HeaderName = HeaderName::from_static("x-gshare-user");
 const X_GSHARE_CONSOLE_USER: HeaderName = HeaderName::from_static(super::connect::CONSOLE_USER_HEADER);
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded, except what an upgrade needs.
-pub(crate) const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
 /// Drops the console's cookies (an admin's token must never reach a session's app) and every
 /// `gshare_session` cookie `keep_session` refuses (those of other sessions).
 pub(crate) fn filter_cookies(v: &HeaderValue, keep_session: &dyn Fn(&str) -> bool) -> Option<HeaderValue> {
-    let kept: Vec<&str> = v
-        .to_str()
-        .ok()?
-        .split(';')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .filter(|c| {
-            let (name, value) = c.split_once('=').unwrap_or((c, ""));
-            if name == super::connect::COOKIE {
-                return keep_session(value);
-            }
-            // The console's cookies, in any form (`__Host-` under TLS), never reach an app; nor
-            // a nameless one (`=gshare_…=…`) that an app's cookie parser could read as one.
-            let nameless_ours = name.trim().is_empty() && is_our_cookie_name(value.split('=').next().unwrap_or(""));
-            !is_our_cookie_name(name) && !nameless_ours
-        })
-        .collect();
+    let kept: Vec<&str> =
+        v.to_str().ok()?.split(';').map(str::trim).filter(|c| !c.is_empty() && cookie_kept(c, keep_session)).collect();
     if kept.is_empty() { None } else { HeaderValue::from_str(&kept.join("; ")).ok() }
+}
+
+/// What the relay reads from a request's `Cookie` lines, in one pass over their text (a
+/// browser's carry this session's cookie, a few hundred bytes).
+pub(crate) struct CookieScan<'a> {
+    /// This session's cookie (the first `gshare_session`), as [`crate::auth::cookies::cookie`]
+    /// reads it.
+    pub session: Option<&'a str>,
+    /// The cookie named `console` (the console's), read the same way.
+    pub console: Option<&'a str>,
+    /// Every line would go on as it came through [`filter_cookies`] (true without any line).
+    pub all_kept: bool,
+}
+
+/// Reads `h`'s `Cookie` lines once (see [`CookieScan`]).
+pub(crate) fn scan_cookies<'a>(
+    h: &'a HeaderMap,
+    console: Option<&str>,
+    keep_session: &dyn Fn(&str) -> bool,
+) -> CookieScan<'a> {
+    let mut scan = CookieScan { session: None, console: None, all_kept: true };
+    let (mut seen_session, mut seen_console) = (false, console.is_none());
+    for line in h.get_all(header::COOKIE) {
+        let Ok(text) = line.to_str() else {
+            scan.all_kept = false;
+            continue;
+        };
+        let mut any = false;
+        for c in text.split(';').map(str::trim).filter(|c| !c.is_empty()) {
+            any = true;
+            if scan.all_kept && !cookie_kept(c, keep_session) {
+                scan.all_kept = false;
+            }
+            let Some((name, value)) = c.split_once('=') else { continue };
+            // The first of each name counts, even when empty (as `cookies::cookie` reads them).
+            let read = || Some(value.trim().trim_matches('"')).filter(|v| !v.is_empty());
+            if !seen_session && name == super::connect::COOKIE {
+                seen_session = true;
+                scan.session = read();
+            }
+            if !seen_console && Some(name) == console {
+                seen_console = true;
+                scan.console = read();
+            }
+        }
+        // A line of nothing but separators goes.
+        scan.all_kept &= any;
+    }
+    scan
+}
+
+/// Whether one `name=value` of a `Cookie` header goes on to a session's app.
+fn cookie_kept(c: &str, keep_session: &dyn Fn(&str) -> bool) -> bool {
+    let (name, value) = c.split_once('=').unwrap_or((c, ""));
+    if name == super::connect::COOKIE {
+        return keep_session(value);
+    }
+    // The console's cookies, in any form (`__Host-` under TLS), never reach an app; nor a nameless
+    // one (`=gshare_…=…`) that an app's cookie parser could read as one.
+    let nameless_ours = name.trim().is_empty() && is_our_cookie_name(value.split('=').next().unwrap_or(""));
+    !is_our_cookie_name(name) && !nameless_ours
 }
 
 /// Request headers a client must not set on a relayed request: credentials for this server, and
@@ -163,7 +196,8 @@ pub(crate) fn filter_set_cookies(h: &mut HeaderMap, cr: &str, keep_session: &dyn
     }
 }
 
-/// Whether `name` is one of [`HOP_BY_HOP`] (a comparison, not a hash lookup per name).
+/// Whether `name` is a hop-by-hop header of RFC 9110 §7.6.1 (a comparison, not a hash lookup per
+/// name): never forwarded, but for what an upgrade needs.
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -179,11 +213,30 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
-/// Removes the headers `drop` selects, in one pass over the names (usually none is removed, and
-/// nothing is allocated or hashed).
-fn remove_where(h: &mut HeaderMap, drop: impl Fn(&HeaderName) -> bool) {
-    let names: Vec<HeaderName> = h.keys().filter(|n| drop(n)).cloned().collect();
-    for name in names {
+/// Removes the hop-by-hop headers (RFC 9110 §7.6.1) — the fixed list and every header the
+/// message's `Connection` names — and those `also` selects; with `keep_upgrade`, an upgrade's own
+/// `Connection` and `Upgrade` stay. One pass over the names: usually none but the hop-by-hop ones
+/// go, and nothing is allocated or hashed for the rest.
+fn remove_hop_by_hop(h: &mut HeaderMap, keep_upgrade: bool, also: impl Fn(&str) -> bool) {
+    let connection = h.get_all(header::CONNECTION);
+    let named = |name: &str| {
+        connection
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(name))
+    };
+    let gone: Vec<HeaderName> = h
+        .keys()
+        .filter(|n| {
+            if keep_upgrade && (*n == header::CONNECTION || *n == header::UPGRADE) {
+                return false;
+            }
+            is_hop_by_hop(n) || also(n.as_str()) || named(n.as_str())
+        })
+        .cloned()
+        .collect();
+    for name in gone {
         h.remove(name);
     }
 }
@@ -195,39 +248,27 @@ pub(crate) fn is_upgrade(h: &HeaderMap) -> bool {
         && h.contains_key(header::UPGRADE)
 }
 
-/// The headers a message's `Connection` names: hop-by-hop for this hop only (RFC 9110 §7.6.1).
-pub(crate) fn connection_named(h: &HeaderMap) -> Vec<String> {
-    h.get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
 /// Drops the hop-by-hop headers of an answer: the fixed list and what its `Connection` names.
 pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
-    if h.contains_key(header::CONNECTION) {
-        for name in connection_named(h) {
-            h.remove(name.as_str());
-        }
-    }
-    remove_where(h, is_hop_by_hop);
+    remove_hop_by_hop(h, false, |_| false);
 }
 
 /// The request's headers as they go on, filtered in place (no second map): hop-by-hop headers and
 /// what `Connection` names go, and what [`is_client_forbidden`] names; `Cookie` keeps only what
 /// [`filter_cookies`] keeps; an upgrade keeps `Connection: upgrade` and its `Upgrade`.
-pub(crate) fn forward_headers(mut h: HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
-    let upgrade_to = if upgrade { h.get(header::UPGRADE).cloned() } else { None };
-    if h.contains_key(header::CONNECTION) {
-        for name in connection_named(&h) {
-            h.remove(name.as_str());
-        }
-    }
-    remove_where(&mut h, |n| is_hop_by_hop(n) || is_client_forbidden(n.as_str()));
-    if h.contains_key(header::COOKIE) {
+/// (The relay scans the cookies for more than this and calls [`forward_scanned`] itself.)
+#[cfg(any(test, fuzzing))]
+pub(crate) fn forward_headers(h: HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
+    let all_kept = scan_cookies(&h, None, keep_session).all_kept;
+    forward_scanned(h, upgrade, keep_session, all_kept)
+}
+
+/// [`forward_headers`], where `all_kept` is what [`scan_cookies`] found of the same headers.
+fn forward_scanned(mut h: HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool, all_kept: bool) -> HeaderMap {
+    remove_hop_by_hop(&mut h, upgrade, is_client_forbidden);
+    // Usually every cookie a browser sends here goes on (the session's own, the app's): then the
+    // header goes on as it came.
+    if !all_kept {
         let kept: Vec<HeaderValue> =
             h.get_all(header::COOKIE).iter().filter_map(|v| filter_cookies(v, keep_session)).collect();
         h.remove(header::COOKIE);
@@ -237,9 +278,6 @@ pub(crate) fn forward_headers(mut h: HeaderMap, upgrade: bool, keep_session: &dy
     }
     if upgrade {
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        if let Some(u) = upgrade_to {
-            h.insert(header::UPGRADE, u);
-        }
     }
     h
 }
@@ -386,13 +424,15 @@ pub async fn relay_request(
         }
     };
     let keep_session = |c: &str| app.sessions.cookie_opens(c, &routed.cr, memo);
+    // Read from the client's headers before they are filtered for the ingress.
+    let cookies = scan_cookies(&parts.headers, Some(crate::auth::guard::console_cookie_name(gate)), &keep_session);
     // A browser with this session's cookie is its user: its body (an upload to the app) is not
     // counted among the bodies read before a credential check (`http::body`).
-    if crate::auth::cookies::cookie(&parts.headers, super::connect::COOKIE).is_some_and(keep_session) {
+    if cookies.session.is_some_and(keep_session) {
         crate::http::body::mark_authenticated(&parts.extensions);
     }
-    // Read from the client's headers before they are filtered for the ingress.
-    let console_user = crate::auth::guard::console_user(gate, &parts.headers);
+    let console_user = cookies.console.and_then(|token| crate::auth::guard::console_user_of(gate, token));
+    let all_kept = cookies.all_kept;
     let mut xff = String::new();
     if let Some(prior) = parts.headers.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok())
         && app.config.trusted_proxy_hops > 0
@@ -402,7 +442,7 @@ pub async fn relay_request(
         xff.push_str(", ");
     }
     push_ip(&mut xff, client_ip);
-    let mut headers = forward_headers(parts.headers, upgrade, &keep_session);
+    let mut headers = forward_scanned(parts.headers, upgrade, &keep_session, all_kept);
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
     let Some(host) = session.headers.host.clone() else {
         return relay_error(
@@ -439,7 +479,9 @@ pub async fn relay_request(
     // made in one string the URI then owns.
     let sent = parts.uri.into_parts().path_and_query.filter(|_| as_sent);
     let uri = match (sent, &session.headers.ingress) {
-        (Some(pq), Some(authority)) if !upgrade => {
+        // An upgrade's own connection takes the origin form.
+        (Some(pq), _) if upgrade => Some(Uri::from(pq)),
+        (Some(pq), Some(authority)) => {
             let mut uri = axum::http::uri::Parts::default();
             uri.scheme = Some(axum::http::uri::Scheme::HTTP);
             uri.authority = Some(authority.clone());
@@ -749,11 +791,13 @@ struct SessionTunnel {
 impl RelayClient {
     fn enter_tunnel(&self, session_id: &str) -> Option<SessionTunnel> {
         let mut map = lock(&self.tunnels);
-        let n = map.entry(session_id.to_string()).or_insert(0);
-        if *n >= MAX_TUNNELS_PER_SESSION {
-            return None;
+        match map.get_mut(session_id) {
+            Some(n) if *n >= MAX_TUNNELS_PER_SESSION => return None,
+            Some(n) => *n += 1,
+            None => {
+                map.insert(session_id.to_string(), 1);
+            }
         }
-        *n += 1;
         Some(SessionTunnel { counts: self.tunnels.clone(), session_id: session_id.to_string() })
     }
 }
@@ -807,13 +851,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-fn keep_upgrade_headers(h: &mut HeaderMap) {
-    for name in connection_named(h).iter().filter(|n| !matches!(n.as_str(), "connection" | "upgrade")) {
-        h.remove(name.as_str());
-    }
-    for name in HOP_BY_HOP.iter().filter(|n| !matches!(**n, "connection" | "upgrade")) {
-        h.remove(*name);
-    }
+/// A 101's headers as they go back: hop-by-hop ones go but for its `Connection` and `Upgrade`.
+pub(crate) fn keep_upgrade_headers(h: &mut HeaderMap) {
+    remove_hop_by_hop(h, true, |_| false);
 }
 
 #[cold]
@@ -951,6 +991,54 @@ mod tests {
         assert_eq!(f[header::CONNECTION], "upgrade");
         assert_eq!(f[header::UPGRADE], "websocket");
         assert!(forward_headers(h.clone(), false, &|_| true).get(header::UPGRADE).is_none());
+
+        // A 101 goes back with its own `Connection` and `Upgrade`, and nothing else hop-by-hop.
+        let mut r = HeaderMap::new();
+        for (k, v) in [
+            ("connection", "Upgrade, X-Hop"),
+            ("upgrade", "websocket"),
+            ("x-hop", "1"),
+            ("keep-alive", "5"),
+            ("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        ] {
+            r.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        keep_upgrade_headers(&mut r);
+        assert_eq!(r.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["connection", "upgrade", "sec-websocket-accept"]);
+    }
+
+    #[test]
+    fn cookies_go_on_as_they_came_unless_one_is_dropped() {
+        let mine = |c: &str| c == "mine";
+        let forward = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.append(header::COOKIE, HeaderValue::from_static(v));
+            let f = forward_headers(h, false, &mine);
+            f.get_all(header::COOKIE).iter().map(|v| v.to_str().unwrap().to_string()).collect::<Vec<_>>()
+        };
+        // All kept: the very bytes the browser sent.
+        assert_eq!(forward("gshare_session=mine;_xsrf=j"), ["gshare_session=mine;_xsrf=j"]);
+        // One dropped: what is left, written anew.
+        assert_eq!(forward("gshare_session=mine;gshare_console=adm; _xsrf=j"), ["gshare_session=mine; _xsrf=j"]);
+        assert_eq!(forward("_xsrf=j; gshare_session=other"), ["_xsrf=j"]);
+        assert!(forward("gshare_session=other").is_empty());
+        assert!(forward(" ; ").is_empty());
+
+        // The one pass reads this session's and the console's cookie as the guard reads them:
+        // the first of each name, even an empty one.
+        let mut h = HeaderMap::new();
+        for v in ["a=1; gshare_session=\"\"; gshare_console=\"adm\"", "gshare_session=late; gshare_console=late"] {
+            h.append(header::COOKIE, HeaderValue::from_static(v));
+        }
+        h.append(header::COOKIE, HeaderValue::from_bytes(b"x=\xff").unwrap());
+        let scan = scan_cookies(&h, Some("gshare_console"), &mine);
+        assert_eq!(scan.session, crate::auth::cookies::cookie(&h, "gshare_session"));
+        assert_eq!((scan.session, scan.console), (None, Some("adm")));
+        assert!(!scan.all_kept);
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, HeaderValue::from_static("gshare_session=mine; theme=dark"));
+        let scan = scan_cookies(&h, None, &mine);
+        assert_eq!((scan.session, scan.console, scan.all_kept), (Some("mine"), None, true));
     }
 
     /// The quick reading of `Host` agrees with [`request_host`] whenever it says yes, and says

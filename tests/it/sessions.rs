@@ -952,11 +952,12 @@ async fn fake_ingress() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
                 let lower = head.to_ascii_lowercase();
                 if lower.contains("\nupgrade: websocket") {
                     let mut s = r.into_inner();
-                    s.write_all(
-                        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-                    )
-                    .await
-                    .unwrap();
+                    // The request line it was asked with goes back in the 101.
+                    let line = head.lines().next().unwrap_or_default();
+                    let switched = format!(
+                        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Request-Line: {line}\r\n\r\n"
+                    );
+                    s.write_all(switched.as_bytes()).await.unwrap();
                     let (mut rd, mut wr) = s.split();
                     let _ = tokio::io::copy(&mut rd, &mut wr).await;
                     return;
@@ -1106,28 +1107,35 @@ async fn the_proxy_relay_passes_requests_and_websockets_to_the_clusters_ingress(
     let e = relay_get(&s, "/proxy/ses-01jzzzzzzzzzzzzzzzzzzzzzzz/lab").await;
     assert!(e.headers().contains_key("content-security-policy"));
 
-    // An upgrade (a terminal's WebSocket) is relayed both ways.
-    let mut ws = tokio::net::TcpStream::connect(s.app_addr()).await.unwrap();
-    let hello = format!(
-        "GET /proxy/{name}/terminal/ws HTTP/1.1\r\nHost: sessions.lab.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    );
-    ws.write_all(hello.as_bytes()).await.unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut b = [0u8; 1];
-        assert_eq!(ws.read(&mut b).await.unwrap(), 1, "connection closed during the handshake");
-        head.push(b[0]);
+    // An upgrade (a terminal's WebSocket) is relayed both ways, to the path as sent or as verify
+    // will route it (`//` merged, an escaped unreserved letter decoded), its query kept.
+    for (sent, seen) in [
+        (format!("/proxy/{name}/terminal/ws"), format!("/proxy/{name}/terminal/ws")),
+        (format!("/proxy/{name}/terminal/ws?t=1&u=%2F"), format!("/proxy/{name}/terminal/ws?t=1&u=%2F")),
+        (format!("/proxy/{name}//terminal/%77s?t=2"), format!("/proxy/{name}/terminal/ws?t=2")),
+    ] {
+        let mut ws = tokio::net::TcpStream::connect(s.app_addr()).await.unwrap();
+        let hello = format!(
+            "GET {sent} HTTP/1.1\r\nHost: sessions.lab.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        );
+        ws.write_all(hello.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            assert_eq!(ws.read(&mut b).await.unwrap(), 1, "connection closed during the handshake");
+            head.push(b[0]);
+        }
+        let head = String::from_utf8(head).unwrap();
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(head.to_ascii_lowercase().contains("upgrade: websocket"), "{head}");
+        assert!(head.contains(&format!("x-request-line: GET {seen} HTTP/1.1\r\n")), "{sent}: {head}");
+        for msg in [&b"ls -la\n"[..], &[0x81, 0x02, 0x68, 0x69][..]] {
+            ws.write_all(msg).await.unwrap();
+            let mut back = vec![0u8; msg.len()];
+            ws.read_exact(&mut back).await.unwrap();
+            assert_eq!(back, msg);
+        }
     }
-    let head = String::from_utf8(head).unwrap();
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    assert!(head.to_ascii_lowercase().contains("upgrade: websocket"), "{head}");
-    for msg in [&b"ls -la\n"[..], &[0x81, 0x02, 0x68, 0x69][..]] {
-        ws.write_all(msg).await.unwrap();
-        let mut back = vec![0u8; msg.len()];
-        ws.read_exact(&mut back).await.unwrap();
-        assert_eq!(back, msg);
-    }
-    drop(ws);
 
     // The ingress gone: 502 with the target named; an ended session is not relayed.
     task.abort();
