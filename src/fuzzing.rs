@@ -368,7 +368,7 @@ fn connection_named(h: &axum::http::HeaderMap) -> Vec<String> {
 /// and `Upgrade`). The host a request was sent to has no port and no userinfo.
 pub fn relay_headers(data: &[u8]) {
     use crate::sessions::relay::{
-        forward_headers, is_client_forbidden, is_upgrade, keep_upgrade_headers, request_host, scan_cookies,
+        TEST_HOST, forward_headers, is_client_forbidden, is_upgrade, keep_upgrade_headers, request_host, scan_cookies,
         strip_hop_by_hop,
     };
     use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
@@ -394,6 +394,10 @@ pub fn relay_headers(data: &[u8]) {
     let out = forward_headers(h.clone(), upgrade, &|_| accept);
     for (name, value) in &out {
         let n = name.as_str();
+        if name == header::HOST {
+            assert_eq!(value, TEST_HOST, "Host is the session's");
+            continue;
+        }
         assert!(!is_client_forbidden(n), "forwarded {n}");
         if upgrade && (name == header::CONNECTION || name == header::UPGRADE) {
             continue;

@@ -560,10 +560,14 @@ pub async fn serve(
         let address = (!exempt).then_some(address_key(peer.ip()));
         // Every regular slot taken: whether this one may take a place in the health reserve
         // depends on what it asks for (plain HTTP only; TLS hides it until the handshake).
-        let full = lock(&shared.connections).regular >= caps.total;
-        let waits_for_head = full && shared.acceptor.is_none();
+        // Usually there is room, and it is taken under the same lock.
+        let admitted = {
+            let mut table = lock(&shared.connections);
+            let waits_for_head = table.regular >= caps.total && shared.acceptor.is_none();
+            (!waits_for_head).then(|| table.admit(address, caps, Instant::now(), HEAD_UNKNOWN))
+        };
         // Its first bytes, if they are here already…
-        let (stream, head) = if waits_for_head {
+        let (stream, head) = if admitted.is_none() {
             match peek_now(stream) {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -574,8 +578,12 @@ pub async fn serve(
         } else {
             (stream, HEAD_UNKNOWN)
         };
-        if !waits_for_head || head != HEAD_UNKNOWN {
-            let Some((id, slot, reserve)) = lock(&shared.connections).admit(address, caps, Instant::now(), head) else {
+        if admitted.is_some() || head != HEAD_UNKNOWN {
+            let admitted = match admitted {
+                Some(admitted) => admitted,
+                None => lock(&shared.connections).admit(address, caps, Instant::now(), head),
+            };
+            let Some((id, slot, reserve)) = admitted else {
                 tracing::debug!(%peer, ?caps, "connection refused: every open connection is busy");
                 continue;
             };

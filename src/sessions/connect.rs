@@ -18,7 +18,7 @@
 //! session and sends each only there; when several arrive, the one for the routed session counts.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -56,7 +56,15 @@ pub struct ConnectKeys {
     /// Cookies whose signature was checked, by their exact value (an HS256 check and two JSON
     /// parses per request otherwise): the same bytes always check the same, and expiry is still
     /// compared on every use. Only signed values get in, so a flood of junk cannot fill it.
-    checked: std::sync::Mutex<std::collections::HashMap<String, CookieClaims>>,
+    checked: std::sync::Mutex<std::collections::HashMap<Arc<str>, Arc<Checked>>>,
+}
+
+/// A cookie whose signature was checked: its claims, and the CR name of the session it opens.
+/// Shared by every request that sends it (nothing of it is copied per request).
+#[derive(Debug)]
+pub(crate) struct Checked {
+    pub claims: CookieClaims,
+    pub cr: String,
 }
 
 /// Checked cookies kept at most (one per open browser tab of a session); beyond, it starts over.
@@ -102,18 +110,27 @@ impl ConnectKeys {
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), c, &self.encoding).map_err(|e| e.to_string())
     }
 
-    pub(crate) fn verify(&self, token: &str, now_s: i64) -> Option<CookieClaims> {
+    /// The checked cookie `token`, when signed with this key and not expired at `now_s`.
+    pub(crate) fn verify(&self, token: &str, now_s: i64) -> Option<Arc<Checked>> {
+        self.remembered(token).and_then(|(_, c)| (c.claims.exp > now_s).then_some(c))
+    }
+
+    /// The checked cookie `token` whatever its expiry, with the value as remembered (shared, not
+    /// copied), when signed with this key.
+    fn remembered(&self, token: &str) -> Option<(Arc<str>, Arc<Checked>)> {
         let lock = || lock(&self.checked);
-        if let Some(c) = lock().get(token) {
-            return (c.exp > now_s).then(|| c.clone());
+        if let Some((value, c)) = lock().get_key_value(token) {
+            return Some((value.clone(), c.clone()));
         }
-        let c = self.check(token)?;
+        let claims = self.check(token)?;
+        let c = Arc::new(Checked { cr: cr_name(&claims.sid), claims });
+        let value: Arc<str> = Arc::from(token);
         let mut map = lock();
         if map.len() >= MAX_CHECKED {
             map.clear();
         }
-        map.insert(token.to_string(), c.clone());
-        (c.exp > now_s).then_some(c)
+        map.insert(value.clone(), c.clone());
+        Some((value, c))
     }
 
     /// The claims of a cookie signed with this key (expiry not compared).
@@ -169,10 +186,16 @@ impl ConnectKeys {
 pub struct CookieMemo(Mutex<Option<Remembered>>);
 
 struct Remembered {
-    value: String,
-    /// The CR name of the session it was signed for (`None`: not signed with our key).
-    cr: Option<String>,
-    exp: i64,
+    value: Arc<str>,
+    /// What it was checked to be (`None`: not signed with our key).
+    checked: Option<Arc<Checked>>,
+}
+
+impl Remembered {
+    /// Signed for the session named `cr`, and not expired at `now_s`.
+    fn opens(&self, cr: &str, now_s: i64) -> bool {
+        self.checked.as_ref().is_some_and(|c| c.claims.exp > now_s && c.cr == cr)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -418,18 +441,16 @@ impl Sessions {
         let now_s = self.clock().now_ms().div_euclid(1000);
         let mut last = lock(&memo.0);
         if let Some(r) = last.as_ref()
-            && r.value == cookie
+            && *r.value == *cookie
         {
-            return r.exp > now_s && r.cr.as_deref() == Some(cr);
+            return r.opens(cr, now_s);
         }
-        // The claims whatever their expiry (compared here, so a remembered one expires too).
-        let claims = self.connect.verify(cookie, i64::MIN);
-        let r = Remembered {
-            value: cookie.to_string(),
-            cr: claims.as_ref().map(|c| cr_name(&c.sid)),
-            exp: claims.map_or(i64::MIN, |c| c.exp),
+        // The claims whatever their expiry (compared in `opens`, so a remembered one expires too).
+        let r = match self.connect.remembered(cookie) {
+            Some((value, checked)) => Remembered { value, checked: Some(checked) },
+            None => Remembered { value: Arc::from(cookie), checked: None },
         };
-        let opens = r.exp > now_s && r.cr.as_deref() == Some(cr);
+        let opens = r.opens(cr, now_s);
         *last = Some(r);
         opens
     }
@@ -445,11 +466,12 @@ impl Sessions {
             Err(d) => return Ok(Err(d)),
         };
         let mut other_session = false;
-        for claims in req.cookies.iter().filter_map(|c| self.connect.verify(c, now_s)) {
-            if cr_name(&claims.sid) != routed.cr {
+        for checked in req.cookies.iter().filter_map(|c| self.connect.verify(c, now_s)) {
+            if checked.cr != routed.cr {
                 other_session = true;
                 continue;
             }
+            let claims = &checked.claims;
             // The session as of the last commit (remembered per CR name until the next one); read
             // by id when the name stands for another id than the cookie's.
             let (running, ends_at) = match self.target(&routed.cr).await? {
@@ -477,7 +499,7 @@ impl Sessions {
             } else {
                 None
             };
-            return Ok(Ok(Verified { session_id: claims.sid, owner: None, cookie }));
+            return Ok(Ok(Verified { session_id: claims.sid.clone(), owner: None, cookie }));
         }
         let token = req
             .query_token
@@ -620,7 +642,8 @@ mod tests {
         let keys = ConnectKeys::open(dir.path()).unwrap();
         let c = CookieClaims { sid: "ses_1".into(), owner: "alice".into(), exp: 1000, iat: None, cnx: None };
         let t = keys.sign(&c).unwrap();
-        assert_eq!(keys.verify(&t, 999).unwrap().sid, "ses_1");
+        let checked = keys.verify(&t, 999).unwrap();
+        assert_eq!((checked.claims.sid.as_str(), checked.cr.as_str()), ("ses_1", "ses-1"));
         assert!(keys.verify(&t, 1000).is_none(), "expired at exp");
         // Same key re-read from disk; a different key refuses.
         assert!(ConnectKeys::open(dir.path()).unwrap().verify(&t, 10).is_some());

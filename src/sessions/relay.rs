@@ -254,18 +254,32 @@ pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
 }
 
 /// The request's headers as they go on, filtered in place (no second map): hop-by-hop headers and
-/// what `Connection` names go, and what [`is_client_forbidden`] names; `Cookie` keeps only what
-/// [`filter_cookies`] keeps; an upgrade keeps `Connection: upgrade` and its `Upgrade`.
-/// (The relay scans the cookies for more than this and calls [`forward_scanned`] itself.)
+/// what `Connection` names go, and what [`is_client_forbidden`] names; `Host` is the session's
+/// ([`TEST_HOST`] here); `Cookie` keeps only what [`filter_cookies`] keeps; an upgrade keeps
+/// `Connection: upgrade` and its `Upgrade`. (The relay scans the cookies for more than this and
+/// calls [`forward_scanned`] itself.)
 #[cfg(any(test, fuzzing))]
 pub(crate) fn forward_headers(h: HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool) -> HeaderMap {
     let all_kept = scan_cookies(&h, None, keep_session).all_kept;
-    forward_scanned(h, upgrade, keep_session, all_kept)
+    forward_scanned(h, upgrade, keep_session, all_kept, TEST_HOST)
 }
 
-/// [`forward_headers`], where `all_kept` is what [`scan_cookies`] found of the same headers.
-fn forward_scanned(mut h: HeaderMap, upgrade: bool, keep_session: &dyn Fn(&str) -> bool, all_kept: bool) -> HeaderMap {
-    remove_hop_by_hop(&mut h, upgrade, is_client_forbidden);
+/// The session domain [`forward_headers`] puts in `Host`.
+#[cfg(any(test, fuzzing))]
+pub(crate) const TEST_HOST: HeaderValue = HeaderValue::from_static("session.test");
+
+/// [`forward_headers`], where `all_kept` is what [`scan_cookies`] found of the same headers and
+/// `host` the session's domain.
+fn forward_scanned(
+    mut h: HeaderMap,
+    upgrade: bool,
+    keep_session: &dyn Fn(&str) -> bool,
+    all_kept: bool,
+    host: HeaderValue,
+) -> HeaderMap {
+    // The client's `Host` is replaced below, in its place (not removed and added again).
+    remove_hop_by_hop(&mut h, upgrade, |n| n != "host" && is_client_forbidden(n));
+    h.insert(header::HOST, host);
     // Usually every cookie a browser sends here goes on (the session's own, the app's): then the
     // header goes on as it came.
     if !all_kept {
@@ -442,7 +456,6 @@ pub async fn relay_request(
         xff.push_str(", ");
     }
     push_ip(&mut xff, client_ip);
-    let mut headers = forward_scanned(parts.headers, upgrade, &keep_session, all_kept);
     // The ingress routes by Host: always the session's own domain, whatever the client sent.
     let Some(host) = session.headers.host.clone() else {
         return relay_error(
@@ -451,6 +464,7 @@ pub async fn relay_request(
             "the session domain is not a header value".into(),
         );
     };
+    let mut headers = forward_scanned(parts.headers, upgrade, &keep_session, all_kept, host.clone());
     // The console's cookie does not cross (it is a credential), but who it signs in matters to
     // verify (a member's browser opens no other member's link): passed on as the relay's signed
     // statement, which verify checks as it would the cookie (see `CONSOLE_USER_HEADER`).
@@ -460,8 +474,7 @@ pub async fn relay_request(
         headers.insert(X_GSHARE_CONSOLE_USER, v);
     }
     // Room for what is added below, so the map grows at most once.
-    headers.reserve(6);
-    headers.insert(header::HOST, host.clone());
+    headers.reserve(5);
     headers.insert(X_FORWARDED_HOST, host);
     for (name, value) in [(X_GSHARE_SESSION, &session.headers.session), (X_GSHARE_USER, &session.headers.user)] {
         if let Some(v) = value {
@@ -633,10 +646,10 @@ impl Upgrade<'_> {
 
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
             let upstream_upgrade = hyper::upgrade::on(&mut resp);
-            let sid = session.session_id.clone();
             // The counts move into the tunnel's task and end with it.
             tokio::spawn(async move {
-                let _counted = (tunnel, session_tunnel);
+                let _tunnel = tunnel;
+                let sid = &session_tunnel.session_id;
                 match tokio::try_join!(client_upgrade, upstream_upgrade) {
                     Ok((client, upstream)) => {
                         let (mut a, mut b) = (TokioIo::new(client), TokioIo::new(upstream));
@@ -930,7 +943,8 @@ mod tests {
             h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
         }
         let f = forward_headers(h.clone(), false, &|_| true);
-        assert_eq!(f.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["accept"]);
+        assert_eq!(f.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["host", "accept"]);
+        assert_eq!(f[header::HOST], TEST_HOST);
 
         // A nameless cookie that reads as one of ours goes too (found by the relay_headers fuzz
         // target's seed: it was forwarded).
