@@ -307,7 +307,7 @@ impl RunningServer {
     pub async fn start(config: Config, clock: Clock) -> Result<Self, StartError> {
         let listen = config.listen;
         let app = App::open(config, clock).await?;
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| StartError::Bind {
+        let listener = http::server::bind(listen).map_err(|source| StartError::Bind {
             addr: listen,
             hint: if source.kind() == std::io::ErrorKind::AddrInUse {
                 " (another process listens there; set GSHARE_LISTEN to another address)"
@@ -371,7 +371,7 @@ impl RunningServer {
         });
         let redirect_addr = match app.config.tls_redirect_listen {
             Some(at) => {
-                let l = tokio::net::TcpListener::bind(at).await.map_err(|source| StartError::Bind {
+                let l = http::server::bind(at).map_err(|source| StartError::Bind {
                     addr: at,
                     hint: " (tls_redirect_listen)",
                     source,

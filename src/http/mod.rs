@@ -115,15 +115,15 @@ pub fn relay_handle(app: &Arc<App>) -> server::HandleMaker {
     let state =
         Arc::new(crate::sessions::relay::RelayState { sessions: FromRef::from_ref(app), gate: FromRef::from_ref(app) });
     Arc::new(move |ticket: &server::ConnectionTicket| {
-        // The connection's own references to the state and to itself, which its requests clone
-        // (see `HandleMaker`).
-        let (state, connection) =
-            (Arc::new(state.clone()), Arc::new(crate::sessions::relay::RelayConnection::new(ticket.clone())));
+        // The connection's own reference to the state, and what the relay keeps of it: one count
+        // its requests clone (see `HandleMaker`).
+        let own = Arc::new((state.clone(), crate::sessions::relay::RelayConnection::new(ticket.clone())));
         Arc::new(move |req| {
-            let (state, connection) = (state.clone(), connection.clone());
-            Box::pin(middleware::with_context(req, connection.reserve(), move |req| async move {
+            let own = own.clone();
+            Box::pin(middleware::with_context(req, own.1.reserve(), move |req| async move {
+                let (state, connection) = (&own.0, &own.1);
                 let relayed =
-                    crate::sessions::relay::relay_request(&state.sessions, &state.gate, req, Some(&*connection));
+                    crate::sessions::relay::relay_request(&state.sessions, &state.gate, req, Some(connection));
                 match std::panic::AssertUnwindSafe(relayed).catch_unwind().await {
                     Ok(res) => res,
                     Err(_) => axum::response::IntoResponse::into_response(ApiError::internal("handler panicked")),

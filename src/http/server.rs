@@ -498,6 +498,17 @@ impl Limits {
     }
 }
 
+/// A listener on `addr` (`SO_REUSEADDR`, as `TcpListener::bind` sets it) whose connections
+/// are `TCP_NODELAY`: on Linux an accepted connection takes it from the listener, so no
+/// `setsockopt` is made per connection.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.set_nodelay(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then drains connections. With `tls`,
 /// every connection is a TLS one; the certificate comes from the config's resolver per handshake.
 pub async fn serve(
@@ -710,6 +721,8 @@ async fn serve_connection(
     slot: Arc<Slot>,
     reserve: bool,
 ) {
+    // Linux gives an accepted connection the listener's TCP_NODELAY (see [`bind`]).
+    #[cfg(not(target_os = "linux"))]
     let _ = stream.set_nodelay(true);
     let counted = slot.clone();
     // What each request of the connection gets a reference to is made once here: per-connection
@@ -1161,6 +1174,16 @@ mod tests {
         assert_eq!(lock(&table).open.len(), 0, "the last tunnel gave the connection back");
         let t = lock(&table);
         assert_eq!((t.regular, t.per_address.len()), (0, 0));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn accepted_connections_are_nodelay() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        assert!(accepted.nodelay().unwrap(), "no setsockopt per connection is made on Linux");
+        drop(client);
     }
 
     #[test]
