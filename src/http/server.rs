@@ -304,6 +304,37 @@ impl Connections {
         }
     }
 
+    /// Counts a tunnel's upstream connection as one more regular connection of `address` (a
+    /// tunnel is busy for as long as it lives: never closed as idle, so it needs no entry of its
+    /// own in `open`), making room as [`Self::admit`] does; never in the health reserve.
+    fn admit_upstream(&mut self, address: Option<IpAddr>, caps: Caps, now: Instant) -> Result<(), NoRoom> {
+        if let Some(a) = address {
+            while self.per_address.get(&a).copied().unwrap_or(0) >= caps.per_address {
+                if !self.close_oldest_idle(now, |o| o.address == Some(a)) {
+                    return Err(NoRoom::Address(caps.per_address));
+                }
+            }
+        }
+        while self.regular >= caps.total {
+            if !self.close_oldest_idle(now, |o| !o.reserve) {
+                return Err(NoRoom::Server);
+            }
+        }
+        self.regular += 1;
+        if let Some(a) = address {
+            count_up(&mut self.per_address, a);
+        }
+        Ok(())
+    }
+
+    /// Gives back what [`Self::admit_upstream`] counted.
+    fn leave_upstream(&mut self, address: Option<IpAddr>) {
+        self.regular -= 1;
+        if let Some(a) = address {
+            count_down(&mut self.per_address, a);
+        }
+    }
+
     /// Makes room for one more connection from `address` (`None`: exempt from the per-address
     /// cap) whose first bytes were `head` (see [`classify_head`]) by closing the oldest evictable
     /// one; `None` when it must be refused. The answer says whether the connection is one of the
@@ -428,36 +459,23 @@ impl ConnectionTicket {
     /// connection) as one more connection of the same address. `Err` when there is no room for it.
     pub fn tunnel(&self) -> Result<Tunnel, NoRoom> {
         let this = &self.0;
-        let mut table = lock(&this.table);
-        let Some((upstream, _, reserve)) = table.admit(this.address, this.caps, Instant::now(), HEAD_OTHER) else {
-            let address_full =
-                this.address.is_some_and(|a| table.per_address.get(&a).copied().unwrap_or(0) >= this.caps.per_address);
-            return Err(if address_full { NoRoom::Address(this.caps.per_address) } else { NoRoom::Server });
-        };
-        if reserve {
-            table.remove(upstream);
-            return Err(NoRoom::Server);
-        }
-        if let Some(o) = table.open.get(&upstream) {
-            // Busy for as long as it lives: never closed as idle.
-            o.slot.held.fetch_add(1, Ordering::AcqRel);
-        }
+        lock(&this.table).admit_upstream(this.address, this.caps, Instant::now())?;
         this.slot.held.fetch_add(1, Ordering::AcqRel);
-        Ok(Tunnel { ticket: self.clone(), upstream })
+        Ok(Tunnel { ticket: self.clone() })
     }
 }
 
-/// A relayed tunnel's place in the connection table; given back when dropped.
+/// A relayed tunnel's places in the connection table (its upstream connection's, and its client
+/// connection kept); given back when dropped.
 pub struct Tunnel {
     ticket: ConnectionTicket,
-    upstream: u64,
 }
 
 impl Drop for Tunnel {
     fn drop(&mut self) {
         let ticket = &self.ticket.0;
         let mut table = lock(&ticket.table);
-        table.remove(self.upstream);
+        table.leave_upstream(ticket.address);
         let slot = &ticket.slot;
         if slot.held.fetch_sub(1, Ordering::AcqRel) == 1 && slot.ended.load(Ordering::Acquire) {
             table.remove(ticket.id);
@@ -1169,11 +1187,37 @@ mod tests {
         // hyper is done with the connection after the upgrade: it stays counted while tunnels use it.
         slot.ended.store(true, Ordering::Release);
         drop(t1);
-        assert_eq!(lock(&table).open.len(), 2);
+        let counts = |t: &Connections| (t.open.len(), t.regular);
+        assert_eq!(counts(&lock(&table)), (1, 2), "the connection and the second tunnel's upstream");
         drop(t2);
         assert_eq!(lock(&table).open.len(), 0, "the last tunnel gave the connection back");
         let t = lock(&table);
         assert_eq!((t.regular, t.per_address.len()), (0, 0));
+        drop(t);
+
+        // Every regular slot busy (this connection's upgrade in flight, another's request): no
+        // tunnel, and the idle health probe in the reserve keeps its place.
+        let caps = Caps { total: 2, per_address: 8, reserve: 1 };
+        let table = Arc::new(Mutex::new(Connections::default()));
+        let busy = |slot: &Arc<Slot>| slot.in_flight.fetch_add(1, Ordering::AcqRel);
+        let (id, slot, _) = lock(&table).admit(ip(1), caps, tick(), HEAD_UNKNOWN).unwrap();
+        busy(&slot);
+        busy(&lock(&table).admit(ip(2), caps, tick(), HEAD_UNKNOWN).unwrap().1);
+        let (_, probe, reserve) = lock(&table).admit(ip(3), caps, tick(), HEAD_HEALTH).unwrap();
+        assert!(reserve);
+        probe.served.store(true, Ordering::Release);
+        let ticket = ConnectionTicket::new(Ticket {
+            table: table.clone(),
+            id,
+            slot,
+            peer,
+            address: ip(1),
+            reserve: false,
+            caps,
+            answers: Deadlines::new(),
+        });
+        assert_eq!(ticket.tunnel().err(), Some(NoRoom::Server));
+        assert_eq!(lock(&table).reserve, 1, "the idle health probe's place was not taken");
     }
 
     #[cfg(target_os = "linux")]
