@@ -40,8 +40,13 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim().trim_matches('"'))
-        .filter(|v| !v.is_empty())
+        .and_then(|(_, v)| cookie_value(v))
+}
+
+/// A cookie's value as [`cookie`] reads it from what follows `name=`: without surrounding blanks
+/// and quotes; `None` when that leaves nothing.
+pub fn cookie_value(raw: &str) -> Option<&str> {
+    Some(raw.trim().trim_matches('"')).filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]

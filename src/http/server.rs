@@ -308,12 +308,8 @@ impl Connections {
     /// tunnel is busy for as long as it lives: never closed as idle, so it needs no entry of its
     /// own in `open`), making room as [`Self::admit`] does; never in the health reserve.
     fn admit_upstream(&mut self, address: Option<IpAddr>, caps: Caps, now: Instant) -> Result<(), NoRoom> {
-        if let Some(a) = address {
-            while self.per_address.get(&a).copied().unwrap_or(0) >= caps.per_address {
-                if !self.close_oldest_idle(now, |o| o.address == Some(a)) {
-                    return Err(NoRoom::Address(caps.per_address));
-                }
-            }
+        if !self.room_for_address(address, caps, now) {
+            return Err(NoRoom::Address(caps.per_address));
         }
         while self.regular >= caps.total {
             if !self.close_oldest_idle(now, |o| !o.reserve) {
@@ -325,6 +321,18 @@ impl Connections {
             count_up(&mut self.per_address, a);
         }
         Ok(())
+    }
+
+    /// Closes `address`'s oldest idle connections until it holds fewer than its cap (`None`:
+    /// exempt); false when it is full of busy ones.
+    fn room_for_address(&mut self, address: Option<IpAddr>, caps: Caps, now: Instant) -> bool {
+        let Some(a) = address else { return true };
+        while self.per_address.get(&a).copied().unwrap_or(0) >= caps.per_address {
+            if !self.close_oldest_idle(now, |o| o.address == Some(a)) {
+                return false;
+            }
+        }
+        true
     }
 
     /// Gives back what [`Self::admit_upstream`] counted.
@@ -342,12 +350,8 @@ impl Connections {
     /// newcomer that may be a probe closes the oldest whose head is not known yet (never one
     /// known to be a probe); one known to be no probe is refused instead.
     fn admit(&mut self, address: Option<IpAddr>, caps: Caps, now: Instant, head: u8) -> Option<(u64, Arc<Slot>, bool)> {
-        if let Some(a) = address {
-            while self.per_address.get(&a).copied().unwrap_or(0) >= caps.per_address {
-                if !self.close_oldest_idle(now, |o| o.address == Some(a)) {
-                    return None;
-                }
-            }
+        if !self.room_for_address(address, caps, now) {
+            return None;
         }
         let mut reserve = false;
         while self.regular >= caps.total {

@@ -88,14 +88,13 @@ pub(crate) fn scan_cookies<'a>(
             }
             let Some((name, value)) = c.split_once('=') else { continue };
             // The first of each name counts, even when empty (as `cookies::cookie` reads them).
-            let read = || Some(value.trim().trim_matches('"')).filter(|v| !v.is_empty());
             if !seen_session && name == super::connect::COOKIE {
                 seen_session = true;
-                scan.session = read();
+                scan.session = crate::auth::cookies::cookie_value(value);
             }
             if !seen_console && Some(name) == console {
                 seen_console = true;
-                scan.console = read();
+                scan.console = crate::auth::cookies::cookie_value(value);
             }
         }
         // A line of nothing but separators goes.
